@@ -1,0 +1,67 @@
+"""The few exceptions users of the library catch.
+
+Each carries what a person needs to fix the cause; the CLI turns them into a
+one-line message and an exit code (2 for bad input, 1 for a failed check).
+"""
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """Base of every error the pipeline raises on purpose."""
+
+    exit_code = 2
+
+
+class InvalidEvent(PipelineError):
+    """One line or object that is not a valid v1 event.
+
+    ``source`` names where it came from (a file, ``<stdin>``, ``<arg>``),
+    ``line`` is 1-based, ``field`` is a dotted path (``rater.kind``) or ``-``
+    when the line as a whole is wrong.
+    """
+
+    def __init__(self, reason: str, *, field: str = "-", line: int | None = None, source: str = "<input>"):
+        self.reason = reason
+        self.field = field
+        self.line = line
+        self.source = source
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line is not None else self.source
+        return f"{where}: {self.field}: {self.reason}"
+
+    def located(self, *, source: str, line: int) -> "InvalidEvent":
+        return InvalidEvent(self.reason, field=self.field, line=line, source=source)
+
+
+class InvalidBatch(PipelineError):
+    """A batch with one or more invalid events; nothing of it was written."""
+
+    def __init__(self, errors: list[InvalidEvent]):
+        self.errors = errors
+        super().__init__("\n".join(e.message() for e in errors))
+
+
+class StoreConflict(PipelineError):
+    """Another process holds the lock or won the race for a manifest number."""
+
+
+class StoreCorrupt(PipelineError):
+    """The store disagrees with what its manifests claim."""
+
+    exit_code = 1
+
+
+class StaleTable(PipelineError):
+    """The routing table was not fitted from the newest manifest."""
+
+    exit_code = 1
+
+
+class TableSchemaError(PipelineError):
+    """A routing table of an unknown major schema, or one that does not validate."""
+
+
+class FitError(PipelineError):
+    """The fit cannot run on this data (for example: no ratings at all)."""

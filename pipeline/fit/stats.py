@@ -1,0 +1,201 @@
+"""``stats.json`` of a case study, schema ``case-study-stats/v1`` (issue 5 fixes the keys).
+
+Every number that a case study page or ``ratings compare`` shows comes from
+here; nothing on a page is computed anywhere else. Undefined numbers are
+``null`` (never NaN), with the reason in the neighbouring ``reason`` text.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+STATS_SCHEMA = "case-study-stats/v1"
+
+_M = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
+_OPEN = ConfigDict(frozen=True, extra="allow", defer_build=True, populate_by_name=True)
+
+Recommendation = Literal["adopt", "keep", "insufficient-evidence"]
+Interval = tuple[float, float] | None
+
+
+class Source(BaseModel):
+    model_config = _OPEN
+
+    manifest: int | None
+    events: dict[str, int] = Field(default_factory=dict)
+    command: str | None = None  # the command line that produced the stats
+
+
+class RatingCounts(BaseModel):
+    model_config = _M
+
+    total: int
+    by_rater_kind: dict[str, int]
+    retracted: int
+
+
+class Split(BaseModel):
+    model_config = _M
+
+    learned_tasks: int
+    held_out_tasks: int
+    eligible_held_out: int
+    cutoff_at: str | None
+    validation_tasks: int
+
+
+class ConstantSet(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
+
+    prior_source: Literal["shipped", "measured"]
+    prior_weight: float
+    exploration: float
+    half_life_days: float | None  # null: no recency weighting (infinity)
+    min_samples: int
+    cost_floor_usd: float
+    lambda_: float | None = Field(default=None, alias="lambda")
+
+
+class Constants(BaseModel):
+    model_config = _M
+
+    shipped: ConstantSet
+    fitted: ConstantSet
+    selected_on: dict[str, Literal["validation", "pinned"]]
+    published: Literal["fitted", "shipped"]
+
+
+class HitRate(BaseModel):
+    model_config = _OPEN
+
+    hit_rate: float | None
+    hits: int
+    n: int
+    ci95: Interval
+
+
+class Difference(BaseModel):
+    model_config = _M
+
+    value: float | None
+    ci95: Interval
+
+
+class Routing(BaseModel):
+    model_config = _M
+
+    shipped: HitRate  # carries expected_hit_rate_with_exploration as an extra key
+    fitted: HitRate
+    difference: Difference
+    recommendation: Recommendation
+    reason: str
+
+
+class ReplayRun(BaseModel):
+    model_config = _OPEN
+
+    exploration: float
+    realized_value: float | None
+    tasks_routed: int
+    tasks_skipped: int
+
+
+class Replay(BaseModel):
+    model_config = _OPEN
+
+    shipped: ReplayRun
+    fitted: ReplayRun
+
+
+class Calibration(BaseModel):
+    model_config = _OPEN
+
+    regions_mse: float | None
+    plain_mean_mse: float | None
+    regions_mae: float | None
+    plain_mean_mae: float | None
+    difference_ci95: Interval
+    recommendation: Recommendation
+    reason: str
+    n: int = 0
+
+
+class Baseline(BaseModel):
+    model_config = _OPEN
+
+    config: str | None = None
+    hit_rate: float | None
+    mean_quality: float | None
+    mean_cost_usd: float | None
+
+
+class Baselines(BaseModel):
+    model_config = _OPEN
+
+    best_single: Baseline
+    cheapest: Baseline
+    random: Baseline
+    oracle: Baseline
+    shipped: Baseline
+    fitted: Baseline
+
+
+class PriorRow(BaseModel):
+    model_config = _M
+
+    selector: str
+    region: str
+    shipped: float
+    measured: float | None
+    weight: float
+    n: int
+    disagrees: bool
+
+
+class GridRow(BaseModel):
+    model_config = _OPEN
+
+    prior_source: str
+    prior_weight: float
+    exploration: float | None = None
+    half_life_days: float | None = None
+    lambda_: float | None = Field(default=None, alias="lambda")
+    validation: float | None
+    held_out_diagnostic: float | None
+
+
+class Stats(BaseModel):
+    """The whole ``stats.json``. ``signals``, ``ladders``, ``frontier``, ``policies`` come from their stages."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True, populate_by_name=True)
+
+    schema_: str = Field(default=STATS_SCHEMA, alias="schema")
+    name: str
+    source: Source
+    objective: Literal["quality_per_dollar", "utility", "quality"]
+    cost_known: bool
+    ratings: RatingCounts
+    split: Split
+    constants: Constants
+    routing: Routing
+    replay: Replay
+    calibration: Calibration
+    baselines: Baselines
+    priors: list[PriorRow]
+    grid: list[GridRow]
+    signals: dict[str, Any] | None = None
+    ladders: dict[str, Any] | None = None
+    frontier: dict[str, Any] | None = None
+    policies: dict[str, Any] | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def load_stats(path) -> Stats:
+    import json
+    from pathlib import Path
+
+    return Stats.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))

@@ -1,0 +1,163 @@
+"""The routing table, schema ``routing-table/v1`` (DESIGN 7): model, load, atomic publish.
+
+This is the contract with dispatchers: a program in any language reads
+``fits/routing-table.json`` with a JSON parser; Python dispatchers use
+:func:`load` and :class:`pipeline.routing.Router`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import TableSchemaError
+from ..home import atomic_write
+
+SCHEMA = "routing-table/v1"
+SCHEMA_MAJOR = "routing-table/v1"
+
+_MODEL = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class Constants(BaseModel):
+    """The routing constants (DESIGN 5/6). ``half_life_days`` null means no recency weighting."""
+
+    model_config = _MODEL
+
+    prior_source: Literal["shipped", "measured"] = "shipped"
+    prior_weight: float = 3.0
+    exploration: float = 0.3
+    half_life_days: float | None = None
+    min_samples: int = 3
+    cost_floor_usd: float = 0.000001
+    lambda_: float | None = Field(default=None, alias="lambda")
+
+
+class Static(BaseModel):
+    """Static fallback from ``shipped.json`` (DESIGN 5)."""
+
+    model_config = _MODEL
+
+    default_config: str | None = None
+    cheap_config: str | None = None
+    frontier_config: str | None = None
+    pinned: dict[str, str] = Field(default_factory=dict)
+
+
+class Member(BaseModel):
+    """One configuration in one region: what the fit believes of it."""
+
+    model_config = _MODEL
+
+    config: str
+    quality: float
+    cost_usd: float | None
+    value: float
+    weight: float
+    n_ratings: int
+    relative_advantage: float | None = None
+    win_rate: float | None = None
+    prior: float | None = None
+
+
+class Ladder(BaseModel):
+    """An escalation ladder: run ``rungs[0]``; when its gate is below ``pass_threshold``, run the next."""
+
+    model_config = _MODEL
+
+    rungs: list[str]
+    pass_threshold: float = 0.5
+    validated_quality: float | None = None
+    validated_cost_usd: float | None = None
+
+
+class Region(BaseModel):
+    model_config = _MODEL
+
+    members: list[Member]
+    choice: str | None
+    ladder: Ladder | None = None
+
+
+class Source(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
+
+    manifest: int | None
+    events: dict[str, int] = Field(default_factory=dict)
+    sha256: str | None = None
+
+
+class RoutingTable(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
+
+    schema_: str = Field(default=SCHEMA, alias="schema")
+    version: str = ""
+    fitted_at: str | None
+    source: Source
+    objective: Literal["quality_per_dollar", "utility", "quality"]
+    constants: Constants
+    constants_source: Literal["fitted", "shipped"]
+    static: Static
+    regions: dict[str, Region]
+    evaluation: dict[str, Any] = Field(default_factory=dict)
+
+    def content_hash(self) -> str:
+        """``version``: sha256 (first 16 hex) of the canonical JSON of everything below ``fitted_at``."""
+        data = self.to_json_dict()
+        body = {k: v for k, v in data.items() if k not in ("schema", "version", "fitted_at")}
+        return hashlib.sha256(canonical_json(body)).hexdigest()[:16]
+
+    def with_version(self) -> "RoutingTable":
+        return self.model_copy(update={"version": self.content_hash()})
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=False)
+
+
+def canonical_json(data: Any) -> bytes:
+    """Sorted keys, no NaN, 2-space indent, trailing newline: the published byte form."""
+    return (json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def load(path: str | Path) -> RoutingTable:
+    """Load and validate a table; refuse an unknown major schema with a clear error."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TableSchemaError(f"{path}: no routing table here; run `fit-routing` first") from None
+    except ValueError as exc:
+        raise TableSchemaError(f"{path}: not valid JSON: {exc}") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if not isinstance(schema, str) or schema.split(".")[0] != SCHEMA_MAJOR:
+        raise TableSchemaError(
+            f"{path}: schema {schema!r} is not {SCHEMA_MAJOR!r}; this version of the pipeline reads {SCHEMA_MAJOR} only"
+        )
+    from pydantic import ValidationError
+
+    try:
+        return RoutingTable.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise TableSchemaError(f"{path}: {where}: {err['msg']}") from None
+
+
+def table_json_schema() -> dict[str, Any]:
+    schema = RoutingTable.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "routing-table.schema.json"
+    schema["title"] = SCHEMA
+    return schema
+
+
+def publish(table: RoutingTable, path: str | Path) -> RoutingTable:
+    """Stamp the version, write the table atomically (temp, fsync, rename) and its JSON Schema beside it."""
+    path = Path(path)
+    table = table.with_version()
+    atomic_write(path, canonical_json(table.to_json_dict()))
+    atomic_write(path.with_name("routing-table.schema.json"), canonical_json(table_json_schema()))
+    return table
