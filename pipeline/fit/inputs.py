@@ -1,0 +1,275 @@
+"""What the fit reads (DESIGN 5 and 6): the store's events as polars frames, and task values.
+
+:func:`load_inputs` runs one DuckDB query per frame over the store's views and
+returns :class:`FitInputs`; :func:`restrict` cuts it to some tasks and a time
+(the evaluation's learn / validate / held-out parts); :func:`task_values`
+aggregates ratings once to one row per (task, config), the unit every later
+stage works on. Nothing here loops over ratings in Python.
+
+Times are naive ``datetime`` in UTC (microseconds), as the store keeps them.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import polars as pl
+
+#: Columns of :attr:`FitInputs.ratings`, in order.
+RATING_COLUMNS = ("id", "task", "region", "config_key", "at", "score", "w", "rater_kind", "rater_name", "origin")
+
+
+@dataclass(frozen=True)
+class FitInputs:
+    """The events a fit uses, one frame per kind, each sorted deterministically.
+
+    - ``tasks``: ``task, region, thread, first_at, opened_at``, sorted by ``(first_at, task)``.
+      ``first_at`` is the time of the task's first event of any kind (the task time of DESIGN 6);
+      ``region``/``thread`` come from the task's first ``task.opened`` (``'general'``/null
+      without one); ``opened_at`` is that event's time (null without one).
+    - ``ratings``: :data:`RATING_COLUMNS`, sorted by ``(at, id)``. Retracted ratings are removed;
+      ``w = precision * confidence * importance``; a rejection is ``score = 0`` with ``w = weight``
+      (``origin = 'rejection'``); PRM fill-ins have ``origin = 'prm'``.
+    - ``retracted``: the retracted ratings (same columns plus ``retracted_at``, the time of the
+      first retraction naming them). Kept so :func:`restrict` can put back a rating whose
+      retraction comes after its time limit, and so stats can count retractions.
+    - ``attempts``: ``id, task, region, config_key, at, status, cost_usd, duration_ms, node,
+      prompt_version, reviewer_verdict, tool_calls, files_read, files_written``, by ``(at, id)``.
+    - ``decisions``: ``id, task, region, at, policy, chosen, candidates, propensity, table_version,
+      explored, reason, predicted_quality``, by ``(at, id)``.
+    - ``closures``: ``id, task, at, outcome``, by ``(at, id)``.
+    - ``newest_at``: the newest event time in these inputs (recency ages are measured from it,
+      never from the clock); None when there are no events.
+    - ``prm``: whether PRM fill-in ratings are part of ``ratings`` (restrict re-derives them).
+    """
+
+    tasks: pl.DataFrame
+    ratings: pl.DataFrame
+    retracted: pl.DataFrame
+    attempts: pl.DataFrame
+    decisions: pl.DataFrame
+    closures: pl.DataFrame
+    newest_at: datetime | None
+    prm: bool = False
+    # Memo of task_values per half-life: the grid search asks for the same few many times.
+    _values: dict[Any, pl.DataFrame] = field(default_factory=dict, compare=False, repr=False)
+
+
+def _connection(store: Any):
+    """The DuckDB connection of a store: the object itself, or its ``con``."""
+    return getattr(store, "con", store)
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
+
+
+_TASKS_SQL = """
+WITH events AS (
+    SELECT task, "at" FROM tasks
+    UNION ALL SELECT task, "at" FROM attempts
+    UNION ALL SELECT task, "at" FROM ratings
+    UNION ALL SELECT task, "at" FROM rejections
+    UNION ALL SELECT task, "at" FROM decisions
+    UNION ALL SELECT task, "at" FROM closures
+), first_seen AS (
+    SELECT task, min("at") AS first_at FROM events GROUP BY task
+), opened AS (
+    SELECT task,
+           first(region ORDER BY "at", id) AS region,
+           first(thread ORDER BY "at", id) AS thread,
+           min("at") AS opened_at
+    FROM tasks GROUP BY task
+)
+SELECT f.task, coalesce(o.region, 'general') AS region, o.thread, f.first_at, o.opened_at
+FROM first_seen f LEFT JOIN opened o USING (task)
+WHERE ($thread IS NULL OR o.thread = $thread) AND ($since IS NULL OR f.first_at >= $since)
+ORDER BY f.first_at, f.task
+"""
+
+# w = precision * confidence * importance; a rejection is score 0 with w = weight (DESIGN 5).
+_RATINGS_SQL = """
+WITH retracted AS (SELECT rating, min("at") AS retracted_at FROM retractions GROUP BY rating)
+SELECT u.id, u.task, u.config_key, u."at", u.score, u.w, u.rater_kind, u.rater_name, u.origin, x.retracted_at
+FROM (
+    SELECT id, task, config_key, "at", score, precision * confidence * importance AS w,
+           rater_kind, rater_name, 'rating' AS origin FROM ratings
+    UNION ALL
+    SELECT id, task, config_key, "at", 0.0 AS score, weight AS w,
+           rater_kind, rater_name, 'rejection' AS origin FROM rejections
+) u LEFT JOIN retracted x ON x.rating = u.id
+ORDER BY u."at", u.id
+"""
+
+_ATTEMPTS_SQL = """
+SELECT id, task, config_key, "at", status, cost_usd, duration_ms, node, prompt_version, reviewer_verdict,
+       tool_calls, files_read, files_written
+FROM attempts ORDER BY "at", id
+"""
+
+_DECISIONS_SQL = """
+SELECT id, task, "at", policy, chosen, candidates, propensity, table_version, explored, reason, predicted_quality
+FROM decisions ORDER BY "at", id
+"""
+
+_CLOSURES_SQL = 'SELECT id, task, "at", outcome FROM closures ORDER BY "at", id'
+
+
+def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None,
+                since: datetime | None = None) -> FitInputs:
+    """Read the store into :class:`FitInputs`.
+
+    ``store`` is a DuckDB connection with the store's views (``tasks``, ``attempts``, ``ratings``,
+    ``rejections``, ``retractions``, ``decisions``, ``closures``), or an object whose ``con`` is one
+    (what :func:`pipeline.store.open_store` returns).
+    ``thread`` keeps only the tasks whose ``task.opened`` names that thread; ``since`` keeps only
+    the tasks whose first event is at or after it. ``prm`` adds PRM fill-in ratings
+    (:func:`pipeline.fit.signals.prm_ratings`) for (task, config) pairs that have no other rating.
+    """
+    con = _connection(store)
+    params = {"thread": thread, "since": _naive_utc(since) if since is not None else None}
+    tasks = con.sql(_TASKS_SQL, params=params).pl()
+    all_ratings = con.sql(_RATINGS_SQL).pl()
+    attempts = con.sql(_ATTEMPTS_SQL).pl()
+    decisions = con.sql(_DECISIONS_SQL).pl()
+    closures = con.sql(_CLOSURES_SQL).pl()
+    return _assemble(tasks, all_ratings, attempts, decisions, closures, before=None, prm=prm)
+
+
+def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, before: datetime | None) -> FitInputs:
+    """Keep only ``tasks``, and only events with ``at < before`` (None: no time limit).
+
+    A task whose first event is not before ``before`` disappears; one whose ``task.opened`` is not
+    before it falls back to region ``'general'``. A retraction counts only when it is itself
+    before ``before``, so a later retraction cannot leak into an earlier fit. PRM fill-ins and
+    ``newest_at`` are recomputed from what remains.
+    """
+    keep = pl.Series("task", list(tasks) if not isinstance(tasks, pl.Series) else tasks, dtype=pl.String)
+    task_frame = inputs.tasks.filter(pl.col("task").is_in(keep.implode()))
+    if before is not None:
+        before = _naive_utc(before)
+        opened_late = pl.col("opened_at").is_null() | (pl.col("opened_at") >= before)
+        task_frame = task_frame.filter(pl.col("first_at") < before).with_columns(
+            region=pl.when(opened_late).then(pl.lit("general")).otherwise(pl.col("region")),
+            thread=pl.when(opened_late).then(pl.lit(None, pl.String)).otherwise(pl.col("thread")),
+            opened_at=pl.when(opened_late).then(pl.lit(None, pl.Datetime("us"))).otherwise(pl.col("opened_at")),
+        )
+    real = inputs.ratings.filter(pl.col("origin") != "prm").with_columns(retracted_at=pl.lit(None, pl.Datetime("us")))
+    all_ratings = pl.concat([real, inputs.retracted], how="vertical_relaxed").drop("region")
+    return _assemble(task_frame, all_ratings, inputs.attempts.drop("region"), inputs.decisions.drop("region"),
+                     inputs.closures, before=before, prm=inputs.prm)
+
+
+def _assemble(tasks: pl.DataFrame, all_ratings: pl.DataFrame, attempts: pl.DataFrame, decisions: pl.DataFrame,
+              closures: pl.DataFrame, *, before: datetime | None, prm: bool) -> FitInputs:
+    """Filter every frame to ``tasks`` and ``at < before``, attach regions, split off retractions."""
+    regions = tasks.select("task", "region")
+
+    def cut(frame: pl.DataFrame) -> pl.DataFrame:
+        frame = frame.join(regions, on="task", how="semi")
+        return frame if before is None else frame.filter(pl.col("at") < before)
+
+    all_ratings = cut(all_ratings)
+    retracted_now = pl.col("retracted_at").is_not_null()
+    if before is not None:
+        retracted_now = retracted_now & (pl.col("retracted_at") < before)
+    ratings = (all_ratings.filter(~retracted_now).join(regions, on="task", how="left")
+               .select(RATING_COLUMNS))
+    retracted = (all_ratings.filter(retracted_now).join(regions, on="task", how="left")
+                 .select(*RATING_COLUMNS, "retracted_at"))
+    attempts = _with_region(cut(attempts), regions)
+    if prm:
+        from .signals import prm_ratings
+
+        ratings = pl.concat([ratings, prm_ratings(attempts, ratings).select(RATING_COLUMNS)], how="vertical_relaxed")
+    ratings = ratings.sort("at", "id", maintain_order=True)
+    decisions = _with_region(cut(decisions), regions)
+    closures = cut(closures)
+    times = [tasks["first_at"].max(), tasks["opened_at"].max(), ratings["at"].max(), retracted["retracted_at"].max(),
+             attempts["at"].max(), decisions["at"].max(), closures["at"].max()]
+    known = [t for t in times if t is not None]
+    return FitInputs(tasks=tasks, ratings=ratings, retracted=retracted, attempts=attempts, decisions=decisions,
+                     closures=closures, newest_at=max(known) if known else None, prm=prm)
+
+
+def _with_region(frame: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
+    """``region`` (of the task) as the third column."""
+    out = frame.join(regions, on="task", how="left")
+    cols = list(frame.columns)
+    return out.select(cols[:2] + ["region"] + cols[2:])
+
+
+def recency_weight(at: pl.Expr, newest_at: datetime | None, half_life_days: float | None) -> pl.Expr:
+    """Recency factor ``exp(-ln2 * age_days / H)``, age from ``newest_at`` (DESIGN 5); 1 when H is None/inf."""
+    if half_life_days is None or math.isinf(half_life_days) or newest_at is None:
+        return pl.lit(1.0)
+    age_days = (pl.lit(newest_at, pl.Datetime("us")) - at).dt.total_microseconds() / 86_400e6
+    return (-math.log(2.0) * age_days / half_life_days).exp()
+
+
+def task_values(inputs: FitInputs, *, half_life_days: float | None = None) -> pl.DataFrame:
+    """One row per (task, config_key) that has ratings, sorted by ``(first_at, task, config_key)``.
+
+    Columns:
+    - ``task, region, config_key, first_at`` (task time);
+    - ``value`` = q_t,c = sum(w*s) / sum(w) (null when sum(w) = 0), with w recency-weighted when
+      ``half_life_days`` is given; ``weight`` = sum(w); ``wscore`` = sum(w*s); ``n`` = number of ratings;
+    - ``cost_usd`` = sum of the known costs of c's attempts on t (null when none is known);
+      ``attempts`` = number of c's attempts on t; ``unknown_cost`` = how many of them have no cost,
+      where a rated (t, c) without any attempt counts as one attempt of unknown cost.
+      ``cost_t,c`` of DESIGN 5 is ``cost_usd + unknown_cost * cost(c, r)``: the model fills the
+      estimate in (:meth:`pipeline.fit.model.FittedModel.task_costs`), because cost(c, r) comes
+      from the fit, and held-out tasks must take it from the learned part;
+    - ``gate`` = weighted mean of the ratings with ``rater_kind == 'gate'`` and ``origin != 'prm'``
+      (null when none); ``at`` = the latest rating time.
+    """
+    key = None if half_life_days is None or math.isinf(half_life_days) else float(half_life_days)
+    cached = inputs._values.get(key)
+    if cached is not None:
+        return cached
+    w = pl.col("w") * recency_weight(pl.col("at"), inputs.newest_at, key)
+    is_gate = (pl.col("rater_kind") == "gate") & (pl.col("origin") != "prm")
+    values = (
+        inputs.ratings.lazy()
+        .with_columns(w=w)
+        .group_by("task", "config_key")
+        .agg(
+            region=pl.col("region").first(),
+            weight=pl.col("w").sum(),
+            wscore=(pl.col("w") * pl.col("score")).sum(),
+            n=pl.len(),
+            gate_w=pl.col("w").filter(is_gate).sum(),
+            gate_ws=(pl.col("w") * pl.col("score")).filter(is_gate).sum(),
+            gate_n=is_gate.sum(),
+            at=pl.col("at").max(),
+        )
+        .with_columns(
+            value=pl.when(pl.col("weight") > 0).then(pl.col("wscore") / pl.col("weight")),
+            gate=pl.when(pl.col("gate_w") > 0).then(pl.col("gate_ws") / pl.col("gate_w")),
+        )
+    )
+    costs = (
+        inputs.attempts.lazy()
+        .group_by("task", "config_key")
+        .agg(cost_usd=pl.when(pl.col("cost_usd").is_not_null().any()).then(pl.col("cost_usd").sum()),
+             attempts=pl.len(), unknown=pl.col("cost_usd").is_null().sum())
+    )
+    out = (
+        values.join(costs, on=["task", "config_key"], how="left")
+        .join(inputs.tasks.lazy().select("task", "first_at"), on="task", how="left")
+        .with_columns(
+            attempts=pl.col("attempts").fill_null(0).cast(pl.Int64),
+            unknown_cost=pl.when(pl.col("attempts").is_null()).then(1).otherwise(pl.col("unknown")).cast(pl.Int64),
+            n=pl.col("n").cast(pl.Int64),
+        )
+        .select("task", "region", "config_key", "first_at", "value", "weight", "wscore", "n",
+                "cost_usd", "attempts", "unknown_cost", "gate", "at")
+        .sort("first_at", "task", "config_key")
+        .collect()
+    )
+    inputs._values[key] = out
+    return out
+
