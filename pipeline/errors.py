@@ -65,3 +65,7 @@ class TableSchemaError(PipelineError):
 
 class FitError(PipelineError):
     """The fit cannot run on this data (for example: no ratings at all)."""
+
+
+class RoutingError(PipelineError):
+    """A route that cannot be decided: an empty pool, an unknown policy, a table without a global pool."""

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins: list[str] = []
+pytest_plugins: list[str] = ["fixtures_routing"]
 
 
 @pytest.fixture

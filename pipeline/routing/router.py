@@ -1,0 +1,341 @@
+"""The Router: load a routing table once, then decide routes in microseconds.
+
+Everything a decision needs is precomputed at load: per region a dict of rows
+(what the table believes of each configuration there) and each row's sort key
+for the table's objective and for quality per dollar, so choosing among a pool
+is one ``min`` over the pool with a C-level dict lookup as key.
+
+Rules this module fixes (the README repeats them):
+
+- **Unknown region** -> the global pool ``*``.
+- **Pool.** ``pool=None`` means the region's own members (the global members for
+  ``*``). A pool member the region does not list takes its global (``*``) row;
+  a member the table does not know at all takes the *prior row*: quality = the
+  global weighted mean quality ``sum(W*q)/sum(W)`` over the ``*`` members (the
+  plain mean when no member has weight), cost = the mean of the ``*`` members'
+  known costs (null when none), ``n_ratings`` 0, so it never passes the gate.
+- **Failures.** Configurations in ``failures`` are removed from the pool before
+  any policy runs (unless that would empty it); the ladder policy also uses
+  them to find its next rung.
+- **Ties** (DESIGN 5): best objective, then higher quality, then lower cost
+  (unknown cost last), then key order.
+- **Exploration** (policies that allow it, with an ``rng``): with probability
+  ``epsilon = constants.exploration`` a uniformly chosen other pool member
+  (members in key order, index ``floor(u * (m-1))`` of a second draw).
+  Propensity: ``1 - eps`` for the greedy choice, ``eps / (m - 1)`` for each
+  other member; ``1`` when nothing can be explored (no rng, one member, a
+  pinned role, a policy that does not explore).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..errors import RoutingError
+from .table import Constants, RoutingTable, load
+
+GLOBAL = "*"
+DEFAULT_POLICY = "learning_governed"
+_INF = math.inf
+_MEMO_LIMIT = 1 << 16  # memoised greedy decisions per router (cleared when full)
+
+
+class Decision(NamedTuple):
+    """One routing decision; :meth:`to_event` is the ``route.decided`` event it logs."""
+
+    config: str
+    policy: str
+    reason: str
+    explored: bool
+    table_version: str
+    predicted_quality: float | None
+    propensity: float
+    candidates: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self._asdict()
+        data["candidates"] = list(self.candidates)
+        return data
+
+    def to_event(self, task: str) -> dict[str, Any]:
+        """The ``route.decided`` event (DESIGN 3) for ``task``."""
+        event: dict[str, Any] = {
+            "type": "route.decided", "task": task, "policy": self.policy, "chosen": self.config,
+            "candidates": list(self.candidates), "propensity": self.propensity,
+            "table": self.table_version or None, "explored": self.explored, "reason": self.reason,
+        }
+        if self.predicted_quality is not None:
+            event["predicted_quality"] = self.predicted_quality
+        return event
+
+
+class Row(NamedTuple):
+    """What the router knows of one configuration in one region view.
+
+    ``source`` is where the figures come from: the region itself, ``*`` (the
+    region does not list the config) or ``prior`` (the table does not know it).
+    """
+
+    config: str
+    quality: float
+    cost_usd: float | None
+    value: float
+    weight: float
+    n_ratings: int
+    relative_advantage: float | None
+    win_rate: float | None
+    source: str
+
+    def as_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+def objective_value(quality: float, cost: float | None, objective: str, constants: Constants) -> float:
+    """DESIGN 5 objective for a row the table does not list.
+
+    quality_per_dollar = q / max(cost, floor); utility = lambda * q - cost;
+    quality = q. With no known cost the objective degrades to quality.
+    """
+    if cost is None or objective == "quality":
+        return quality
+    if objective == "utility":
+        return (constants.lambda_ or 1.0) * quality - cost
+    return quality / max(cost, constants.cost_floor_usd)
+
+
+def _sort_key(row: Row) -> tuple:
+    """Best objective, then higher quality, then lower cost (unknown last), then key order."""
+    cost = _INF if row.cost_usd is None else row.cost_usd
+    return (-row.value, -row.quality, cost, row.config)
+
+
+def _qpd_key(row: Row, floor: float) -> tuple:
+    """Quality per dollar q / max(cost, floor) whatever the table's objective; no cost: quality."""
+    qpd = row.quality if row.cost_usd is None else row.quality / max(row.cost_usd, floor)
+    return (-qpd, -row.quality, _INF if row.cost_usd is None else row.cost_usd, row.config)
+
+
+class RegionView:
+    """One region's rows with their sort keys; ``members`` are the region's own configs in rank order."""
+
+    __slots__ = ("name", "rows", "keys", "qpd_keys", "members", "ladder", "_router")
+
+    def __init__(self, name: str, rows: dict[str, Row], ladder, router: "Router"):
+        self.name = name
+        self.rows = rows
+        self._router = router
+        floor = router.constants.cost_floor_usd
+        self.keys = {c: _sort_key(r) for c, r in rows.items()}
+        self.qpd_keys = {c: _qpd_key(r, floor) for c, r in rows.items()}
+        own = [c for c, r in rows.items() if r.source == name]
+        self.members = tuple(sorted(own, key=self.keys.__getitem__))
+        self.ladder = ladder
+
+    def _learn(self, pool: Iterable[str]) -> None:
+        """Add prior rows for pool members the table does not know (rare; then cached)."""
+        for c in pool:
+            if c not in self.rows:
+                row = self._router.prior_row(c)
+                self.rows[c] = row
+                self.keys[c] = _sort_key(row)
+                self.qpd_keys[c] = _qpd_key(row, self._router.constants.cost_floor_usd)
+
+    def row(self, config: str) -> Row:
+        try:
+            return self.rows[config]
+        except KeyError:
+            self._learn((config,))
+            return self.rows[config]
+
+    def best(self, pool: Sequence[str]) -> str:
+        """Greedy choice by the table's objective with DESIGN 5 tie rules."""
+        try:
+            return min(pool, key=self.keys.__getitem__)
+        except KeyError:
+            self._learn(pool)
+            return min(pool, key=self.keys.__getitem__)
+
+    def best_qpd(self, pool: Sequence[str]) -> str:
+        try:
+            return min(pool, key=self.qpd_keys.__getitem__)
+        except KeyError:
+            self._learn(pool)
+            return min(pool, key=self.qpd_keys.__getitem__)
+
+    def best_by(self, pool: Sequence[str], key) -> str:
+        """Choice by any key over rows (e.g. highest quality); ties by key order."""
+        self._learn(pool)
+        rows = self.rows
+        return min(pool, key=lambda c: (key(rows[c]), c))
+
+
+class Router:
+    """Loads a table and decides routes. Build with :meth:`load` or from a :class:`RoutingTable`."""
+
+    def __init__(self, table: RoutingTable):
+        from .policies import POLICIES
+
+        self.table = table
+        self.version = table.version
+        self.constants = table.constants
+        self.static = table.static
+        self.objective = table.objective
+        self.exploration = float(table.constants.exploration or 0.0)
+        self.min_samples = int(table.constants.min_samples)
+        self._policies = POLICIES
+        self._memo: dict[tuple, tuple] = {}
+        star_region = table.regions.get(GLOBAL)
+        star_members = star_region.members if star_region else []
+        self._global_quality, self._global_cost = _global_means(star_members)
+        star_rows = {m.config: _row(m, GLOBAL) for m in star_members}
+        self.star = RegionView(GLOBAL, dict(star_rows), star_region.ladder if star_region else None, self)
+        self.views: dict[str, RegionView] = {GLOBAL: self.star}
+        for name, region in table.regions.items():
+            if name == GLOBAL:
+                continue
+            rows = dict(star_rows)
+            rows.update((m.config, _row(m, name)) for m in region.members)
+            self.views[name] = RegionView(name, rows, region.ladder, self)
+        # DESIGN 5: the config with the most fitted ratings is the last static fallback.
+        self.most_rated = min(star_rows.values(), key=lambda r: (-r.n_ratings, r.config)).config if star_rows else None
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Router":
+        return cls(load(path))
+
+    # ------------------------------------------------------------------ helpers policies use
+    def prior_row(self, config: str) -> Row:
+        q, cost = self._global_quality, self._global_cost
+        return Row(config, q, cost, objective_value(q, cost, self.objective, self.constants), 0.0, 0, None, None,
+                   "prior")
+
+    def view(self, region: str) -> RegionView:
+        """The region's view; an unknown region uses the global pool ``*``."""
+        view = self.views.get(region)
+        if view is not None:
+            return view
+        if not self.star.rows:
+            raise RoutingError(f"region {region!r} is not in the table and the table has no global pool '*'")
+        return self.star
+
+    def static_choice(self, view: RegionView, pool: Sequence[str], role: str | None) -> tuple[str, str]:
+        """DESIGN 5 static fallback, restricted to the pool.
+
+        static_hybrid's choice (frontier for reviewer, cheap for any other role
+        or none) when cheap and frontier are named, else ``default_config``,
+        else the config with the most fitted ratings; a static config outside
+        the pool gives way to the pool member with the most fitted ratings.
+        """
+        s = self.static
+        if s.cheap_config and s.frontier_config:
+            config = s.frontier_config if role == "reviewer" else s.cheap_config
+            why = "static_hybrid " + ("frontier for reviewer" if role == "reviewer" else "cheap")
+        elif s.default_config:
+            config, why = s.default_config, "default_config"
+        else:
+            config, why = self.most_rated, "most-rated config"
+        if config in pool:
+            return config, f"{why} {config}"
+        star = self.star
+        star._learn(pool)
+        fallback = min(pool, key=lambda c: (-star.rows[c].n_ratings, c))
+        return fallback, f"{why} {config} not in pool; most-rated pool member {fallback}"
+
+    # ------------------------------------------------------------------ the decision
+    def route(self, region: str, pool: Sequence[str] | None = None, role: str | None = None,
+              failures: Sequence[str] = (), policy: str | None = None, rng=None) -> Decision:
+        """Decide the configuration for a task of ``region``. See the module doc for the rules.
+
+        The greedy part is a pure function of the table and the arguments, so it is
+        memoised (bounded); only the exploration draw runs on every call.
+        """
+        name = policy or DEFAULT_POLICY
+        pool_t = None if pool is None else tuple(pool)
+        fail_t = tuple(failures) if failures else ()
+        fn = self._policies.get(name)
+        key = (fn, region, pool_t, role, fail_t)
+        greedy = self._memo.get(key)
+        if greedy is None:
+            greedy = self._greedy(name, fn, region, pool_t, role, fail_t)
+            if len(self._memo) >= _MEMO_LIMIT:
+                self._memo.clear()
+            self._memo[key] = greedy
+        config, reason, explorable, candidates, view = greedy
+        m = len(candidates)
+        if explorable and rng is not None and m > 1 and self.exploration > 0.0:
+            eps = self.exploration
+            if rng.random() < eps:
+                others = sorted(c for c in candidates if c != config)
+                config = others[min(int(rng.random() * (m - 1)), m - 2)]
+                return Decision(config, name, f"{reason}; explored (epsilon {eps}) -> {config}", True, self.version,
+                                view.row(config).quality, eps / (m - 1), candidates)
+            return Decision(config, name, reason, False, self.version, view.rows[config].quality, 1.0 - eps,
+                            candidates)
+        return Decision(config, name, reason, False, self.version, view.rows[config].quality, 1.0, candidates)
+
+    def _greedy(self, name: str, fn, region: str, pool: tuple[str, ...] | None, role: str | None,
+                failures: tuple[str, ...]) -> tuple[str, str, bool, tuple[str, ...], RegionView]:
+        """The policy's choice before exploration: (config, reason, explorable, candidates, view)."""
+        if fn is None:
+            raise RoutingError(f"unknown policy {name!r}; known: {', '.join(sorted(self._policies))}")
+        view = self.view(region)
+        if pool is None:
+            candidates = view.members
+            if not candidates:
+                raise RoutingError(f"region {region!r} has no members and no pool was given")
+        else:
+            candidates = tuple(dict.fromkeys(pool))
+            if not candidates:
+                raise RoutingError("empty pool: give at least one configuration key")
+        prefix = ""
+        if failures:
+            remaining = tuple(c for c in candidates if c not in failures)
+            if remaining:
+                candidates = remaining
+            else:
+                prefix = "every candidate has failed; choosing among them again: "
+        config, reason, explorable = fn(self, view, candidates, role, failures)
+        if config not in candidates:
+            raise RoutingError(f"policy {name!r} chose {config!r}, which is not in the pool")
+        view.row(config)
+        return config, prefix + reason, explorable, candidates, view
+
+    def explain(self, region: str, pool: Sequence[str] | None = None, role: str | None = None,
+                failures: Sequence[str] = (), policy: str | None = None, rng=None) -> dict[str, Any]:
+        """The decision plus the table rows and gate checks that decided it (``ratings route --explain``)."""
+        from .policies import gate_checks
+
+        decision = self.route(region, pool, role, failures, policy, rng)
+        view = self.view(region)
+        out: dict[str, Any] = decision.to_dict()
+        out["region"] = region
+        out["region_used"] = view.name
+        out["objective"] = self.objective
+        out["constants"] = {"min_samples": self.min_samples, "exploration": self.exploration}
+        out["rows"] = [view.row(c).as_json() for c in sorted(decision.candidates, key=view.keys.__getitem__)]
+        if decision.policy == DEFAULT_POLICY:
+            out["gate"] = gate_checks(self, view, decision.candidates, role)
+        ladder = view.ladder or self.star.ladder
+        if decision.policy == "ladder" and ladder is not None:
+            out["ladder"] = ladder.model_dump(mode="json")
+        return out
+
+
+def _row(member, source: str) -> Row:
+    return Row(member.config, member.quality, member.cost_usd, member.value, member.weight, member.n_ratings,
+               member.relative_advantage, member.win_rate, source)
+
+
+def _global_means(members) -> tuple[float, float | None]:
+    """Prior row figures: weighted mean quality sum(W*q)/sum(W) (plain mean when W sums to 0), mean known cost."""
+    if not members:
+        return 0.0, None
+    total_w = sum(m.weight for m in members)
+    if total_w > 0:
+        quality = sum(m.weight * m.quality for m in members) / total_w
+    else:
+        quality = sum(m.quality for m in members) / len(members)
+    costs = [m.cost_usd for m in members if m.cost_usd is not None]
+    return round(quality, 9), (round(sum(costs) / len(costs), 9) if costs else None)

@@ -1,0 +1,44 @@
+"""Hand-built routing tables for the router, policy, doctor and pin tests."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pipeline.routing.table import Constants, Ladder, Member, Region, RoutingTable, Source, Static
+
+A, B, C, D = "claude-code/anthropic/opus/high", "codex/openai/gpt-5/medium", "kimi/moonshot/k2/-", "glm/zai/glm-4.6/-"
+
+
+def member(config: str, quality: float, cost: float | None = 0.1, n: int = 10, ra: float | None = 0.5,
+           wr: float | None = None, weight: float | None = None) -> Member:
+    """A member whose value is quality per dollar q / cost (quality alone without cost)."""
+    value = quality if cost is None else quality / cost
+    return Member(config=config, quality=quality, cost_usd=cost, value=round(value, 9),
+                  weight=float(n) if weight is None else weight, n_ratings=n, relative_advantage=ra, win_rate=wr)
+
+
+def build_table(regions: dict[str, list[Member]], *, static: dict[str, Any] | None = None,
+                ladders: dict[str, list[str]] | None = None, **constants: Any) -> RoutingTable:
+    ladders = ladders or {}
+    regions = dict(regions)
+    regions.setdefault("*", [])
+    table = RoutingTable(
+        fitted_at="2026-01-01T00:00:00Z",
+        source=Source(manifest=1, events={"tasks": 1, "ratings": 1}),
+        objective="quality_per_dollar",
+        constants=Constants(**{"exploration": 0.0, "min_samples": 3, **constants}),
+        constants_source="shipped",
+        static=Static(**(static or {})),
+        regions={
+            name: Region(members=ms, choice=None, ladder=Ladder(rungs=ladders[name]) if name in ladders else None)
+            for name, ms in regions.items()
+        },
+    )
+    return table.with_version()
+
+
+@pytest.fixture
+def make_table() -> Callable[..., RoutingTable]:
+    return build_table
