@@ -1,0 +1,244 @@
+"""Learning signals of the mini-ork loop (DESIGN 5): PRM fill-ins, relative advantage, win rates, rejections.
+
+Pure functions over the fit frames of :mod:`pipeline.fit.inputs` (polars expressions, no Python loop over
+ratings). Each formula lives in exactly one function, written in its docstring. Decision writeback and
+the off-policy estimates live in :mod:`pipeline.fit.writeback`; :func:`signals_section` assembles the
+``signals`` object of ``stats.json`` from all of them.
+"""
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Any
+
+import polars as pl
+
+#: Reviewer verdicts that count as approval for the PRM (compared case-insensitively).
+APPROVALS = ("approve", "approved", "pass", "success", "ok")
+#: Half-life of the relative-advantage recency weight, in days (DESIGN 5).
+ADVANTAGE_HALF_LIFE_DAYS = 14.0
+_ROUND = 9
+
+
+def prm_ratings(attempts: pl.DataFrame, ratings: pl.DataFrame) -> pl.DataFrame:
+    """PRM fill-in ratings, in the ``FitInputs.ratings`` shape (``origin='prm'``, rater gate/prm, ``w = 1``).
+
+    For an attempt that carries trace counts (any of ``tool_calls``, ``files_read``, ``files_written``
+    not null), the process-reward score is::
+
+        prm = clamp01( 0.40 * [status == success]
+                     + min(0.20 * [tool_calls > 0] + 0.10 * [files_read + files_written > 0], 0.15)
+                     + 0.15 * [status == success and lower(reviewer_verdict) in APPROVALS]
+                     + 0.10 * [1000 <= duration_ms <= 600000]
+                     + 0.05 * [cost_usd > 0] )
+
+    One fill-in per (task, config) that has no other rating (a rejection is a rating): when several
+    attempts of the same (task, config) carry traces, the **latest** one (by ``at``, then ``id``)
+    speaks, because it is the state the work ended in. The fill-in takes the attempt's time and id
+    (``prm:<attempt id>``). Rows are sorted by ``(at, id)``.
+    """
+    traced = pl.any_horizontal(pl.col(c).is_not_null() for c in ("tool_calls", "files_read", "files_written"))
+    success = pl.col("status") == "success"
+    files = pl.col("files_read").fill_null(0) + pl.col("files_written").fill_null(0)
+    activity = pl.min_horizontal(
+        0.20 * (pl.col("tool_calls").fill_null(0) > 0).cast(pl.Float64) + 0.10 * (files > 0).cast(pl.Float64),
+        pl.lit(0.15),
+    )
+    approved = success & pl.col("reviewer_verdict").str.to_lowercase().is_in(list(APPROVALS)).fill_null(False)
+    timely = pl.col("duration_ms").is_between(1000, 600000).fill_null(False)
+    paid = (pl.col("cost_usd") > 0).fill_null(False)
+    score = (0.40 * success.fill_null(False).cast(pl.Float64) + activity + 0.15 * approved.cast(pl.Float64)
+             + 0.10 * timely.cast(pl.Float64) + 0.05 * paid.cast(pl.Float64)).clip(0.0, 1.0)
+    rated = ratings.select("task", "config_key").unique()
+    return (
+        attempts.filter(traced)
+        .sort("at", "id")
+        .group_by("task", "config_key", maintain_order=True)
+        .last()
+        .join(rated, on=["task", "config_key"], how="anti")
+        .select(
+            id=pl.lit("prm:") + pl.col("id"),
+            task="task", region="region", config_key="config_key", at="at",
+            score=score.round(_ROUND), w=pl.lit(1.0),
+            rater_kind=pl.lit("gate"), rater_name=pl.lit("prm"), origin=pl.lit("prm"),
+        )
+        .sort("at", "id")
+    )
+
+
+def _age_days(at: pl.Expr, newest_at: datetime, dtype: pl.DataType) -> pl.Expr:
+    """Days from ``at`` to ``newest_at``; matches the column's time zone (the store's is naive UTC)."""
+    tz = getattr(dtype, "time_zone", None)
+    if tz is None and newest_at.tzinfo is not None:
+        newest_at = newest_at.astimezone(timezone.utc).replace(tzinfo=None)
+    elif tz is not None and newest_at.tzinfo is None:
+        newest_at = newest_at.replace(tzinfo=timezone.utc)
+    return (pl.lit(newest_at, dtype) - at).dt.total_microseconds() / 86_400e6
+
+
+def task_advantages(task_values: pl.DataFrame) -> pl.DataFrame:
+    """Per (task, config): ``z = (q_t,c - mean_t) / std_t`` over the configs rated on task t.
+
+    Population standard deviation; ``z = 0`` when ``std_t = 0`` or the task has one config (GRPO's
+    sigma = 0 guard). Columns ``task, region, config_key, at, z, configs`` (configs rated on t).
+    """
+    rows = task_values.filter(pl.col("value").is_not_null())
+    mean = pl.col("value").mean().over("task")
+    std = pl.col("value").std(ddof=0).over("task")
+    return rows.select(
+        "task", "region", "config_key", "at",
+        z=pl.when((pl.len().over("task") >= 2) & (std > 0)).then((pl.col("value") - mean) / std).otherwise(0.0),
+        configs=pl.len().over("task"),
+    )
+
+
+def relative_advantage(task_values: pl.DataFrame, newest_at: datetime | None) -> pl.DataFrame:
+    """Relative advantage (GRPO) per (region, config_key), with region ``'*'`` for all tasks.
+
+    ``A(c, r) = sum_t(u_t * z_t,c) / sum_t(u_t)`` over the tasks t of r rated on two or more configs,
+    ``u_t = exp(-ln2 * age_days / 14)``, age of the (t, c) value's latest rating from ``newest_at``
+    (the newest event of the fitted data; the newest rating when None). A config with no such task
+    gets 0 with ``n_tasks = 0``. Columns ``region, config_key, relative_advantage, n_tasks``.
+    """
+    adv = task_advantages(task_values)
+    if adv.is_empty():
+        return pl.DataFrame(schema={"region": pl.String, "config_key": pl.String,
+                                    "relative_advantage": pl.Float64, "n_tasks": pl.Int64})
+    newest = newest_at if newest_at is not None else adv["at"].max()
+    u = (-math.log(2.0) * _age_days(pl.col("at"), newest, adv.schema["at"]) / ADVANTAGE_HALF_LIFE_DAYS).exp()
+    adv = adv.with_columns(u=pl.when(pl.col("configs") >= 2).then(u).otherwise(0.0))
+    both = pl.concat([adv, adv.with_columns(region=pl.lit("*"))])
+    return (
+        both.group_by("region", "config_key")
+        .agg(uz=(pl.col("u") * pl.col("z")).sum(), u=pl.col("u").sum(),
+             n_tasks=(pl.col("configs") >= 2).sum().cast(pl.Int64))
+        .select("region", "config_key",
+                relative_advantage=pl.when(pl.col("u") > 0).then(pl.col("uz") / pl.col("u")).otherwise(0.0)
+                .round(_ROUND),
+                n_tasks="n_tasks")
+        .sort("region", "config_key")
+    )
+
+
+def _outcomes(frame: pl.DataFrame) -> pl.DataFrame:
+    """Per (task, config) row: wins, losses, ties against every other config rated on the same task.
+
+    ``wins`` = configs with a lower task value, ``losses`` = configs with a higher one, ties the rest
+    (ranks within the task, so no pairwise join).
+    """
+    n = pl.len().over("task")
+    return frame.with_columns(
+        wins=(pl.col("value").rank("min").over("task") - 1).cast(pl.Int64),
+        losses=(n - pl.col("value").rank("max").over("task")).cast(pl.Int64),
+    ).with_columns(ties=(n - 1 - pl.col("wins") - pl.col("losses")).cast(pl.Int64))
+
+
+def _rate(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``win_rate = wins / (wins + losses)`` (ties excluded; null when no decisive comparison)."""
+    return (
+        frame.group_by(keys)
+        .agg(pl.col("wins").sum(), pl.col("losses").sum(), pl.col("ties").sum(), n_tasks=pl.col("task").n_unique())
+        .with_columns(win_rate=pl.when(pl.col("wins") + pl.col("losses") > 0)
+                      .then(pl.col("wins") / (pl.col("wins") + pl.col("losses"))).round(_ROUND))
+        .with_columns(pl.col("n_tasks").cast(pl.Int64))
+        .sort(keys)
+    )
+
+
+def win_rates(task_values: pl.DataFrame, attempts: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
+    """Pairwise win rates on shared tasks (DESIGN 5): the higher task value wins, ties excluded.
+
+    Returns ``{"configs": ..., "prompt_versions": ...}``:
+    - ``configs``: per (region incl. ``'*'``, config_key): ``wins, losses, ties, n_tasks, win_rate``;
+    - ``prompt_versions`` (mini-ork's RHO): each rated (task, config) takes the prompt version of its
+      latest attempt that names one, and is compared with every other config rated on that task whose
+      prompt version differs (a comparison within one prompt version says nothing about the prompt);
+      per (prompt_version, region incl. ``'*'``): ``wins, losses, ties, n_tasks, win_rate`` and
+      ``n = wins + losses``, its sample size.
+    """
+    rows = task_values.filter(pl.col("value").is_not_null()).select("task", "region", "config_key", "value")
+    scored = _outcomes(rows)
+    configs = _rate(pl.concat([scored, scored.with_columns(region=pl.lit("*"))]), ["region", "config_key"])
+    empty = pl.DataFrame(schema={"prompt_version": pl.String, "region": pl.String, "wins": pl.Int64,
+                                 "losses": pl.Int64, "ties": pl.Int64, "n_tasks": pl.Int64,
+                                 "win_rate": pl.Float64, "n": pl.Int64})
+    if attempts is None or attempts.is_empty() or attempts["prompt_version"].null_count() == attempts.height:
+        return {"configs": configs, "prompt_versions": empty}
+    versions = (attempts.filter(pl.col("prompt_version").is_not_null()).sort("at", "id")
+                .group_by("task", "config_key", maintain_order=True).agg(pl.col("prompt_version").last()))
+    labelled = rows.join(versions, on=["task", "config_key"], how="left")
+    pairs = (labelled.filter(pl.col("prompt_version").is_not_null())
+             .join(labelled.select("task", other_value="value", other_version="prompt_version"), on="task")
+             .filter(pl.col("other_version").is_null() | (pl.col("other_version") != pl.col("prompt_version")))
+             .with_columns(wins=(pl.col("value") > pl.col("other_value")).cast(pl.Int64),
+                           losses=(pl.col("value") < pl.col("other_value")).cast(pl.Int64),
+                           ties=(pl.col("value") == pl.col("other_value")).cast(pl.Int64)))
+    if pairs.is_empty():
+        return {"configs": configs, "prompt_versions": empty}
+    rho = _rate(pl.concat([pairs, pairs.with_columns(region=pl.lit("*"))]), ["prompt_version", "region"])
+    return {"configs": configs,
+            "prompt_versions": rho.with_columns(n=(pl.col("wins") + pl.col("losses")).cast(pl.Int64))}
+
+
+def rejection_counts(ratings: pl.DataFrame) -> pl.DataFrame:
+    """Grounded rejections (the anti-reward) per (region incl. ``'*'``, config_key): ``rejections, weight``.
+
+    They already enter the fit as ratings of score 0 with their weight (``origin = 'rejection'``);
+    this only counts them.
+    """
+    rej = ratings.filter(pl.col("origin") == "rejection")
+    both = pl.concat([rej, rej.with_columns(region=pl.lit("*"))])
+    return (both.group_by("region", "config_key")
+            .agg(rejections=pl.len().cast(pl.Int64), weight=pl.col("w").sum().round(_ROUND))
+            .sort("region", "config_key"))
+
+
+def member_signals(task_values: pl.DataFrame, newest_at: datetime | None) -> pl.DataFrame:
+    """``region, config_key, relative_advantage, win_rate``: the two per-member columns of the routing table."""
+    adv = relative_advantage(task_values, newest_at).select("region", "config_key", "relative_advantage")
+    wins = win_rates(task_values)["configs"].select("region", "config_key", "win_rate")
+    return adv.join(wins, on=["region", "config_key"], how="full", coalesce=True).sort("region", "config_key")
+
+
+def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    return frame.to_dicts()
+
+
+def signals_section(*, task_values: pl.DataFrame, ratings: pl.DataFrame, attempts: pl.DataFrame | None,
+                    newest_at: datetime | None, writeback: dict[str, Any] | None = None,
+                    off_policy: dict[str, Any] | None = None, top: int = 3) -> dict[str, Any]:
+    """The ``signals`` object of ``stats.json``.
+
+    ``counts`` (ratings by origin, tasks compared by the advantage, rejections, prompt versions),
+    ``members`` per region (incl. ``'*'``): the ``top`` best and worst members by relative advantage
+    with their win rate and sample sizes, ``rejections`` per region/config, ``prompt_versions`` (RHO),
+    ``decisions`` (:func:`pipeline.fit.writeback.decision_writeback`) and ``off_policy``
+    (:func:`pipeline.fit.writeback.off_policy`) as given by the caller.
+    """
+    adv = relative_advantage(task_values, newest_at)
+    wins = win_rates(task_values, attempts)
+    members = adv.join(wins["configs"], on=["region", "config_key"], how="full", coalesce=True).with_columns(
+        pl.col("relative_advantage").fill_null(0.0), pl.col("n_tasks").fill_null(0))
+    per_region: dict[str, Any] = {}
+    for region in sorted(members["region"].unique().to_list()):
+        rows = members.filter(pl.col("region") == region)
+        best = rows.sort(["relative_advantage", "config_key"], descending=[True, False]).head(top)
+        worst = rows.sort(["relative_advantage", "config_key"], descending=[False, False]).head(top)
+        per_region[region] = {"top": _rows(best), "bottom": _rows(worst)}
+    by_origin = ratings.group_by("origin").agg(pl.len()).sort("origin")
+    compared = task_advantages(task_values).filter(pl.col("configs") >= 2)["task"].n_unique()
+    rejections = rejection_counts(ratings)
+    return {
+        "counts": {
+            "ratings_by_origin": {r["origin"]: int(r["len"]) for r in by_origin.to_dicts()},
+            "prm_fill_ins": int(ratings.filter(pl.col("origin") == "prm").height),
+            "tasks_compared": int(compared),
+            "rejections": int(ratings.filter(pl.col("origin") == "rejection").height),
+            "prompt_versions": int(wins["prompt_versions"]["prompt_version"].n_unique()),
+        },
+        "members": per_region,
+        "rejections": _rows(rejections),
+        "prompt_versions": _rows(wins["prompt_versions"]),
+        "decisions": writeback,
+        "off_policy": off_policy,
+    }
