@@ -1,0 +1,143 @@
+"""Held-out scoring of DESIGN 6: objective score, best set, hit rate, Wilson interval, paired bootstrap.
+
+Everything works on the task-value frame of :func:`pipeline.fit.inputs.task_values`
+(one row per ``task, config_key``: ``value`` = q_t,c, ``cost_usd`` = cost_t,c)
+and a ``chosen`` frame (one row per ``task``) produced by any chooser.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import polars as pl
+
+#: z of a two-sided 95% normal interval.
+Z95 = 1.959963984540054
+#: Resamples of every paired bootstrap (DESIGN 6).
+RESAMPLES = 1000
+
+Chooser = Callable[[pl.DataFrame], pl.DataFrame]
+"""Rows ``task, region, config_key`` (the pool of each task) -> one row per task: ``task, chosen``."""
+
+
+def objective_expr(objective: str, *, quality: str, cost: str, floor: float, lam: float | None) -> pl.Expr:
+    """The objective of DESIGN 5 as a polars expression.
+
+    ``quality_per_dollar = q / max(cost, floor)``; ``utility = lambda * q - cost``; ``quality = q``.
+    """
+    q, c = pl.col(quality), pl.col(cost)
+    if objective == "quality_per_dollar":
+        return q / pl.max_horizontal(c, pl.lit(floor))
+    if objective == "utility":
+        if lam is None:
+            raise ValueError("the utility objective needs lambda")
+        return pl.lit(lam) * q - c
+    if objective == "quality":
+        return q
+    raise ValueError(f"unknown objective {objective!r}")
+
+
+def eligible(task_values: pl.DataFrame) -> pl.DataFrame:
+    """Rows of the tasks that count for the hit rate: done by >= 2 configs, some task value > 0.
+
+    A (task, config) whose ratings all have weight 0 has no task value and does not count as done.
+    """
+    task_values = task_values.filter(pl.col("value").is_not_null())
+    per_task = task_values.group_by("task").agg(
+        pl.col("config_key").n_unique().alias("_configs"), pl.col("value").max().alias("_top")
+    )
+    keep = per_task.filter((pl.col("_configs") >= 2) & (pl.col("_top") > 0)).select("task")
+    return task_values.join(keep, on="task", how="semi").sort(["task", "config_key"])
+
+
+def mark_best(
+    task_values: pl.DataFrame, *, objective: str, floor: float, lam: float | None = None, cost: str = "cost"
+) -> pl.DataFrame:
+    """Add ``score`` (the objective on the task's own q_t,c and cost_t,c) and ``best`` (score == the task's max).
+
+    Best per dollar on task t is ``argmax_c q_t,c / max(cost_t,c, floor)`` over the configs that did t; ties all
+    count. ``cost`` names a column without nulls (unknown costs already estimated) unless the objective is quality.
+    """
+    scored = task_values.with_columns(
+        objective_expr(objective, quality="value", cost=cost, floor=floor, lam=lam).alias("score")
+    )
+    return scored.with_columns((pl.col("score") == pl.col("score").max().over("task")).alias("best"))
+
+
+def route_hits(best: pl.DataFrame, chosen: pl.DataFrame) -> pl.DataFrame:
+    """Per task: ``chosen``, ``hit`` (chosen is in the best set), ``share_best_others``.
+
+    ``share_best_others`` = (best members other than the chosen one) / (members other than the chosen one),
+    the hit probability of one exploration draw (a uniformly chosen *other* member).
+    """
+    joined = best.join(chosen.select("task", "chosen"), on="task", how="inner")
+    is_chosen = pl.col("config_key") == pl.col("chosen")
+    per_task = joined.group_by("task").agg(
+        pl.col("chosen").first(),
+        (is_chosen & pl.col("best")).any().alias("hit"),
+        (~is_chosen & pl.col("best")).sum().alias("_best_others"),
+        (~is_chosen).sum().alias("_others"),
+    )
+    share = pl.when(pl.col("_others") > 0).then(pl.col("_best_others") / pl.col("_others")).otherwise(0.0)
+    return per_task.with_columns(share.alias("share_best_others")).drop("_best_others", "_others").sort("task")
+
+
+def expected_hit(per_task: pl.DataFrame, exploration: float) -> float | None:
+    """Mean over tasks of ``(1 - eps) * hit(greedy) + eps * share of best among the other members``."""
+    if per_task.height == 0:
+        return None
+    hit = per_task["hit"].cast(pl.Float64)
+    return float(((1 - exploration) * hit + exploration * per_task["share_best_others"]).mean())
+
+
+def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval: ``(p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)``; None when n = 0."""
+    if n == 0:
+        return None
+    p = hits / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def hit_summary(per_task: pl.DataFrame) -> dict:
+    """``{hit_rate, hits, n, ci95}`` of a :func:`route_hits` frame (hit_rate null when n = 0)."""
+    n = per_task.height
+    hits = int(per_task["hit"].sum()) if n else 0
+    return {"hit_rate": hits / n if n else None, "hits": hits, "n": n, "ci95": wilson(hits, n)}
+
+
+def paired_bootstrap_ci(
+    a: np.ndarray, b: np.ndarray, weights: np.ndarray | None = None, *, seed: int, resamples: int = RESAMPLES
+) -> tuple[float, float] | None:
+    """95% percentile interval of ``sum(a)/sum(w) - sum(b)/sum(w)`` resampling units (tasks) with replacement.
+
+    ``a`` and ``b`` are per-task totals of the two methods on the same tasks (paired); ``weights`` the per-task
+    denominators (1 each for a rate, the number of ratings for a mean squared error). Seeded: same inputs, same
+    interval. None when there are no tasks.
+    """
+    n = len(a)
+    if n == 0:
+        return None
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
+    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    rng = np.random.default_rng(seed)
+    stats = np.empty(resamples)
+    chunk = max(1, min(resamples, 4_000_000 // n))
+    for start in range(0, resamples, chunk):
+        size = min(chunk, resamples - start)
+        idx = rng.integers(0, n, size=(size, n))
+        den = w[idx].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            stats[start:start + size] = diff[idx].sum(axis=1) / den
+    stats = stats[np.isfinite(stats)]
+    if stats.size == 0:
+        return None
+    low, high = np.quantile(stats, [0.025, 0.975])
+    return (float(low), float(high))
+
+
+def contains_zero(ci: tuple[float, float] | None) -> bool:
+    return ci is None or ci[0] <= 0.0 <= ci[1]
