@@ -1,0 +1,90 @@
+"""Turn a :class:`~pipeline.fit.model.FittedModel` into a ``routing-table/v1`` (DESIGN 7).
+
+Regions are every region with fitted ratings plus ``'*'``, the global pool. A region's members are
+the configs rated in it, sorted by config key; its ``choice`` is the greedy choice of DESIGN 5 over
+those members. Published floats are rounded to 9 decimals, so the same fit gives the same bytes.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+import polars as pl
+
+from ..errors import FitError
+from ..events import format_timestamp
+from ..routing.table import Ladder, Member, Region, RoutingTable, Source, Static
+from .model import FittedModel
+
+DECIMALS = 9
+SIGNAL_COLUMNS = ("relative_advantage", "win_rate")
+
+
+def rounded(x: float | None) -> float | None:
+    """Round a published float to 9 decimals (``-0.0`` becomes ``0.0``); None stays None."""
+    return None if x is None else round(float(x), DECIMALS) + 0.0
+
+
+def build_table(model: FittedModel, *, constants_source: Literal["fitted", "shipped"], static: Static,
+                source: Source | Mapping[str, Any], fitted_at: datetime | None,
+                evaluation: Mapping[str, Any] | None = None, signals: pl.DataFrame | None = None,
+                ladders: Mapping[str, Ladder] | None = None) -> RoutingTable:
+    """The routing table of ``model`` (unversioned: :func:`pipeline.routing.table.publish` stamps it).
+
+    ``fitted_at`` is the newest event time of the fitted data (naive times are UTC).
+    ``signals`` (optional) has ``config_key, region`` and any of ``relative_advantage, win_rate``
+    (region ``'*'`` too); pairs it lacks get null. ``ladders`` maps a region to its ladder.
+    ``objective`` is the model's effective objective: ``quality`` when no cost is known, since
+    every ``value`` then is the quality.
+    """
+    members = model.members
+    if members["quality"].null_count():
+        raise FitError("no fitted rating carries weight (every w = precision*confidence*importance is 0), "
+                       "so no quality can be estimated")
+    if signals is not None:
+        present = [c for c in SIGNAL_COLUMNS if c in signals.columns]
+        members = members.join(signals.select("config_key", "region", *present), on=["config_key", "region"],
+                               how="left", maintain_order="left")
+    members = members.with_columns(pl.lit(None, pl.Float64).alias(c) for c in SIGNAL_COLUMNS
+                                   if c not in members.columns)
+    choice = model.choose_frame(members.select(task="region", region="region", config_key="config_key"))
+    chosen = dict(zip(choice["task"].to_list(), choice["chosen"].to_list()))
+    regions: dict[str, Region] = {}
+    for name, rows in members.sort("region", "config_key").group_by("region", maintain_order=True):
+        region = name[0]
+        regions[region] = Region(
+            members=[_member(row) for row in rows.iter_rows(named=True)],
+            choice=chosen[region],
+            ladder=(ladders or {}).get(region),
+        )
+    return RoutingTable(
+        fitted_at=_timestamp(fitted_at),
+        source=source if isinstance(source, Source) else Source.model_validate(dict(source)),
+        objective=model.effective_objective,
+        constants=model.constants,
+        constants_source=constants_source,
+        static=static,
+        regions=regions,
+        evaluation=dict(evaluation or {}),
+    )
+
+
+def _member(row: dict[str, Any]) -> Member:
+    return Member(
+        config=row["config_key"],
+        quality=rounded(row["quality"]),
+        cost_usd=rounded(row["cost_usd"]),
+        value=rounded(row["value"]),
+        weight=rounded(row["weight"]),
+        n_ratings=int(row["n_ratings"]),
+        relative_advantage=rounded(row["relative_advantage"]),
+        win_rate=rounded(row["win_rate"]),
+        prior=rounded(row["prior"]),
+    )
+
+
+def _timestamp(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc))
