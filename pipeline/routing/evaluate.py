@@ -1,0 +1,118 @@
+"""Every routing policy on the held-out tasks: greedy hit rate, mean quality, mean cost (``stats.json`` ``policies``).
+
+Each eligible held-out task (DESIGN 6: done by two or more configs, some task
+value > 0) is routed as if new by the router, greedy (no exploration draw),
+with the configs that did it as the pool and the task's region. A hit is a
+choice in the task's best set (``pipeline.fit.metrics.mark_best`` under the
+table's objective; quality alone when no cost is known).
+
+Policies that act on failures (``ladder``, ``trace_governed``) run as a
+dispatcher would: when the chosen config's gate on the task (its task value
+when it has no gate rating) is below the pass threshold (the ladder's, else
+0.5), it is added to ``failures`` and the task is routed again, until one
+passes or the pool is used up. Quality is the task value of the config it
+stopped at; cost is the sum over every config it ran. Other policies run once.
+
+Unknown costs: ``cost_t,c = cost_usd + unknown_cost * cost(c, r)`` with
+``cost(c, r)`` the table's row for the task's region (DESIGN 5, never 0).
+
+The loop is over tasks (a few thousand), never over ratings.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from .router import Router
+from .table import RoutingTable
+
+#: Policies that escalate on a failed gate when evaluated.
+SEQUENTIAL = frozenset({"ladder", "trace_governed"})
+DEFAULT_PASS_THRESHOLD = 0.5
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 9)
+
+
+def _with_costs(router: Router, values: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """Add ``cost`` = cost_t,c with unknown attempt costs estimated from the table; say whether any cost is known."""
+    pairs = values.select("region", "config_key").unique().sort("region", "config_key")
+    est = [router.view(r).row(c).cost_usd for r, c in pairs.iter_rows()]
+    estimates = pairs.with_columns(pl.Series("_est", est, dtype=pl.Float64))
+    unknown = pl.col("unknown_cost") if "unknown_cost" in values.columns else pl.col("cost_usd").is_null().cast(pl.Int64)
+    out = values.join(estimates, on=["region", "config_key"], how="left").with_columns(
+        cost=pl.col("cost_usd").fill_null(0.0) + unknown * pl.col("_est")
+    ).drop("_est")
+    known = out["cost"].null_count() < out.height and any(e is not None for e in est)
+    return out, known
+
+
+def evaluate_policies(table_or_router: RoutingTable | Router, heldout_task_values: pl.DataFrame, *,
+                      policies: Sequence[str] | None = None,
+                      pass_threshold: float | None = None) -> dict[str, dict[str, Any]]:
+    """Per policy ``{hit_rate, hits, n, mean_quality, mean_cost_usd, mean_configs_run}`` on the held-out tasks.
+
+    ``heldout_task_values`` is :func:`pipeline.fit.inputs.task_values` of the held-out tasks. Figures are null
+    when there is no eligible task (and ``mean_cost_usd`` when no cost is known).
+    """
+    from ..fit.metrics import eligible, mark_best
+    from .policies import POLICIES
+
+    router = table_or_router if isinstance(table_or_router, Router) else Router(table_or_router)
+    names = list(policies) if policies is not None else list(POLICIES)
+    rows = eligible(heldout_task_values)
+    if rows.height == 0:
+        return {p: {"hit_rate": None, "hits": 0, "n": 0, "mean_quality": None, "mean_cost_usd": None,
+                    "mean_configs_run": None} for p in names}
+    rows, cost_known = _with_costs(router, rows)
+    objective = router.objective if cost_known else "quality"
+    best = mark_best(rows, objective=objective, floor=router.constants.cost_floor_usd,
+                     lam=router.constants.lambda_, cost="cost")
+    if "gate" not in best.columns:
+        best = best.with_columns(gate=pl.lit(None, pl.Float64))
+    best = best.with_columns(passed_on=pl.coalesce("gate", "value")).sort("task", "config_key")
+    tasks = []
+    for (task,), group in best.group_by("task", maintain_order=True):
+        region = group["region"][0]
+        cells = {c: (v, k, b, g) for c, v, k, b, g in
+                 group.select("config_key", "value", "cost", "best", "passed_on").iter_rows()}
+        tasks.append((task, region, tuple(sorted(cells)), cells))
+    out = {}
+    for name in names:
+        totals = [0, 0.0, 0.0, 0]  # hits, quality, cost, configs run
+        for _task, region, pool, cells in tasks:
+            config, cost, ran = _run(router, name, region, pool, cells, pass_threshold)
+            value, _, is_best, _ = cells[config]
+            totals[0] += bool(is_best)
+            totals[1] += value
+            totals[2] += cost or 0.0
+            totals[3] += ran
+        n = len(tasks)
+        out[name] = {"hit_rate": _r(totals[0] / n), "hits": totals[0], "n": n, "mean_quality": _r(totals[1] / n),
+                     "mean_cost_usd": _r(totals[2] / n) if cost_known else None,
+                     "mean_configs_run": _r(totals[3] / n)}
+    return out
+
+
+def _run(router: Router, policy: str, region: str, pool: tuple[str, ...], cells: dict,
+         pass_threshold: float | None) -> tuple[str, float, int]:
+    """Route one task; escalate on a failed gate for sequential policies. Returns (final config, cost, configs run)."""
+    decision = router.route(region, pool=pool, policy=policy)
+    config, cost, ran = decision.config, cells[decision.config][1] or 0.0, 1
+    if policy not in SEQUENTIAL:
+        return config, cost, ran
+    threshold = pass_threshold
+    if threshold is None:
+        view = router.view(region)
+        ladder = view.ladder or router.star.ladder
+        threshold = ladder.pass_threshold if ladder is not None and policy == "ladder" else DEFAULT_PASS_THRESHOLD
+    failures: list[str] = []
+    while cells[config][3] < threshold and len(failures) + 1 < len(pool):
+        failures.append(config)
+        config = router.route(region, pool=pool, failures=failures, policy=policy).config
+        cost += cells[config][1] or 0.0
+        ran += 1
+    return config, cost, ran
