@@ -1,0 +1,76 @@
+"""Baselines of DESIGN 6 on the eligible held-out tasks: hit rate, mean quality, mean cost of each.
+
+- ``best_single``: the config with the highest learned quality (global pool); on a task it did not do, the next
+  config in that order that did (a fixed preference, never looking at the task).
+- ``cheapest``: the same with the lowest learned cost first (configs of unknown cost last).
+- ``random``: the expectation of a uniform choice among the configs that did the task.
+- ``oracle``: a config of the task's best set (its quality and cost are the best set's means).
+- ``shipped``, ``fitted``: the greedy choices of those constants.
+
+Quality is the task value q_t,c of the chosen config; cost its cost_t,c; hit means it is in the best set.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+
+def ranked_choice(best: pl.DataFrame, ranking: Sequence[str]) -> pl.DataFrame:
+    """Per task the member that comes first in ``ranking`` (members not ranked come after, in key order)."""
+    order = pl.DataFrame({"config_key": list(ranking), "_rank": list(range(len(ranking)))},
+                         schema={"config_key": pl.String, "_rank": pl.Int64})
+    ranked = best.join(order, on="config_key", how="left").with_columns(pl.col("_rank").fill_null(len(ranking)))
+    return (
+        ranked.sort(["task", "_rank", "config_key"]).group_by("task", maintain_order=True)
+        .agg(pl.col("config_key").first().alias("chosen"))
+    )
+
+
+def score_choice(best: pl.DataFrame, chosen: pl.DataFrame, *, cost_known: bool, config: str | None = None) -> dict:
+    """``{config, hit_rate, mean_quality, mean_cost_usd}`` of one choice per task over the ``best`` frame's tasks."""
+    rows = best.join(chosen.select("task", pl.col("chosen").alias("config_key")), on=["task", "config_key"])
+    return _summary(rows["best"].cast(pl.Float64), rows["value"], rows["cost"], cost_known=cost_known, config=config)
+
+
+def baselines(
+    best: pl.DataFrame,
+    *,
+    learned_quality: Sequence[tuple[str, float]],
+    learned_cost: Sequence[tuple[str, float | None]],
+    shipped: pl.DataFrame,
+    fitted: pl.DataFrame,
+    cost_known: bool,
+) -> dict[str, dict]:
+    """All six baselines. ``best`` is :func:`pipeline.fit.metrics.mark_best` of the eligible held-out tasks."""
+    by_quality = [c for c, _ in sorted(learned_quality, key=lambda x: (-x[1], x[0]))]
+    by_cost = [c for c, _ in sorted(learned_cost, key=lambda x: (x[1] is None, x[1] or 0.0, x[0]))]
+    out = {
+        "best_single": score_choice(best, ranked_choice(best, by_quality), cost_known=cost_known,
+                                    config=by_quality[0] if by_quality else None),
+        "cheapest": score_choice(best, ranked_choice(best, by_cost), cost_known=cost_known,
+                                 config=by_cost[0] if by_cost and cost_known else None),
+    }
+    per_task_random = best.group_by("task").agg(
+        pl.col("best").cast(pl.Float64).mean().alias("hit"), pl.col("value").mean(), pl.col("cost").mean()
+    )
+    out["random"] = _summary(per_task_random["hit"], per_task_random["value"], per_task_random["cost"],
+                             cost_known=cost_known)
+    per_task_oracle = best.filter(pl.col("best")).group_by("task").agg(
+        pl.lit(1.0).alias("hit"), pl.col("value").mean(), pl.col("cost").mean()
+    )
+    out["oracle"] = _summary(per_task_oracle["hit"], per_task_oracle["value"], per_task_oracle["cost"],
+                             cost_known=cost_known)
+    out["shipped"] = score_choice(best, shipped, cost_known=cost_known)
+    out["fitted"] = score_choice(best, fitted, cost_known=cost_known)
+    return out
+
+
+def _summary(hit: pl.Series, quality: pl.Series, cost: pl.Series, *, cost_known: bool, config: str | None = None):
+    n = hit.len()
+    return {
+        "config": config,
+        "hit_rate": float(hit.mean()) if n else None,
+        "mean_quality": float(quality.mean()) if n else None,
+        "mean_cost_usd": float(cost.mean()) if n and cost_known and cost.null_count() < n else None,
+    }
