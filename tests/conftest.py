@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins: list[str] = ["fixtures_routing"]
+pytest_plugins: list[str] = ["fixtures_routing", "fixtures_store"]
 
 
 @pytest.fixture

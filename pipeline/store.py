@@ -1,0 +1,107 @@
+"""The queryable store: DuckDB views over exactly the Parquet files a manifest lists (DESIGN 4).
+
+Never a glob: files of a crashed or losing compactor stay invisible. Every view
+of :data:`pipeline.families.VIEWS` exists with its columns even when its family
+has no rows. Views are one row per event; retractions are NOT applied (the
+fitter applies them).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from .families import COLUMNS, VIEWS, empty_select
+from .home import Home
+from .manifest import Manifest, load_manifest, newest_manifest_number
+
+__all__ = ["Store", "open_store", "newest_manifest_number"]
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class Store:
+    """A DuckDB connection with one view per family, pinned to one manifest."""
+
+    def __init__(self, home: Home, manifest: Manifest | None, con: duckdb.DuckDBPyConnection):
+        self.home = home
+        self._manifest = manifest
+        self.con = con
+
+    @property
+    def manifest_number(self) -> int | None:
+        return self._manifest.number if self._manifest else None
+
+    @property
+    def manifest(self) -> dict[str, Any] | None:
+        """The manifest as a dict (None before the first compaction)."""
+        return self._manifest.model_dump(mode="json", by_alias=True) if self._manifest else None
+
+    def files(self, family: str | None = None) -> list[Path]:
+        """Absolute paths of the store's Parquet files (of one family, or all)."""
+        if not self._manifest:
+            return []
+        return [self.home.store / e.path for e in self._manifest.files if family in (None, e.family)]
+
+    def event_counts(self) -> dict[str, int]:
+        """Rows per family, as the manifest records them."""
+        rows = self._manifest.rows if self._manifest else {}
+        return {family: int(rows.get(family, 0)) for family in VIEWS}
+
+    def query(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """Column names and rows of one query."""
+        cursor = self.con.execute(sql)
+        names = [d[0] for d in cursor.description] if cursor.description else []
+        return names, cursor.fetchall()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def family_select(family: str, paths: list[Path]) -> str:
+    """``SELECT`` of the family's columns (in contract order) from the given Parquet files."""
+    if not paths:
+        return empty_select(family)
+    cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in COLUMNS[family])
+    files = ", ".join(_quote(str(p)) for p in paths)
+    return f"SELECT {cols} FROM read_parquet([{files}], hive_partitioning = false)"
+
+
+def open_store(home: str | os.PathLike | Home | None = None, manifest: int | None = None, *,
+               read_only: bool = False, threads: int | None = None) -> Store:
+    """Open the store at manifest ``manifest`` (the newest when None).
+
+    With no manifest at all the views exist with no rows and ``manifest_number`` is None.
+    ``read_only`` locks the connection down for untrusted SQL: DuckDB may read exactly the
+    store's files (``allowed_paths``) and nothing else, and cannot write files
+    (``enable_external_access = false``).
+    """
+    home = Home.resolve(home)
+    chosen = load_manifest(home, manifest)
+    config: dict[str, Any] = {}
+    if threads is not None:
+        config["threads"] = threads
+    con = duckdb.connect(":memory:", config=config)
+    try:
+        store = Store(home, chosen, con)
+        for family in VIEWS:
+            con.execute(f'CREATE VIEW "{family}" AS {family_select(family, store.files(family))}')
+        if read_only:
+            allowed = ", ".join(_quote(str(p)) for p in store.files())
+            con.execute(f"SET allowed_paths = [{allowed}]")
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return store

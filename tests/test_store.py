@@ -1,0 +1,69 @@
+"""The store: views over exactly the manifest's files, with the column contract, empty or not."""
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from pipeline.compact import compact
+from pipeline.families import COLUMNS, VIEWS
+from pipeline.store import newest_manifest_number, open_store
+from pipeline.streams import append
+from tests.fixtures_store import CONFIG, opened, rating
+
+
+def test_empty_home_has_every_view_with_its_columns_and_no_rows(home):
+    assert newest_manifest_number(home) is None
+    with open_store(home) as store:
+        assert store.manifest_number is None and store.manifest is None
+        for view in VIEWS:
+            cursor = store.con.execute(f'SELECT * FROM "{view}"')
+            assert [d[0] for d in cursor.description] == [c for c, _ in COLUMNS[view]]
+            assert cursor.fetchall() == []
+        assert store.event_counts() == {v: 0 for v in VIEWS}
+
+
+def test_views_have_the_contract_columns_and_types(home):
+    append(home, [opened(1), rating(1), {"id": "A-1", "type": "task.attempted", "at": "2026-01-01T09:30:00Z",
+                                         "task": "T-1", "config": CONFIG, "status": "success", "cost_usd": None}])
+    compact(home)
+    with open_store(home) as store:
+        for view in VIEWS:
+            described = store.con.execute(f'DESCRIBE "{view}"').fetchall()
+            assert [(r[0], r[1]) for r in described] == COLUMNS[view]
+        assert store.event_counts()["ratings"] == 1
+        assert store.con.execute('SELECT config_key, "at" FROM ratings').fetchall()[0][0] == \
+            "claude-code/anthropic/opus/high"
+
+
+def test_the_store_reads_the_listed_files_never_a_glob(home):
+    append(home, [rating(1)])
+    compact(home)
+    (home / "store" / "ratings" / "date=2026-01-01" / "stray.parquet").write_bytes(b"not parquet")
+    with open_store(home) as store:
+        assert store.con.execute("SELECT count(*) FROM ratings").fetchone() == (1,)
+
+
+def test_an_older_manifest_stays_readable(home):
+    append(home, [rating(1)])
+    compact(home)
+    append(home, [rating(2)])
+    compact(home)
+    assert newest_manifest_number(home) == 2
+    with open_store(home, manifest=1) as old, open_store(home) as new:
+        assert old.con.execute("SELECT count(*) FROM ratings").fetchone() == (1,)
+        assert new.con.execute("SELECT count(*) FROM ratings").fetchone() == (2,)
+        assert new.manifest["number"] == 2
+
+
+def test_read_only_store_cannot_write_files_or_read_outside_the_store(home, tmp_path):
+    append(home, [rating(1)])
+    compact(home)
+    with open_store(home, read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM ratings").fetchone() == (1,)
+        with pytest.raises(duckdb.Error, match="disabled|not allowed|Permission"):
+            store.con.execute(f"COPY ratings TO '{tmp_path / 'out.csv'}'")
+        with pytest.raises(duckdb.Error, match="disabled|not allowed|Permission"):
+            store.con.execute("SELECT * FROM read_csv('/etc/passwd')")
+        with pytest.raises(duckdb.Error):
+            store.con.execute("SET enable_external_access = true")
+    assert not (tmp_path / "out.csv").exists()
