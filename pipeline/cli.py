@@ -154,6 +154,42 @@ def repair(home, as_json):
         click.echo("no torn tails")
 
 
+# --------------------------------------------------------------------------- route
+@cli.command()
+@home_option
+@click.option("--region", required=True, help="The task's region (unknown regions use the global pool '*').")
+@click.option("--pool", "pool", multiple=True, metavar="KEY", help="A candidate config key (repeat; default: the region's members).")
+@click.option("--role", default=None, help="The task's role (implementer, reviewer, researcher, ...).")
+@click.option("--failed", "failed", multiple=True, metavar="KEY", help="A config that already failed on the task (repeat).")
+@click.option("--policy", default=None, help="Routing policy (default: learning_governed).")
+@click.option("--seed", type=int, default=None, help="Seed of the exploration draw (default: no exploration, greedy).")
+@click.option("--explain", is_flag=True, help="Add the table rows and the gate checks that decided it.")
+@click.option("--log", "log", is_flag=True, help="Append the decision as a route.decided event (needs --task).")
+@click.option("--task", default=None, help="The task id the logged decision belongs to.")
+@click.option("--table", "table", type=click.Path(dir_okay=False), default=None,
+              help="Routing table file (default: <home>/fits/routing-table.json).")
+@json_option
+@handle_errors
+def route(home, region, pool, role, failed, policy, seed, explain, log, task, table, as_json):
+    """Decide which configuration does a task, from the published routing table.
+
+    Prints the decision as JSON (also without --json): config, policy, reason,
+    explored, table_version, predicted_quality, propensity, candidates.
+
+    \b
+    Example:
+      ratings route --region implement --role implementer
+      ratings route --region review --pool codex/openai/gpt-5/medium --pool kimi/moonshot/k2/- --explain
+      ratings route --region implement --seed 7 --log --task T-42
+    """
+    from .routing.decide import decide
+
+    if log and not task:
+        raise click.UsageError("--log needs --task ID (the task the decision is logged for)")
+    emit_json(decide(home, region=region, pool=pool, role=role, failures=failed, policy=policy, seed=seed,
+                     explain=explain, table=table, log_task=task if log else None))
+
+
 def main() -> None:
     cli(prog_name="ratings")
 

@@ -305,9 +305,12 @@ class Router:
     def explain(self, region: str, pool: Sequence[str] | None = None, role: str | None = None,
                 failures: Sequence[str] = (), policy: str | None = None, rng=None) -> dict[str, Any]:
         """The decision plus the table rows and gate checks that decided it (``ratings route --explain``)."""
+        return self.describe(self.route(region, pool, role, failures, policy, rng), region, role)
+
+    def describe(self, decision: Decision, region: str, role: str | None = None) -> dict[str, Any]:
+        """``decision`` as a dict with the rows of its candidates (rank order) and the checks of its policy."""
         from .policies import gate_checks
 
-        decision = self.route(region, pool, role, failures, policy, rng)
         view = self.view(region)
         out: dict[str, Any] = decision.to_dict()
         out["region"] = region
