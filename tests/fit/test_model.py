@@ -1,0 +1,232 @@
+"""The model of DESIGN 5 on the hand-worked example of ``fixtures_fit.worked_events``.
+
+Sums (w = precision*confidence*importance; the rejection is score 0 with w 2):
+    A implement: W = 1 + 1 + 0.5 = 2.5, S = 1.0 + 0.5 + 0.4 = 1.9, n = 3
+    A review:    W = 1, S = 0.2, n = 1            A all: W = 3.5, S = 2.1 -> measured 0.6
+    B implement: W = 2 + 1 = 3, S = 0 + 0.6 = 0.6, n = 2
+    B review:    W = 1, S = 1.0, n = 1            B all: W = 4, S = 1.6 -> measured 0.4
+    global: W = 7.5, S = 3.7 -> 0.493333...
+Costs cost_t,c (known only when every attempt has a cost): t1 A 0.40, t1 B 1.00, t2 B 2.00, t3 A 0.20;
+t2 A (attempt without cost) and t3 B (no attempt) are unknown.
+    cost(A, implement) = 0.40 (t1 only)   cost(A, review) = 0.20   cost(A, *) = (0.40 + 0.20) / 2 = 0.30
+    cost(B, implement) = (1 + 2) / 2 = 1.5   cost(B, review): none in review -> B's mean 1.5
+    a config never rated: the global mean (0.4 + 1 + 2 + 0.2) / 4 = 0.9
+"""
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from fixtures_fit import A, B, C, attempted, load, opened, rated, worked_events
+
+from pipeline.errors import FitError
+from pipeline.fit.inputs import restrict, task_values
+from pipeline.fit.model import GLOBAL, MEMBER_COLUMNS, fit_model, fit_values, load_shipped, static_choice
+from pipeline.fit.shipped import Shipped
+from pipeline.routing.table import Constants, Static
+
+MEASURED = Constants(prior_source="measured", prior_weight=3)
+
+
+@pytest.fixture(scope="module")
+def worked():
+    return load(*worked_events())
+
+
+def member(model, region, config) -> dict:
+    rows = model.members.filter((pl.col("region") == region) & (pl.col("config_key") == config))
+    assert rows.height == 1
+    return rows.row(0, named=True)
+
+
+def test_measured_prior_and_posterior_quality(worked):
+    model = fit_model(worked, MEASURED, Shipped())
+    assert tuple(model.members.columns) == MEMBER_COLUMNS
+    assert model.members.select("region", "config_key").rows() == [
+        (GLOBAL, A), (GLOBAL, B), ("implement", A), ("implement", B), ("review", A), ("review", B)]
+    # q(A, implement) = (3 * 0.6 + 1.9) / (3 + 2.5) = 3.7 / 5.5
+    a_impl = member(model, "implement", A)
+    assert (a_impl["prior"], a_impl["weight"], a_impl["n_ratings"]) == (pytest.approx(0.6), 2.5, 3)
+    assert a_impl["quality"] == pytest.approx(3.7 / 5.5)
+    assert member(model, "review", A)["quality"] == pytest.approx((1.8 + 0.2) / 4)  # 0.5
+    assert member(model, GLOBAL, A)["quality"] == pytest.approx(3.9 / 6.5)  # 0.6: the measured prior itself
+    assert member(model, "implement", B)["quality"] == pytest.approx((1.2 + 0.6) / 6)  # 0.3
+    assert member(model, "review", B)["quality"] == pytest.approx((1.2 + 1.0) / 4)  # 0.55
+    assert member(model, GLOBAL, B)["n_ratings"] == 3
+    assert model.global_quality == pytest.approx(3.7 / 7.5)
+
+
+def test_unseen_pairs_fall_back_to_the_prior_and_the_global_mean(worked):
+    model = fit_model(worked, MEASURED, Shipped())
+    # C was never rated: prior = global mean 3.7 / 7.5; with W = 0, q = (3p + 0) / 3 = p
+    assert model.quality(C, "implement") == pytest.approx(3.7 / 7.5)
+    assert model.prior(C, "nowhere") == pytest.approx(3.7 / 7.5)
+    # A in a region it never saw: q = p = A's measured prior 0.6
+    assert model.quality(A, "research") == pytest.approx(0.6)
+    assert model.n(A, "research") == 0 and model.n(A, "implement") == 3
+    # k = 0 and W = 0: q = p
+    assert fit_model(worked, MEASURED.model_copy(update={"prior_weight": 0}), Shipped()).quality(
+        A, "research") == pytest.approx(0.6)
+    # k = 0 and W > 0: q = S / W = 1.9 / 2.5
+    assert fit_model(worked, MEASURED.model_copy(update={"prior_weight": 0}), Shipped()).quality(
+        A, "implement") == pytest.approx(0.76)
+
+
+def test_shipped_prior_most_specific_selector_then_region_then_file_order(worked):
+    shipped = Shipped.model_validate({"priors": [
+        {"selector": "a", "region": "*", "quality": 0.9},
+        {"selector": "a/-", "region": "implement", "quality": 0.1},
+        {"selector": "a/-/m1", "region": "*", "quality": 0.3},
+        {"selector": "a/-/m1", "region": "review", "quality": 0.7},
+        {"selector": B, "region": "*", "quality": 0.2},
+        {"selector": B, "region": "*", "quality": 0.99},
+    ]})
+    model = fit_model(worked, Constants(prior_source="shipped", prior_weight=3), shipped)
+    # A implement: 'a/-/m1' (3 segments, '*') beats 'a/-' (2 segments, exact region): p = 0.3
+    assert member(model, "implement", A)["prior"] == pytest.approx(0.3)
+    assert member(model, "implement", A)["quality"] == pytest.approx((0.9 + 1.9) / 5.5)
+    # A review: two 3-segment priors; the one for 'review' beats '*': p = 0.7, q = (2.1 + 0.2) / 4
+    assert member(model, "review", A)["prior"] == pytest.approx(0.7)
+    assert member(model, "review", A)["quality"] == pytest.approx(0.575)
+    # the global pool only takes priors for '*'
+    assert member(model, GLOBAL, A)["prior"] == pytest.approx(0.3)
+    # two identical selectors: the first in the file wins
+    assert member(model, "implement", B)["prior"] == pytest.approx(0.2)
+    # no matching prior: the measured one (C never rated: the global mean)
+    assert model.prior(C, "implement") == pytest.approx(3.7 / 7.5)
+    assert model.prior("a/r/m1/-", "review") == pytest.approx(0.9)  # only 'a' matches this key
+    # source measured ignores shipped priors
+    assert fit_model(worked, MEASURED, shipped).prior(A, "review") == pytest.approx(0.6)
+
+
+def test_cost_means_fallbacks_floor_and_unknown_cost_estimate(worked):
+    model = fit_model(worked, MEASURED, Shipped())
+    assert model.cost_known
+    assert member(model, "implement", A)["cost_usd"] == pytest.approx(0.40)
+    assert member(model, "review", A)["cost_usd"] == pytest.approx(0.20)
+    assert member(model, GLOBAL, A)["cost_usd"] == pytest.approx(0.30)
+    assert member(model, "implement", B)["cost_usd"] == pytest.approx(1.5)
+    assert member(model, "review", B)["cost_usd"] == pytest.approx(1.5)  # B's mean over all regions
+    assert model.cost(C, "implement") == pytest.approx(0.9)  # the global mean
+    # floored at cost_floor_usd
+    assert fit_model(worked, MEASURED.model_copy(update={"cost_floor_usd": 1.0}), Shipped()).cost(
+        A, "implement") == 1.0
+    # cost_t,c = known costs + unknown attempts * cost(c, r): t2 A = 0 + 1 * 0.40, t3 B = 0 + 1 * 1.5
+    costs = model.task_costs(task_values(worked))
+    cost_t = {(r["task"], r["config_key"]): r["cost_t"] for r in costs.iter_rows(named=True)}
+    assert cost_t == pytest.approx({("t1", A): 0.4, ("t1", B): 1.0, ("t2", A): 0.4, ("t2", B): 2.0,
+                                    ("t3", A): 0.2, ("t3", B): 1.5})
+
+
+def test_objectives_and_greedy_choice(worked):
+    qpd = fit_model(worked, MEASURED, Shipped())
+    # implement: A (3.7/5.5) / 0.4 = 1.6818 beats B 0.3 / 1.5 = 0.2; review: A 0.5 / 0.2 = 2.5 beats B 0.55 / 1.5
+    assert member(qpd, "implement", A)["value"] == pytest.approx(3.7 / 5.5 / 0.4)
+    assert qpd.choose("implement", [A, B]) == A and qpd.choose("review", [B, A]) == A
+    utility = fit_model(worked, MEASURED.model_copy(update={"lambda_": 2.0}), Shipped(), "utility")
+    # utility = lambda * q - cost: A implement 2 * 0.672727 - 0.4, B review 2 * 0.55 - 1.5 = -0.4
+    assert member(utility, "implement", A)["value"] == pytest.approx(2 * 3.7 / 5.5 - 0.4)
+    assert member(utility, "review", B)["value"] == pytest.approx(-0.4)
+    quality = fit_model(worked, MEASURED, Shipped(), "quality")
+    assert quality.choose("review", [A, B]) == B  # 0.55 > 0.5, costs ignored
+    # C unseen in implement: q = 0.4933 beats B's 0.3 and loses to A's 0.6727
+    assert quality.choose("implement", [B, C]) == C and quality.choose("implement", [A, B, C]) == A
+    with pytest.raises(FitError, match="lambda"):
+        fit_model(worked, MEASURED, Shipped(), "utility")
+    with pytest.raises(FitError, match="unknown objective"):
+        fit_model(worked, MEASURED, Shipped(), "speed")
+
+
+def test_choice_ties_higher_quality_then_lower_cost_then_key_order():
+    # Four configs on separate tasks, all in 'general', k = 0 so q = the task value:
+    #   P: q 0.8 cost 2.0 -> qpd 0.4;  Q: q 0.4 cost 1.0 -> 0.4;  R: q 0.4 cost 1.0 -> 0.4;  S: q 0.2 cost 0.5 -> 0.4
+    keys = {"P": "p/-/m/-", "Q": "q/-/m/-", "R": "r/-/m/-", "S": "s/-/m/-"}
+    spec = {"P": (0.8, 2.0), "Q": (0.4, 1.0), "R": (0.4, 1.0), "S": (0.2, 0.5)}
+    events = []
+    for i, (name, (score, cost)) in enumerate(spec.items()):
+        events += [attempted(f"x{i}", f"t{i}", keys[name], i, cost), rated(f"r{i}", f"t{i}", keys[name], score, i)]
+    model = fit_model(load(*events), Constants(prior_source="measured", prior_weight=0), Shipped())
+    all_four = [keys[n] for n in "SRQP"]
+    assert model.choose("general", all_four) == keys["P"]  # equal value: higher quality wins
+    assert model.choose("general", [keys["S"], keys["R"]]) == keys["R"]  # equal value: 0.4 > 0.2
+    assert model.choose("general", [keys["R"], keys["Q"]]) == keys["Q"]  # equal everything: key order
+    quality = fit_model(load(*events), Constants(prior_source="measured", prior_weight=0), Shipped(), "quality")
+    assert quality.choose("general", [keys["R"], keys["Q"], keys["S"]]) == keys["Q"]
+    frame = pl.DataFrame({"task": ["u", "u", "v", "v", "w"], "region": ["general"] * 5,
+                          "config_key": [keys["S"], keys["P"], keys["R"], keys["Q"], keys["S"]]})
+    assert model.choose_frame(frame).rows() == [("u", keys["P"]), ("v", keys["Q"]), ("w", keys["S"])]
+    with pytest.raises(ValueError, match="empty"):
+        model.choose("general", [])
+
+
+def test_lower_cost_breaks_a_tie_of_value_and_quality():
+    # objective quality: X and Y have q 0.5 each; Y is cheaper
+    events = [attempted("x1", "t1", "x/-/m/-", 0, 2.0), rated("r1", "t1", "x/-/m/-", 0.5),
+              attempted("x2", "t2", "y/-/m/-", 0, 1.0), rated("r2", "t2", "y/-/m/-", 0.5)]
+    model = fit_model(load(*events), MEASURED, Shipped(), "quality")
+    assert model.choose("general", ["x/-/m/-", "y/-/m/-"]) == "y/-/m/-"
+
+
+def test_no_costs_at_all_degrades_to_quality():
+    events = [opened("t1", "implement"), rated("r1", "t1", A, 0.9), rated("r2", "t1", B, 0.6),
+              attempted("x1", "t1", A, 0.5, None)]
+    model = fit_model(load(*events), MEASURED, Shipped())
+    assert not model.cost_known and model.effective_objective == "quality"
+    assert model.members["cost_usd"].null_count() == model.members.height
+    assert model.members["value"].to_list() == model.members["quality"].to_list()
+    assert model.cost(A, "implement") is None
+    assert model.task_costs(task_values(load(*events)))["cost_t"].null_count() == 2
+    assert json.dumps(model.members.to_dicts(), allow_nan=False)  # no NaN anywhere
+
+
+def test_recency_weighting_in_the_model():
+    # one config, scores 1.0 (10 days before the newest event) and 0.0 (the newest): H = 10 days
+    # w = 0.5 and 1: W = 1.5, S = 0.5; measured prior = 1/3; k = 3: q = (1 + 0.5) / 4.5 = 1/3
+    inputs = load(rated("r1", "t1", A, 1.0, 0), rated("r2", "t2", A, 0.0, 240))
+    model = fit_model(inputs, MEASURED.model_copy(update={"half_life_days": 10.0}), Shipped())
+    row = member(model, "general", A)
+    assert row["weight"] == pytest.approx(1.5) and row["quality"] == pytest.approx(1 / 3)
+    assert member(fit_model(inputs, MEASURED, Shipped()), "general", A)["quality"] == pytest.approx(0.5)
+
+
+def test_fit_on_a_restricted_part_uses_that_part_only(worked):
+    learned = restrict(worked, ["t1", "t2"], before=None)
+    model = fit_model(learned, MEASURED, Shipped())
+    assert set(model.members["region"]) == {GLOBAL, "implement"}
+    # A measured over t1, t2 only: S = 1.9, W = 2.5 -> 0.76; q(A, implement) = (3 * 0.76 + 1.9) / 5.5 = 0.76
+    assert member(model, "implement", A)["quality"] == pytest.approx(0.76)
+    assert fit_values(task_values(learned), MEASURED, Shipped()).members.equals(model.members)
+
+
+def test_static_choice_roles_default_and_most_rated(worked):
+    model = fit_model(worked, MEASURED, Shipped())
+    hybrid = Static(cheap_config=A, frontier_config=B, default_config=C, pinned={"reviewer": C})
+    assert static_choice(hybrid, "implementer") == A and static_choice(hybrid, "researcher") == A
+    assert static_choice(hybrid, "reviewer") == C  # pinned wins
+    assert static_choice(hybrid.model_copy(update={"pinned": {}}), "reviewer") == B
+    assert static_choice(Static(cheap_config=A, default_config=C), "reviewer") == C  # no frontier: default
+    # nothing named: the config with the most fitted ratings (A: 4 ratings, B: 3)
+    assert static_choice(Static(), "implementer", model) == A
+    assert static_choice(Static(), None, None) is None
+
+
+def test_load_shipped_defaults_constants_and_errors(tmp_path):
+    assert load_shipped(None) == load_shipped(tmp_path / "absent.json") == Shipped()
+    constants = load_shipped(None).to_constants()
+    assert (constants.prior_weight, constants.exploration, constants.min_samples) == (3.0, 0.3, 3)
+    path = tmp_path / "shipped.json"
+    path.write_text(json.dumps({"constants": {"prior_weight": 5, "exploration": 0.1, "objective": "quality"},
+                                "cheap_config": A, "frontier_config": B, "pinned": {"reviewer": B},
+                                "priors": [{"selector": "a", "region": "review", "quality": 0.4}]}))
+    shipped = load_shipped(path)
+    assert shipped.to_constants().prior_weight == 5 and shipped.constants.objective == "quality"
+    assert shipped.to_constants(exploration=0.0, lambda_=2.0).model_dump(by_alias=True)["lambda"] == 2.0
+    assert shipped.static == Static(cheap_config=A, frontier_config=B, pinned={"reviewer": B})
+    assert shipped.priors[0].segments == 1
+    path.write_text('{"priors": [{"selector": "a", "quality": 1.5}]}')
+    with pytest.raises(FitError, match="priors.0.quality"):
+        load_shipped(path)
+    path.write_text("{not json")
+    with pytest.raises(FitError, match="not valid JSON"):
+        load_shipped(path)
