@@ -1,0 +1,51 @@
+"""Credit the public data a case study was fitted on.
+
+A stats file may carry its own ``credit`` (a string or a list of strings) in
+``source`` or top level; the imported benchmark tables are also recognised by
+name anywhere in ``source``, ``name`` or ``notes``, so a page on RouterBench or
+LiveCodeBench data always says where the data came from.
+"""
+from __future__ import annotations
+
+import json
+
+from ..fit.stats import Stats
+from .doc import Inline, Link
+
+KNOWN: dict[str, tuple[Inline, ...]] = {
+    "routerbench": (
+        "Data: ",
+        Link("RouterBench", "https://github.com/withmartian/routerbench"),
+        " (Hu et al. 2024), zero-shot subsets as kept by ",
+        Link("RouterDC", "https://github.com/shuhao02/RouterDC"),
+        ": prompts from ARC-Challenge, MBPP and Winogrande, each answered by 11 models, graded 0/1, with the dollar "
+        "cost of each call.",
+    ),
+    "livecodebench": (
+        "Data: ",
+        Link("LiveCodeBench", "https://github.com/LiveCodeBench/livecodebench.github.io"),
+        " leaderboard (Jain et al. 2024): contest problems with their dates, pass@1 per model. No costs.",
+    ),
+}
+
+
+def _as_list(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def credits(stats: Stats) -> list[tuple[Inline, ...]]:
+    """Credit lines: explicit ``credit`` strings first, then the known sources named anywhere in the stats."""
+    extra = stats.model_extra or {}
+    source_extra = stats.source.model_extra or {}
+    lines: list[tuple[Inline, ...]] = [(text,) for text in _as_list(source_extra.get("credit"))]
+    lines += [(text,) for text in _as_list(extra.get("credit"))]
+    haystack = " ".join([stats.name, json.dumps(stats.source.model_dump(mode="json")), *stats.notes]).lower()
+    explicit = " ".join(str(line[0]) for line in lines).lower()
+    for key, line in KNOWN.items():
+        if key in haystack and key not in explicit:
+            lines.append(line)
+    return lines

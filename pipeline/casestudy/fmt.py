@@ -1,0 +1,62 @@
+"""How numbers read on a case-study page and in ``ratings compare``: one place, so both say the same."""
+from __future__ import annotations
+
+import math
+
+NA = "n/a"
+
+
+def pct(x: float | None) -> str:
+    """0.650485 -> ``65.0%``."""
+    return NA if x is None else f"{100 * x:.1f}%"
+
+
+def interval(ci: tuple[float, float] | list[float] | None) -> str:
+    """A 95% interval of rates: ``60.3%–69.5%``."""
+    return NA if not ci else f"{pct(ci[0])}–{pct(ci[1])}"
+
+
+def points(x: float | None) -> str:
+    """A difference of two rates in percentage points, signed: ``+9.0 points``."""
+    return NA if x is None else f"{100 * x:+.1f} points"
+
+
+def points_interval(ci: tuple[float, float] | list[float] | None) -> str:
+    return NA if not ci else f"{100 * ci[0]:+.1f} to {100 * ci[1]:+.1f}"
+
+
+def num(x: float | None, digits: int = 4) -> str:
+    """A plain figure (an MSE, a quality): four decimals, trailing zeros kept for alignment."""
+    return NA if x is None else f"{x:.{digits}f}"
+
+
+def signed(x: float | None, digits: int = 4) -> str:
+    return NA if x is None else f"{x:+.{digits}f}"
+
+
+def count(n: int | None) -> str:
+    return NA if n is None else f"{n:,}"
+
+
+def usd(x: float | None) -> str:
+    """Dollars with three significant digits below $1 (``$0.0123``), cents above (``$1.23``)."""
+    if x is None:
+        return NA
+    if x == 0:
+        return "$0"
+    if abs(x) >= 1:
+        return f"${x:,.2f}"
+    decimals = max(2, 2 - math.floor(math.log10(abs(x))))
+    return f"${x:.{decimals}f}"
+
+
+def constant(name: str, value) -> str:
+    """A routing constant as a person reads it: no recency weighting is ``off (∞)``."""
+    if value is None:
+        return "off (∞)" if name == "half_life_days" else NA
+    if isinstance(value, float) and value.is_integer() and name != "cost_floor_usd":
+        return str(int(value))
+    if name == "cost_floor_usd":
+        return "$" + f"{value:.12f}".rstrip("0").rstrip(".")
+    return str(value)
+

@@ -1,0 +1,112 @@
+"""The headline of a case study, in words: routing, calibration, recommendation, and what does not work.
+
+Every number a reader should leave with is said here, with its n and its
+interval; the figures and tables below only support it.
+"""
+from __future__ import annotations
+
+from ..fit.stats import Stats
+from . import fmt
+from .doc import Block, Code, Note, Strong, para
+from .optional import first, ladder_summary, policy_rows, rungs, short_config
+
+VERDICT = {
+    "adopt": "The fit beats the shipped constants on held-out tasks.",
+    "keep": "The fit does NOT beat the shipped constants on held-out tasks.",
+    "insufficient-evidence": "The evidence is NOT enough to say the fit beats the shipped constants.",
+}
+CALIBRATION_VERDICT = {
+    "adopt": "Regions beat the plain mean: per-region quality carries a signal.",
+    "keep": "Regions do NOT beat the plain mean: per-region quality carries no signal here.",
+    "insufficient-evidence": "Regions do NOT clearly beat the plain mean: the evidence is not enough either way.",
+}
+
+
+def hit_phrase(h) -> str:
+    """``268 of 412 (65.0%, 95% CI 60.3%–69.5%)``."""
+    return f"{fmt.count(h.hits)} of {fmt.count(h.n)} ({fmt.pct(h.hit_rate)}, 95% CI {fmt.interval(h.ci95)})"
+
+
+def routing_lead(stats: Stats) -> list[Block]:
+    r, c = stats.routing, stats.constants
+    expected = (r.shipped.model_extra or {}).get("expected_hit_rate_with_exploration")
+    blocks: list[Block] = [
+        para(
+            Strong("Routing: "), f"of {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks, the ",
+            Strong("fitted"), f" constants routed {hit_phrase(r.fitted)} to a best configuration; the ",
+            Strong("shipped"), f" constants routed {hit_phrase(r.shipped)}. Fitted minus shipped: "
+            f"{fmt.points(r.difference.value)} (95% CI {fmt.points_interval(r.difference.ci95)}).",
+            (f" With their exploration of {fmt.constant('exploration', c.shipped.exploration)}, the shipped constants "
+             f"would be expected to hit {fmt.pct(expected)}." if expected is not None else ""),
+            lead=True,
+        ),
+    ]
+    verdict = VERDICT[r.recommendation]
+    if r.recommendation == "adopt":
+        blocks.append(para(Strong(verdict), lead=True))
+    else:
+        blocks.append(Note((verdict,)))
+    blocks.append(para(Strong(f"Recommendation: {r.recommendation}. "), f"{r.reason} The published routing table "
+                       f"uses the {c.published} constants.", lead=True))
+    return blocks
+
+
+def calibration_lead(stats: Stats) -> list[Block]:
+    cal = stats.calibration
+    ci = cal.difference_ci95
+    text = (
+        f"per-region quality predicts the held-out ratings with a mean squared error of "
+        f"{fmt.num(cal.regions_mse)} against {fmt.num(cal.plain_mean_mse)} for the plain mean"
+        + (f" (difference 95% CI {fmt.signed(ci[0])} to {fmt.signed(ci[1])})" if ci else "")
+        + f"; mean absolute error {fmt.num(cal.regions_mae)} against {fmt.num(cal.plain_mean_mae)}"
+        + (f", over {fmt.count(cal.n)} ratings" if cal.n else "") + ". Verdict: "
+    )
+    verdict = CALIBRATION_VERDICT[cal.recommendation]
+    blocks: list[Block] = [para(Strong("Calibration: "), text, Strong(cal.recommendation), f". {cal.reason}", lead=True)]
+    blocks.append(para(Strong(verdict), lead=True) if cal.recommendation == "adopt" else Note((verdict,)))
+    return blocks
+
+
+def ladder_lead(stats: Stats) -> list[Block]:
+    s = ladder_summary(stats)
+    if not s:
+        return []
+    chain = " → ".join(short_config(k) for k in rungs(s)) or "the published ladder"
+    cost = ""
+    if first(s, "held_out_cost_usd") is not None and first(s, "cost_ratio") is not None:
+        cost = (f" at {fmt.usd(s['held_out_cost_usd'])} per task, {fmt.pct(s['cost_ratio'])} of its "
+                f"{fmt.usd(first(s, 'best_single_cost_usd'))}")
+    blocks: list[Block] = [para(
+        Strong("Escalation ladder: "), f"{chain} reached held-out quality {fmt.num(first(s, 'held_out_quality'), 3)} against "
+        f"{fmt.num(first(s, 'best_single_quality'), 3)} for the best single configuration "
+        f"({short_config(str(first(s, 'best_single_config') or 'n/a'))}){cost}, on the "
+        f"{fmt.pct(first(s, 'coverage'))} of held-out tasks where every rung it ran was observed.",
+        lead=True,
+    )]
+    if s.get("gate_is_target"):
+        blocks.append(Note((
+            "This ladder figure is an upper bound for a perfect verifier: its gate ratings are the same ratings that "
+            "measure quality, so escalation never misses a failure the way a real gate would.",)))
+    return blocks
+
+
+def policy_lead(stats: Stats) -> list[Block]:
+    rows = dict(policy_rows(stats))
+    default = rows.get("learning_governed")
+    if not default:
+        return []
+    return [para(
+        Strong("Default policy: "), Code("learning_governed"), f" hit {fmt.pct(first(default, 'hit_rate'))} on held-out "
+        f"tasks with mean quality {fmt.num(first(default, 'mean_quality'), 3)}"
+        + (f" at {fmt.usd(first(default, 'mean_cost_usd'))} per task" if first(default, 'mean_cost_usd') is not None
+           else "") + ".",
+        lead=True,
+    )]
+
+
+def headline(stats: Stats) -> list[Block]:
+    blocks = routing_lead(stats) + calibration_lead(stats) + ladder_lead(stats) + policy_lead(stats)
+    if not stats.cost_known:
+        blocks.append(Note(("Costs are unknown in this data: every configuration was ranked by quality alone, and "
+                            "no cost figure is shown.",)))
+    return blocks

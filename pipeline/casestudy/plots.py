@@ -1,0 +1,241 @@
+"""The case-study figures, drawn with matplotlib into deterministic SVG bytes.
+
+No pyplot (no global figure state, no GUI backend): each figure is a
+``matplotlib.figure.Figure`` saved to SVG inside an ``rc_context`` that fixes
+the hash salt (element ids), the font and text-as-text, and drops the date, so
+two renders of the same stats give the same bytes.
+"""
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+
+from ..fit.stats import Stats
+from . import fmt
+from .optional import frontier_points, short_config
+
+RC = {
+    "svg.hashsalt": "ratings-case-study",
+    "svg.fonttype": "none",  # text stays text: crisp, selectable, searchable
+    "font.family": "DejaVu Sans",
+    "font.size": 10,
+    "axes.titlesize": 12,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "savefig.bbox": "tight",
+}
+WIDTH_IN = 5.0  # narrow on purpose: scaled to a phone, 9 pt text stays readable
+FITTED_COLOR = "#1b5e20"
+SHIPPED_COLOR = "#b71c1c"
+
+
+@dataclass(frozen=True)
+class Plot:
+    file: str
+    svg: bytes
+    alt: str
+
+
+def _save(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ratings case-study"})
+    return buf.getvalue()
+
+
+def _draw(file: str, alt: str, draw) -> Plot:
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context(RC):
+        fig = Figure(layout="constrained")
+        draw(fig)
+        return Plot(file, _save(fig), alt)
+
+
+# --------------------------------------------------------------------------- grid heat map
+def _grid_slice(stats: Stats):
+    """The grid rows at the fitted half-life and lambda: the plane of prior weight x exploration."""
+    fitted = stats.constants.fitted
+    rows = [r for r in stats.grid if r.half_life_days == fitted.half_life_days and r.lambda_ == fitted.lambda_]
+    return rows or list(stats.grid)
+
+
+def grid_heatmap(stats: Stats) -> Plot | None:
+    rows = [r for r in _grid_slice(stats) if r.held_out_diagnostic is not None]
+    if not rows:
+        return None
+    fitted, shipped = stats.constants.fitted, stats.constants.shipped
+    sources = sorted({r.prior_source for r in rows}, key=lambda s: (s != fitted.prior_source, s))
+    weights = sorted({r.prior_weight for r in rows})
+    explorations = sorted({r.exploration for r in rows}, key=lambda e: (e is not None, e or 0.0))
+    cells = {(r.prior_source, r.exploration, r.prior_weight): r.held_out_diagnostic for r in rows}
+    values = list(cells.values())
+    lo, hi = min(values), max(values)
+    best = max(rows, key=lambda r: r.held_out_diagnostic)
+
+    def mark(ax, source, consts, color, style, label):
+        if consts.prior_source != source or consts.prior_weight not in weights:
+            return
+        if consts.exploration not in explorations:
+            return
+        from matplotlib.patches import Rectangle
+
+        x, y = weights.index(consts.prior_weight), explorations.index(consts.exploration)
+        ax.add_patch(Rectangle((x - 0.46, y - 0.46), 0.92, 0.92, fill=False, edgecolor=color, linewidth=2.6,
+                               linestyle=style, label=label))
+
+    def draw(fig):
+        import numpy as np
+
+        fig.set_size_inches(WIDTH_IN, 1.4 + len(sources) * (0.42 * len(explorations) + 0.9))
+        axes = fig.subplots(len(sources), 1, squeeze=False)[:, 0]
+        image = None
+        for ax, source in zip(axes, sources):
+            grid = np.full((len(explorations), len(weights)), np.nan)
+            for (s, e, w), v in cells.items():
+                if s == source:
+                    grid[explorations.index(e), weights.index(w)] = v
+            image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=lo, vmax=hi, aspect="auto",
+                              origin="lower")
+            for y in range(len(explorations)):
+                for x in range(len(weights)):
+                    v = grid[y, x]
+                    if not math.isnan(v):
+                        dark = (v - lo) / ((hi - lo) or 1) < 0.6
+                        ax.text(x, y, f"{100 * v:.0f}", ha="center", va="center", fontsize=9,
+                                color="white" if dark else "black")
+            mark(ax, source, shipped, SHIPPED_COLOR, "--", "shipped")
+            mark(ax, source, fitted, FITTED_COLOR, "-", "fitted")
+            ax.set_xticks(range(len(weights)), [fmt.constant("prior_weight", w) for w in weights])
+            ax.set_yticks(range(len(explorations)), ["greedy" if e is None else f"{e:g}" for e in explorations])
+            ax.set_xlabel("prior weight k")
+            ax.set_ylabel("exploration ε")
+            ax.set_title(f"prior source: {source}", loc="left")
+            ax.spines[:].set_visible(False)
+        handles, labels = axes[0].get_legend_handles_labels()
+        for ax in axes[1:]:
+            h, l = ax.get_legend_handles_labels()
+            handles, labels = handles + [x for x, y in zip(h, l) if y not in labels], labels + [y for y in l if y not in labels]
+        if handles:
+            fig.legend(handles, labels, loc="outside upper right", ncols=2, frameon=False)
+        fig.colorbar(image, ax=list(axes), label="held-out hit rate (diagnostic)", location="bottom", shrink=0.8,
+                     aspect=40, format=lambda v, _: f"{100 * v:.0f}%")
+
+    f, s = stats.constants.fitted, stats.constants.shipped
+    fitted_cell = cells.get((f.prior_source, f.exploration, f.prior_weight))
+    shipped_cell = cells.get((s.prior_source, s.exploration, s.prior_weight))
+    alt = (
+        f"Heat map of the held-out hit rate (diagnostic) over prior weight and exploration, "
+        f"at half-life {fmt.constant('half_life_days', f.half_life_days)}. Values range from {fmt.pct(lo)} to "
+        f"{fmt.pct(hi)}; the best cell is prior weight {fmt.constant('prior_weight', best.prior_weight)}, "
+        f"exploration {best.exploration}, source {best.prior_source} ({fmt.pct(best.held_out_diagnostic)}). "
+        f"Fitted cell: {fmt.pct(fitted_cell)}. Shipped cell: {fmt.pct(shipped_cell)}."
+    )
+    return _draw("grid.svg", alt, draw)
+
+
+# --------------------------------------------------------------------------- cost-quality frontier
+def frontier_plot(stats: Stats) -> Plot | None:
+    pts = frontier_points(stats)
+    costed = [p for p in pts if p.cost is not None and p.quality is not None]
+    if not stats.cost_known or not costed:
+        return None
+    costs = [p.cost for p in costed if p.cost > 0]
+    log_x = bool(costs) and max(costs) / min(costs) > 20
+    styles = {
+        "single": dict(marker="o", color="#757575", s=36, zorder=3),
+        "router": dict(marker="o", color="#1565c0", s=30, zorder=4),
+        "ladder": dict(marker="^", color="#6a1b9a", s=110, zorder=6),
+        "shipped": dict(marker="s", color=SHIPPED_COLOR, s=70, zorder=5),
+        "fitted": dict(marker="D", color=FITTED_COLOR, s=70, zorder=5),
+        "oracle": dict(marker="*", color="#ef6c00", s=180, zorder=5),
+    }
+    names = {"single": "single configurations", "router": "router (λ sweep)", "ladder": "ladder",
+             "shipped": "shipped constants", "fitted": "fitted constants", "oracle": "oracle"}
+
+    def draw(fig):
+        fig.set_size_inches(WIDTH_IN, 4.4)
+        ax = fig.subplots()
+        for kind, style in styles.items():
+            group = [p for p in costed if p.kind == kind]
+            if not group:
+                continue
+            if kind == "router" and len(group) > 1:
+                ordered = sorted(group, key=lambda p: p.cost)
+                ax.plot([p.cost for p in ordered], [p.quality for p in ordered], color=style["color"], lw=1.5,
+                        zorder=2)
+            ax.scatter([p.cost for p in group], [p.quality for p in group], label=names[kind], **style)
+            if kind == "single":
+                for p in group:
+                    ax.annotate(short_config(p.label), (p.cost, p.quality), xytext=(4, -10),
+                                textcoords="offset points", fontsize=8, color="#424242")
+        if log_x:
+            from matplotlib.ticker import LogLocator, NullFormatter
+
+            ax.set_xscale("log")
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.xaxis.set_major_formatter(lambda v, _: f"${v:g}")
+        ax.set_xlabel("mean cost per held-out task" + (" (log scale)" if log_x else ""))
+        ax.set_ylabel("mean held-out quality")
+        ax.grid(True, color="#e0e0e0", linewidth=0.6)
+        fig.legend(loc="outside lower center", ncols=3, fontsize=9, frameon=False)
+
+    def where(kind: str) -> str:
+        group = [p for p in costed if p.kind == kind]
+        return "; ".join(f"{p.label}: quality {fmt.num(p.quality, 3)} at {fmt.usd(p.cost)}" for p in group)
+
+    parts = [f"{names[k]}: {where(k)}" for k in styles if k != "single" and where(k)]
+    alt = ("Cost against quality on the held-out tasks. " + ". ".join(parts) + ". "
+           f"{sum(p.kind == 'single' for p in costed)} single configurations are drawn as grey points.")
+    return _draw("frontier.svg", alt, draw)
+
+
+# --------------------------------------------------------------------------- priors
+def priors_plot(stats: Stats) -> Plot | None:
+    rows = list(stats.priors)
+    if not rows:
+        return None
+
+    def draw(fig):
+        # Each row's label sits above its line rather than beside the axis, so the plot keeps the full width
+        # on a phone.
+        fig.set_size_inches(WIDTH_IN, 0.9 + 0.62 * len(rows))
+        ax = fig.subplots()
+        for y, row in enumerate(rows):
+            color = SHIPPED_COLOR if row.disagrees else "#455a64"
+            ax.text(0, y - 0.32, f"{row.selector} @ {row.region}", fontsize=9, va="bottom", color="#212121")
+            ax.scatter([row.shipped], [y], marker="|", s=160, color=color, linewidths=2.5, zorder=4,
+                       label="shipped prior" if y == 0 else None)
+            if row.measured is None:
+                ax.annotate("no ratings", (row.shipped, y), xytext=(8, -3), textcoords="offset points", fontsize=9)
+                continue
+            ax.plot([row.shipped, row.measured], [y, y], color=color, lw=1.2, zorder=3)
+            ax.scatter([row.measured], [y], s=16 + 6 * math.sqrt(row.n), color=color, zorder=5,
+                       label="measured (size: n)" if y == 0 else None)
+            ax.annotate(f"n={row.n:,}, w={row.weight:g}", (max(row.shipped, row.measured), y), xytext=(9, -3),
+                        textcoords="offset points", fontsize=9, color="#424242")
+        ax.set_yticks([])
+        ax.set_ylim(len(rows) - 0.5, -0.75)
+        ax.spines["left"].set_visible(False)
+        ax.set_xlim(0, 1.3)
+        ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
+        ax.set_xlabel("quality (red: the ratings disagree with the prior)")
+        ax.grid(True, axis="x", color="#e0e0e0", linewidth=0.6)
+
+    disagree = [r for r in rows if r.disagrees]
+    alt = (f"Shipped against measured prior for {len(rows)} shipped priors. "
+           + (" ".join(f"The ratings disagree with the prior {r.selector} in {r.region}: shipped {fmt.num(r.shipped, 2)}, "
+                       f"measured {fmt.num(r.measured, 3)} over n={r.n:,}." for r in disagree)
+              or "None disagrees by more than 0.1 with enough samples."))
+    return _draw("priors.svg", alt, draw)
+
+
+FIGURE_FILES = ("grid.svg", "frontier.svg", "priors.svg")
+
+
+def all_plots(stats: Stats) -> list[Plot]:
+    """Every figure this stats file can support, in page order."""
+    made = [grid_heatmap(stats), frontier_plot(stats), priors_plot(stats)]
+    return [p for p in made if p is not None]

@@ -1,0 +1,206 @@
+"""The body of a case study: data, constants, baselines, figures, ladders, policies, signals, how to reproduce."""
+from __future__ import annotations
+
+from ..fit.stats import Stats
+from . import fmt
+from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
+from .generic import blocks_for
+from .optional import first, frontier_aiq, ladder_regions, ladder_summary, policy_rows, rungs, short_config
+from .plots import Plot
+
+CONSTANT_NAMES = ("prior_source", "prior_weight", "exploration", "half_life_days", "min_samples", "cost_floor_usd",
+                  "lambda")
+
+
+def render_command(stats: Stats) -> str:
+    return f"ratings case-study {stats.name}"
+
+
+def source_caption(stats: Stats) -> tuple[Inline, ...]:
+    """Where a figure's numbers come from: the manifest, the event counts, the commands."""
+    src = stats.source
+    events = ", ".join(f"{n:,} {kind}" for kind, n in src.events.items()) or "no event counts"
+    parts: list[Inline] = [f"Source: store manifest {src.manifest if src.manifest is not None else 'n/a'} "
+                           f"({events})"]
+    if src.command:
+        parts += ["; fitted by ", Code(src.command)]
+    parts += ["; drawn by ", Code(render_command(stats)), " from stats.json."]
+    return tuple(parts)
+
+
+def _not_computed(key: str) -> Block:
+    return para("Not computed: the stats file has no ", Code(key), " section (the stage that writes it did not run).")
+
+
+def data_section(stats: Stats) -> list[Block]:
+    r, s = stats.ratings, stats.split
+    kinds = ", ".join(f"{n:,} {k}" for k, n in r.by_rater_kind.items()) or "none"
+    return [
+        Heading(2, "The data", "data"),
+        Bullets((
+            (f"{fmt.count(r.total)} ratings ({kinds}); {fmt.count(r.retracted)} retracted and ignored.",),
+            (f"Chronological split: {fmt.count(s.learned_tasks)} learned tasks (the last {fmt.count(s.validation_tasks)} "
+             f"of them validate the constants), {fmt.count(s.held_out_tasks)} held-out tasks from "
+             f"{s.cutoff_at or 'n/a'}; {fmt.count(s.eligible_held_out)} held-out tasks were done by two or more "
+             f"configurations and are eligible for the hit rate.",),
+            (f"Objective: ", Code(stats.objective), "." + ("" if stats.cost_known else
+                                                          " Costs are unknown: ranking by quality alone.")),
+        )),
+    ]
+
+
+def constants_section(stats: Stats) -> list[Block]:
+    c = stats.constants
+    shipped, fitted = c.shipped.model_dump(by_alias=True), c.fitted.model_dump(by_alias=True)
+    names = [n for n in CONSTANT_NAMES if n != "lambda" or shipped.get(n) is not None or fitted.get(n) is not None]
+    rows = [[n, fmt.constant(n, shipped.get(n)), fmt.constant(n, fitted.get(n)), c.selected_on.get(n, "not searched")]
+            for n in names]
+    return [
+        Heading(2, "Shipped and fitted constants", "constants"),
+        table(["constant", "shipped", "fitted", "fitted value chosen on"], rows,
+              f"The published routing table uses the {c.published} constants."),
+    ]
+
+
+def baselines_section(stats: Stats) -> list[Block]:
+    b = stats.baselines
+    rows = []
+    for name in ("oracle", "fitted", "shipped", "best_single", "cheapest", "random"):
+        x = getattr(b, name)
+        rows.append([name.replace("_", " "), short_config(x.config) if x.config else "", fmt.pct(x.hit_rate),
+                     fmt.num(x.mean_quality, 3), fmt.usd(x.mean_cost_usd)])
+    rp = stats.replay
+    replay = [[k, fmt.constant("exploration", run.exploration),
+               fmt.num(run.realized_value, 4), fmt.count(run.tasks_routed), fmt.count(run.tasks_skipped)]
+              for k, run in (("shipped", rp.shipped), ("fitted", rp.fitted))]
+    return [
+        Heading(2, "Against the baselines", "baselines"),
+        table(["route by", "config", "hit rate", "mean quality", "mean cost"], rows,
+              f"On the {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks.",
+              [False, False, True, True, True]),
+        para("Sequential replay on the held-out tasks (each route reveals only the chosen configuration's outcome; "
+             "the realized objective over the period):"),
+        table(["constants", "exploration", "realized value", "tasks routed", "tasks skipped"], replay,
+              numeric=[False, True, True, True, True]),
+    ]
+
+
+def figure(stats: Stats, plots: dict[str, Plot], file: str, *caption: Inline) -> Block | None:
+    plot = plots.get(file)
+    return Figure(file, plot.alt, (*caption, " ", *source_caption(stats))) if plot else None
+
+
+def grid_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
+    f = stats.constants.fitted
+    fig = figure(stats, plots, "grid.svg",
+                 "Held-out hit rate (%) over the grid of prior weight and exploration, at the fitted half-life "
+                 f"({fmt.constant('half_life_days', f.half_life_days)}). Diagnostic only: the constants were chosen "
+                 "on validation, never on these cells. Solid green box: fitted; dashed red box: shipped.")
+    return [Heading(2, "The grid of constants (diagnostic)", "grid"), fig or para("No grid rows were evaluated.")]
+
+
+def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
+    out: list[Block] = [Heading(2, "Cost and quality", "frontier")]
+    if not stats.cost_known:
+        out.append(para("Costs are unknown in this data, so there is no cost-quality frontier: the ranking is by "
+                        "quality alone (see the baselines table for mean quality)."))
+    else:
+        caption = ["Mean held-out quality against mean cost per task: single configurations, the router over the "
+                   "lambda sweep, the ladder, the shipped and fitted constants and the oracle."]
+        summary = ladder_summary(stats)
+        if summary and summary.get("gate_is_target"):
+            caption.append(" The ladder point is an upper bound for a perfect verifier (its gate is the target).")
+        if summary:
+            caption.append(" The ladder is measured on the fully observed tasks only "
+                           f"({fmt.pct(first(summary, 'coverage'))} coverage).")
+        fig = figure(stats, plots, "frontier.svg", *caption)
+        out.append(fig or para("No cost figures to draw."))
+    aiq = frontier_aiq(stats)
+    if aiq:
+        out.append(para("Area under the cost-quality frontier (AIQ, normalised by the cost range): "
+                        + "; ".join(f"{k} {fmt.num(v, 3)}" for k, v in aiq.items()) + "."))
+    elif stats.frontier is None:
+        out.append(_not_computed("frontier"))
+    return out
+
+
+def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
+    out: list[Block] = [Heading(2, "Shipped priors against the ratings", "priors")]
+    if not stats.priors:
+        return out + [para("No shipped priors: every prior was measured from the ratings.")]
+    disagree = [r for r in stats.priors if r.disagrees]
+    if disagree:
+        out.append(Bullets(tuple(
+            (f"The ratings disagree with the prior for ", Code(r.selector), f" in {r.region}: shipped "
+             f"{fmt.num(r.shipped, 2)}, measured {fmt.num(r.measured, 3)} (weight {r.weight:g}, n={r.n:,}).",)
+            for r in disagree)))
+    else:
+        out.append(para("No shipped prior disagrees with the ratings by more than 0.1 with enough samples."))
+    fig = figure(stats, plots, "priors.svg", "Each shipped prior (bar) and the quality measured from the ratings "
+                 "(dot, sized by the number of ratings); red where they disagree.")
+    if fig:
+        out.append(fig)
+    rows = [[r.selector, r.region, fmt.num(r.shipped, 2), fmt.num(r.measured, 3), f"{r.weight:g}", fmt.count(r.n),
+             "yes" if r.disagrees else "no"] for r in stats.priors]
+    out.append(table(["selector", "region", "shipped", "measured", "weight", "n", "disagrees"], rows,
+                     numeric=[False, False, True, True, True, True, False]))
+    return out
+
+
+def ladders_section(stats: Stats) -> list[Block]:
+    out: list[Block] = [Heading(2, "Escalation ladders", "ladders")]
+    if stats.ladders is None:
+        return out + [_not_computed("ladders")]
+    regions = ladder_regions(stats)
+    rows = [[region, " → ".join(short_config(k) for k in rungs(row)),
+             fmt.num(first(row, "validated_quality"), 3), fmt.usd(first(row, "validated_cost_usd")),
+             fmt.num(first(row, "held_out_quality"), 3), fmt.usd(first(row, "held_out_cost_usd")),
+             fmt.pct(first(row, "coverage"))] for region, row in regions.items()]
+    if rows:
+        out.append(table(["region", "ladder", "validated quality", "validated cost", "held-out quality",
+                          "held-out cost", "coverage"], rows, numeric=[False, False, True, True, True, True, True]))
+    summary = ladder_summary(stats)
+    if summary and summary.get("gate_is_target"):
+        out.append(Note(("The gate ratings are the ratings that measure quality: these ladder figures are an upper "
+                         "bound for a perfect verifier.",)))
+    return out
+
+
+def policies_section(stats: Stats) -> list[Block]:
+    out: list[Block] = [Heading(2, "Routing policies on the held-out tasks", "policies")]
+    rows = policy_rows(stats)
+    if not rows:
+        return out + [_not_computed("policies")]
+    body = [[name + (" (default)" if name == "learning_governed" else ""), fmt.pct(first(r, "hit_rate")), fmt.num(first(r, "mean_quality"), 3),
+             fmt.usd(first(r, "mean_cost_usd", "cost_usd")), fmt.count(first(r, "n"))] for name, r in rows]
+    return out + [table(["policy", "hit rate", "mean quality", "mean cost", "n"], body,
+                        numeric=[False, True, True, True, True])]
+
+
+def signals_section(stats: Stats) -> list[Block]:
+    out: list[Block] = [Heading(2, "Learning signals", "signals")]
+    if stats.signals is None:
+        return out + [_not_computed("signals")]
+    return out + blocks_for(stats.signals, level=3)
+
+
+def closing_section(stats: Stats) -> list[Block]:
+    out: list[Block] = []
+    if stats.notes:
+        out += [Heading(2, "Notes", "notes"), Bullets(tuple((n,) for n in stats.notes))]
+    out += [Heading(2, "Reproduce", "reproduce")]
+    steps: list[tuple[Inline, ...]] = []
+    if stats.source.command:
+        steps.append(("Fit: ", Code(stats.source.command)))
+    steps.append(("Render this page from stats.json alone: ", Code(render_command(stats))))
+    steps.append(("Compare shipped and fitted constants: ", Code("ratings compare")))
+    out.append(Bullets(tuple(steps)))
+    return out
+
+
+def body(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
+    blocks = (data_section(stats) + constants_section(stats) + baselines_section(stats) + grid_section(stats, plots)
+              + frontier_section(stats, plots) + priors_section(stats, plots) + ladders_section(stats)
+              + policies_section(stats) + signals_section(stats) + closing_section(stats))
+    return [b for b in blocks if b is not None]
+
