@@ -1,0 +1,84 @@
+"""Building ``routing-table/v1`` from a fitted model (DESIGN 7), on the worked example of test_model."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from fixtures_fit import A, B, load, opened, rated, worked_events
+
+from pipeline.errors import FitError
+from pipeline.fit.model import fit_model
+from pipeline.fit.shipped import Shipped
+from pipeline.fit.table_build import build_table, rounded
+from pipeline.routing.table import Ladder, RoutingTable, Static, canonical_json, load as load_table, publish
+
+MEASURED = {"prior_source": "measured", "prior_weight": 3}
+
+
+@pytest.fixture(scope="module")
+def worked():
+    return load(*worked_events())
+
+
+def table_of(inputs, objective="quality_per_dollar", **kw) -> RoutingTable:
+    shipped = Shipped()
+    model = fit_model(inputs, shipped.to_constants(**MEASURED), shipped, objective)
+    return build_table(model, constants_source="shipped", static=Static(cheap_config=A, frontier_config=B),
+                       source={"manifest": 7, "events": {"ratings": 6}}, fitted_at=inputs.newest_at, **kw)
+
+
+def test_regions_members_choice_and_rounding(worked):
+    table = table_of(worked)
+    assert sorted(table.regions) == ["*", "implement", "review"]
+    implement = table.regions["implement"]
+    assert [m.config for m in implement.members] == [A, B]  # sorted by config key
+    a = implement.members[0]
+    # q = 3.7 / 5.5 = 0.672727272727..., rounded to 9 decimals; value = q / 0.4
+    assert a.quality == 0.672727273 and a.cost_usd == 0.4 and a.value == 1.681818182
+    assert (a.weight, a.n_ratings, a.prior) == (2.5, 3, 0.6)
+    assert implement.choice == A and table.regions["review"].choice == A
+    assert [m.config for m in table.regions["*"].members] == [A, B]
+    assert table.regions["*"].members[1].n_ratings == 3
+    assert table.fitted_at == "2026-01-01T21:00:00Z"  # the newest event: t3's ratings at hour 21
+    assert table.objective == "quality_per_dollar" and table.source.manifest == 7
+    assert table.constants.prior_source == "measured" and table.static.cheap_config == A
+
+
+def test_quality_objective_chooses_by_quality(worked):
+    assert table_of(worked, "quality").regions["review"].choice == B  # 0.55 > 0.5
+
+
+def test_signals_and_ladders_are_attached(worked):
+    signals = pl.DataFrame({"config_key": [A, B], "region": ["implement", "*"],
+                            "relative_advantage": [0.25, -1 / 3], "win_rate": [1.0, None]})
+    ladder = Ladder(rungs=[A, B])
+    table = table_of(worked, signals=signals, ladders={"implement": ladder})
+    a = table.regions["implement"].members[0]
+    assert (a.relative_advantage, a.win_rate) == (0.25, 1.0)
+    assert table.regions["*"].members[1].relative_advantage == -0.333333333
+    assert table.regions["review"].members[0].relative_advantage is None
+    assert table.regions["implement"].ladder == ladder and table.regions["review"].ladder is None
+
+
+def test_no_costs_publishes_null_costs_and_the_quality_objective():
+    table = table_of(load(opened("t1", "implement"), rated("r1", "t1", A, 0.9), rated("r2", "t1", B, 0.6)))
+    assert table.objective == "quality"
+    assert all(m.cost_usd is None for region in table.regions.values() for m in region.members)
+    assert table.regions["implement"].choice == A
+
+
+def test_publish_round_trip_is_byte_identical(tmp_path, worked):
+    first = publish(table_of(worked), tmp_path / "routing-table.json")
+    again = publish(table_of(load(*worked_events())), tmp_path / "again.json")
+    assert (tmp_path / "routing-table.json").read_bytes() == (tmp_path / "again.json").read_bytes()
+    assert load_table(tmp_path / "routing-table.json") == first and first.version == again.version
+    assert canonical_json(first.to_json_dict()).count(b"NaN") == 0
+
+
+def test_no_weighted_rating_is_a_clear_error():
+    with pytest.raises(FitError, match="carries weight"):
+        table_of(load(rated("r1", "t1", A, 0.9, importance=0.0)))
+
+
+def test_rounded():
+    assert rounded(-0.0) == 0.0 and str(rounded(-0.0)) == "0.0"
+    assert rounded(1 / 3) == 0.333333333 and rounded(None) is None
