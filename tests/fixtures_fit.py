@@ -8,12 +8,13 @@ Times are hours after ``T0``. Plain helpers (no fixtures): tests import them wit
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import duckdb
 import polars as pl
 from pipeline import families
+from pipeline.events import Config, format_timestamp
 from pipeline.fit.inputs import FitInputs, load_inputs
 
 T0 = datetime(2026, 1, 1)
@@ -110,3 +111,18 @@ def worked_events() -> list[Event]:
         rated("r5", "t3", A, 0.2, 21), rated("r6", "t3", B, 1.0, 21),
     ]
 
+
+
+def as_event(event: Event) -> dict[str, Any]:
+    """The v1 event (a JSON-ready dict) that compaction turns into ``event``'s store row."""
+    family, row = event
+    out: dict[str, Any] = {"id": row["id"], "type": _TYPES[family],
+                           "at": format_timestamp(row["at"].replace(tzinfo=timezone.utc))}
+    fields = {k: v for k, v in row.items() if k not in ("id", "at") and v is not None}
+    if "config_key" in fields:
+        out["config"] = Config.from_key(fields.pop("config_key")).model_dump()
+    if "rater_kind" in fields:
+        out["rater"] = {"kind": fields.pop("rater_kind"), "name": fields.pop("rater_name")}
+    if family == "rejections":
+        fields["evidence"] = ["ci log"]
+    return {**out, **fields}

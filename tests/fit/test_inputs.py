@@ -9,6 +9,7 @@ import pytest
 from fixtures_fit import (
     A,
     B,
+    C,
     at,
     attempted,
     closed,
@@ -143,3 +144,25 @@ def test_an_empty_store_gives_empty_frames_and_no_newest_time():
     assert inputs.tasks.height == inputs.ratings.height == inputs.attempts.height == 0
     assert inputs.newest_at is None
     assert task_values(inputs).height == 0
+
+
+def test_a_compacted_store_gives_the_same_inputs_as_the_hand_made_tables(home):
+    from fixtures_fit import as_event
+
+    from pipeline.compact import compact
+    from pipeline.store import open_store
+    from pipeline.streams import append
+
+    events = worked_events() + [retracted("x9", "r2", 30), closed("c1", "t1", 31),
+                                attempted("x7", "t3", C, 20.6, 0.1, tool_calls=1)]
+    append(home, [as_event(e) for e in events], fsync="never")
+    compact(home)
+    with open_store(home) as store:
+        stored = load_inputs(store, prm=True)
+    by_hand = load(*events, prm=True)
+    for name in ("tasks", "ratings", "retracted", "attempts", "closures"):
+        assert getattr(stored, name).equals(getattr(by_hand, name)), name
+    assert stored.newest_at == by_hand.newest_at == at(31)
+    assert stored.ratings.filter(pl.col("origin") == "prm")["config_key"].to_list() == [C]
+    assert stored.retracted["id"].to_list() == ["r2"]
+    assert task_values(stored).equals(task_values(by_hand))
