@@ -7,7 +7,7 @@
 - ``oracle``: a config of the task's best set (its quality and cost are the best set's means).
 - ``shipped``, ``fitted``: the greedy choices of those constants.
 
-Quality is the task value q_t,c of the chosen config; cost its cost_t,c; hit means it is in the best set.
+Quality is the task value q_t,c of the chosen config; cost its cost_t,c (column ``cost_t``); hit: it is in the best set.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def ranked_choice(best: pl.DataFrame, ranking: Sequence[str]) -> pl.DataFrame:
 def score_choice(best: pl.DataFrame, chosen: pl.DataFrame, *, cost_known: bool, config: str | None = None) -> dict:
     """``{config, hit_rate, mean_quality, mean_cost_usd}`` of one choice per task over the ``best`` frame's tasks."""
     rows = best.join(chosen.select("task", pl.col("chosen").alias("config_key")), on=["task", "config_key"])
-    return _summary(rows["best"].cast(pl.Float64), rows["value"], rows["cost"], cost_known=cost_known, config=config)
+    return _summary(rows["best"].cast(pl.Float64), rows["value"], rows["cost_t"], cost_known=cost_known, config=config)
 
 
 def baselines(
@@ -52,14 +52,14 @@ def baselines(
                                  config=by_cost[0] if by_cost and cost_known else None),
     }
     per_task_random = best.group_by("task").agg(
-        pl.col("best").cast(pl.Float64).mean().alias("hit"), pl.col("value").mean(), pl.col("cost").mean()
+        pl.col("best").cast(pl.Float64).mean().alias("hit"), pl.col("value").mean(), pl.col("cost_t").mean()
     )
-    out["random"] = _summary(per_task_random["hit"], per_task_random["value"], per_task_random["cost"],
+    out["random"] = _summary(per_task_random["hit"], per_task_random["value"], per_task_random["cost_t"],
                              cost_known=cost_known)
     per_task_oracle = best.filter(pl.col("best")).group_by("task").agg(
-        pl.lit(1.0).alias("hit"), pl.col("value").mean(), pl.col("cost").mean()
+        pl.lit(1.0).alias("hit"), pl.col("value").mean(), pl.col("cost_t").mean()
     )
-    out["oracle"] = _summary(per_task_oracle["hit"], per_task_oracle["value"], per_task_oracle["cost"],
+    out["oracle"] = _summary(per_task_oracle["hit"], per_task_oracle["value"], per_task_oracle["cost_t"],
                              cost_known=cost_known)
     out["shipped"] = score_choice(best, shipped, cost_known=cost_known)
     out["fitted"] = score_choice(best, fitted, cost_known=cost_known)

@@ -90,6 +90,7 @@ class Routing(BaseModel):
     difference: Difference
     recommendation: Recommendation
     reason: str
+    validation: dict[str, float | None] | None = None  # greedy hit rates on validation (adopt needs both)
 
 
 class ReplayRun(BaseModel):

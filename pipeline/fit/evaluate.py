@@ -1,0 +1,226 @@
+"""The evaluation protocol of DESIGN 6 over loaded inputs: split, validate, search, refit, score once.
+
+:func:`evaluate` takes the store's :class:`~pipeline.fit.inputs.FitInputs` and returns every held-out
+figure the stats file reports; :mod:`pipeline.fit.run` adds the I/O (lock, compaction, publishing).
+Nothing here reads the clock or the disk.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from ..errors import FitError
+from ..routing.table import Constants
+from .baselines import baselines
+from .calibration import CalibrationResult, calibrate
+from .inputs import FitInputs, restrict, task_values
+from .metrics import (
+    contains_zero, eligible, expected_hit, hit_summary, mark_best, paired_bootstrap_ci,
+)
+from .model import FittedModel, Shipped, fit_model
+from .replay import ReplayResult, replay, start_from
+from .search import Part, Pins, SearchResult, greedy_hits, search
+from .split import split_tasks
+
+#: Fewer eligible held-out tasks than this and no recommendation is made (DESIGN 6).
+MIN_ELIGIBLE = 10
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Everything the held-out evaluation found (numbers unrounded)."""
+
+    objective: str  # the effective objective (quality when no cost is known)
+    cost_known: bool
+    split: dict[str, Any]
+    shipped: Constants
+    fitted: Constants
+    selected_on: dict[str, str]
+    routing: dict[str, Any]
+    replay: dict[str, Any]
+    calibration: CalibrationResult
+    baselines: dict[str, dict]
+    priors: list[dict]
+    grid: list[dict]
+    learned_members: pl.DataFrame  # the learned fit of the fitted constants (the leakage tests compare it)
+
+
+def parts(inputs: FitInputs, fraction: float) -> tuple[Any, FitInputs, FitInputs, Any, FitInputs, FitInputs]:
+    """(outer split, learned inputs, held-out inputs, inner split, inner learned inputs, validation inputs).
+
+    Learned inputs keep only events before the cutoff; validation repeats the rule inside the learned part.
+    """
+    outer = split_tasks(inputs.tasks, fraction)
+    if outer.learned.len() == 0:
+        raise FitError(f"{inputs.tasks.height} task(s): too few to split {fraction} for a held-out evaluation")
+    learned = restrict(inputs, outer.learned, before=outer.cutoff_at)
+    held = restrict(inputs, outer.held_out, before=None)
+    inner = split_tasks(learned.tasks, fraction)
+    inner_learned = restrict(learned, inner.learned, before=inner.cutoff_at)
+    validation = restrict(learned, inner.held_out, before=None)
+    return outer, learned, held, inner, inner_learned, validation
+
+
+def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel, *, objective: str, floor: float,
+                lam: float | None) -> Part:
+    """A :class:`Part`: fit on ``fit_inputs``, score on ``scored``'s tasks.
+
+    Task costs with unknown attempts take the estimate of ``reference`` (a fit of the fit part: costs do not
+    depend on the searched constants), so the best set is fixed before any constant is tried.
+    """
+    values = reference.task_costs(task_values(scored))
+    best = mark_best(eligible(values), objective=objective, floor=floor, lam=lam, cost="cost_t")
+    return Part(fit_inputs=fit_inputs, best=best, tasks=scored.tasks.select("task", "region", "first_at"),
+                outcomes=values)
+
+
+def evaluate(inputs: FitInputs, *, shipped: Shipped, shipped_constants: Constants, pins: Pins, objective: str,
+             fraction: float, seed: int) -> Evaluation:
+    """Run DESIGN 6 on ``inputs``; ``shipped_constants`` already carry the cost floor, min samples and lambda."""
+    outer, learned, held, inner, inner_learned, validation = parts(inputs, fraction)
+    cost_known = bool(inputs.attempts["cost_usd"].is_not_null().any())
+    effective = objective if cost_known else "quality"
+    floor = float(shipped_constants.cost_floor_usd)
+    reference_lambda = pins.get("lambda", shipped_constants.lambda_)
+
+    def fit(part_inputs: FitInputs, constants: Constants) -> FittedModel:
+        return fit_model(part_inputs, constants, shipped, effective)
+
+    def start(model: FittedModel, part: Part, constants: Constants):
+        fitted_values = task_values(part.fit_inputs, half_life_days=constants.half_life_days)
+        regions = sorted(set(part.tasks["region"].to_list()))
+        return start_from(model, fitted_values, regions)
+
+    val_part = scored_part(inner_learned, validation, fit(inner_learned, shipped_constants), objective=effective,
+                           floor=floor, lam=reference_lambda)
+    held_part = scored_part(learned, held, fit(learned, shipped_constants), objective=effective, floor=floor,
+                            lam=reference_lambda)
+    found: SearchResult = search(
+        val_part, held_part, fit=fit, start=start, shipped=shipped_constants, pins=pins, objective=effective,
+        lambda_scale=lambda_scale(task_values(learned)), has_shipped_priors=bool(shipped.priors), seed=seed,
+    )
+    fitted = found.constants
+    models = {"shipped": fit(learned, shipped_constants), "fitted": fit(learned, fitted)}
+    hits = {name: greedy_hits(model, held_part.best) for name, model in models.items()}
+    val_hits = {name: hit_summary(greedy_hits(fit(inner_learned, c), val_part.best))["hit_rate"]
+                for name, c in (("shipped", shipped_constants), ("fitted", fitted))}
+    routing = _routing(hits, val_hits, shipped_constants, fitted, seed)
+    replays = {
+        name: _replay(models[name], held_part, constants, start, seed)
+        for name, constants in (("shipped", shipped_constants), ("fitted", fitted))
+    }
+    cal = calibrate(held.ratings, models["fitted"], seed=seed)
+    star = models["fitted"].members.filter(pl.col("region") == "*")
+    base = baselines(
+        held_part.best,
+        learned_quality=list(star.select("config_key", "quality").iter_rows()),
+        learned_cost=list(star.select("config_key", "cost_usd").iter_rows()),
+        shipped=models["shipped"].choose_frame(held_part.best.select("task", "region", "config_key")),
+        fitted=models["fitted"].choose_frame(held_part.best.select("task", "region", "config_key")),
+        cost_known=cost_known,
+    )
+    split = {
+        "learned_tasks": outer.learned.len(),
+        "held_out_tasks": outer.held_out.len(),
+        "eligible_held_out": held_part.best["task"].n_unique(),
+        "cutoff_at": outer.cutoff_at,
+        "validation_tasks": inner.held_out.len(),
+    }
+    return Evaluation(
+        objective=effective, cost_known=cost_known, split=split, shipped=shipped_constants, fitted=fitted,
+        selected_on=found.selected_on, routing=routing, replay=replays, calibration=cal, baselines=base,
+        priors=prior_rows(shipped, learned, min_samples=int(shipped_constants.min_samples)),
+        grid=found.rows, learned_members=models["fitted"].members,
+    )
+
+
+def lambda_scale(values: pl.DataFrame) -> float | None:
+    """Mean learned cost / mean learned quality: the unit of the utility lambda grid (None without costs)."""
+    cost = values["cost_usd"].drop_nulls().mean()
+    quality = values["value"].drop_nulls().mean()
+    if cost is None or not quality:
+        return None
+    return float(cost) / float(quality)
+
+
+def _replay(model: FittedModel, part: Part, constants: Constants, start, seed: int) -> dict:
+    result: ReplayResult = replay(start(model, part, constants), part.tasks, part.outcomes,
+                                  exploration=float(constants.exploration), seed=seed)
+    return result.model_dump()
+
+
+def _routing(hits: dict[str, pl.DataFrame], val_hits: dict[str, float | None], shipped: Constants,
+             fitted: Constants, seed: int) -> dict[str, Any]:
+    """Greedy hit rates of shipped and fitted on held-out, their paired difference and the recommendation."""
+    s, f = hit_summary(hits["shipped"]), hit_summary(hits["fitted"])
+    s["expected_hit_rate_with_exploration"] = expected_hit(hits["shipped"], float(shipped.exploration))
+    paired = hits["shipped"].select("task", pl.col("hit").cast(pl.Float64).alias("s")).join(
+        hits["fitted"].select("task", pl.col("hit").cast(pl.Float64).alias("f")), on="task").sort("task")
+    ci = paired_bootstrap_ci(paired["f"].to_numpy(), paired["s"].to_numpy(), seed=seed)
+    diff = None if f["hit_rate"] is None or s["hit_rate"] is None else f["hit_rate"] - s["hit_rate"]
+    recommendation, reason = recommend(diff, ci, f["n"], val_hits, same=_same(shipped, fitted))
+    return {"shipped": s, "fitted": f, "difference": {"value": diff, "ci95": ci}, "validation": val_hits,
+            "recommendation": recommendation, "reason": reason}
+
+
+def _same(a: Constants, b: Constants) -> bool:
+    return a.model_dump() == b.model_dump()
+
+
+def recommend(diff: float | None, ci: tuple[float, float] | None, n: int, val: dict[str, float | None], *,
+              same: bool) -> tuple[str, str]:
+    """adopt / keep / insufficient-evidence of DESIGN 6, with a sentence that gives the numbers."""
+    if diff is None or n < MIN_ELIGIBLE:
+        return "insufficient-evidence", (
+            f"only {n} eligible held-out task(s) (tasks done by two or more configs with some value > 0); "
+            f"at least {MIN_ELIGIBLE} are needed to compare fitted and shipped constants")
+    ci_text = "undefined" if ci is None else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"
+    numbers = f"held-out hit rate fitted minus shipped {diff:+.4f} (95% CI {ci_text}, n = {n})"
+    if same:
+        return "insufficient-evidence", f"the fitted constants are the shipped ones; {numbers}"
+    if contains_zero(ci):
+        return "insufficient-evidence", f"{numbers}: the interval contains 0, so the difference may be chance"
+    vs, vf = val.get("shipped"), val.get("fitted")
+    val_text = "undefined" if vs is None or vf is None else f"{vf:.4f} vs {vs:.4f}"
+    if diff > 0 and vs is not None and vf is not None and vf > vs:
+        return "adopt", f"fitted beats shipped on validation ({val_text}) and on held-out: {numbers}"
+    where = "held-out" if diff <= 0 else "validation"
+    return "keep", f"fitted does not beat shipped on {where} (validation {val_text}); {numbers}"
+
+
+def prior_rows(shipped: Shipped, learned: FitInputs, *, min_samples: int) -> list[dict]:
+    """One row per shipped prior: its quality against the learned ratings it covers.
+
+    ``measured`` = weighted mean ``sum(w*s)/sum(w)`` of the learned ratings whose config key starts with the
+    selector's segments and whose region is the prior's (every region for ``*``); ``disagrees`` when they differ
+    by more than 0.1 with ``n >= min_samples``.
+    """
+    ratings = learned.ratings.filter(pl.col("origin") != "prm")
+    rows = []
+    for prior in shipped.priors:
+        covered = ratings.filter(
+            ((pl.col("config_key") == prior.selector) | pl.col("config_key").str.starts_with(prior.selector + "/"))
+            & ((pl.lit(prior.region) == "*") | (pl.col("region") == prior.region))
+        )
+        weight = float(covered["w"].sum()) if covered.height else 0.0
+        measured = float((covered["w"] * covered["score"]).sum()) / weight if weight > 0 else None
+        n = covered.height
+        rows.append({
+            "selector": prior.selector, "region": prior.region, "shipped": prior.quality, "measured": measured,
+            "weight": weight, "n": n,
+            "disagrees": measured is not None and n >= min_samples and abs(measured - prior.quality) > 0.1,
+        })
+    return rows
+
+
+def cutoff_text(moment: datetime | None) -> str | None:
+    from datetime import timezone
+
+    from ..events import format_timestamp
+
+    if moment is None:
+        return None
+    return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc))

@@ -1,0 +1,264 @@
+"""``fit-routing``: compact, fit, evaluate on held-out, publish the routing table and the case-study stats.
+
+One fit at a time per home (``fits/.fit.lock``). The fit reads the store at the
+manifest it opened first, so appends and compactions may go on meanwhile; the
+table's ``source.manifest`` says which snapshot it used. Same store, same
+options: byte-identical ``fits/routing-table.json`` and ``stats.json`` (every
+time comes from the store, floats are rounded to 9 decimals, JSON keys sorted).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import math
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..errors import FitError, StoreConflict
+from ..home import Home, atomic_write
+from ..routing.table import Constants, RoutingTable, canonical_json, publish
+from .stats import Stats
+
+DEFAULT_CASE_STUDY = "routing-by-rating"
+DECIMALS = 9
+
+
+class FitOptions(BaseModel):
+    """The options of one fit (the CLI builds it; the stats file records it).
+
+    A constant left None is searched on validation; a given one is pinned. ``half_life_days`` is a number of
+    days or ``"inf"`` (pinned to no recency weighting). ``shipped`` None means ``fits/shipped.json``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    split: float = Field(default=0.7, gt=0.0, lt=1.0)
+    seed: int = 0
+    case_study: str = DEFAULT_CASE_STUDY
+    shipped: str | None = None
+    objective: Literal["quality_per_dollar", "utility", "quality"] | None = None
+    lambda_: float | None = Field(default=None, alias="lambda", gt=0.0)
+    cost_floor_usd: float = Field(default=0.000001, gt=0.0)
+    prior_source: Literal["shipped", "measured"] | None = None
+    prior_weight: float | None = Field(default=None, ge=0.0)
+    exploration: float | None = Field(default=None, ge=0.0, le=1.0)
+    half_life_days: float | Literal["inf"] | None = None
+    min_samples: int | None = Field(default=None, ge=0)
+    thread: str | None = None
+    since: datetime | None = None
+    prm: bool = True
+    no_compact: bool = False
+    wait: bool = False
+
+    @field_validator("half_life_days")
+    @classmethod
+    def _positive_or_inf(cls, value):
+        if isinstance(value, float) and (value <= 0 or math.isnan(value)):
+            raise ValueError("half-life must be a positive number of days or 'inf'")
+        if isinstance(value, float) and math.isinf(value):
+            return "inf"
+        return value
+
+    def pins(self) -> dict[str, Any]:
+        """The pinned constants, by :data:`pipeline.fit.search.SEARCHED` name (half-life inf -> None)."""
+        pins: dict[str, Any] = {}
+        for name in ("prior_source", "prior_weight", "exploration"):
+            if getattr(self, name) is not None:
+                pins[name] = getattr(self, name)
+        if self.half_life_days is not None:
+            pins["half_life_days"] = None if self.half_life_days == "inf" else float(self.half_life_days)
+        if self.lambda_ is not None:
+            pins["lambda"] = self.lambda_
+        return pins
+
+
+@dataclass(frozen=True)
+class FitResult:
+    table: RoutingTable
+    stats: Stats
+    evaluation: Any  # pipeline.fit.evaluate.Evaluation (the learned fit for the leakage tests)
+
+
+@contextmanager
+def fit_lock(home: Home, *, wait: bool) -> Iterator[None]:
+    """One fit at a time: an exclusive ``flock`` on ``fits/.fit.lock``; without ``wait`` a busy lock is an error."""
+    home.fits.mkdir(parents=True, exist_ok=True)
+    fd = os.open(home.fits / ".fit.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise StoreConflict(
+                f"another fit is running on {home.root} (it holds fits/.fit.lock); "
+                "wait for it to finish or run again with --wait") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def run_fit(home: str | os.PathLike | Home | None, options: FitOptions | None = None, *,
+            progress: bool = False) -> FitResult:
+    """Compact (unless ``no_compact``), fit, evaluate, publish the table and write the case-study stats."""
+    home = Home.resolve(home)
+    options = options or FitOptions()
+    say = _Progress(progress)
+    with fit_lock(home, wait=options.wait):
+        if not options.no_compact:
+            say("compacting")
+            from ..compact import compact
+
+            compact(home, progress=progress)
+        return _fit(home, options, say)
+
+
+def _fit(home: Home, options: FitOptions, say: "_Progress") -> FitResult:
+    from ..store import open_store
+    from .evaluate import cutoff_text, evaluate
+    from .inputs import load_inputs
+    from .model import fit_model, load_shipped
+    from .search import Pins
+    from .table_build import build_table
+
+    say("loading the store")
+    with open_store(home) as store:
+        manifest_number = store.manifest_number
+        events = store.event_counts()
+        manifest_sha = _manifest_sha(home, manifest_number)
+        inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
+    if inputs.ratings.height == 0:
+        raise FitError(f"no ratings in the store at {home.store} (manifest {manifest_number}); "
+                       "append task.rated events and compact first")
+    shipped = load_shipped(options.shipped if options.shipped is not None else home.fits / "shipped.json")
+    objective = options.objective or shipped.constants.objective or "quality_per_dollar"
+    overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
+    if options.min_samples is not None:
+        overrides["min_samples"] = options.min_samples
+    shipped_constants = shipped.to_constants(**overrides)
+    if objective == "utility" and shipped_constants.lambda_ is None:
+        from .evaluate import lambda_scale, parts
+        from .inputs import task_values
+
+        learned = parts(inputs, options.split)[1]
+        scale = lambda_scale(task_values(learned))
+        if scale is None:
+            raise FitError("the utility objective needs costs to set lambda; this store has none (use "
+                           "--objective quality, or --lambda X)")
+        shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
+    say("evaluating on the held-out split (validation search included)")
+    ev = evaluate(inputs, shipped=shipped, shipped_constants=shipped_constants, pins=Pins(options.pins()),
+                  objective=objective, fraction=options.split, seed=options.seed)
+    adopt = ev.routing["recommendation"] == "adopt"
+    published = ev.fitted if adopt else ev.shipped
+    say("refitting on all tasks and publishing")
+    model = fit_model(inputs, published, shipped, ev.objective)
+    source = {"manifest": manifest_number, "events": events, "sha256": manifest_sha}
+    summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options)
+    table = build_table(model, constants_source="fitted" if adopt else "shipped", static=shipped.static,
+                        source=source, fitted_at=inputs.newest_at, evaluation=rounded(summary))
+    table = publish(table, home.fits / "routing-table.json")
+    atomic_write(home.fits / "history" / f"{table.version}.json", canonical_json(table.to_json_dict()))
+    stats = _stats(ev, inputs, options, objective, source, published_source="fitted" if adopt else "shipped",
+                   cutoff=cutoff_text(ev.split["cutoff_at"]))
+    atomic_write(home.case_study(options.case_study) / "stats.json", canonical_json(stats.to_json_dict()))
+    return FitResult(table=table, stats=stats, evaluation=ev)
+
+
+def _manifest_sha(home: Home, number: int | None) -> str | None:
+    """sha256 of the manifest file the fit read (it lists every input file)."""
+    if number is None:
+        return None
+    path = home.manifests / f"{number:020d}.json"
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
+    data = c.model_dump(by_alias=True)
+    if objective != "utility":
+        data.pop("lambda")
+    return data
+
+
+def _evaluation_summary(ev, cutoff: str | None, options: FitOptions) -> dict[str, Any]:
+    """The ``evaluation`` of the published table: how the constants were chosen and how they did."""
+    r = ev.routing
+    return {
+        "protocol": (f"chronological split {options.split} by task time (seed {options.seed}); constants chosen "
+                     "on the last part of the learned tasks, refit on all learned tasks, scored once on the "
+                     "held-out tasks; this table is refit on all tasks"),
+        "cutoff_at": cutoff,
+        "learned_tasks": ev.split["learned_tasks"],
+        "held_out_tasks": ev.split["held_out_tasks"],
+        "eligible_held_out": ev.split["eligible_held_out"],
+        "fitted_constants": _constant_set(ev.fitted, ev.objective),
+        "selected_on": ev.selected_on,
+        "hit_rate": {"shipped": r["shipped"]["hit_rate"], "fitted": r["fitted"]["hit_rate"]},
+        "difference": r["difference"],
+        "recommendation": r["recommendation"],
+        "reason": r["reason"],
+        "calibration": ev.calibration.recommendation,
+    }
+
+
+def _stats(ev, inputs, options: FitOptions, requested: str, source: dict, *, published_source: str,
+           cutoff: str | None) -> Stats:
+    import polars as pl
+
+    real = inputs.ratings.filter(pl.col("origin") != "prm")
+    kinds = real.group_by("rater_kind").len().sort("rater_kind")
+    notes = []
+    if not ev.cost_known:
+        notes.append(f"No attempt in the store carries a cost, so the ranking used quality alone (the "
+                     f"{requested} objective degrades to quality) and every cost figure is null.")
+    data = {
+        "name": options.case_study,
+        "source": source,
+        "objective": ev.objective,
+        "objective_requested": requested,
+        "cost_known": ev.cost_known,
+        "ratings": {"total": real.height, "by_rater_kind": dict(kinds.iter_rows()),
+                    "retracted": inputs.retracted.height},
+        "split": {**ev.split, "cutoff_at": cutoff},
+        "constants": {"shipped": _constant_set(ev.shipped, ev.objective),
+                      "fitted": _constant_set(ev.fitted, ev.objective),
+                      "selected_on": ev.selected_on, "published": published_source},
+        "routing": ev.routing,
+        "replay": ev.replay,
+        "calibration": ev.calibration.model_dump(),
+        "baselines": ev.baselines,
+        "priors": ev.priors,
+        "grid": ev.grid,
+        "options": options.model_dump(mode="json", by_alias=True),
+        "notes": notes,
+    }
+    return Stats.model_validate(rounded(data))
+
+
+def rounded(value: Any) -> Any:
+    """Floats rounded to 9 decimals, NaN and infinities to None (JSON has neither), tuples to lists."""
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return None
+        return round(value, DECIMALS) + 0.0
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(v) for v in value]
+    return value
+
+
+class _Progress:
+    """Stage lines on stderr when asked (the CLI asks on a terminal unless --quiet)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def __call__(self, stage: str) -> None:
+        if self.enabled:
+            print(f"fit: {stage}...", file=sys.stderr, flush=True)
