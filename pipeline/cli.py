@@ -190,6 +190,187 @@ def route(home, region, pool, role, failed, policy, seed, explain, log, task, ta
                      explain=explain, table=table, log_task=task if log else None))
 
 
+# --------------------------------------------------------------------------- doctor / pin
+@cli.command()
+@home_option
+@json_option
+@handle_errors
+def doctor(home, as_json):
+    """Check that the learning loop is closed: code defaults [CODE] and this home [LIVE].
+
+    Prints every check, then LOOP: CLOSED, or LOOP: OPEN with the reasons (exit 1).
+
+    \b
+    Example:
+      ratings doctor --home ./myteam
+      ratings doctor --json | jq .reasons
+    """
+    from .doctor import doctor as run_doctor
+
+    report = run_doctor(home)
+    if as_json:
+        emit_json(report.model_dump(mode="json"))
+    else:
+        for check in report.checks:
+            click.echo(f"[{check.kind}] {check.status:<6} {check.name}: {check.detail}")
+        click.echo("LOOP: CLOSED" if report.closed else "LOOP: OPEN")
+        for reason in report.reasons:
+            click.echo(f"  - {reason}")
+    if not report.closed:
+        sys.exit(1)
+
+
+@cli.command()
+@home_option
+@click.option("--latest", is_flag=True, help="Remove the pin and publish the newest fit in fits/history/ again.")
+@json_option
+@click.argument("version", required=False)
+@handle_errors
+def pin(home, latest, as_json, version):
+    """Pin the published routing table to a past fit in fits/history/, or follow the newest fit again.
+
+    The pin is recorded in fits/pin.json; `ratings doctor` reports the table as pinned, not stale.
+
+    \b
+    Example:
+      ratings pin 3f2a9c0d1e7b4a65
+      ratings pin --latest
+    """
+    from .pin import pin as pin_table
+
+    if latest == (version is not None):
+        raise click.UsageError("give either VERSION or --latest")
+    result = pin_table(home, version, latest=latest)
+    if as_json:
+        emit_json(result)
+    elif result["pinned"]:
+        click.echo(f"pinned routing table {result['pinned']} (from fits/{result['history']})")
+    else:
+        click.echo(f"unpinned; published the newest fit {result['table']} (from fits/{result['history']})")
+
+
+# --------------------------------------------------------------------------- compact / sql / verify / import
+@cli.command()
+@home_option
+@click.option("--merge-threshold", type=click.IntRange(min=2), default=16, show_default=True,
+              help="Merge a partition's files when it holds more than this many.")
+@json_option
+@quiet_option
+@handle_errors
+def compact(home, merge_threshold, as_json, quiet):
+    """Compact the new lines of the streams into the Parquet store and write a new manifest.
+
+    Incremental and idempotent: a second run with no new input changes nothing.
+    Invalid lines and id conflicts go to deadletter/<stream>.jsonl.
+
+    \b
+    Example:
+      ratings compact --home ./myteam
+      ratings compact --json -q
+    """
+    from .compact import compact as compact_store
+
+    result = compact_store(home, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold)
+    if as_json:
+        emit_json(result.summary())
+        return
+    print_table([{"stream": s, **o.model_dump()} for s, o in result.streams.items()])
+    state = f"manifest {result.manifest}" if result.created else "no new input: store unchanged"
+    click.echo(f"{state}; {result.files_written} file(s) written, {result.files_merged} merged; "
+               + ", ".join(f"{f} {n}" for f, n in result.rows.items() if n))
+
+
+@cli.command()
+@home_option
+@click.option("--manifest", type=click.IntRange(min=1), default=None, help="Query this manifest (default: newest).")
+@json_option
+@click.argument("query")
+@handle_errors
+def sql(home, manifest, as_json, query):
+    """Run a read-only SQL query on the store's views.
+
+    Views: tasks, attempts, ratings, rejections, retractions, decisions,
+    closures, other. The query can read the store's files and nothing else,
+    and cannot write files. Note: quote the column "at" (a DuckDB keyword).
+
+    \b
+    Example:
+      ratings sql "SELECT config_key, avg(score) AS q, count(*) AS n FROM ratings GROUP BY 1 ORDER BY q DESC"
+      ratings sql --json "SELECT task, \"at\" FROM tasks LIMIT 5"
+    """
+    from .store import run_sql
+
+    rows = run_sql(home, query, manifest=manifest)
+    if as_json:
+        emit_json(rows)
+    else:
+        print_table(rows)
+
+
+@cli.command()
+@home_option
+@json_option
+@handle_errors
+def verify(home, as_json):
+    """Check the store against its manifests and the streams (exit 1 naming each mismatch).
+
+    Recomputes byte ranges, SHA-256 hashes, line and dead-letter counts, file
+    hashes and row counts, and that ids are unique.
+
+    \b
+    Example:
+      ratings verify --home ./myteam
+    """
+    from .verify import verify as verify_store
+
+    result = verify_store(home)
+    if as_json:
+        emit_json(result.summary())
+    else:
+        for problem in result.problems:
+            click.echo(f"mismatch: {problem}", err=True)
+        if result.ok:
+            click.echo(f"ok: {result.manifests} manifest(s), {result.files} file(s) verified")
+    if not result.ok:
+        sys.exit(1)
+
+
+@cli.command(name="import")
+@home_option
+@click.option("--format", "fmt", type=click.Choice(["long"]), default="long", show_default=True,
+              help="Table layout: long = one row per (task, config) result.")
+@click.option("--rater-kind", type=click.Choice(["gate", "reviewer", "human"]), default="gate", show_default=True)
+@click.option("--rater-name", default=None, help="Rater name (default: the file name without extensions).")
+@click.option("--thread", default=None, help="Thread name recorded on each task.opened.")
+@click.option("--skip-bad", is_flag=True, help="Dead-letter bad rows instead of failing.")
+@click.option("--fsync", type=click.Choice(["always", "batch", "never"]), default="batch", show_default=True)
+@json_option
+@click.argument("file", type=click.Path(dir_okay=False))
+@handle_errors
+def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json, file):
+    """Import a long table (CSV, CSV.gz or Parquet) of past results as events.
+
+    Columns: task_id, config, score, cost_usd, region, at; others become task
+    labels. Rows with a blank score are skipped and counted. Ids come from the
+    row content, so importing a file twice adds nothing after compaction.
+
+    \b
+    Example:
+      ratings import data/routerbench-zero-shot.csv.gz --rater-name routerbench
+      ratings import results.parquet --rater-kind human --skip-bad --json
+    """
+    from .imports import import_table
+
+    result = import_table(home, file, fmt=fmt, rater_kind=rater_kind, rater_name=rater_name, thread=thread,
+                          skip_bad=skip_bad, fsync=fsync)
+    if as_json:
+        emit_json(result.summary())
+    else:
+        click.echo(f"imported {result.imported_rows} of {result.rows} row(s) ({result.tasks} task(s)): "
+                   f"{result.appended} event(s) appended; {result.skipped_blank_score} blank score(s) skipped, "
+                   f"{result.bad_rows} bad row(s) dead-lettered")
+
+
 def main() -> None:
     cli(prog_name="ratings")
 

@@ -1,0 +1,235 @@
+"""``ratings doctor``: is the loop closed? Code defaults ([CODE]) and the state of a home ([LIVE]).
+
+The loop is closed when the defaults that make it learn are on (routing by
+``learning_governed``, PRM fill-in scoring, decision writeback) and the home
+shows it working: the streams parse, the store's views exist with ratings in
+them, and the published routing table loads, matches its schema and was fitted
+from the newest manifest with nothing appended since (or is deliberately
+pinned with ``ratings pin``). Any failed check opens the loop, with its reason.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import InvalidEvent, PipelineError
+from .home import STREAMS, Home
+
+Status = Literal["ok", "fail", "pinned"]
+
+
+class Check(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["CODE", "LIVE"]
+    name: str
+    status: Status
+    detail: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "fail"
+
+
+class DoctorReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    checks: list[Check]
+    closed: bool
+    reasons: list[str]
+    stale_events: int | None = None  # events the published table has not seen (None: no table/store)
+
+
+def _check(kind, name: str, ok: bool, detail: str, *, pinned: bool = False) -> Check:
+    return Check(kind=kind, name=name, status="pinned" if pinned else ("ok" if ok else "fail"), detail=detail)
+
+
+# ---------------------------------------------------------------------------------------------- [CODE]
+def _code_checks() -> list[Check]:
+    from .routing import DEFAULT_POLICY, Router
+
+    route_default = inspect.signature(Router.route).parameters["policy"].default
+    checks = [_check("CODE", "default policy is learning_governed",
+                     DEFAULT_POLICY == "learning_governed" and route_default is None,
+                     f"Router.route(policy=None) uses {DEFAULT_POLICY}")]
+    options = _fit_options()
+    if options is not None:
+        prm = getattr(options, "prm", None)
+        checks.append(_check("CODE", "PRM scoring on by default", prm is True, f"FitOptions().prm = {prm}"))
+    else:
+        from .fit.inputs import load_inputs
+
+        prm = inspect.signature(load_inputs).parameters["prm"].default
+        checks.append(_check("CODE", "PRM scoring on by default", prm is True,
+                             f"load_inputs(prm=...) defaults to {prm} (no FitOptions in this build)"))
+    checks.append(_writeback_check(options))
+    return checks
+
+
+def _fit_options():
+    """Default ``FitOptions`` of the fitter, or None when this build has none."""
+    try:
+        from .fit.run import FitOptions
+    except ImportError:
+        return None
+    return FitOptions()
+
+
+def _writeback_check(options) -> Check:
+    """Writeback is on when FitOptions says so, or (no such option) when the fit stage calls the writeback."""
+    name = "decision writeback on by default"
+    if options is not None and hasattr(options, "writeback"):
+        return _check("CODE", name, options.writeback is True, f"FitOptions().writeback = {options.writeback}")
+    try:
+        from .fit import run, writeback
+    except ImportError as exc:
+        return _check("CODE", name, False, f"the fit stage is missing ({exc})")
+    uses = any(getattr(writeback, f).__name__ in inspect.getsource(run) for f in ("decision_writeback", "off_policy"))
+    return _check("CODE", name, uses, "fit-routing resolves route.decided with task.closed" if uses
+                  else "fit-routing does not call pipeline.fit.writeback")
+
+
+# ---------------------------------------------------------------------------------------------- [LIVE]
+def _consumed_offsets(home: Home) -> dict[str, int]:
+    """Per stream, the byte offset up to which compaction consumed it (0 when never)."""
+    from .manifest import load_manifest, manifest_numbers
+
+    offsets: dict[str, int] = {}
+    for number in reversed(manifest_numbers(home)):
+        manifest = load_manifest(home, number)
+        for stream, rng in manifest.streams.items():
+            offsets.setdefault(stream, rng.end)
+        if all(s in offsets for s in STREAMS):
+            break
+    return offsets
+
+
+def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
+    """Parse every line not yet compacted; count dead letters and torn tails. Returns (check, pending lines)."""
+    from .events import parse_line
+    from .streams import read_lines
+
+    pending, bad, notes = 0, [], []
+    for stream in STREAMS:
+        path = home.stream(stream)
+        if not path.exists():
+            continue
+        for line in read_lines(home, stream, start=offsets.get(stream, 0)):
+            pending += 1
+            try:
+                parse_line(line.raw, line=line.line_no, source=str(path))
+            except InvalidEvent as exc:
+                bad.append(exc.message())
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            handle.seek(max(0, size - 1))
+            if size and handle.read(1) != b"\n":
+                notes.append(f"{stream}: torn tail (the next append or `ratings repair` quarantines it)")
+        letters = home.deadletter / f"{stream}.jsonl"
+        if letters.exists():
+            with open(letters, "rb") as handle:
+                count = sum(1 for _ in handle)
+            if count:
+                notes.append(f"{stream}: {count} dead-lettered line(s) kept in {letters.name}")
+    if bad:
+        detail = f"{len(bad)} invalid line(s) not yet compacted, first: {bad[0]}"
+    else:
+        detail = f"{pending} line(s) not yet compacted, all valid"
+    if notes:
+        detail += "; " + "; ".join(notes)
+    return _check("LIVE", "streams parse", not bad, detail), pending
+
+
+def _store_checks(home: Home) -> list[Check]:
+    from .families import VIEWS
+    from .store import open_store
+
+    try:
+        store = open_store(home, read_only=True)
+    except PipelineError as exc:
+        return [_check("LIVE", "store views exist", False, str(exc))]
+    with store:
+        missing, counts = [], {}
+        for view in VIEWS:
+            try:
+                counts[view] = store.con.execute(f'SELECT count(*) FROM "{view}"').fetchone()[0]
+            except Exception as exc:  # a missing or broken view: report it, keep checking the others
+                missing.append(f"{view} ({str(exc).splitlines()[0]})")
+        number = store.manifest_number
+    where = f"manifest {number}" if number is not None else "no manifest yet (run `ratings compact`)"
+    checks = [_check("LIVE", "store views exist", not missing,
+                     f"{len(VIEWS)} views at {where}" if not missing else "missing: " + ", ".join(missing))]
+    ratings = counts.get("ratings", 0)
+    checks.append(_check("LIVE", "ratings has rows", ratings > 0, f"{ratings} rating row(s)"))
+    return checks
+
+
+def _table_checks(home: Home, pending: int) -> tuple[list[Check], int | None]:
+    from .manifest import load_manifest, newest_manifest_number
+    from .pin import read_pin
+    from .routing.table import canonical_json, load, table_json_schema
+
+    path = home.fits / "routing-table.json"
+    if not path.exists():
+        return [_check("LIVE", "routing table exists", False, f"{path} is missing; run `fit-routing`")], None
+    checks = [_check("LIVE", "routing table exists", True, str(path))]
+    try:
+        table = load(path)
+    except PipelineError as exc:
+        return checks + [_check("LIVE", "routing table loads", False, str(exc))], None
+    checks.append(_check("LIVE", "routing table loads", True, f"{table.schema_} version {table.version}"))
+    schema_path = path.with_name("routing-table.schema.json")
+    expected = json.loads(canonical_json(table_json_schema()))
+    try:
+        schema_ok = json.loads(schema_path.read_text(encoding="utf-8")) == expected
+        schema_detail = "routing-table.schema.json is the model's schema" if schema_ok else \
+            "routing-table.schema.json differs from the model's schema (republish with `fit-routing`)"
+    except (FileNotFoundError, ValueError) as exc:
+        schema_ok, schema_detail = False, f"routing-table.schema.json unreadable: {exc}"
+    version_ok = table.version == table.content_hash()
+    checks.append(_check("LIVE", "routing table matches its schema", schema_ok and version_ok,
+                         schema_detail + ("" if version_ok else
+                                          f"; version {table.version} is not the content hash {table.content_hash()} "
+                                          "(the file was edited)")))
+    newest = newest_manifest_number(home)
+    newest_rows = sum(load_manifest(home, newest).rows.values()) if newest is not None else 0
+    fitted = table.source.manifest
+    try:
+        fitted_rows = sum(load_manifest(home, fitted).rows.values()) if fitted is not None else 0
+    except PipelineError:
+        fitted_rows = 0
+    stale = max(0, newest_rows - fitted_rows) + pending
+    pin = read_pin(home)
+    if pin is not None and pin.version == table.version:
+        checks.append(_check("LIVE", "routing table is fresh", True,
+                             f"pinned to {pin.version} ({pin.history}) since {pin.pinned_at}; {stale} event(s) "
+                             "newer than it (`ratings pin --latest` follows the newest fit again)", pinned=True))
+        return checks, stale
+    fresh = fitted == newest and stale == 0
+    if fresh:
+        detail = f"fitted from manifest {fitted}, the newest, nothing appended since"
+    else:
+        detail = (f"stale by {stale} event(s): fitted from manifest {fitted}, newest is {newest}"
+                  + (f", {pending} line(s) not yet compacted" if pending else "") + "; run `fit-routing`")
+    if pin is not None:
+        detail += f" (pin.json names {pin.version}, but the live table is {table.version})"
+    checks.append(_check("LIVE", "routing table is fresh", fresh, detail))
+    return checks, stale
+
+
+def doctor(home: str | os.PathLike | Home | None = None) -> DoctorReport:
+    """Run every check; the loop is CLOSED when none fails."""
+    home = Home.resolve(home)
+    checks = _code_checks()
+    offsets = _consumed_offsets(home)
+    stream_check, pending = _stream_check(home, offsets)
+    checks.append(stream_check)
+    checks.extend(_store_checks(home))
+    table_checks, stale = _table_checks(home, pending)
+    checks.extend(table_checks)
+    reasons = [f"[{c.kind}] {c.name}: {c.detail}" for c in checks if not c.ok]
+    return DoctorReport(checks=checks, closed=not reasons, reasons=reasons, stale_events=stale)

@@ -1,0 +1,110 @@
+"""``ratings doctor``: each [LIVE] check on a hand-built home, OPEN when stale, pinned is not stale."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+from fixtures_routing import A, build_table, member
+
+from pipeline.cli import cli
+from pipeline.compact.run import compact
+from pipeline.doctor import doctor
+from pipeline.manifest import newest_manifest_number
+from pipeline.routing.table import Source, publish
+from pipeline.streams import append
+
+CONFIG = {"cli": "claude-code", "route": "anthropic", "model": "opus", "effort": "high"}
+
+
+def events(first: int, count: int) -> list[dict]:
+    out = []
+    for i in range(first, first + count):
+        out.append({"id": f"O-{i}", "type": "task.opened", "at": "2026-01-01T09:00:00Z", "task": f"T-{i}",
+                    "region": "implement"})
+        out.append({"id": f"R-{i}", "type": "task.rated", "at": "2026-01-01T10:00:00Z", "task": f"T-{i}",
+                    "config": CONFIG, "rater": {"kind": "gate", "name": "pytest"}, "score": 1.0})
+    return out
+
+
+def publish_fitted(home, *, history: bool = False):
+    """A table that claims to be fitted from the newest manifest (what fit-routing would publish)."""
+    table = build_table({"implement": [member(A, 0.9, 0.1)], "*": [member(A, 0.9, 0.1)]})
+    table = table.model_copy(update={"source": Source(manifest=newest_manifest_number(home))})
+    published = publish(table, home / "fits" / "routing-table.json")
+    if history:
+        (home / "fits" / "history").mkdir(parents=True, exist_ok=True)
+        shutil.copy(home / "fits" / "routing-table.json", home / "fits" / "history" / f"{published.version}.json")
+    return published
+
+
+@pytest.fixture
+def fitted_home(home):
+    append(home, events(1, 3))
+    compact(home)
+    publish_fitted(home, history=True)
+    return home
+
+
+def live(report, name):
+    return next(c for c in report.checks if c.kind == "LIVE" and c.name == name)
+
+
+def test_live_checks_pass_on_a_freshly_fitted_home(fitted_home):
+    report = doctor(fitted_home)
+    for name in ("streams parse", "store views exist", "ratings has rows", "routing table exists",
+                 "routing table loads", "routing table matches its schema", "routing table is fresh"):
+        assert live(report, name).status == "ok", live(report, name)
+    assert report.stale_events == 0
+
+
+def test_stale_table_opens_the_loop_with_the_number_of_events(fitted_home):
+    append(fitted_home, events(10, 2))  # 4 events compacted into a new manifest
+    compact(fitted_home)
+    append(fitted_home, events(20, 1))  # 2 more not compacted yet
+    report = doctor(fitted_home)
+    fresh = live(report, "routing table is fresh")
+    assert fresh.status == "fail"
+    assert fresh.detail.startswith("stale by 6 event(s): fitted from manifest 1, newest is 2, 2 line(s) not yet")
+    assert not report.closed and any("stale by 6" in r for r in report.reasons)
+    result = CliRunner().invoke(cli, ["doctor", "--home", str(fitted_home)])
+    assert result.exit_code == 1
+    assert "LOOP: OPEN" in result.output and "[LIVE] fail   routing table is fresh: stale by 6" in result.output
+
+
+def test_pinned_table_is_reported_pinned_not_stale(fitted_home):
+    old = json.loads((fitted_home / "fits" / "routing-table.json").read_text())["version"]
+    append(fitted_home, events(10, 2))
+    compact(fitted_home)
+    result = CliRunner().invoke(cli, ["pin", "--home", str(fitted_home), old])
+    assert result.exit_code == 0, result.output
+    fresh = live(doctor(fitted_home), "routing table is fresh")
+    assert fresh.status == "pinned" and fresh.ok
+    assert fresh.detail.startswith(f"pinned to {old} (history/{old}.json)") and "4 event(s) newer" in fresh.detail
+
+
+def test_missing_table_and_empty_store_open_the_loop(home):
+    report = doctor(home)
+    assert live(report, "ratings has rows").status == "fail"
+    assert live(report, "routing table exists").detail.endswith("is missing; run `fit-routing`")
+    assert not report.closed
+
+
+def test_invalid_uncompacted_line_and_edited_table_fail(fitted_home):
+    with open(fitted_home / "streams" / "ratings.jsonl", "ab") as handle:
+        handle.write(b'{"type": "task.rated", "task": "T-1"}\n')
+    path = fitted_home / "fits" / "routing-table.json"
+    data = json.loads(path.read_text())
+    data["regions"]["*"]["members"][0]["quality"] = 0.1
+    path.write_text(json.dumps(data))
+    report = doctor(fitted_home)
+    assert live(report, "streams parse").detail.startswith("1 invalid line(s) not yet compacted, first:")
+    assert "the file was edited" in live(report, "routing table matches its schema").detail
+
+
+def test_code_checks_name_the_defaults(home):
+    names = {c.name: c for c in doctor(home).checks if c.kind == "CODE"}
+    assert names["default policy is learning_governed"].status == "ok"
+    assert names["PRM scoring on by default"].status == "ok"
+    assert "decision writeback on by default" in names
