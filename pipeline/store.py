@@ -105,3 +105,43 @@ def open_store(home: str | os.PathLike | Home | None = None, manifest: int | Non
         con.close()
         raise
     return store
+
+
+def _plain(value: Any) -> Any:
+    """A query value as JSON: timestamps as RFC 3339 (UTC, ``Z``), NaN/inf as null, decimals as floats."""
+    import datetime as dt
+    import decimal
+    import math
+
+    if isinstance(value, dt.datetime):
+        moment = value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+        return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        value = float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    return value
+
+
+def run_sql(home: str | os.PathLike | Home | None, sql: str, *, manifest: int | None = None) -> list[dict[str, Any]]:
+    """Run one query on a read-only store (``ratings sql``); one JSON-ready dict per row.
+
+    Raises :class:`pipeline.errors.PipelineError` (exit 2) for SQL DuckDB rejects, including any attempt to
+    write a file or read one outside the store.
+    """
+    from .errors import PipelineError
+
+    with open_store(home, manifest, read_only=True) as store:
+        try:
+            names, rows = store.query(sql)
+        except duckdb.Error as exc:
+            raise PipelineError(f"query failed: {str(exc).strip()}") from None
+    return [{name: _plain(value) for name, value in zip(names, row)} for row in rows]
