@@ -115,15 +115,7 @@ def append(home, fsync, max_line_bytes, as_json, events):
         source, lines = "<stdin>", sys.stdin.buffer.read().split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
-    parsed, errors = [], []
-    for no, raw in enumerate(lines, start=1):
-        try:
-            parsed.append(parse_line(raw, line=no, source=source, max_bytes=max_line_bytes))
-        except InvalidEvent as exc:
-            errors.append(exc)
-    if errors:
-        raise InvalidBatch(errors)
-    result = append_events(home, parsed, fsync=fsync, source=source)
+    result = append_events(home, lines, fsync=fsync, source=source, max_bytes=max_line_bytes)
     if as_json:
         emit_json(result.summary())
     else:

@@ -10,11 +10,15 @@ Validation is strict: ``"1"`` is not a number and ``true`` is not an int.
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import to_json
 
 from .errors import InvalidEvent
 
@@ -22,8 +26,10 @@ SCHEMA_VERSION = 1
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB, DESIGN 3
 MAX_NESTING = 64  # deeper JSON is rejected before it can exhaust the stack
 
+INT64_MAX = (1 << 63) - 1  # counts must fit the store's int64 columns
+
 _RFC3339 = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
 )
 
 
@@ -32,25 +38,25 @@ def _utc_timestamp(value: str) -> str:
 
     Microsecond precision: finer digits are truncated, which keeps ordering.
     """
-    if not _RFC3339.match(value):
+    if not _RFC3339.fullmatch(value):
         raise ValueError("not an RFC 3339 timestamp with a time zone (e.g. 2026-01-31T12:00:00Z)")
     text = value.replace("t", "T").replace(" ", "T").replace("z", "Z")
     frac = re.search(r"\.(\d+)", text)
     if frac and len(frac.group(1)) > 6:
         text = text.replace(frac.group(0), "." + frac.group(1)[:6])
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return format_timestamp(datetime.fromisoformat(text.replace("Z", "+00:00")))
     except ValueError as exc:
         raise ValueError(f"not a valid date or time: {exc}") from None
-    return format_timestamp(parsed)
+    except OverflowError:  # a valid local time whose UTC lies outside years 1..9999
+        raise ValueError("the time in UTC is outside the years 1 to 9999") from None
 
 
 def format_timestamp(moment: datetime) -> str:
     """The one textual form of a time in streams and outputs: UTC, ``Z``, micro-seconds when present."""
-    moment = moment.astimezone(timezone.utc)
-    if moment.microsecond:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    # isoformat, not strftime: strftime does not zero-pad years before 1000 on every platform
+    return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
 
 
 Timestamp = Annotated[str, AfterValidator(_utc_timestamp)]
@@ -58,7 +64,7 @@ NonEmpty = Annotated[str, Field(min_length=1)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 PositiveUnit = Annotated[float, Field(gt=0.0, le=1.0)]
 NonNegative = Annotated[float, Field(ge=0.0)]
-Count = Annotated[int, Field(ge=0)]
+Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
 
 _STRICT = ConfigDict(strict=True, frozen=True, defer_build=True, allow_inf_nan=False)
 
@@ -123,7 +129,7 @@ class Event(BaseModel):
     id: NonEmpty | None = None
     type: NonEmpty
     at: Timestamp | None = None
-    v: Annotated[int, Field(ge=1)] = SCHEMA_VERSION
+    v: Annotated[int, Field(ge=1, le=INT64_MAX)] = SCHEMA_VERSION
 
     @property
     def extra(self) -> dict[str, Any]:
@@ -244,21 +250,88 @@ def model_for(event_type: str) -> type[Event]:
 
 
 # --------------------------------------------------------------------------- parsing
+# Cheap scans that rule a rare problem out for almost every line; only a line they flag gets the full check.
+_MAYBE_HUGE_FLOAT = re.compile(r"[eE]\+?\d{3}|\d{300}", re.ASCII)  # 1e999 or 400 digits parse as inf
+_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # an escaped UTF-16 surrogate
+_LONGEST_INT = 4300  # Python refuses to parse longer integers (sys.int_info.default_max_str_digits)
+
+
 def _reject_constant(token: str) -> Any:
     raise ValueError(f"{token} is not allowed (JSON numbers must be finite)")
 
 
-def _depth_ok(value: Any, limit: int = MAX_NESTING) -> bool:
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:24]}{'...' if len(text) > 24 else ''} does not fit a 64-bit float")
+    return value
+
+
+def _too_deep(value: Any, limit: int = MAX_NESTING) -> bool:
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if depth > limit:
-            return False
+            return True
         if isinstance(item, dict):
             stack.extend((v, depth + 1) for v in item.values())
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item)
-    return True
+    return False
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def decode_line(raw: bytes | str, *, max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Any:
+    """The byte-level half of :func:`parse_line`: the JSON value of one line, or :class:`InvalidEvent`.
+
+    Rejects lines over ``max_bytes`` (the trailing newline not counted), invalid UTF-8,
+    invalid JSON, NaN/Infinity and numbers too large for a float, nesting deeper than
+    ``MAX_NESTING`` and escaped lone surrogates (not Unicode text, so not storable).
+    """
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    elif not isinstance(raw, bytes):
+        raw = bytes(raw)
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+    if len(raw) > max_bytes:
+        raise InvalidEvent(f"line is {len(raw)} bytes, over the limit of {max_bytes}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidEvent(f"not valid UTF-8 at byte {exc.start}") from None
+    if not text.strip():
+        raise InvalidEvent("empty line")
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant,
+                         parse_float=_finite_float if _MAYBE_HUGE_FLOAT.search(text) else None)
+    except RecursionError:
+        raise InvalidEvent(f"JSON nested deeper than {MAX_NESTING} levels") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidEvent(f"not valid JSON: {exc}") from None
+    except ValueError as exc:  # our NaN/Infinity/huge-float rejections, Python's 4300-digit int limit
+        raise InvalidEvent(str(exc)) from None
+    if text.count("{") + text.count("[") > MAX_NESTING and _too_deep(obj):
+        raise InvalidEvent(f"JSON nested deeper than {MAX_NESTING} levels")
+    if _MAYBE_SURROGATE.search(text) and _has_lone_surrogate(obj):
+        raise InvalidEvent("contains an escaped lone UTF-16 surrogate (\\ud800-\\udfff), which is not text")
+    return obj
 
 
 def _field_path(loc: tuple) -> str:
@@ -267,26 +340,30 @@ def _field_path(loc: tuple) -> str:
 
 
 def validate_object(obj: Any) -> AnyEvent:
-    """Validate one decoded JSON value as an event, or raise :class:`InvalidEvent` (no location yet)."""
+    """Validate one decoded JSON value as an event, or raise :class:`InvalidEvent` (no location yet).
+
+    The reason is pydantic's first error; a count of the others follows it.
+    """
     if not isinstance(obj, dict):
-        raise InvalidEvent(f"expected a JSON object, got {type(obj).__name__}")
+        raise InvalidEvent(f"expected a JSON object, got {_json_kind(obj)}")
     event_type = obj.get("type")
     if not isinstance(event_type, str) or not event_type:
         raise InvalidEvent("required: a non-empty string naming the event type", field="type")
-    model = model_for(event_type)
     try:
-        return model.model_validate(obj)
+        return model_for(event_type).model_validate(obj)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = _field_path(err["loc"])
-        reason = err["msg"]
-        if err["type"] == "missing":
-            reason = "required field is missing"
-        return _raise(InvalidEvent(reason, field=field))
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        first = errors[0]
+        reason = "required field is missing" if first["type"] == "missing" else first["msg"]
+        reason = reason.removeprefix("Value error, ")
+        if len(errors) > 1:
+            reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        raise InvalidEvent(reason, field=_field_path(first["loc"])) from None
 
 
-def _raise(exc: Exception):
-    raise exc
+def _json_kind(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def parse_line(raw: bytes | str, *, line: int | None = None, source: str = "<input>",
@@ -298,42 +375,58 @@ def parse_line(raw: bytes | str, *, line: int | None = None, source: str = "<inp
     too deeply nested, not an object, wrong type, value out of range.
     """
     try:
-        if isinstance(raw, str):
-            raw = raw.encode("utf-8", "surrogatepass")
-        if raw.endswith(b"\n"):
-            raw = raw[:-1]
-        if len(raw) > max_bytes:
-            raise InvalidEvent(f"line is {len(raw)} bytes, over the limit of {max_bytes}")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidEvent(f"not valid UTF-8 at byte {exc.start}") from None
-        if not text.strip():
-            raise InvalidEvent("empty line")
-        try:
-            obj = json.loads(text, parse_constant=_reject_constant)
-        except RecursionError:
-            raise InvalidEvent(f"JSON nested deeper than {MAX_NESTING} levels") from None
-        except ValueError as exc:
-            raise InvalidEvent(f"not valid JSON: {exc}") from None
-        if not _depth_ok(obj):
-            raise InvalidEvent(f"JSON nested deeper than {MAX_NESTING} levels")
-        return validate_object(obj)
+        return validate_object(decode_line(raw, max_bytes=max_bytes))
     except InvalidEvent as exc:
-        raise exc.located(source=source, line=line) if line is not None else InvalidEvent(
-            exc.reason, field=exc.field, source=source) from None
+        if line is not None:
+            raise exc.located(source=source, line=line) from None
+        raise InvalidEvent(exc.reason, field=exc.field, source=source) from None
 
 
-def to_json_line(event: Event) -> bytes:
-    """Serialise an event as one canonical NDJSON line: compact, UTF-8, ``\\n``-terminated.
+def with_head(data: dict[str, Any], event: Event, *, id: str | None, at: str | None) -> dict[str, Any]:
+    """``data`` (a validated event's fields) with the common fields first: ``id``, ``type``, ``at``, ``v``.
+
+    ``at`` is the normalised time (or the one ``append`` filled); a ``None`` id or time is left out.
+    """
+    out: dict[str, Any] = {"id": id, "type": event.type, "at": at, "v": event.v}
+    out.update(data)
+    out["id"], out["type"], out["at"], out["v"] = id, event.type, at, event.v
+    if id is None:
+        del out["id"]
+    if at is None:
+        del out["at"]
+    return out
+
+
+def encode_line(data: dict[str, Any], *, max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> bytes:
+    """One NDJSON line (compact UTF-8 JSON, ``\\n``-terminated) that :func:`decode_line` reads back.
+
+    Raises :class:`InvalidEvent` for what a reader would reject (NaN, over-long, too deep,
+    lone surrogates) or what is not JSON at all, so a writer never leaves an unreadable line.
+    """
+    try:
+        body = to_json(data, inf_nan_mode="constants")
+    except (ValueError, TypeError, RecursionError) as exc:  # PydanticSerializationError is a ValueError
+        raise InvalidEvent(f"not serialisable as JSON: {exc}") from None
+    if len(body) > max_bytes:
+        raise InvalidEvent(f"line is {len(body)} bytes, over the limit of {max_bytes}")
+    if (b"NaN" in body or b"Infinity" in body or len(body) > _LONGEST_INT
+            or body.count(b"{") + body.count(b"[") > MAX_NESTING):
+        decode_line(body, max_bytes=max_bytes)  # the reader's own checks decide
+    return body + b"\n"
+
+
+def to_json_line(event: Event, *, max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> bytes:
+    """Serialise an event as one NDJSON line: compact, UTF-8, ``\\n``-terminated, common fields first.
 
     Only fields that were set (or filled by ``append``) are written, so a line reads
     back as the same event and unknown fields survive.
     """
-    data = event.model_dump(mode="json", exclude_unset=True, exclude_none=False)
-    head = {"id": event.id, "type": event.type, "at": event.at, "v": event.v}
-    data = {**{k: v for k, v in head.items() if v is not None}, **data}
-    return (json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+    data = event.model_dump(mode="json", exclude_unset=True)
+    return encode_line(with_head(data, event, id=event.id, at=event.at), max_bytes=max_bytes)
+
+
+# --------------------------------------------------------------------------- JSON Schema
+SCHEMA_FILE = "events-v1.schema.json"
 
 
 def events_json_schema() -> dict[str, Any]:
@@ -343,9 +436,26 @@ def events_json_schema() -> dict[str, Any]:
     adapter = TypeAdapter(Union[TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted])
     schema = adapter.json_schema(mode="validation")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "events-v1.schema.json"
+    schema["$id"] = SCHEMA_FILE
     schema["title"] = "ratings pipeline events, schema v1"
     schema["description"] = (
         "One JSON object per line. Unknown fields are kept; an event of an unknown type is kept and ignored by the fit."
     )
     return schema
+
+
+def events_schema_text() -> str:
+    """The canonical text of ``streams/events-v1.schema.json``: sorted keys, indent 2, trailing newline."""
+    return json.dumps(events_json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_events_schema(streams_dir: str | os.PathLike[str] = "streams") -> Path:
+    """Write the schema file into ``streams_dir`` (``make schema`` / ``python -m pipeline.events``)."""
+    path = Path(streams_dir) / SCHEMA_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(events_schema_text(), encoding="utf-8")
+    return path
+
+
+if __name__ == "__main__":
+    print(write_events_schema(sys.argv[1] if len(sys.argv) > 1 else "streams"))

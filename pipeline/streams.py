@@ -19,28 +19,32 @@ import fcntl
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import InvalidBatch, InvalidEvent
-from .events import AnyEvent, Event, format_timestamp, parse_line, stream_of, to_json_line, validate_object
+from .events import (DEFAULT_MAX_LINE_BYTES, AnyEvent, Event, decode_line, encode_line, format_timestamp,
+                     parse_line, stream_of, validate_object, with_head)
 from .home import STREAMS, Home, fsync_dir
 
 FsyncPolicy = Literal["always", "batch", "never"]
 _CHUNK = 1 << 16
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # every 10-bit value as two characters
+_last_ms: list = [None, ""]  # the last millisecond and its 10 characters: encoded once per millisecond
 
 
 def new_id(now_ms: int | None = None) -> str:
     """A ULID: 48 bits of milliseconds then 80 random bits, Crockford base32 (sorts by time)."""
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    if _last_ms[0] != ms:
+        # 10 characters hold 50 bits; the top two are 0
+        _last_ms[:] = [ms, "".join(_CROCKFORD[(ms >> shift) & 31] for shift in range(45, -1, -5))]
+    r = int.from_bytes(os.urandom(10), "big")
+    p = _PAIRS
+    return (_last_ms[1] + p[r >> 70] + p[(r >> 60) & 1023] + p[(r >> 50) & 1023] + p[(r >> 40) & 1023]
+            + p[(r >> 30) & 1023] + p[(r >> 20) & 1023] + p[(r >> 10) & 1023] + p[r & 1023])
 
 
 @dataclass
@@ -54,41 +58,66 @@ class AppendResult:
         return {"appended": self.appended, "streams": dict(self.streams)}
 
 
-def prepare(events: Iterable[AnyEvent | Mapping[str, Any]], *, source: str = "<input>") -> list[AnyEvent]:
-    """Validate a whole batch; raise :class:`InvalidBatch` with every bad item, else return the events.
+@dataclass
+class Batch:
+    """A validated batch: the lines to write per stream, and the id of every event in input order."""
 
-    Mappings are validated as events; item ``i`` (1-based) is reported as line ``i``.
+    lines: dict[str, list[bytes]] = field(default_factory=dict)
+    ids: list[str] = field(default_factory=list)
+
+
+Item = AnyEvent | Mapping[str, Any] | bytes | str
+
+
+def prepare(events: Iterable[Item], *, source: str = "<input>",
+            max_bytes: int = DEFAULT_MAX_LINE_BYTES, now: str | None = None) -> Batch:
+    """Validate a whole batch and render its lines; raise :class:`InvalidBatch` with every bad item.
+
+    An item is an event model, a mapping (what a dispatcher passes) or one raw JSON line
+    (bytes or str). Item ``i`` (1-based) is reported as ``source:i``. Each line is built
+    from the item's own fields (no model round trip): ``id`` and ``at`` filled when absent,
+    ``at`` normalised to UTC, unknown fields kept as given.
     """
-    out: list[AnyEvent] = []
+    now = now or format_timestamp(_utcnow())
+    batch = Batch()
     errors: list[InvalidEvent] = []
     for i, item in enumerate(events, start=1):
         try:
-            out.append(item if isinstance(item, Event) else validate_object(dict(item)))
+            if isinstance(item, Event):
+                event, data = item, item.model_dump(mode="json", exclude_unset=True)
+            else:
+                data = item if isinstance(item, (dict, bytes, str)) or not isinstance(item, Mapping) else dict(item)
+                if isinstance(data, (bytes, bytearray, memoryview, str)):
+                    data = decode_line(data, max_bytes=max_bytes)
+                event = validate_object(data)
+            event_id = event.id or new_id()
+            line = encode_line(with_head(data, event, id=event_id, at=event.at or now), max_bytes=max_bytes)
         except InvalidEvent as exc:
             errors.append(exc.located(source=source, line=i))
+            continue
+        batch.lines.setdefault(stream_of(event.type), []).append(line)
+        batch.ids.append(event_id)
     if errors:
         raise InvalidBatch(errors)
-    return out
-
-
-def _stamp(event: AnyEvent, now: str) -> AnyEvent:
-    update = {}
-    if event.id is None:
-        update["id"] = new_id()
-    if event.at is None:
-        update["at"] = now
-    return event.model_copy(update=update) if update else event
+    return batch
 
 
 @contextmanager
-def locked(home: Home, stream: str) -> Iterator[int]:
-    """Hold the stream's exclusive lock; yield an O_APPEND descriptor on the stream, torn tail repaired."""
+def locked(home: Home, stream: str, *, durable: bool = True) -> Iterator[int]:
+    """Hold the stream's exclusive lock; yield an O_APPEND descriptor on the stream.
+
+    ``durable``: fsync the directory when this call created the stream file.
+    """
     home.streams.mkdir(parents=True, exist_ok=True)
     lock_fd = os.open(home.stream_lock(stream), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        fd = os.open(home.stream(stream), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        path = home.stream(stream)
+        existed = path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            if durable and not existed:
+                fsync_dir(home.streams)
             yield fd
         finally:
             os.close(fd)
@@ -110,21 +139,27 @@ def _last_newline_end(fd: int, size: int) -> int:
 
 
 def _quarantine_tail(home: Home, stream: str, fd: int) -> str | None:
-    """Move bytes after the last newline to ``quarantine/`` (fsync'd), then truncate. Caller holds the lock."""
+    """Move bytes after the last newline to ``quarantine/`` (fsync'd), then truncate. Caller holds the lock.
+
+    The fragment is durable before the stream loses it: a crash in between leaves a copy, never a loss.
+    """
     size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return None
     keep = _last_newline_end(fd, size)
     tail = os.pread(fd, size - keep, keep)
     home.quarantine.mkdir(parents=True, exist_ok=True)
-    name = f"{stream}.{keep:020d}.{new_id()}.fragment"
-    path = home.quarantine / name
+    path = home.quarantine / f"{stream}.{keep:020d}.{new_id()}.fragment"
     qfd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         _write_all(qfd, tail)
         os.fsync(qfd)
-    finally:
+    except BaseException:
         os.close(qfd)
+        with suppress(OSError):
+            os.unlink(path)
+        raise
+    os.close(qfd)
     fsync_dir(home.quarantine)
     os.ftruncate(fd, keep)
     os.fsync(fd)
@@ -138,44 +173,47 @@ def _write_all(fd: int, data: bytes) -> None:
         written += os.write(fd, data[written:])
 
 
-def append(home: str | os.PathLike | Home | None, events: Iterable[AnyEvent | Mapping[str, Any]], *,
-           fsync: FsyncPolicy = "batch", source: str = "<input>") -> AppendResult:
+def _write_lines(fd: int, lines: list[bytes], fsync: FsyncPolicy) -> None:
+    """Write ``lines`` under the lock. On an error, the partial line is cut so the stream ends on a newline."""
+    end = os.fstat(fd).st_size  # the stream ends on a newline here: its tail was just quarantined
+    for n, line in enumerate(lines):
+        try:
+            _write_all(fd, line)
+        except BaseException as exc:
+            with suppress(OSError):
+                os.ftruncate(fd, end)
+            exc.add_note(f"{n} of the {len(lines)} line(s) of this batch for this stream were appended before it")
+            raise
+        end += len(line)
+        if fsync == "always":
+            os.fsync(fd)
+    if fsync == "batch":
+        os.fsync(fd)
+
+
+def append(home: str | os.PathLike | Home | None, events: Iterable[Item], *, fsync: FsyncPolicy = "batch",
+           source: str = "<input>", max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> AppendResult:
     """Validate the whole batch, fill ``id`` and ``at`` where absent, and append each event to its stream.
 
     All or nothing on validation: an invalid item raises :class:`InvalidBatch` and no byte is
-    written. A failed write (disk full) truncates the stream back to its last whole line, so a
-    batch cut by an I/O error leaves a clean prefix of it.
+    written. An I/O error (disk full) cuts the line it interrupted, so the stream still ends on
+    a whole line; lines written before it stay (a reader may already have seen them), and the
+    error's note says how many.
     """
     if fsync not in ("always", "batch", "never"):
         raise ValueError(f"fsync must be always, batch or never, not {fsync!r}")
     home = Home.resolve(home)
-    batch = prepare(events, source=source)
-    now = format_timestamp(_utcnow())
-    lines: dict[str, list[bytes]] = {}
-    result = AppendResult()
-    for event in batch:
-        event = _stamp(event, now)
-        lines.setdefault(stream_of(event.type), []).append(to_json_line(event))
-        result.ids.append(event.id)
-    for stream in STREAMS:  # fixed lock order: no deadlock between two batches
-        todo = lines.get(stream)
+    batch = prepare(events, source=source, max_bytes=max_bytes)
+    result = AppendResult(ids=batch.ids)
+    for stream in STREAMS:  # fixed order, one lock at a time: no deadlock between two batches
+        todo = batch.lines.get(stream)
         if not todo:
             continue
-        with locked(home, stream) as fd:
+        with locked(home, stream, durable=fsync != "never") as fd:
             fragment = _quarantine_tail(home, stream, fd)
             if fragment:
                 result.quarantined.append(fragment)
-            for line in todo:
-                start = os.lseek(fd, 0, os.SEEK_END)
-                try:
-                    _write_all(fd, line)
-                except BaseException:
-                    os.ftruncate(fd, start)
-                    raise
-                if fsync == "always":
-                    os.fsync(fd)
-            if fsync == "batch":
-                os.fsync(fd)
+            _write_lines(fd, todo, fsync)
         result.streams[stream] = len(todo)
         result.appended += len(todo)
     return result
@@ -210,17 +248,22 @@ class RawLine:
 
 def read_lines(home: str | os.PathLike | Home | None, stream: str, *, start: int = 0,
                start_line: int = 1) -> Iterator[RawLine]:
-    """Yield the complete lines of a stream from byte ``start``; bytes after the last newline are never read."""
+    """Yield the complete lines of a stream from byte ``start``; bytes after the last newline are never yielded."""
     path = Home.resolve(home).stream(stream)
     if not path.exists():
         return
     with open(path, "rb") as handle:
         handle.seek(start)
-        offset, line_no, pending = start, start_line, b""
+        offset, line_no = start, start_line
+        pending: list[bytes] = []  # pieces of a line longer than one chunk
         while chunk := handle.read(1 << 20):
-            pending += chunk
-            pieces = pending.split(b"\n")
-            pending = pieces.pop()
+            if b"\n" not in chunk:
+                pending.append(chunk)
+                continue
+            pieces = chunk.split(b"\n")
+            if pending:
+                pieces[0] = b"".join(pending) + pieces[0]
+            pending = [pieces.pop()]
             for piece in pieces:
                 yield RawLine(line_no, offset, piece)
                 offset += len(piece) + 1
