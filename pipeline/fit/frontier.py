@@ -1,0 +1,163 @@
+"""Cost-quality frontier of the utility objective and RouterBench's AIQ (DESIGN 6 lambda grid).
+
+For each lambda of the grid, the router routes every held-out task among the configs that did it by the
+utility objective ``lambda * q(c, r) - cost(c, r)`` (DESIGN 5 choice and tie rules, with the fitted
+(c, r) table) and realizes the task values and costs of its choices: one (mean cost, mean quality) point
+per lambda. Beside them: every single config's point (its held-out means over the tasks it did) and the
+oracle's (per task the best value, the cheapest among the best).
+
+AIQ (Average Improvement in Quality, RouterBench, Hu et al. 2024) of a set of points::
+
+    H(c)  = max { sum_i a_i q_i : sum_i a_i c_i <= c, a in the simplex }   (non-decreasing concave hull;
+                                                                           H = 0 below the set's cheapest point)
+    AIQ   = 1 / (c_max - c_min) * integral_{c_min}^{c_max} H(c) dc
+
+with ``[c_min, c_max]`` the cost range of the single configurations (the pool's range, the same for the
+router and the singles so their AIQs compare). Costs unknown: points carry null costs and AIQ is null.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+GRID_SIZE = 13
+_ROUND = 9
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), _ROUND)
+
+
+def lambda_grid(task_values_learn: pl.DataFrame) -> list[float] | None:
+    """DESIGN 6: 13 values geometric from 0.01 to 100 times (mean learned cost / mean learned quality).
+
+    Means over the learned (task, config) rows with a known cost and a value; None without costs.
+    """
+    rows = task_values_learn.filter(pl.col("cost_usd").is_not_null() & pl.col("value").is_not_null())
+    if rows.is_empty() or not rows["value"].mean():
+        return None
+    base = rows["cost_usd"].mean() / rows["value"].mean()
+    return [round(base * 10 ** (-2 + 4 * i / (GRID_SIZE - 1)), 15) for i in range(GRID_SIZE)]
+
+
+def route_by_table(members: pl.DataFrame, task_values: pl.DataFrame, lam: float) -> pl.DataFrame:
+    """Per task: the config that did it maximizing ``lam * quality(c, r) - cost(c, r)``.
+
+    ``members``: the fitted (c, r) rows (``region`` incl. ``'*'``, ``config_key``, ``quality``,
+    ``cost_usd``); a (c, r) absent from its region falls back to the config's ``'*'`` row; a member with
+    unknown cost counts 0 (then the objective is quality). Ties: higher quality, lower cost, key order.
+    Columns ``task, config_key``.
+    """
+    region_rows = members.filter(pl.col("region") != "*").select("region", "config_key", q="quality", c="cost_usd")
+    star = members.filter(pl.col("region") == "*").select("config_key", q_star="quality", c_star="cost_usd")
+    pool = (task_values.select("task", "region", "config_key")
+            .join(region_rows, on=["region", "config_key"], how="left")
+            .join(star, on="config_key", how="left")
+            .with_columns(q=pl.coalesce("q", "q_star"), c=pl.coalesce("c", "c_star").fill_null(0.0))
+            .filter(pl.col("q").is_not_null())
+            .with_columns(u=lam * pl.col("q") - pl.col("c")))
+    return (pool.sort(["task", "u", "q", "c", "config_key"], descending=[False, True, True, False, False])
+            .group_by("task", maintain_order=True).first().select("task", "config_key"))
+
+
+def _point(frame: pl.DataFrame) -> tuple[float | None, float | None, int]:
+    if frame.is_empty():
+        return None, None, 0
+    cost = frame["cost"].mean() if frame["cost"].null_count() == 0 else None
+    return frame["value"].mean(), cost, frame.height
+
+
+def hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Vertices (cost, quality) of the non-decreasing concave hull, by increasing cost.
+
+    Drop every point that a cheaper point matches in quality, then keep the upper hull (monotone chain).
+    """
+    pts = sorted(set(points), key=lambda p: (p[0], -p[1]))
+    rising, best = [], -math.inf
+    for c, q in pts:
+        if q > best:
+            rising.append((c, q))
+            best = q
+    upper: list[tuple[float, float]] = []
+    for p in rising:
+        while len(upper) >= 2:
+            (c1, q1), (c2, q2) = upper[-2], upper[-1]
+            if (q2 - q1) * (p[0] - c1) <= (p[1] - q1) * (c2 - c1):  # upper[-1] under the chord: not a vertex
+                upper.pop()
+            else:
+                break
+        upper.append(p)
+    return upper
+
+
+def aiq(points: list[tuple[float, float]], c_min: float, c_max: float) -> float | None:
+    """Area under the hull on ``[c_min, c_max]`` divided by ``c_max - c_min`` (module docstring)."""
+    if not points:
+        return None
+    vertices = hull(points)
+    if c_max <= c_min:
+        return float(np.interp(c_min, *zip(*vertices))) if c_min >= vertices[0][0] else 0.0
+    cs = np.array([v[0] for v in vertices])
+    qs = np.array([v[1] for v in vertices])
+    grid = np.unique(np.concatenate([[c_min, c_max], cs[(cs > c_min) & (cs < c_max)]]))
+    # H below the set's cheapest point is 0 (the set cannot work there); add that step's edge.
+    if cs[0] > c_min and cs[0] < c_max:
+        grid = np.unique(np.concatenate([grid, [np.nextafter(cs[0], -np.inf)]]))
+    h = np.where(grid < cs[0], 0.0, np.interp(grid, cs, qs))
+    area = float(np.sum((grid[1:] - grid[:-1]) * (h[1:] + h[:-1]) / 2.0))
+    return area / (c_max - c_min)
+
+
+def frontier_section(task_values_heldout: pl.DataFrame, lambdas: list[float] | None, *,
+                     members: pl.DataFrame | None = None,
+                     choose: Callable[[float], pl.DataFrame] | None = None,
+                     cost_estimates: dict[str, float] | None = None) -> dict[str, Any]:
+    """The ``frontier`` object of ``stats.json``: ``router`` (one point per lambda), ``singles``,
+    ``oracle``, and ``aiq`` for the router and the singles.
+
+    The router's choice per lambda comes from ``choose(lam) -> frame[task, config_key]`` when given,
+    else :func:`route_by_table` over ``members``. A held-out (task, config) cost is its ``cost_usd``;
+    when unknown, ``cost_estimates[config]`` (the fitted cost(c, r)) fills it, never 0.
+    """
+    tv = task_values_heldout.filter(pl.col("value").is_not_null())
+    est = pl.DataFrame({"config_key": list((cost_estimates or {}).keys()),
+                        "_est": list((cost_estimates or {}).values())},
+                       schema={"config_key": pl.String, "_est": pl.Float64})
+    tv = tv.join(est, on="config_key", how="left").with_columns(cost=pl.coalesce("cost_usd", "_est"))
+    singles = []
+    for (config,), frame in sorted(tv.group_by("config_key"), key=lambda g: g[0][0]):
+        q, c, n = _point(frame)
+        singles.append({"config": config, "quality": _r(q), "cost_usd": _r(c), "tasks": n})
+    best = tv.sort(["task", "value", "cost", "config_key"], descending=[False, True, False, False],
+                   nulls_last=True).group_by("task", maintain_order=True).first()
+    oq, oc, on = _point(best)
+    oracle = {"quality": _r(oq), "cost_usd": _r(oc), "tasks": on}
+    router = []
+    if lambdas is None:
+        return {"lambdas": None, "router": [], "singles": singles, "oracle": oracle,
+                "aiq": {"router": None, "singles": None},
+                "reason": "no costs: the utility objective degrades to quality and has no frontier"}
+    for lam in lambdas:
+        if choose is not None:
+            chosen = choose(lam)
+        elif members is not None:
+            chosen = route_by_table(members, tv, lam)
+        else:
+            raise ValueError("frontier_section needs members or choose")
+        realized = chosen.select("task", "config_key").join(tv, on=["task", "config_key"], how="inner")
+        q, c, n = _point(realized)
+        router.append({"lambda": _r(lam), "quality": _r(q), "cost_usd": _r(c), "tasks": n})
+    single_pts = [(s["cost_usd"], s["quality"]) for s in singles if s["cost_usd"] is not None and s["quality"] is not None]
+    router_pts = [(p["cost_usd"], p["quality"]) for p in router if p["cost_usd"] is not None and p["quality"] is not None]
+    if not single_pts:
+        return {"lambdas": [_r(x) for x in lambdas], "router": router, "singles": singles, "oracle": oracle,
+                "aiq": {"router": None, "singles": None}, "reason": "no single configuration has known costs"}
+    c_min, c_max = min(c for c, _ in single_pts), max(c for c, _ in single_pts)
+    return {"lambdas": [_r(x) for x in lambdas], "router": router, "singles": singles, "oracle": oracle,
+            "aiq": {"router": _r(aiq(router_pts, c_min, c_max)), "singles": _r(aiq(single_pts, c_min, c_max)),
+                    "cost_range_usd": [_r(c_min), _r(c_max)]},
+            "reason": None}
