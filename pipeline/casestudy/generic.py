@@ -26,14 +26,18 @@ def scalar(value: Any) -> str:
         return f"{value:.4g}"
     if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
         return ", ".join(scalar(v) for v in value)
+    if isinstance(value, dict) and all(not isinstance(v, (dict, list)) for v in value.values()):
+        return ", ".join(f"{k} {scalar(v)}" for k, v in value.items())
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True, ensure_ascii=False)
     return str(value)
 
 
 def _flat(value: Any) -> bool:
-    return not isinstance(value, (dict, list)) or (
-        isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value))
+    """A value that fits one cell: a scalar, a list of scalars, or a mapping of scalars (``k v, k v``)."""
+    if isinstance(value, dict):
+        return all(not isinstance(v, (dict, list)) for v in value.values())
+    return not isinstance(value, list) or all(not isinstance(v, (dict, list)) for v in value)
 
 
 def _rows_table(rows: list[tuple[str, dict[str, Any]]], key_name: str) -> Block:
@@ -48,12 +52,14 @@ def _rows_table(rows: list[tuple[str, dict[str, Any]]], key_name: str) -> Block:
 def blocks_for(value: Any, level: int = 3, key_name: str = "name") -> list[Block]:
     if isinstance(value, dict) and all(_flat(v) for v in value.values()):
         return [table([key_name, "value"], [[k, scalar(v)] for k, v in value.items()])]
+    if value is None or value == [] or value == {}:
+        return [para("none")]
     if isinstance(value, dict) and all(isinstance(v, dict) and all(_flat(x) for x in v.values())
                                        for v in value.values()):
         return [_rows_table(list(value.items()), key_name)]
     if isinstance(value, list) and all(isinstance(v, dict) and all(_flat(x) for x in v.values()) for v in value):
         return [_rows_table([(str(i + 1), v) for i, v in enumerate(value)], "#")]
-    if isinstance(value, dict) and level <= 4:
+    if isinstance(value, dict) and level <= 6:
         out: list[Block] = []
         for key, sub in value.items():
             out.append(Heading(level, str(key)))

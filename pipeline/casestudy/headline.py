@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..fit.stats import Stats
 from . import fmt
 from .doc import Block, Code, Note, Strong, para
-from .optional import first, ladder_summary, policy_rows, rungs, short_config
+from .optional import first, ladder_regions, ladder_summary, policy_rows, rungs, short_config
 
 VERDICT = {
     "adopt": "The fit beats the shipped constants on held-out tasks.",
@@ -71,16 +71,20 @@ def ladder_lead(stats: Stats) -> list[Block]:
     s = ladder_summary(stats)
     if not s:
         return []
-    chain = " → ".join(short_config(k) for k in rungs(s)) or "the published ladder"
+    chain = " → ".join(short_config(k) for k in rungs(s) or rungs(ladder_regions(stats).get("*")))
+    chain = f"the published ladders (global: {chain})" if chain else "the published ladders"
     cost = ""
     if first(s, "held_out_cost_usd") is not None and first(s, "cost_ratio") is not None:
         cost = (f" at {fmt.usd(s['held_out_cost_usd'])} per task, {fmt.pct(s['cost_ratio'])} of its "
                 f"{fmt.usd(first(s, 'best_single_cost_usd'))}")
+    compared = (stats.ladders or {}).get("held_out_tasks_compared")
+    on = f"{fmt.count(compared)} held-out tasks" if compared is not None else "the held-out tasks"
     blocks: list[Block] = [para(
-        Strong("Escalation ladder: "), f"{chain} reached held-out quality {fmt.num(first(s, 'held_out_quality'), 3)} against "
+        Strong("Escalation ladders: "),
+        f"{chain} reached held-out quality {fmt.num(first(s, 'held_out_quality'), 3)} against "
         f"{fmt.num(first(s, 'best_single_quality'), 3)} for the best single configuration "
-        f"({short_config(str(first(s, 'best_single_config') or 'n/a'))}){cost}, on the "
-        f"{fmt.pct(first(s, 'coverage'))} of held-out tasks where every rung it ran was observed.",
+        f"({short_config(str(first(s, 'best_single_config') or 'n/a'))}){cost}, on {on} where every rung they ran "
+        f"was observed ({fmt.pct(first(s, 'coverage'))} of held-out tasks; the rest are not counted).",
         lead=True,
     )]
     if s.get("gate_is_target"):

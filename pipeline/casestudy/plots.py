@@ -54,11 +54,21 @@ def _draw(file: str, alt: str, draw) -> Plot:
 
 
 # --------------------------------------------------------------------------- grid heat map
+def _kind(row) -> str | None:
+    return (row.model_extra or {}).get("kind")
+
+
 def _grid_slice(stats: Stats):
-    """The grid rows at the fitted half-life and lambda: the plane of prior weight x exploration."""
+    """The plane of prior weight x exploration with the other constants at their fitted values.
+
+    The fitter writes it as rows of kind ``expected_hit_rate``; without kinds, take the rows at the fitted
+    half-life and lambda. Replay rows score realized value, not hits, and never enter the heat map.
+    """
+    if any(_kind(r) == "expected_hit_rate" for r in stats.grid):
+        return [r for r in stats.grid if _kind(r) == "expected_hit_rate"]
     fitted = stats.constants.fitted
-    rows = [r for r in stats.grid if r.half_life_days == fitted.half_life_days and r.lambda_ == fitted.lambda_]
-    return rows or list(stats.grid)
+    rows = [r for r in stats.grid if _kind(r) != "replay"]
+    return [r for r in rows if r.half_life_days == fitted.half_life_days and r.lambda_ == fitted.lambda_] or rows
 
 
 def grid_heatmap(stats: Stats) -> Plot | None:

@@ -37,7 +37,7 @@ th{background:#f5f5f5;font-weight:600;hyphens:auto}
 .num{text-align:right;font-variant-numeric:tabular-nums}
 td.num{white-space:nowrap}
 figure{margin:1.2rem 0}
-figure img{display:block;width:100%;max-width:100%;height:auto;border:1px solid #eee}
+figure img{display:block;width:100%;max-width:38rem;height:auto;margin:0 auto;border:1px solid #eee}
 figcaption{font-size:.85rem;color:#444;margin-top:.4rem}
 a{color:#0b57d0}
 @media (max-width:36rem){body{font-size:15px}main{padding:.75rem}table{font-size:.85rem}th,td{padding:.3rem .25rem}

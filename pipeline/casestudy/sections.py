@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..fit.stats import Stats
 from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
-from .generic import blocks_for
+from .generic import blocks_for, scalar
 from .optional import first, frontier_aiq, ladder_regions, ladder_summary, policy_rows, rungs, short_config
 from .plots import Plot
 
@@ -93,10 +93,21 @@ def figure(stats: Stats, plots: dict[str, Plot], file: str, *caption: Inline) ->
 def grid_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
     f = stats.constants.fitted
     fig = figure(stats, plots, "grid.svg",
-                 "Held-out hit rate (%) over the grid of prior weight and exploration, at the fitted half-life "
-                 f"({fmt.constant('half_life_days', f.half_life_days)}). Diagnostic only: the constants were chosen "
-                 "on validation, never on these cells. Solid green box: fitted; dashed red box: shipped.")
-    return [Heading(2, "The grid of constants (diagnostic)", "grid"), fig or para("No grid rows were evaluated.")]
+                 "Held-out hit rate (%) expected under exploration, over prior weight and exploration with the other "
+                 f"constants at their fitted values (half-life {fmt.constant('half_life_days', f.half_life_days)}). "
+                 "Diagnostic only: the constants were chosen on validation, never on these cells. Solid green box: "
+                 "fitted; dashed red box: the shipped prior weight and exploration (other constants as fitted).")
+    out: list[Block] = [Heading(2, "The grid of constants (diagnostic)", "grid"),
+                        fig or para("No grid rows were evaluated.")]
+    replay = [r for r in stats.grid if (r.model_extra or {}).get("kind") == "replay"]
+    if replay:
+        rows = [[fmt.constant("exploration", r.exploration) + (" (fitted)" if r.exploration == f.exploration else ""),
+                 fmt.num(r.validation), fmt.num(r.held_out_diagnostic)] for r in replay]
+        out += [para("Exploration is chosen by sequential replay on the validation tasks (exploring always lowers "
+                     "the immediate hit rate, so the hit rate cannot choose it):"),
+                table(["exploration", "validation realized value", "held-out (diagnostic)"], rows,
+                      numeric=[False, True, True])]
+    return out
 
 
 def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
@@ -121,6 +132,8 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
                         + "; ".join(f"{k} {fmt.num(v, 3)}" for k, v in aiq.items()) + "."))
     elif stats.frontier is None:
         out.append(_not_computed("frontier"))
+    elif stats.frontier.get("reason"):
+        out.append(para(f"No AIQ: {stats.frontier['reason']}."))
     return out
 
 
@@ -171,17 +184,35 @@ def policies_section(stats: Stats) -> list[Block]:
     rows = policy_rows(stats)
     if not rows:
         return out + [_not_computed("policies")]
-    body = [[name + (" (default)" if name == "learning_governed" else ""), fmt.pct(first(r, "hit_rate")), fmt.num(first(r, "mean_quality"), 3),
-             fmt.usd(first(r, "mean_cost_usd", "cost_usd")), fmt.count(first(r, "n"))] for name, r in rows]
-    return out + [table(["policy", "hit rate", "mean quality", "mean cost", "n"], body,
-                        numeric=[False, True, True, True, True])]
+    body = [[name + (" (default)" if name == "learning_governed" else ""), fmt.pct(first(r, "hit_rate")),
+             fmt.num(first(r, "mean_quality"), 3), fmt.usd(first(r, "mean_cost_usd", "cost_usd")),
+             fmt.num(first(r, "mean_configs_run"), 2), fmt.count(first(r, "n"))] for name, r in rows]
+    return out + [table(["policy", "hit rate", "mean quality", "mean cost", "configs run", "n"], body,
+                        numeric=[False, True, True, True, True, True])]
 
 
 def signals_section(stats: Stats) -> list[Block]:
     out: list[Block] = [Heading(2, "Learning signals", "signals")]
-    if stats.signals is None:
+    signals = stats.signals
+    if signals is None:
         return out + [_not_computed("signals")]
-    return out + blocks_for(stats.signals, level=3)
+    counts = signals.get("counts")
+    if isinstance(counts, dict):
+        out.append(table(["count", "value"], [[k.replace("_", " "), scalar(v)] for k, v in counts.items()]))
+    members = signals.get("members")
+    if isinstance(members, dict) and members:
+        rows = [[region, side, short_config(str(first(m, "config_key", "config"))),
+                 fmt.signed(first(m, "relative_advantage"), 2), fmt.pct(first(m, "win_rate")),
+                 fmt.count(first(m, "n_tasks", "n"))]
+                for region, ranked in members.items() if isinstance(ranked, dict)
+                for side in ("top", "bottom") for m in ranked.get(side) or []]
+        out += [Heading(3, "Best and worst members by relative advantage"),
+                table(["region", "rank", "config", "advantage", "win rate", "tasks"], rows,
+                      numeric=[False, False, False, True, True, True])]
+    for key, value in signals.items():
+        if key not in ("counts", "members"):
+            out += [Heading(3, key.replace("_", " "))] + blocks_for(value, level=4)
+    return out
 
 
 def closing_section(stats: Stats) -> list[Block]:
