@@ -24,8 +24,11 @@ test: setup
 bench: setup
 	$(BIN)/python -m bench
 
+schema: setup
+	$(BIN)/python -m pipeline.events streams
+
 default-data: setup
-	$(BIN)/ratings simulate --preset backlog --seed 7 --out . --default-data
+	$(BIN)/ratings simulate --preset backlog --seed 7 --out . --truth fits/truth.json --force
 
 clean:
 	rm -rf store quarantine deadletter .pytest_cache .hypothesis

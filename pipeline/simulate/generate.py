@@ -1,0 +1,230 @@
+"""Draw one chunk of tasks, vectorised with numpy: who did them, how it went, who rated it, when.
+
+Every draw is made for every row whether or not it is used, in a fixed order,
+so the output depends on the seed, the scenario and the chunk size only.
+Times are integer seconds of a synthetic timeline, never the clock.
+
+The outcome model: task t has a difficulty ``z_t ~ N(0, 1)`` shared by its
+attempts; attempt (t, c) succeeds when ``sqrt(rho) z_t + sqrt(1 - rho) e_tc < Phi^-1(Q(c, r))``
+with ``e_tc ~ N(0, 1)``, so P(success) is exactly Q(c, r) over the population of
+tasks while the attempts on one task are correlated (hard tasks fail for all).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from .policy import LoggingPolicy
+from .scenario import Scenario
+
+#: Failure statuses and their probabilities (a success is always ``success``).
+FAILURE_STATUSES = ("failure", "vacuous", "blocked", "escalated")
+FAILURE_WEIGHTS = (0.7, 0.1, 0.1, 0.1)
+#: Outcomes of ``task.closed`` when the routed attempt failed.
+UNDONE_OUTCOMES = ("escalated", "abandoned")
+UNDONE_WEIGHTS = (0.7, 0.3)
+
+
+@dataclass
+class Static:
+    """What every chunk shares: the scenario in arrays."""
+
+    scenario: Scenario
+    policy: LoggingPolicy
+    n_tasks: int
+    start_s: int
+    span_s: int
+    shares: np.ndarray  # [R]
+    threshold: np.ndarray  # [2, K, R] Phi^-1(Q) before / after drift
+    cost_mean: np.ndarray  # [K, R]
+    cost_sigma: np.ndarray  # [K]
+    cost_missing: np.ndarray  # [K]
+    greedy: np.ndarray  # [R]
+    believed: np.ndarray  # [K, R]
+    drift_first: int  # first task index (0-based) after the drift; n_tasks when none
+    drift_config: int  # -1 when none
+
+    @classmethod
+    def of(cls, scenario: Scenario, start_s: int) -> "Static":
+        policy = LoggingPolicy.of(scenario)
+        regions = scenario.region_names
+        k, r = len(scenario.configs), len(regions)
+        quality = np.zeros((2, k, r))
+        for i, c in enumerate(scenario.configs):
+            for j, name in enumerate(regions):
+                quality[:, i, j] = c.quality[name]
+        drift_first, drift_config = scenario.tasks, -1
+        if scenario.drift is not None:
+            drift_config = scenario.config_keys.index(scenario.drift.config)
+            drift_first = int(scenario.drift.at * scenario.tasks)
+            for name, q in scenario.drift.quality.items():
+                quality[1, drift_config, regions.index(name)] = q
+        inv = NormalDist().inv_cdf
+        threshold = np.vectorize(lambda q: -np.inf if q <= 0 else np.inf if q >= 1 else inv(q))(quality)
+        shares = np.array([x.share for x in scenario.regions], dtype=float)
+        return cls(
+            scenario=scenario, policy=policy, n_tasks=scenario.tasks, start_s=start_s,
+            span_s=int(round(scenario.days * 86400)), shares=shares / shares.sum(), threshold=threshold,
+            cost_mean=np.array([[c.cost_usd * x.cost_multiplier for x in scenario.regions] for c in scenario.configs]),
+            cost_sigma=np.array([c.cost_sigma for c in scenario.configs]),
+            cost_missing=np.array([c.cost_missing for c in scenario.configs]),
+            greedy=np.array(policy.greedy), believed=np.array(policy.believed),
+            drift_first=drift_first, drift_config=drift_config,
+        )
+
+
+@dataclass
+class Chunk:
+    """Tasks ``first .. first + n - 1`` and everything that happened to them (times in epoch seconds)."""
+
+    first: int
+    # per task
+    region: np.ndarray
+    open_s: np.ndarray
+    decide_s: np.ndarray
+    primary: np.ndarray
+    explored: np.ndarray
+    propensity: np.ndarray
+    close_s: np.ndarray
+    outcome: np.ndarray  # 0 done, 1 escalated, 2 abandoned
+    # per attempt (row-major over tasks, routed config first)
+    a_task: np.ndarray  # local task index
+    a_slot: np.ndarray
+    a_cfg: np.ndarray
+    a_success: np.ndarray
+    a_status: np.ndarray  # -1 success, else index into FAILURE_STATUSES
+    a_cost: np.ndarray  # NaN when unknown
+    a_duration_ms: np.ndarray
+    a_end_s: np.ndarray
+    a_tools: np.ndarray
+    a_read: np.ndarray
+    a_written: np.ndarray
+    a_prompt: np.ndarray  # -1 none
+    a_verdict: np.ndarray  # -1 none, 0 approve, 1 request-changes
+    # ratings: each (attempt index, rater index, score, confidence, at)
+    gates: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # per gate: attempt, score, conf, at
+    review: tuple[np.ndarray, ...]  # attempt, reviewer, score, conf, at, retracted, retract_at
+    human: tuple[np.ndarray, ...]  # attempt, human, score, at
+    reject: tuple[np.ndarray, ...]  # attempt, reviewer, at
+
+    @property
+    def n(self) -> int:
+        return len(self.region)
+
+
+def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chunk:
+    sc, pol = st.scenario, st.policy
+    spec = sc.ratings
+    k = pol.n_configs
+    idx = np.arange(first, first + n)
+
+    # --- tasks: region, time, routing decision, how many configs attempt
+    region = rng.choice(len(st.shares), size=n, p=st.shares)
+    # Stratified arrival: task i opens in the i-th of N equal slices of the timeline (sorted, chunkable).
+    open_s = st.start_s + np.floor((idx + rng.random(n)) / st.n_tasks * st.span_s).astype(np.int64)
+    decide_s = open_s + rng.integers(1, 31, n)
+    explored = rng.random(n) < pol.exploration
+    other = rng.integers(0, max(k - 1, 1), n)
+    greedy = st.greedy[region]
+    primary = np.where(explored, other + (other >= greedy), greedy)
+    propensity = np.where(explored, pol.exploration / max(k - 1, 1), 1.0 - pol.exploration)
+    n_cfg = np.minimum(rng.choice(3, size=n, p=np.array(sc.attempts)) + 1, k)
+    keys = rng.random((n, k))
+    keys[np.arange(n), primary] = 2.0  # the routed config is never its own second opinion
+    extras = np.argsort(keys, axis=1, kind="stable")[:, :2] if k > 1 else np.zeros((n, 2), dtype=np.int64)
+    difficulty = rng.standard_normal(n)
+    close_delay = rng.integers(600, 7201, n)
+    undone = rng.choice(2, size=n, p=np.array(UNDONE_WEIGHTS))
+
+    assigned = np.full((n, 3), -1, dtype=np.int64)
+    assigned[:, 0] = primary
+    if k > 1:
+        assigned[:, 1] = np.where(n_cfg >= 2, extras[:, 0], -1)
+        assigned[:, 2] = np.where(n_cfg >= 3, extras[:, 1], -1)
+    a_task, a_slot = np.nonzero(assigned >= 0)
+    a_cfg = assigned[a_task, a_slot]
+    m = len(a_task)
+    a_region = region[a_task]
+
+    # --- attempts: outcome, cost, status, timing, traces
+    period = ((idx[a_task] >= st.drift_first) & (a_cfg == st.drift_config)).astype(np.int64)
+    rho = sc.correlation
+    latent = np.sqrt(rho) * difficulty[a_task] + np.sqrt(1.0 - rho) * rng.standard_normal(m)
+    success = latent < st.threshold[period, a_cfg, a_region]
+    sigma = st.cost_sigma[a_cfg]
+    # Lognormal around the mean: mean * exp(sigma Z - sigma^2 / 2) has expectation mean.
+    cost = st.cost_mean[a_cfg, a_region] * np.exp(sigma * rng.standard_normal(m) - sigma**2 / 2)
+    cost = np.where(rng.random(m) < st.cost_missing[a_cfg], np.nan, np.round(cost, 6))
+    fail_kind = rng.choice(len(FAILURE_STATUSES), size=m, p=np.array(FAILURE_WEIGHTS))
+    status = np.where(success, -1, fail_kind)
+    stagger = rng.integers(0, 601, m) * (a_slot > 0)
+    duration_s = np.array([x.duration_s for x in sc.regions])[a_region]
+    duration_ms = np.maximum(1, np.round(duration_s * 1000 * np.exp(0.6 * rng.standard_normal(m)))).astype(np.int64)
+    end_s = decide_s[a_task] + 10 + stagger + (duration_ms + 999) // 1000
+    lam = lambda attr: np.array([getattr(x, attr) for x in sc.regions])[a_region]  # noqa: E731
+    tools = rng.poisson(lam("tool_calls") * np.where(success, 1.2, 0.8))
+    read = rng.poisson(lam("files_read"))
+    written = rng.poisson(lam("files_written"))
+    with_prompt = rng.random(m) < sc.prompt_version_rate
+    prompt = np.where(with_prompt, rng.integers(0, max(len(sc.prompt_versions), 1), m), -1)
+    rated = rng.random(m) >= spec.unrated_share
+
+    # --- gates: binary, flipped with probability gate_noise, high confidence
+    gates = []
+    for gate in sc.gates:
+        ran = rated & (rng.random(m) < gate.rate)
+        flip = rng.random(m) < sc.gate_noise
+        lo, hi = gate.confidence
+        conf = np.round(lo + (hi - lo) * rng.random(m), 2)
+        at = end_s + rng.integers(5, 301, m)
+        score = (success ^ flip).astype(float)
+        sel = np.nonzero(ran)[0]
+        gates.append((sel, score[sel], np.maximum(conf[sel], 0.01), at[sel]))
+
+    # --- one model reviewer: clip(N(base + bias, noise)), rounded to 0.01; a few retracted and corrected
+    reviewed = rated & (rng.random(m) < spec.review_rate)
+    who = rng.integers(0, len(sc.reviewers), m)
+    bias = np.array([r.bias for r in sc.reviewers])[who]
+    noise = np.array([r.noise for r in sc.reviewers])[who]
+    base = np.where(success, spec.success_mean, spec.failure_mean)
+    r_score = np.round(np.clip(base + bias + noise * rng.standard_normal(m), 0.0, 1.0), 2)
+    lo, hi = spec.review_confidence
+    r_conf = np.maximum(np.round(lo + (hi - lo) * rng.random(m), 2), 0.01)
+    r_at = end_s + rng.integers(600, 21601, m)
+    retracted = reviewed & (rng.random(m) < spec.retraction_rate)
+    retract_at = r_at + rng.integers(600, 7201, m)
+    verdict = np.where(reviewed, (r_score < 0.5).astype(np.int64), -1)
+    sel = np.nonzero(reviewed)[0]
+    review = (sel, who[sel], r_score[sel], r_conf[sel], r_at[sel], retracted[sel], retract_at[sel])
+
+    # --- occasional humans: 1.0 / 0.75 for a success, 0.0 / 0.25 for a failure (60/40)
+    by_human = rated & (rng.random(m) < spec.human_rate)
+    h_who = rng.integers(0, len(sc.humans), m)
+    lower = rng.random(m) >= 0.6
+    h_score = np.where(success, np.where(lower, 0.75, 1.0), np.where(lower, 0.25, 0.0))
+    h_at = end_s + rng.integers(3600, 259201, m)
+    sel = np.nonzero(by_human)[0]
+    human = (sel, h_who[sel], h_score[sel], h_at[sel])
+
+    # --- grounded rejections of some failed attempts, by a model reviewer
+    rejected = rated & ~success & (rng.random(m) < spec.rejection_rate)
+    j_who = rng.integers(0, len(sc.reviewers), m)
+    j_at = end_s + rng.integers(600, 7201, m)
+    sel = np.nonzero(rejected)[0]
+    reject = (sel, j_who[sel], j_at[sel])
+
+    # --- closing: done iff the routed attempt succeeded; after the last attempt ends
+    last_end = np.zeros(n, dtype=np.int64)
+    np.maximum.at(last_end, a_task, end_s)
+    routed_success = success[a_slot == 0]  # one routed attempt per task, in task order
+    outcome = np.where(routed_success, 0, 1 + undone)
+
+    return Chunk(
+        first=first, region=region, open_s=open_s, decide_s=decide_s, primary=primary, explored=explored,
+        propensity=propensity, close_s=last_end + close_delay, outcome=outcome,
+        a_task=a_task, a_slot=a_slot, a_cfg=a_cfg, a_success=success, a_status=status, a_cost=cost,
+        a_duration_ms=duration_ms, a_end_s=end_s, a_tools=tools, a_read=read, a_written=written,
+        a_prompt=prompt, a_verdict=verdict, gates=gates, review=review, human=human, reject=reject,
+    )

@@ -1,0 +1,83 @@
+"""The logging policy that chose who did each task, and what it implies.
+
+The simulated team routed with its shipped constants: per region it believed the
+most specific shipped prior, took the greedy config by the objective, and
+explored with probability epsilon. Strong-believed configs are therefore
+over-represented where they were believed strong (the selection bias a fit
+must see through); the propensities below are what undoes it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .scenario import Prior, Scenario
+
+
+def prior_for(key: str, region: str, priors: list[Prior]) -> float | None:
+    """The most specific matching prior (DESIGN 5): more matching key segments win, then region beats ``*``."""
+    segments = key.split("/")
+    best: tuple[int, int] | None = None
+    quality = None
+    for prior in priors:
+        sel = prior.selector.split("/")
+        if len(sel) > 4 or segments[: len(sel)] != sel or prior.region not in (region, "*"):
+            continue
+        rank = (len(sel), 1 if prior.region == region else 0)
+        if best is None or rank > best:
+            best, quality = rank, prior.quality
+    return quality
+
+
+@dataclass(frozen=True)
+class LoggingPolicy:
+    """Per region: the believed quality of every config, the greedy choice and the inclusion probabilities."""
+
+    believed: list[list[float]]  # [config][region]
+    greedy: list[int]  # per region, index of the greedy config
+    exploration: float
+    attempts: tuple[float, float, float]
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> "LoggingPolicy":
+        pol = scenario.policy
+        regions = scenario.region_names
+        believed = [[_or(prior_for(c.key, r, pol.priors), pol.unknown_quality) for r in regions] for c in scenario.configs]
+        greedy = []
+        for j in range(len(regions)):
+            # Objective on beliefs; quality per dollar uses the list price. Ties: higher belief, then key order.
+            def score(i: int) -> tuple:
+                q, c = believed[i][j], scenario.configs[i].cost_usd
+                value = q / c if pol.objective == "quality_per_dollar" else q
+                return (-value, -q, scenario.configs[i].key)
+            greedy.append(min(range(len(scenario.configs)), key=score))
+        return cls(believed, greedy, pol.exploration if len(scenario.configs) > 1 else 0.0, scenario.attempts)
+
+    @property
+    def n_configs(self) -> int:
+        return len(self.believed)
+
+    def propensity(self, config: int, region: int) -> float:
+        """P(policy routes a task of ``region`` to ``config``): ``1 - eps`` greedy, ``eps / (K - 1)`` any other."""
+        if config == self.greedy[region]:
+            return 1.0 - self.exploration
+        return self.exploration / (self.n_configs - 1)
+
+    def expected_extras(self) -> float:
+        """E[number of extra configs on a task] (capped by the number of other configs)."""
+        cap = self.n_configs - 1
+        return sum(p * min(k, cap) for k, p in enumerate(self.attempts))
+
+    def inclusion(self, config: int, region: int) -> float:
+        """P(``config`` attempts a task of ``region``) = P(routed) + P(not routed) * E[extras] / (K - 1).
+
+        Extras (second opinions) are drawn uniformly among the configs not routed,
+        independently of any outcome, so this is exact.
+        """
+        routed = self.propensity(config, region)
+        if self.n_configs == 1:
+            return routed
+        return routed + (1.0 - routed) * self.expected_extras() / (self.n_configs - 1)
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value

@@ -1,0 +1,114 @@
+"""Built-in scenarios: ``backlog`` (the embedded default data) and ``scale`` (benchmark inputs).
+
+The backlog is a team's thread over four months: six configurations across four
+CLIs and several routes, five regions, a static logging policy on shipped
+priors of which some are wrong on purpose (Codex is believed strong at abstract
+work and is not; Kimi is believed mediocre at clean-up and is the best per
+dollar there; MiniMax is believed good at research and is not), and one drift:
+Kimi's new release gets much better at research after 60% of the timeline.
+The true best configuration per dollar wins each region by at least 10%,
+also after the compression toward 0.5 that gate noise and reviewer scores
+cause, so a fit can recover it.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from .scenario import ConfigSpec, Drift, GateSpec, Policy, Prior, RegionSpec, ReviewerSpec, Scenario
+
+OPUS = "claude-code/anthropic/claude-opus-4-5/high"
+SONNET = "claude-code/openrouter/claude-sonnet-4-5/medium"
+CODEX = "codex/openai/gpt-5-codex/medium"
+KIMI = "kimi-cli/moonshot/kimi-k2/-"
+GLM = "opencode/openrouter/z-ai%2Fglm-4.6/-"
+MINIMAX = "claude-code/minimax/MiniMax-M2/-"
+
+REGIONS = [
+    RegionSpec(name="abstract", share=0.15, cost_multiplier=1.2, node="planner", duration_s=420,
+               tool_calls=12, files_read=14, files_written=1),
+    RegionSpec(name="implement", share=0.35, cost_multiplier=1.0, node="implementer", duration_s=600,
+               tool_calls=35, files_read=10, files_written=4),
+    RegionSpec(name="clean-up", share=0.2, cost_multiplier=0.6, node="implementer", duration_s=240,
+               tool_calls=18, files_read=6, files_written=3),
+    RegionSpec(name="review", share=0.15, cost_multiplier=0.8, node="reviewer", duration_s=180,
+               tool_calls=8, files_read=9, files_written=0),
+    RegionSpec(name="research", share=0.15, cost_multiplier=1.4, node="researcher", duration_s=900,
+               tool_calls=25, files_read=20, files_written=0.3),
+]
+
+
+def _q(abstract: float, implement: float, clean_up: float, review: float, research: float) -> dict[str, float]:
+    return {"abstract": abstract, "implement": implement, "clean-up": clean_up, "review": review, "research": research}
+
+
+CONFIGS = [
+    ConfigSpec(cli="claude-code", route="anthropic", model="claude-opus-4-5", effort="high",
+               quality=_q(0.92, 0.9, 0.9, 0.95, 0.9), cost_usd=1.2, cost_sigma=0.6),
+    ConfigSpec(cli="claude-code", route="openrouter", model="claude-sonnet-4-5", effort="medium",
+               quality=_q(0.82, 0.72, 0.75, 0.35, 0.55), cost_usd=0.6),
+    ConfigSpec(cli="codex", route="openai", model="gpt-5-codex", effort="medium",
+               quality=_q(0.38, 0.9, 0.8, 0.25, 0.35), cost_usd=0.45),
+    ConfigSpec(cli="kimi-cli", route="moonshot", model="kimi-k2",
+               quality=_q(0.22, 0.45, 0.82, 0.12, 0.45), cost_usd=0.3, cost_missing=0.1),
+    ConfigSpec(cli="opencode", route="openrouter", model="z-ai/glm-4.6",
+               quality=_q(0.2, 0.35, 0.5, 0.08, 0.62), cost_usd=0.25),
+    ConfigSpec(cli="claude-code", route="minimax", model="MiniMax-M2",
+               quality=_q(0.12, 0.25, 0.36, 0.05, 0.4), cost_usd=0.2),
+]
+
+PRIORS = [
+    Prior(selector="claude-code", region="*", quality=0.75),
+    Prior(selector="claude-code/anthropic", region="review", quality=0.9),
+    Prior(selector="claude-code/anthropic/claude-opus-4-5", region="abstract", quality=0.9),
+    Prior(selector="codex", region="*", quality=0.7),
+    Prior(selector="codex", region="abstract", quality=0.85),  # wrong on purpose: true 0.38
+    Prior(selector="codex", region="implement", quality=0.85),
+    Prior(selector="kimi-cli", region="*", quality=0.45),
+    Prior(selector="kimi-cli", region="clean-up", quality=0.4),  # wrong on purpose: true 0.82
+    Prior(selector="opencode", region="*", quality=0.45),
+    Prior(selector="opencode/openrouter/z-ai%2Fglm-4.6", region="research", quality=0.6),
+    Prior(selector="claude-code/minimax", region="*", quality=0.3),
+    Prior(selector="claude-code/minimax/MiniMax-M2", region="research", quality=0.75),  # wrong on purpose: true 0.40
+]
+
+POLICY = Policy(
+    name="shipped", prior_weight=3, exploration=0.3, min_samples=3, objective="quality_per_dollar",
+    default_config=SONNET, cheap_config=MINIMAX, frontier_config=OPUS, pinned={"reviewer": OPUS}, priors=PRIORS,
+)
+
+GATES = [
+    GateSpec(name="pytest", rate=0.95),
+    GateSpec(name="ruff", rate=0.6),
+    GateSpec(name="build", rate=0.18),
+]
+
+REVIEWERS = [
+    ReviewerSpec(name="opus-review", bias=0.06),
+    ReviewerSpec(name="gpt-review", bias=-0.08),
+    ReviewerSpec(name="gemini-review", bias=0.02, noise=0.2),
+]
+
+#: After 60% of the timeline Kimi's release gets much better at research (and best per dollar there).
+DRIFT = Drift(config=KIMI, at=0.6, quality={"research": 0.88})
+
+BACKLOG = Scenario(
+    name="backlog", tasks=1000, start="2026-06-01T00:00:00Z", days=120, thread="backlog",
+    regions=REGIONS, configs=CONFIGS, gates=GATES, reviewers=REVIEWERS, humans=["lead", "maintainer"],
+    prompt_versions=["implement-v1", "implement-v2"], prompt_version_rate=0.4, drift=DRIFT, policy=POLICY,
+)
+
+#: About 3.4 ratings per task: 300,000 tasks give about a million ratings.
+SCALE_TASKS = 300_000
+
+
+def preset(name: Literal["backlog", "scale"], tasks: int | None = None) -> Scenario:
+    """A built-in scenario; ``tasks`` overrides its number of tasks."""
+    if name == "backlog":
+        scenario = BACKLOG
+    elif name == "scale":
+        scenario = BACKLOG.model_copy(update={"name": "scale", "tasks": SCALE_TASKS, "days": 365, "thread": "scale"})
+    else:
+        raise ValueError(f"unknown preset {name!r}: choose backlog or scale")
+    if tasks is not None:
+        scenario = Scenario.model_validate({**scenario.model_dump(), "tasks": tasks})
+    return scenario

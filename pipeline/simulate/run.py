@@ -1,0 +1,180 @@
+"""``simulate``: write a home's streams, its ``fits/shipped.json`` and the truth behind them.
+
+Streams are generated chunk by chunk and written to temporary files beside the
+targets, fsync'd and renamed at the end, so memory stays bounded by a chunk
+and a failed run leaves no half-written stream.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from ..errors import PipelineError
+from ..events import KNOWN
+from ..home import Home, atomic_write, fsync_dir
+from . import corrupt as damage_mod
+from .generate import Static, draw_chunk
+from .lines import Fragments, assignment_rows, format_chunk, timestamps
+from .scenario import Scenario
+from .truth import build_truth, write_truth
+
+#: Tasks per chunk: about 130k events, a few tens of MB of text at a time.
+CHUNK_TASKS = 16384
+#: Keys of the corruption generator's seed: the damage never changes the clean lines.
+_CORRUPT_STREAM = 0xC0
+MAX_CORRUPT = 0.25
+
+
+class SimResult(BaseModel):
+    """What a simulation wrote: counts per event type and rater kind, injected damage, where things are."""
+
+    out: str
+    truth_path: str
+    scenario: str
+    seed: int
+    tasks: int
+    events: dict[str, int]
+    ratings_by_rater_kind: dict[str, int]
+    corruption: dict[str, int]
+    expected_compaction: dict[str, int]
+    lines: dict[str, int]
+    bytes: dict[str, int]
+    seconds: float
+    events_per_second: float
+
+    def summary(self) -> dict[str, Any]:
+        return self.model_dump()
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per event type, then per rater kind and injected damage, for a table."""
+        rows = [{"what": t, "count": n} for t, n in self.events.items()]
+        rows += [{"what": f"task.rated by {k}", "count": n} for k, n in self.ratings_by_rater_kind.items()]
+        rows += [{"what": f"injected {k}", "count": n} for k, n in self.corruption.items() if n]
+        return rows
+
+
+def _expected(counts: dict[str, int]) -> dict[str, int]:
+    """What compaction must report for the injected damage (DESIGN 3 and 4)."""
+    return {
+        "dead_letters": counts["torn"] + counts["conflicts"] + counts["invalid"],
+        "duplicates": counts["duplicates"],
+        "quarantined": counts["torn_tail"],
+    }
+
+
+def _task_id_format(seed: int, tasks: int) -> str:
+    return "T%d-{:0%dd}" % (seed, max(6, len(str(tasks))))
+
+
+def _start_seconds(start: str) -> int:
+    from ..events import _utc_timestamp
+
+    return int(np.datetime64(_utc_timestamp(start).rstrip("Z"), "s").astype(np.int64))
+
+
+def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, corrupt: float = 0.0,
+             truth_path: str | os.PathLike | None = None, overwrite: bool = False,
+             chunk_tasks: int = CHUNK_TASKS) -> SimResult:
+    """Generate ``scenario`` with ``seed`` into the home ``out_dir``.
+
+    Writes ``streams/tasks.jsonl`` and ``streams/ratings.jsonl`` (valid v1 events,
+    plus injected damage when ``corrupt`` > 0), ``fits/shipped.json`` (the logging
+    policy's shipped constants and priors) and ``truth.json`` (``truth_path``,
+    relative to ``out_dir``; never read by the fitter). Refuses to replace
+    non-empty streams unless ``overwrite``.
+    """
+    if not 0.0 <= corrupt <= MAX_CORRUPT:
+        raise PipelineError(f"--corrupt must be between 0 and {MAX_CORRUPT} (a rate per line), got {corrupt}")
+    if chunk_tasks < 1:
+        raise PipelineError("chunk_tasks must be at least 1")
+    home = Home.resolve(out_dir)
+    targets = {name: home.stream(name) for name in ("tasks", "ratings")}
+    for path in targets.values():
+        if path.exists() and path.stat().st_size > 0 and not overwrite:
+            raise PipelineError(f"{path} exists and is not empty; simulate writes a fresh home (use --force to replace it)")
+    truth_file = home.root / (truth_path if truth_path is not None else "truth.json")
+    home.streams.mkdir(parents=True, exist_ok=True)
+
+    began = time.perf_counter()
+    st = Static.of(scenario, _start_seconds(scenario.start))
+    id_format = _task_id_format(seed, scenario.tasks)
+    fragments = Fragments.of(st, id_format)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    crng = np.random.Generator(np.random.PCG64([seed, _CORRUPT_STREAM]))
+    damage = damage_mod.Damage()
+    events = {t: 0 for t in KNOWN}
+    by_kind = {"gate": 0, "reviewer": 0, "human": 0}
+    n_lines = {name: 0 for name in targets}
+    n_bytes = {name: 0 for name in targets}
+    last_line = {name: "" for name in targets}
+    rows: list[str] = []
+    drift_at: str | None = None
+    tmp = {name: path.with_name(f".{path.name}.simulate.{os.getpid()}.tmp") for name, path in targets.items()}
+    files = {name: open(path, "wb") for name, path in tmp.items()}
+    try:
+        for first in range(0, scenario.tasks, chunk_tasks):
+            chunk = draw_chunk(st, rng, first, min(chunk_tasks, scenario.tasks - first))
+            task_part, rating_part, kinds = format_chunk(chunk, fragments)
+            rows.extend(assignment_rows(chunk))
+            if first <= st.drift_first < first + chunk.n and scenario.drift is not None:
+                drift_at = timestamps(chunk.open_s[st.drift_first - first: st.drift_first - first + 1])[0]
+            for part in (task_part, rating_part):
+                for t, n in part.counts.items():
+                    events[t] += n
+            for k, n in kinds.items():
+                by_kind[k] += n
+            for name, part in (("tasks", task_part), ("ratings", rating_part)):
+                lines = part.lines
+                if lines:
+                    last_line[name] = lines[-1]
+                if corrupt > 0:
+                    lines = damage_mod.inject(lines, corrupt, crng, damage)
+                data = "".join(lines).encode("utf-8", "surrogateescape")
+                files[name].write(data)
+                n_lines[name] += len(lines)
+                n_bytes[name] += len(data)
+        if corrupt > 0:
+            for name in targets:
+                if last_line[name]:
+                    tail = damage_mod.torn_tail(last_line[name], float(crng.random())).encode("utf-8")
+                    files[name].write(tail)
+                    n_bytes[name] += len(tail)
+                    damage.counts["torn_tail"] += 1
+        for f in files.values():
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        for name, f in files.items():
+            f.close()
+            tmp[name].unlink(missing_ok=True)
+        raise
+    for name, f in files.items():
+        f.close()
+        os.replace(tmp[name], targets[name])
+    fsync_dir(home.streams)
+
+    drift_first = st.drift_first if scenario.drift is not None else None
+    counts = {
+        "events": events, "ratings_by_rater_kind": by_kind, "corruption": dict(damage.counts),
+        "expected_compaction": _expected(damage.counts), "lines": n_lines,
+    }
+    truth = build_truth(scenario, st.policy, seed=seed, corrupt=corrupt, drift_first=drift_first,
+                        drift_at=drift_at, task_id_format=id_format)
+    truth["counts"] = counts
+    write_truth(truth_file, truth, rows)
+    atomic_write(home.fits / "shipped.json", (json.dumps(scenario.policy.shipped_json(), indent=2, sort_keys=True,
+                                                         ensure_ascii=False) + "\n").encode("utf-8"))
+    seconds = time.perf_counter() - began
+    total = sum(events.values())
+    return SimResult(
+        out=str(home.root), truth_path=str(truth_file), scenario=scenario.name, seed=seed, tasks=scenario.tasks,
+        events=events, ratings_by_rater_kind=by_kind, corruption=dict(damage.counts),
+        expected_compaction=_expected(damage.counts), lines=n_lines, bytes=n_bytes, seconds=round(seconds, 3),
+        events_per_second=round(total / seconds, 1) if seconds > 0 else 0.0,
+    )
