@@ -105,8 +105,6 @@ def append(home, fsync, max_line_bytes, as_json, events):
       ratings append '{"type":"task.rated","task":"T-1","config":{"cli":"claude-code","route":"anthropic","model":"opus","effort":"high"},"rater":{"kind":"gate","name":"pytest"},"score":1}'
       cat events.ndjson | ratings append --fsync always --json
     """
-    from .errors import InvalidEvent
-    from .events import parse_line
     from .streams import append as append_events
 
     if events:
@@ -180,6 +178,144 @@ def route(home, region, pool, role, failed, policy, seed, explain, log, task, ta
         raise click.UsageError("--log needs --task ID (the task the decision is logged for)")
     emit_json(decide(home, region=region, pool=pool, role=role, failures=failed, policy=policy, seed=seed,
                      explain=explain, table=table, log_task=task if log else None))
+
+
+# --------------------------------------------------------------------------- fit (fit-routing)
+def _half_life(ctx, param, value):
+    if value is None or value.lower() in ("inf", "infinity"):
+        return None if value is None else "inf"
+    try:
+        days = float(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a number of days or 'inf'") from None
+    if not days > 0:
+        raise click.BadParameter("must be a positive number of days or 'inf'")
+    return days
+
+
+def _since(ctx, param, value):
+    if value is None:
+        return None
+    from datetime import datetime, timezone
+
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD) or an RFC 3339 time") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+@cli.command("fit")
+@home_option
+@click.option("--split", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.7, show_default=True,
+              help="Fraction of tasks (in time order) learned; the rest is held out.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and replay draws.")
+@click.option("--case-study", "case_study", default="routing-by-rating", show_default=True,
+              help="Write case-studies/NAME/stats.json.")
+@click.option("--shipped", type=click.Path(dir_okay=False), default=None,
+              help="Shipped constants and priors (default: <home>/fits/shipped.json).")
+@click.option("--objective", type=click.Choice(["quality_per_dollar", "utility", "quality"]), default=None,
+              help="What routing maximises (default: shipped.json's, else quality_per_dollar).")
+@click.option("--lambda", "lambda_", type=click.FloatRange(0, min_open=True), default=None,
+              help="Pin lambda of the utility objective (lambda * q - cost).")
+@click.option("--cost-floor", "cost_floor", type=click.FloatRange(0, min_open=True), default=0.000001,
+              show_default=True, help="Costs below this many USD count as this.")
+@click.option("--prior-source", type=click.Choice(["shipped", "measured"]), default=None, help="Pin the prior source.")
+@click.option("--prior-weight", type=click.FloatRange(0), default=None, metavar="K", help="Pin the prior weight.")
+@click.option("--exploration", type=click.FloatRange(0, 1), default=None, metavar="EPS", help="Pin exploration.")
+@click.option("--half-life-days", "half_life", default=None, metavar="H|inf", callback=_half_life,
+              help="Pin the recency half-life in days (inf: no recency weighting).")
+@click.option("--min-samples", type=click.IntRange(0), default=None, metavar="N",
+              help="Evidence gate: ratings a learned choice needs (default: shipped.json's, else 3).")
+@click.option("--thread", default=None, help="Fit only the tasks of this thread.")
+@click.option("--since", default=None, metavar="DATE", callback=_since, help="Fit only tasks opened since DATE.")
+@click.option("--no-compact", is_flag=True, help="Do not compact the streams first.")
+@click.option("--wait", is_flag=True, help="Wait for a running fit on this home instead of exiting.")
+@quiet_option
+@json_option
+@handle_errors
+def fit(home, split, seed, case_study, shipped, objective, lambda_, cost_floor, prior_source, prior_weight,
+        exploration, half_life, min_samples, thread, since, no_compact, wait, quiet, as_json):
+    """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
+
+    Compacts first, splits tasks in time order (learned / held-out), chooses
+    the constants not pinned on validation inside the learned part, reports
+    shipped against fitted constants once on held-out, then publishes
+    fits/routing-table.json (refit on all tasks) and case-studies/NAME/stats.json.
+    `fit-routing` is the same command.
+
+    \b
+    Example:
+      fit-routing --home ./myteam
+      ratings fit --objective quality --prior-weight 3 --exploration 0.1 --json
+      ratings fit --half-life-days inf --since 2026-01-01 --case-study january
+    """
+    from .fit.run import FitOptions, run_fit
+
+    options = FitOptions(
+        split=split, seed=seed, case_study=case_study, shipped=shipped, objective=objective, lambda_=lambda_,
+        cost_floor_usd=cost_floor, prior_source=prior_source, prior_weight=prior_weight, exploration=exploration,
+        half_life_days=half_life, min_samples=min_samples, thread=thread, since=since, no_compact=no_compact,
+        wait=wait,
+    )
+    result = run_fit(home, options, progress=not quiet and not as_json and sys.stderr.isatty())
+    if as_json:
+        emit_json(result.stats.to_json_dict())
+        return
+    for line in result.summary_lines():
+        click.echo(line)
+
+
+# --------------------------------------------------------------------------- case-study / compare
+@cli.command("case-study")
+@home_option
+@json_option
+@click.argument("name")
+@handle_errors
+def case_study(home, as_json, name):
+    """Render case-studies/NAME/index.html and README.md (and SVG figures) from its stats.json alone.
+
+    \b
+    Example:
+      fit-routing --home . --case-study routing-by-rating
+      ratings case-study routing-by-rating --home .
+    """
+    from .casestudy import render_case_study
+
+    rendered = render_case_study(home, name)
+    if as_json:
+        emit_json(rendered.summary())
+    else:
+        click.echo(f"wrote {rendered.directory / 'index.html'} ({', '.join(rendered.files[1:])})")
+
+
+@cli.command()
+@home_option
+@click.option("--shipped", type=click.Path(dir_okay=False), default=None,
+              help="Shipped constants and priors (default: fits/shipped.json).")
+@click.option("--table", type=click.Path(dir_okay=False), default=None,
+              help="Published routing table (default: fits/routing-table.json).")
+@click.option("--stats", type=click.Path(dir_okay=False), default=None,
+              help="Case-study stats (default: the one the table points to, else "
+                   "case-studies/routing-by-rating/stats.json).")
+@click.option("--previous", is_flag=True, help="Also compare the table with the previous fit in fits/history/.")
+@json_option
+@handle_errors
+def compare(home, shipped, table, stats, previous, as_json):
+    """Shipped against fitted constants: held-out hit rates, the published choice, disagreeing priors.
+
+    \b
+    Example:
+      ratings compare --home .
+      ratings compare --previous --json
+    """
+    from .compare import compare as run_compare
+
+    result = run_compare(home, shipped=shipped, table=table, stats=stats, previous=previous)
+    if as_json:
+        emit_json(result.to_json_dict())
+    else:
+        click.echo(result.text())
 
 
 # --------------------------------------------------------------------------- doctor / pin
@@ -361,6 +497,43 @@ def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json,
         click.echo(f"imported {result.imported_rows} of {result.rows} row(s) ({result.tasks} task(s)): "
                    f"{result.appended} event(s) appended; {result.skipped_blank_score} blank score(s) skipped, "
                    f"{result.bad_rows} bad row(s) dead-lettered")
+
+
+# --------------------------------------------------------------------------- smoke
+@cli.command()
+@click.option("--tasks", type=click.IntRange(min=50), default=300, show_default=True,
+              help="Tasks in the simulated backlog.")
+@click.option("--evidence-tasks", type=click.IntRange(min=1), default=None,
+              help="Tasks of new evidence (default: max(40, tasks / 3)).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Simulator and fit seed.")
+@click.option("--keep", type=click.Path(file_okay=False), default=None,
+              help="Run in this empty directory and keep it (default: a temporary directory, removed).")
+@json_option
+@handle_errors
+def smoke(tasks, evidence_tasks, seed, keep, as_json):
+    """Prove the loop learns: simulate, fit, route, add evidence for another config, fit, route again.
+
+    Runs in a temporary directory and never touches your home. Prints
+    VERDICT: LEARNING OBSERVED (exit 0) or VERDICT: NO CHANGE with why (exit 1).
+
+    \b
+    Example:
+      ratings smoke
+      ratings smoke --tasks 500 --seed 3 --keep /tmp/smoke-home
+    """
+    from .smoke import smoke as run_smoke
+
+    result = run_smoke(tasks=tasks, evidence_tasks=evidence_tasks, seed=seed, keep=keep,
+                       say=None if as_json else click.echo)
+    if as_json:
+        emit_json(result.model_dump(mode="json"))
+    else:
+        click.echo(result.verdict)
+        if not result.learned:
+            gate = result.after.get("gate") or {}
+            click.echo(f"  gate checks after the evidence: {json.dumps(gate, ensure_ascii=False)}")
+    if not result.learned:
+        sys.exit(1)
 
 
 # --------------------------------------------------------------------------- simulate

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins: list[str] = ["fixtures_routing", "fixtures_store"]
+pytest_plugins: list[str] = ["fixtures_routing", "fixtures_store", "fixtures_fit_run"]
 
 
 @pytest.fixture

@@ -85,6 +85,34 @@ class FitResult:
     stats: Stats
     evaluation: Any  # pipeline.fit.evaluate.Evaluation (the learned fit for the leakage tests)
 
+    def summary_lines(self) -> list[str]:
+        """A readable summary for people (the CLI prints it; ``--json`` prints the stats instead)."""
+        s, t = self.stats, self.table
+        r, cal = s.routing, s.calibration
+        lines = [
+            f"published routing table {t.version} (constants: {t.constants_source}; manifest {t.source.manifest}, "
+            f"fitted_at {t.fitted_at})",
+            f"objective: {s.objective}" + ("" if s.cost_known else " (no costs in the store: ranked by quality alone)"),
+            f"split: {s.split.learned_tasks} learned / {s.split.held_out_tasks} held-out tasks (cutoff "
+            f"{s.split.cutoff_at}), {s.split.eligible_held_out} eligible, {s.split.validation_tasks} validation",
+            f"held-out hit rate: shipped {_fmt(r.shipped.hit_rate)} {_ci(r.shipped.ci95)}, fitted "
+            f"{_fmt(r.fitted.hit_rate)} {_ci(r.fitted.ci95)}, difference {_fmt(r.difference.value)} "
+            f"{_ci(r.difference.ci95)}",
+            f"recommendation: {r.recommendation}: {r.reason}",
+            f"calibration: {cal.recommendation}: {cal.reason}",
+        ]
+        for name in ("shipped", "fitted"):
+            run = getattr(s.replay, name)
+            lines.append(f"replay ({name}, exploration {run.exploration}): realized {_fmt(run.realized_value)}, "
+                         f"{run.tasks_routed} routed, {run.tasks_skipped} skipped")
+        lines.append("baselines (eligible held-out): hit rate / mean quality / mean cost")
+        for name in ("best_single", "cheapest", "random", "oracle", "shipped", "fitted"):
+            b = getattr(s.baselines, name)
+            label = f"{name} ({b.config})" if b.config else name
+            lines.append(f"  {label}: {_fmt(b.hit_rate)} / {_fmt(b.mean_quality)} / {_fmt(b.mean_cost_usd)}")
+        lines.extend(s.notes)
+        return lines
+
 
 @contextmanager
 def fit_lock(home: Home, *, wait: bool) -> Iterator[None]:
@@ -251,6 +279,14 @@ def rounded(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [rounded(v) for v in value]
     return value
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def _ci(ci) -> str:
+    return "" if ci is None else f"[{ci[0]:.4g}, {ci[1]:.4g}]"
 
 
 class _Progress:

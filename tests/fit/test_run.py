@@ -1,0 +1,246 @@
+"""``run_fit`` end to end on the hand-checkable tiny store (tests/fixtures_fit_run.py), worked out by hand.
+
+The store: ten tasks T01..T10 of region r, one per day; x costs 0.10 and y 0.20 per attempt.
+
+    day   1    2    3    4    5    6    7  |  8    9    10
+    x     1    .5   -    1    0    1    1  |  1    0    1
+    y     1    -    1    -    1    1    -  |  1    1    0
+    plus a late reviewer rating of y on T02 = 0 on day 9 (after the cutoff)
+
+Split 0.7 of 10 -> 7 learned (T01..T07), 3 held out (T08..T10), cutoff = T08's time (day 8).
+Inner split 0.7 of 7 -> floor(4.9) = 4 inner learned (T01..T04), 3 validation (T05..T07).
+Shipped: prior 0.5 for selector c/-/x (region *), defaults k = 3, eps = 0.3. Pinned: k = 1, shipped priors,
+eps = 0, no recency.
+
+Learned fit (events before day 8; the late rating is not used):
+    x: W = 6, S = 1 + .5 + 1 + 0 + 1 + 1 = 4.5; prior p(x) = 0.5 (shipped)
+       q(x) = (1 * 0.5 + 4.5) / (1 + 6) = 5/7 = 0.714286; cost 0.1; value 7.142857
+    y: W = 4, S = 4; prior = measured mean 4/4 = 1.0; q(y) = (1 + 4)/(1 + 4) = 1.0; cost 0.2; value 5.0
+    shipped constants (k = 3): q(x) = (1.5 + 4.5)/9 = 0.666667 -> 6.67 > y (3 + 4)/7 = 1 -> 5: also x
+Held-out best per dollar: T08 x (10 vs 5), T09 y (0 vs 5), T10 x (10 vs 0). Greedy x: hits T08, T10 = 2/3.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+import time
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.errors import StoreConflict
+from pipeline.fit.run import FitOptions, rounded, run_fit
+from pipeline.home import Home
+from pipeline.routing.table import load
+
+from fixtures_fit_run import PINNED, RATED, X, Y, make_home, tiny_events
+
+approx = pytest.approx
+
+
+def test_split_counts(tiny_fit):
+    split = tiny_fit[1].stats.split
+    assert (split.learned_tasks, split.held_out_tasks, split.validation_tasks) == (7, 3, 3)
+    assert split.eligible_held_out == 3  # each held-out task was done by x and y, with some value > 0
+    assert split.cutoff_at == "2026-01-08T00:00:00Z"
+
+
+def test_learned_prior_posterior_cost_value(tiny_fit):
+    members = tiny_fit[1].evaluation.learned_members.filter(pl.col("region") == "r")
+    x, y = members.sort("config_key").iter_rows(named=True)
+    assert (x["prior"], x["quality"], x["cost_usd"], x["value"], x["weight"]) == approx((0.5, 5 / 7, 0.1, 50 / 7, 6))
+    assert (y["prior"], y["quality"], y["cost_usd"], y["value"], y["weight"]) == approx((1.0, 1.0, 0.2, 5.0, 4))
+
+
+def test_hits_wilson_and_expected_hit_under_exploration(tiny_fit):
+    routing = tiny_fit[1].stats.routing
+    for side in (routing.shipped, routing.fitted):
+        assert (side.hits, side.n) == (2, 3)
+        assert side.hit_rate == approx(2 / 3)
+        # Wilson 2 of 3: z^2 = 3.841459; denominator 1 + z^2/3 = 2.280486
+        # centre (2/3 + z^2/6) / 2.280486 = 1.306910 / 2.280486 = 0.573084
+        # half z * sqrt((2/3)(1/3)/3 + z^2/36) / 2.280486 = 1.959964 * 0.425186 / 2.280486 = 0.365424
+        assert side.ci95 == approx((0.207660, 0.938508), abs=1e-5)
+    # Shipped eps 0.3: T08 hit, the other member y is not best -> 0.7; T09 miss, y is best -> 0.3; T10 -> 0.7
+    assert routing.shipped.model_extra["expected_hit_rate_with_exploration"] == approx(1.7 / 3)
+    # Both choose x everywhere: difference 0 in every resample; 3 < 10 eligible tasks -> no verdict.
+    assert routing.difference.value == 0.0 and routing.difference.ci95 == (0.0, 0.0)
+    assert routing.recommendation == "insufficient-evidence"
+    assert "only 3 eligible held-out task(s)" in routing.reason
+
+
+def test_validation_scores(tiny_fit):
+    # Inner fit (T01..T04, before day 5): x W 3, S 2.5; y W 2, S 2 (measured prior 1.0).
+    # k = 1: q(x) = (0.5 + 2.5)/4 = 0.75 -> 7.5 > q(y) = 1 -> 5 -> x.   Validation eligible: T05 (best y), T06
+    # (best x); T07 has x only. Hits: T06 only -> 0.5. Shipped k = 3: (1.5 + 2.5)/6 = 0.667 -> 6.67 > 5 -> x: 0.5.
+    assert tiny_fit[1].stats.routing.validation == {"shipped": 0.5, "fitted": 0.5}
+
+
+def test_replay_with_the_fitted_exploration(tiny_fit):
+    # eps 0 from the learned fit: T08 x (7.14 > 5) reveals 1 -> S 5.5, W 7, q = (0.5 + 5.5)/8 = 0.75
+    # T09 x (7.5 > 5) reveals 0 -> q = 6/9; T10 x (6.67 > 5) reveals 1. Quality 2 over cost 0.3 = 6.666667
+    fitted = tiny_fit[1].stats.replay.fitted
+    assert (fitted.tasks_routed, fitted.tasks_skipped, fitted.exploration) == (3, 0, 0.0)
+    assert fitted.realized_value == approx(20 / 3)
+    shipped = tiny_fit[1].stats.replay.shipped
+    assert shipped.exploration == 0.3 and shipped.tasks_routed + shipped.tasks_skipped == 3
+
+
+def test_calibration_mse_mae(tiny_fit):
+    # Held-out ratings: x 1, 0, 1 and y 1, 1, 0. Regions predict q(x) = 5/7, q(y) = 1; the plain mean
+    # (measured prior) predicts x 0.75, y 1.
+    # regions SE: x (2/7)^2 + (5/7)^2 + (2/7)^2 = 33/49, y 0 + 0 + 1 -> (33/49 + 1)/6 = 0.278912
+    # plain   SE: x 0.0625 + 0.5625 + 0.0625 = 0.6875, y 1 -> 1.6875/6 = 0.28125
+    # regions AE: x 2/7 + 5/7 + 2/7 = 9/7, y 1 -> (9/7 + 1)/6 = 0.380952;  plain AE: (1.25 + 1)/6 = 0.375
+    cal = tiny_fit[1].stats.calibration
+    assert cal.regions_mse == approx((33 / 49 + 1) / 6) and cal.plain_mean_mse == approx(0.28125)
+    assert cal.regions_mae == approx((9 / 7 + 1) / 6) and cal.plain_mean_mae == approx(0.375)
+    assert cal.recommendation == "insufficient-evidence" and "fewer than 10 held-out tasks" in cal.reason
+
+
+def test_baselines(tiny_fit):
+    b = tiny_fit[1].stats.baselines
+    # best single = highest learned quality = y (1.0): best only on T09 -> 1/3; quality (1 + 1 + 0)/3; cost 0.2
+    assert (b.best_single.config, b.best_single.hit_rate, b.best_single.mean_quality, b.best_single.mean_cost_usd) \
+        == (Y, approx(1 / 3), approx(2 / 3), approx(0.2))
+    # cheapest = x: 2/3, quality (1 + 0 + 1)/3, cost 0.1
+    assert (b.cheapest.config, b.cheapest.hit_rate, b.cheapest.mean_cost_usd) == (X, approx(2 / 3), approx(0.1))
+    # random: half the members are best on every task; quality per task (1, .5, .5); cost 0.15
+    assert (b.random.hit_rate, b.random.mean_quality, b.random.mean_cost_usd) == approx((0.5, 2 / 3, 0.15))
+    # oracle: x, y, x -> quality 1, cost (0.1 + 0.2 + 0.1)/3
+    assert (b.oracle.hit_rate, b.oracle.mean_quality, b.oracle.mean_cost_usd) == approx((1.0, 1.0, 0.4 / 3))
+    assert b.fitted.hit_rate == b.shipped.hit_rate == approx(2 / 3)
+
+
+def test_priors_ratings_constants(tiny_fit):
+    stats = tiny_fit[1].stats
+    # x's learned ratings: 6, weighted mean 4.5/6 = 0.75, 0.25 away from the shipped 0.5 with n >= 3
+    assert [p.model_dump() for p in stats.priors] == [{"selector": "c/-/x", "region": "*", "shipped": 0.5,
+                                                       "measured": 0.75, "weight": 6.0, "n": 6, "disagrees": True}]
+    assert (stats.ratings.total, stats.ratings.by_rater_kind, stats.ratings.retracted) == (
+        17, {"gate": 16, "reviewer": 1}, 0)
+    assert set(stats.constants.selected_on.values()) == {"pinned"}
+    assert stats.constants.fitted.prior_weight == 1.0 and stats.constants.shipped.prior_weight == 3.0
+    assert stats.constants.published == "shipped" and stats.cost_known and stats.objective == "quality_per_dollar"
+
+
+def test_published_table_is_refit_on_all_tasks_with_the_allowed_constants(tiny_fit):
+    home, result = tiny_fit
+    table = load(home / "fits" / "routing-table.json")
+    assert table == result.table and table.constants_source == "shipped" and table.constants.prior_weight == 3.0
+    # All tasks, the late rating included: x W 9, S 6.5 -> (1.5 + 6.5)/12 = 0.666667
+    # y W 8, S 1+1+1+1+1+1+0 + 0 (late) = 6, measured prior 6/8 -> (3 * 0.75 + 6)/11 = 0.75
+    region = table.regions["r"]
+    assert [(m.config, m.quality) for m in region.members] == [(X, approx(2 / 3)), (Y, approx(0.75))]
+    assert region.choice == X
+    assert table.evaluation["recommendation"] == "insufficient-evidence"
+    assert table.fitted_at == "2026-01-10T02:00:00Z" and table.source.manifest == 1
+    assert (home / "fits" / "history" / f"{table.version}.json").read_bytes() == \
+        (home / "fits" / "routing-table.json").read_bytes()
+    assert (home / "fits" / "routing-table.schema.json").exists()
+    saved = json.loads((home / "case-studies" / "routing-by-rating" / "stats.json").read_text())
+    assert saved == result.stats.to_json_dict()
+
+
+def test_same_store_same_bytes(tiny_fit):
+    home, _ = tiny_fit
+    table = (home / "fits" / "routing-table.json").read_bytes()
+    stats = (home / "case-studies" / "routing-by-rating" / "stats.json").read_bytes()
+    run_fit(home, PINNED)
+    assert (home / "fits" / "routing-table.json").read_bytes() == table
+    assert (home / "case-studies" / "routing-by-rating" / "stats.json").read_bytes() == stats
+
+
+def _learned(result):
+    return result.evaluation.learned_members, result.stats.constants, result.stats.routing.validation
+
+
+def test_held_out_changes_change_only_held_out_figures(fit_home):
+    searched = FitOptions()  # nothing pinned: the search itself must not see held-out tasks
+    _, base = fit_home("leak-base", tiny_events(), searched)
+    changed = {**RATED, 9: {"x": 1.0, "y": 0.0}, 10: {"x": 1.0, "y": 0.0}}  # x now best on all three
+    _, other = fit_home("leak-changed", tiny_events(changed), searched)
+    assert _learned(base)[0].equals(_learned(other)[0])
+    assert _learned(base)[1:] == _learned(other)[1:]
+    assert base.stats.grid != other.stats.grid  # held-out diagnostics moved ...
+    assert [r.validation for r in base.stats.grid] == [r.validation for r in other.stats.grid]  # ... validation not
+    assert base.stats.routing.fitted != other.stats.routing.fitted
+
+
+def test_a_rating_after_the_cutoff_on_a_learned_task_is_not_used(fit_home, tiny_fit):
+    _, without = fit_home("no-late", tiny_events(late=False))
+    assert _learned(without)[0].equals(_learned(tiny_fit[1])[0])
+    assert without.stats.routing == tiny_fit[1].stats.routing
+    assert without.stats.calibration == tiny_fit[1].stats.calibration
+
+
+def test_search_records_what_it_chose_on_validation(fit_home):
+    _, result = fit_home("leak-base", tiny_events(), FitOptions())
+    c = result.stats.constants
+    assert set(c.selected_on) == {"prior_source", "prior_weight", "exploration", "half_life_days"}
+    assert set(c.selected_on.values()) == {"validation"}
+    kinds = {r.model_extra["kind"] for r in result.stats.grid}
+    assert kinds == {"greedy_hit_rate", "replay", "expected_hit_rate"}
+    # 2 sources x 9 weights x 4 half-lives, 5 replays, 9 weights x 5 explorations for the heat map
+    assert [r.model_extra["kind"] for r in result.stats.grid].count("greedy_hit_rate") == 72
+    assert len(result.stats.grid) == 72 + 5 + 45
+
+
+def test_no_costs_degrade_to_quality(fit_home):
+    events = [e for e in tiny_events() if e["type"] != "task.attempted"]
+    _, result = fit_home("no-cost", events)
+    stats = result.stats
+    assert stats.cost_known is False and stats.objective == "quality"
+    assert "ranking used quality alone" in stats.notes[0]
+    assert stats.baselines.oracle.mean_cost_usd is None and result.table.objective == "quality"
+    # by quality the held-out best sets are T08 {x, y}, T09 {y}, T10 {x}
+    assert stats.baselines.oracle.mean_quality == 1.0
+
+
+def test_second_fit_exits_or_waits_while_one_holds_the_lock(tiny_fit):
+    home, _ = tiny_fit
+    fd = os.open(Home.resolve(home).fits / ".fit.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(StoreConflict, match="another fit is running .* --wait"):
+            run_fit(home, PINNED.model_copy(update={"no_compact": True}))
+        result = CliRunner().invoke(cli, ["fit", "--home", str(home), "--no-compact"])
+        assert result.exit_code == 2 and "another fit is running" in result.output
+        threading.Timer(0.3, lambda: os.close(fd)).start()
+        started = time.monotonic()
+        run_fit(home, PINNED.model_copy(update={"no_compact": True, "wait": True}))
+        assert time.monotonic() - started >= 0.25
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def test_cli_summary_and_json(tiny_fit):
+    home, result = tiny_fit
+    args = ["fit", "--home", str(home), "--prior-source", "shipped", "--prior-weight", "1", "--exploration", "0",
+            "--half-life-days", "inf"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    assert f"published routing table {result.table.version} (constants: shipped" in out.output
+    assert "held-out hit rate: shipped 0.6667 [0.2077, 0.9385]" in out.output
+    out = CliRunner().invoke(cli, [*args, "--json"])
+    assert json.loads(out.output) == result.stats.to_json_dict()
+    bad = CliRunner().invoke(cli, ["fit", "--home", str(home), "--half-life-days", "soon"])
+    assert bad.exit_code == 2 and "not a number of days or 'inf'" in bad.output
+
+
+def test_too_few_tasks(tmp_path):
+    home = make_home(tmp_path / "one", tiny_events({1: {"x": 1.0}}, late=False))
+    with pytest.raises(Exception, match="too few to split"):
+        run_fit(home, PINNED)
+
+
+def test_rounding_removes_non_finite_numbers():
+    assert rounded({"a": float("nan"), "b": [float("inf"), 0.1234567891234], "c": (1.0, -0.0)}) == {
+        "a": None, "b": [None, 0.123456789], "c": [1.0, 0.0]}
