@@ -232,18 +232,21 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None) -> pl
         return cached
     w = pl.col("w") * recency_weight(pl.col("at"), inputs.newest_at, key)
     is_gate = (pl.col("rater_kind") == "gate") & (pl.col("origin") != "prm")
+    # Plain sums only (the fast path of group_by): the gate terms are zeroed outside gate ratings.
     values = (
         inputs.ratings.lazy()
         .with_columns(w=w)
+        .with_columns(ws=pl.col("w") * pl.col("score"), is_gate=is_gate)
+        .with_columns(gate_w=pl.when("is_gate").then(pl.col("w")).otherwise(0.0),
+                      gate_ws=pl.when("is_gate").then(pl.col("ws")).otherwise(0.0))
         .group_by("task", "config_key")
         .agg(
             region=pl.col("region").first(),
             weight=pl.col("w").sum(),
-            wscore=(pl.col("w") * pl.col("score")).sum(),
+            wscore=pl.col("ws").sum(),
             n=pl.len(),
-            gate_w=pl.col("w").filter(is_gate).sum(),
-            gate_ws=(pl.col("w") * pl.col("score")).filter(is_gate).sum(),
-            gate_n=is_gate.sum(),
+            gate_w=pl.col("gate_w").sum(),
+            gate_ws=pl.col("gate_ws").sum(),
             at=pl.col("at").max(),
         )
         .with_columns(
@@ -254,8 +257,9 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None) -> pl
     costs = (
         inputs.attempts.lazy()
         .group_by("task", "config_key")
-        .agg(cost_usd=pl.when(pl.col("cost_usd").is_not_null().any()).then(pl.col("cost_usd").sum()),
-             attempts=pl.len(), unknown=pl.col("cost_usd").is_null().sum())
+        .agg(known=pl.col("cost_usd").count(), cost_usd=pl.col("cost_usd").sum(), attempts=pl.len())
+        .with_columns(cost_usd=pl.when(pl.col("known") > 0).then(pl.col("cost_usd")),
+                      unknown=pl.col("attempts") - pl.col("known"))
     )
     out = (
         values.join(costs, on=["task", "config_key"], how="left")

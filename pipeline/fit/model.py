@@ -100,11 +100,17 @@ class FittedModel:
         return self.choose_frame(frame)["chosen"][0]
 
     def choose_frame(self, candidates: pl.DataFrame) -> pl.DataFrame:
-        """Greedy choice per task: rows (task, region, config_key) -> one row per task (task, chosen), by task."""
-        scored = candidates.select("task", "region", "config_key").join(
-            self.lookup(candidates), on=["region", "config_key"], how="left")
+        """Greedy choice per task: rows (task, region, config_key) -> one row per task (task, chosen), by task.
+
+        The pairs are ranked once in the greedy order; each task then takes its best-ranked row.
+        """
+        ranked = (self.lookup(candidates)
+                  .sort(_CHOICE_BY + ["region"], descending=_CHOICE_DESC + [False], nulls_last=True)
+                  .with_row_index("rank")
+                  .select("region", "config_key", "rank"))
+        scored = candidates.select("task", "region", "config_key").join(ranked, on=["region", "config_key"])
         return (scored.group_by("task")
-                .agg(chosen=pl.col("config_key").sort_by(_CHOICE_BY, descending=_CHOICE_DESC, nulls_last=True).first())
+                .agg(chosen=pl.col("config_key").get(pl.col("rank").arg_min()))
                 .sort("task"))
 
     def task_costs(self, values: pl.DataFrame) -> pl.DataFrame:
