@@ -217,7 +217,8 @@ def signals_section(*, task_values: pl.DataFrame, ratings: pl.DataFrame, attempt
     """
     adv = relative_advantage(task_values, newest_at)
     wins = win_rates(task_values, attempts)
-    members = adv.join(wins["configs"], on=["region", "config_key"], how="full", coalesce=True).with_columns(
+    members = adv.join(wins["configs"].rename({"n_tasks": "rated_tasks"}), on=["region", "config_key"], how="full",
+                       coalesce=True).with_columns(
         pl.col("relative_advantage").fill_null(0.0), pl.col("n_tasks").fill_null(0))
     per_region: dict[str, Any] = {}
     for region in sorted(members["region"].unique().to_list()):
