@@ -45,6 +45,11 @@ class FittedModel:
     then every cost is null and ``value`` is the quality (the objective degrades to quality).
     Pairs that are not members (a config never rated in r, an unknown region) are still answered
     by :meth:`lookup` and the scalar methods through the fallbacks of DESIGN 5.
+
+    Beyond the fit contract: :meth:`lookup` (vectorised scoring of any pairs), :meth:`prior`,
+    :meth:`n`, :meth:`task_costs` (cost_t,c with the unknown-cost estimate), :meth:`most_rated`,
+    :attr:`effective_objective`; ``quality``/``value`` return None only when nothing at all is
+    known (no weighted rating and no matching shipped prior).
     """
 
     members: pl.DataFrame
@@ -215,7 +220,12 @@ def fit_model(inputs: FitInputs, constants: Constants, shipped: Shipped,
 
 def fit_values(values: pl.DataFrame, constants: Constants, shipped: Shipped,
                objective: str = "quality_per_dollar") -> FittedModel:
-    """:func:`fit_model` from task values (:func:`pipeline.fit.inputs.task_values` rows)."""
+    """:func:`fit_model` from task values (:func:`pipeline.fit.inputs.task_values` rows).
+
+    Costs come from the rated (task, config) rows: cost_t,c counts as known when every attempt of c
+    on t has a cost (``unknown_cost == 0``). Only those enter the cost means, which is what keeps
+    the estimate for unknown attempts (cost_t,c = known + unknown * cost(c, r)) free of circularity.
+    """
     _objective(objective, constants)  # refuse a bad objective or a missing lambda up front
     known = pl.col("unknown_cost") == 0  # cost_t,c is known when every attempt of c on t has a cost
     sums = [pl.col("weight").sum(), pl.col("wscore").sum(), pl.col("n").sum().cast(pl.Int64).alias("n_ratings"),

@@ -230,3 +230,16 @@ def test_load_shipped_defaults_constants_and_errors(tmp_path):
     path.write_text("{not json")
     with pytest.raises(FitError, match="not valid JSON"):
         load_shipped(path)
+
+
+def test_a_fit_without_ratings_has_no_members_and_answers_from_shipped_priors():
+    from fixtures_fit import memory_store
+
+    from pipeline.fit.inputs import load_inputs
+
+    model = fit_model(load_inputs(memory_store(), prm=True), Constants(),
+                      Shipped.model_validate({"priors": [{"selector": "b", "quality": 0.7}]}))
+    assert model.members.height == 0 and not model.cost_known and model.global_quality is None
+    # B: q = (3 * 0.7 + 0) / 3 = 0.7; A: nothing known at all
+    assert model.quality(B, "x") == pytest.approx(0.7) and model.quality(A, "x") is None
+    assert model.choose("x", [A, B]) == B and model.most_rated() is None
