@@ -1,0 +1,74 @@
+"""learning_stage end to end: a small imported long table -> store -> inputs -> signals, ladders, frontier."""
+from __future__ import annotations
+
+import gzip
+from datetime import datetime, timedelta
+
+import numpy as np
+import pytest
+
+from pipeline.compact import compact
+from pipeline.fit.inputs import load_inputs
+from pipeline.fit.learning import LadderOptions, learning_stage
+from pipeline.fit.model import fit_model, load_shipped
+from pipeline.fit.table_build import build_table
+from pipeline.imports import import_table
+from pipeline.routing.table import Static
+from pipeline.store import open_store
+
+CONFIGS = {"small": (0.001, 0.55), "mid": (0.004, 0.7), "large": (0.05, 0.85)}
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    home = tmp_path_factory.mktemp("learning")
+    rng = np.random.default_rng(3)
+    t0 = datetime(2026, 1, 1)
+    lines = ["task_id,config,score,cost_usd,region,at"]
+    for i in range(240):
+        easy = rng.random()
+        at = (t0 + timedelta(hours=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for name, (cost, p) in CONFIGS.items():
+            score = float(rng.random() < p * (0.6 + 0.6 * easy))
+            lines.append(f"t{i:04d},{name},{score},{cost},{'ab'[i % 2]},{at}")
+    table = home / "sample.csv.gz"
+    table.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    import_table(home, table)
+    compact(home)
+    with open_store(home) as store:
+        inputs = load_inputs(store)
+    shipped = load_shipped(None)
+    constants = shipped.to_constants(cost_floor_usd=1e-6)
+    model = fit_model(inputs, constants, shipped, "quality_per_dollar")
+    out = learning_stage(inputs, model, constants=constants, shipped=shipped, objective="quality_per_dollar",
+                         fraction=0.7)
+    return model, out
+
+
+def test_stats_sections_and_summary(fitted):
+    _model, out = fitted
+    assert set(out.stats) == {"signals", "ladders", "frontier"}
+    summary = out.stats["ladders"]["summary"]
+    assert summary["best_single_config"] == "import/-/large/-"
+    assert summary["gate_is_target"] is True and summary["coverage"] == 1.0
+    assert summary["held_out_cost_usd"] < summary["best_single_cost_usd"]
+    assert len(out.stats["frontier"]["router"]) == 13
+    assert out.stats["frontier"]["aiq"]["router"] is not None
+    assert out.stats["signals"]["counts"]["tasks_compared"] == 240
+
+
+def test_table_takes_the_signals_and_ladders(fitted):
+    model, out = fitted
+    table = build_table(model, constants_source="shipped", static=Static(), source={"manifest": 1},
+                        fitted_at=datetime(2026, 1, 11), signals=out.member_signals, ladders=out.ladders)
+    star = table.regions["*"]
+    assert star.ladder is not None and star.ladder.rungs == out.stats["ladders"]["regions"]["*"]["ladder"]
+    assert all(m.relative_advantage is not None and m.win_rate is not None for m in star.members)
+
+
+def test_budget_option_needs_a_budget():
+    with pytest.raises(ValueError):
+        LadderOptions(target="budget")
+    with pytest.raises(ValueError):
+        LadderOptions(budget_usd=0.01)
+    assert LadderOptions(target="budget", budget_usd=0.01).budget_usd == 0.01
