@@ -42,26 +42,40 @@ def _passes(view: RegionView, config: str, min_samples: int) -> bool:
     return row.source == view.name and row.n_ratings >= min_samples and ra is not None and ra > 0.0
 
 
+def _why_not(view: RegionView, config: str, min_samples: int) -> str:
+    """Why (c, r) fails the gate, in words for the decision's reason."""
+    row = view.rows[config]
+    if row.source != view.name:
+        return f"{config} has no ratings in {view.name}"
+    if row.n_ratings < min_samples:
+        return f"{config} has n {row.n_ratings} < {min_samples}"
+    if row.relative_advantage is None:
+        return f"{config} has no relative advantage (null)"
+    return f"{config} has relative advantage {row.relative_advantage:.4g} <= 0"
+
+
 def learning_governed(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
     """DESIGN 5 evidence gate: learned choice in r if it passes, else in ``*`` if it passes, else static."""
     pinned = router.static.pinned.get(role) if role else None
     if pinned is not None and pinned in pool:
         return pinned, f"role {role} is pinned to {pinned}", False
+    ms = router.min_samples
     learned = view.best(pool)
-    if _passes(view, learned, router.min_samples):
+    if _passes(view, learned, ms):
         row = view.rows[learned]
-        return learned, (f"learned choice in {view.name}: n {row.n_ratings} >= {router.min_samples}, "
+        return learned, (f"learned choice in {view.name}: n {row.n_ratings} >= {ms}, "
                          f"relative advantage {row.relative_advantage:.4g} > 0"), True
+    why = f"gate not met in {view.name}: {_why_not(view, learned, ms)}"
     star = router.star
     if view is not star:
         glearned = star.best(pool)
-        if _passes(star, glearned, router.min_samples):
+        if _passes(star, glearned, ms):
             row = star.rows[glearned]
-            return glearned, (f"gate not met in {view.name} for {learned}; learned choice in *: n "
-                              f"{row.n_ratings} >= {router.min_samples}, relative advantage "
+            return glearned, (f"{why}; learned choice in *: n {row.n_ratings} >= {ms}, relative advantage "
                               f"{row.relative_advantage:.4g} > 0"), True
-    config, why = router.static_choice(view, pool, role)
-    return config, f"gate not met for {learned}; static: {why}", True
+        why = f"{why}; in *: {_why_not(star, glearned, ms)}"
+    config, static_why = router.static_choice(view, pool, role)
+    return config, f"{why}; static: {static_why}", True
 
 
 def quality_per_dollar(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
