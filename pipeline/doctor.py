@@ -80,17 +80,19 @@ def _fit_options():
 
 
 def _writeback_check(options) -> Check:
-    """Writeback is on when FitOptions says so, or (no such option) when the fit stage calls the writeback."""
+    """Writeback is on when ``FitOptions().writeback`` says so; in a build without that option, when
+    ``run_fit`` calls the learning stage and the learning stage calls ``decision_writeback``."""
     name = "decision writeback on by default"
     if options is not None and hasattr(options, "writeback"):
         return _check("CODE", name, options.writeback is True, f"FitOptions().writeback = {options.writeback}")
     try:
-        from .fit import run, writeback
+        from .fit import learning, run
     except ImportError as exc:
         return _check("CODE", name, False, f"the fit stage is missing ({exc})")
-    uses = any(getattr(writeback, f).__name__ in inspect.getsource(run) for f in ("decision_writeback", "off_policy"))
-    return _check("CODE", name, uses, "fit-routing resolves route.decided with task.closed" if uses
-                  else "fit-routing does not call pipeline.fit.writeback")
+    wired = "learning_stage(" in inspect.getsource(run) and "decision_writeback(" in inspect.getsource(learning)
+    return _check("CODE", name, wired,
+                  "run_fit -> learning_stage -> decision_writeback resolves route.decided with task.closed"
+                  if wired else "run_fit does not reach pipeline.fit.writeback.decision_writeback")
 
 
 # ---------------------------------------------------------------------------------------------- [LIVE]
