@@ -231,11 +231,19 @@ def _since(ctx, param, value):
 @click.option("--since", default=None, metavar="DATE", callback=_since, help="Fit only tasks opened since DATE.")
 @click.option("--no-compact", is_flag=True, help="Do not compact the streams first.")
 @click.option("--wait", is_flag=True, help="Wait for a running fit on this home instead of exiting.")
+@click.option("--no-prm", is_flag=True, help="No PRM fill-in ratings from attempt traces.")
+@click.option("--pass-threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="Escalation ladders: a rung whose gate rating is below this escalates to the next.")
+@click.option("--ladder-target", type=click.Choice(["best-single"]), default=None,
+              help="Cheapest ladder whose validated quality reaches the best single config's (the default).")
+@click.option("--ladder-budget", type=click.FloatRange(0, min_open=True), default=None, metavar="USD",
+              help="Instead: the best validated quality within this mean cost per task.")
 @quiet_option
 @json_option
 @handle_errors
 def fit(home, split, seed, case_study, shipped, objective, lambda_, cost_floor, prior_source, prior_weight,
-        exploration, half_life, min_samples, thread, since, no_compact, wait, quiet, as_json):
+        exploration, half_life, min_samples, thread, since, no_compact, wait, no_prm, pass_threshold, ladder_target,
+        ladder_budget, quiet, as_json):
     """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
 
     Compacts first, splits tasks in time order (learned / held-out), chooses
@@ -249,14 +257,17 @@ def fit(home, split, seed, case_study, shipped, objective, lambda_, cost_floor, 
       fit-routing --home ./myteam
       ratings fit --objective quality --prior-weight 3 --exploration 0.1 --json
       ratings fit --half-life-days inf --since 2026-01-01 --case-study january
+      ratings fit --ladder-budget 0.001 --pass-threshold 0.7
     """
     from .fit.run import FitOptions, run_fit
 
+    if ladder_target is not None and ladder_budget is not None:
+        raise click.UsageError("--ladder-target best-single and --ladder-budget USD exclude each other")
     options = FitOptions(
         split=split, seed=seed, case_study=case_study, shipped=shipped, objective=objective, lambda_=lambda_,
         cost_floor_usd=cost_floor, prior_source=prior_source, prior_weight=prior_weight, exploration=exploration,
         half_life_days=half_life, min_samples=min_samples, thread=thread, since=since, no_compact=no_compact,
-        wait=wait,
+        wait=wait, prm=not no_prm, pass_threshold=pass_threshold, ladder_budget_usd=ladder_budget,
     )
     result = run_fit(home, options, progress=not quiet and not as_json and sys.stderr.isatty())
     if as_json:

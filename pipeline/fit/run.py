@@ -54,6 +54,8 @@ class FitOptions(BaseModel):
     thread: str | None = None
     since: datetime | None = None
     prm: bool = True
+    pass_threshold: float = Field(default=0.5, ge=0.0, le=1.0)  # ladder gate pass mark (--pass-threshold)
+    ladder_budget_usd: float | None = Field(default=None, gt=0.0)  # --ladder-budget: budget target, else best-single
     no_compact: bool = False
     wait: bool = False
 
@@ -110,6 +112,13 @@ class FitResult:
             b = getattr(s.baselines, name)
             label = f"{name} ({b.config})" if b.config else name
             lines.append(f"  {label}: {_fmt(b.hit_rate)} / {_fmt(b.mean_quality)} / {_fmt(b.mean_cost_usd)}")
+        ladders = s.ladders or {}
+        if ladders.get("summary"):
+            lad, rungs = ladders["summary"], ladders["regions"]["*"]["ladder"]
+            lines.append(f"ladder * ({' > '.join(rungs)}): held-out quality {_fmt(lad['held_out_quality'])} at "
+                         f"{_fmt(lad['held_out_cost_usd'])} USD/task vs best single {lad['best_single_config']} "
+                         f"{_fmt(lad['best_single_quality'])} at {_fmt(lad['best_single_cost_usd'])} "
+                         f"(coverage {_fmt(lad['coverage'])})")
         lines.extend(s.notes)
         return lines
 
@@ -188,11 +197,20 @@ def _fit(home: Home, options: FitOptions, say: "_Progress") -> FitResult:
     model = fit_model(inputs, published, shipped, ev.objective)
     source = {"manifest": manifest_number, "events": events, "sha256": manifest_sha}
     summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options)
+    say("learning signals, escalation ladders and the cost-quality frontier")
+    from .learning import LadderOptions, learning_stage
+
+    ladder = LadderOptions(pass_threshold=options.pass_threshold, budget_usd=options.ladder_budget_usd,
+                           target="budget" if options.ladder_budget_usd is not None else "best-single")
+    learning = learning_stage(inputs, model, constants=published, shipped=shipped, objective=ev.objective,
+                              fraction=options.split, ladder=ladder)
     table = build_table(model, constants_source="fitted" if adopt else "shipped", static=shipped.static,
+                        signals=learning.member_signals, ladders=learning.ladders,
                         source=source, fitted_at=inputs.newest_at, evaluation=rounded(summary))
     table = publish(table, home.fits / "routing-table.json")
     atomic_write(home.fits / "history" / f"{table.version}.json", canonical_json(table.to_json_dict()))
     stats = _stats(ev, inputs, options, objective, source, published_source="fitted" if adopt else "shipped",
+                   sections=learning.stats,
                    cutoff=cutoff_text(ev.split["cutoff_at"]))
     atomic_write(home.case_study(options.case_study) / "stats.json", canonical_json(stats.to_json_dict()))
     return FitResult(table=table, stats=stats, evaluation=ev)
@@ -235,7 +253,8 @@ def _evaluation_summary(ev, cutoff: str | None, options: FitOptions) -> dict[str
 
 
 def _stats(ev, inputs, options: FitOptions, requested: str, source: dict, *, published_source: str,
-           cutoff: str | None) -> Stats:
+           cutoff: str | None, sections: dict[str, Any] | None = None) -> Stats:
+    """``sections``: the ``signals``, ``ladders`` and ``frontier`` objects of :func:`pipeline.fit.learning.learning_stage`."""
     import polars as pl
 
     real = inputs.ratings.filter(pl.col("origin") != "prm")
@@ -264,7 +283,12 @@ def _stats(ev, inputs, options: FitOptions, requested: str, source: dict, *, pub
         "grid": ev.grid,
         "options": options.model_dump(mode="json", by_alias=True),
         "notes": notes,
+        **(sections or {}),
     }
+    ladder_summary = ((sections or {}).get("ladders") or {}).get("summary") or {}
+    if ladder_summary.get("gate_is_target"):
+        notes.append("The ladder gates are the same ratings that measure quality (as in an imported benchmark "
+                     "table): the ladder figures are an upper bound, reached only with a perfect verifier.")
     return Stats.model_validate(rounded(data))
 
 
