@@ -7,6 +7,12 @@ aggregates ratings once to one row per (task, config), the unit every later
 stage works on. Nothing here loops over ratings in Python.
 
 Times are naive ``datetime`` in UTC (microseconds), as the store keeps them.
+
+Against the fit contract: :class:`FitInputs` also carries ``retracted`` (the retracted ratings,
+so a time cut can honour only earlier retractions) and ``prm``; ``tasks`` also has ``opened_at``;
+:func:`task_values` takes no cost floor (nothing in it is floored) and also returns ``wscore``,
+``attempts`` and ``unknown_cost``; its ``cost_usd`` is the known part of cost_t,c, completed by
+:meth:`pipeline.fit.model.FittedModel.task_costs`.
 """
 from __future__ import annotations
 
@@ -241,7 +247,6 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None) -> pl
                       gate_ws=pl.when("is_gate").then(pl.col("ws")).otherwise(0.0))
         .group_by("task", "config_key")
         .agg(
-            region=pl.col("region").first(),
             weight=pl.col("w").sum(),
             wscore=pl.col("ws").sum(),
             n=pl.len(),
@@ -263,7 +268,7 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None) -> pl
     )
     out = (
         values.join(costs, on=["task", "config_key"], how="left")
-        .join(inputs.tasks.lazy().select("task", "first_at"), on="task", how="left")
+        .join(inputs.tasks.lazy().select("task", "region", "first_at"), on="task", how="left")
         .with_columns(
             attempts=pl.col("attempts").fill_null(0).cast(pl.Int64),
             unknown_cost=pl.when(pl.col("attempts").is_null()).then(1).otherwise(pl.col("unknown")).cast(pl.Int64),
