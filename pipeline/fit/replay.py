@@ -78,56 +78,96 @@ def replay(
 
     ``outcomes`` are their task values with ``cost_t`` (the realized cost, unknown attempts at the estimate of
     the fit the replay starts from; null when no cost is known) and ``unknown_cost``.
+
+    The loop is over tasks (it is sequential by nature), never over ratings: outcomes are laid out as a dense
+    task x config matrix first, and each region's greedy choice is kept and recomputed only when one of its
+    configs learns something.
     """
-    state = _initial_state(start.fitted_task_values)
-    observed = {
-        (t, c): (v, w, cost, unknown == 0)
-        for t, c, v, w, cost, unknown in outcomes.filter(pl.col("value").is_not_null())
-        .select("task", "config_key", "value", "weight", "cost_t", "unknown_cost").iter_rows()
-    }
     pool = sorted(start.pool)
-    rng = np.random.default_rng(seed)
+    k_pool = len(pool)
     ordered = tasks.select("task", "region", "first_at").sort(["first_at", "task"])
-    draws_u = rng.random(ordered.height)
-    draws_i = rng.random(ordered.height)
+    n_tasks = ordered.height
+    rng = np.random.default_rng(seed)
+    draws_u = rng.random(n_tasks).tolist()
+    draws_i = rng.random(n_tasks).tolist()
+    if k_pool == 0:
+        return ReplayResult(exploration=exploration, realized_value=None, tasks_routed=0, tasks_skipped=n_tasks,
+                            explored=0)
+    regions = sorted(set(ordered["region"].to_list()))
+    task_region = ordered["region"].replace_strict(regions, list(range(len(regions))), return_dtype=pl.Int64)
+    value, weight, cost, known = _outcome_matrix(ordered, outcomes, pool)
+    state = _initial_state(start.fitted_task_values)
+    # per region, per config: [S, W, known cost sum, known cost count], prior, fallback cost, greedy sort key
+    sums = [[list(state.get((c, r), (0.0, 0.0, 0.0, 0))) for c in pool] for r in regions]
+    prior = [[start.lookup[(c, r)][0] for c in pool] for r in regions]
+    fallback = [[start.lookup[(c, r)][1] for c in pool] for r in regions]
+
+    def key(r: int, c: int) -> tuple[float, float, float, int]:
+        """Greedy order of DESIGN 5: best objective, then higher q, then lower cost, then key order."""
+        s, w, cost_sum, cost_n = sums[r][c]
+        q = posterior(start.prior_weight, prior[r][c], s, w)
+        est = cost_sum / cost_n if cost_n else fallback[r][c]
+        est = None if est is None else max(est, start.floor)
+        return (_value(start, q, est), q, -(est or 0.0), -c)
+
+    keys = [[key(r, c) for c in range(k_pool)] for r in range(len(regions))]
+    greedy = [max(range(k_pool), key=row.__getitem__) for row in keys]
     routed = skipped = explored = 0
     total_q = total_cost = total_utility = 0.0
-    for i, (task, region, _at) in enumerate(ordered.iter_rows()):
-        if not pool:
-            skipped += 1
-            continue
-        scored = []
-        for c in pool:
-            prior, fallback = start.lookup[(c, region)]
-            s, w, cost_sum, cost_n = state.get((c, region), (0.0, 0.0, 0.0, 0))
-            q = posterior(start.prior_weight, prior, s, w)
-            cost = cost_sum / cost_n if cost_n else fallback
-            cost = None if cost is None else max(cost, start.floor)
-            scored.append((_value(start, q, cost), q, cost, c))
-        greedy = min(scored, key=lambda x: (-x[0], -x[1], x[2] if x[2] is not None else 0.0, x[3]))
-        chosen = greedy[3]
-        if len(pool) > 1 and draws_u[i] < exploration:
-            others = [c for c in pool if c != chosen]
-            chosen = others[int(draws_i[i] * len(others))]
+    for i, r in enumerate(task_region.to_list()):
+        chosen = greedy[r]
+        if k_pool > 1 and draws_u[i] < exploration:
+            other = int(draws_i[i] * (k_pool - 1))  # uniform over the pool without the greedy choice
+            chosen = other if other < chosen else other + 1
             explored += 1
-        outcome = observed.get((task, chosen))
-        if outcome is None:
+        cell = i * k_pool + chosen
+        q = value[cell]
+        if q != q:  # NaN: the chosen config did not do this task, nothing is revealed
             skipped += 1
             continue
-        value, weight, cost, cost_known = outcome
         routed += 1
-        total_q += value
-        if cost is not None:
-            total_cost += cost
+        total_q += q
+        c = cost[cell]
+        if c == c:
+            total_cost += c
             if start.lam is not None:
-                total_utility += start.lam * value - cost
-        s, w, cost_sum, cost_n = state.get((chosen, region), (0.0, 0.0, 0.0, 0))
-        known = cost_known and cost is not None
-        state[(chosen, region)] = (s + value * weight, w + weight, cost_sum + (cost if known else 0.0), cost_n + known)
+                total_utility += start.lam * q - c
+        acc = sums[r][chosen]
+        acc[0] += q * weight[cell]
+        acc[1] += weight[cell]
+        if known[cell]:
+            acc[2] += c
+            acc[3] += 1
+        keys[r][chosen] = key(r, chosen)
+        greedy[r] = max(range(k_pool), key=keys[r].__getitem__)
     return ReplayResult(
         exploration=exploration, realized_value=_realized(start, routed, total_q, total_cost, total_utility),
         tasks_routed=routed, tasks_skipped=skipped, explored=explored,
     )
+
+
+def _outcome_matrix(ordered: pl.DataFrame, outcomes: pl.DataFrame, pool: list[str]):
+    """Flat task x config lists (row-major, in replay order): value (NaN: not observed), weight, cost_t (NaN:
+    unknown), and whether cost_t is a known cost (every attempt priced) that may update the cost estimate."""
+    k_pool = len(pool)
+    cells = (
+        outcomes.filter(pl.col("value").is_not_null())
+        .join(ordered.select("task").with_row_index("ti"), on="task")
+        .join(pl.DataFrame({"config_key": pool, "ci": list(range(k_pool))}), on="config_key")
+        .select(
+            (pl.col("ti").cast(pl.Int64) * k_pool + pl.col("ci")).alias("cell"), "value", "weight",
+            pl.col("cost_t").cast(pl.Float64).fill_null(float("nan")).alias("cost_t"),
+            ((pl.col("unknown_cost") == 0) & pl.col("cost_t").is_not_null()).alias("known"),
+        )
+    )
+    size = ordered.height * k_pool
+    cell = cells["cell"].to_numpy()
+    arrays = []
+    for column, fill in (("value", np.nan), ("weight", 0.0), ("cost_t", np.nan), ("known", False)):
+        out = np.full(size, fill, dtype=bool if column == "known" else float)
+        out[cell] = cells[column].to_numpy()
+        arrays.append(out.tolist())
+    return arrays
 
 
 def _value(start: ReplayStart, q: float, cost: float | None) -> float:
