@@ -30,9 +30,19 @@ TORN_SUFFIX = ".torn"
 N_INVALID_VARIANTS = 7
 
 
+def _zero() -> dict[str, int]:
+    return {k: 0 for k in (*KINDS, "torn_tail")}
+
+
 @dataclass
 class Damage:
-    counts: dict[str, int] = field(default_factory=lambda: {k: 0 for k in (*KINDS, "torn_tail")})
+    """Injected damage per stream; ``counts`` sums the streams."""
+
+    by_stream: dict[str, dict[str, int]] = field(default_factory=lambda: {"tasks": _zero(), "ratings": _zero()})
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {k: sum(s[k] for s in self.by_stream.values()) for k in (*KINDS, "torn_tail")}
 
 
 def _dump(obj) -> str:
@@ -87,8 +97,8 @@ def torn(line: str, fraction: float) -> str:
     return body[: min(cut, len(body) - 1)]
 
 
-def inject(lines: list[str], rate: float, rng: np.random.Generator, damage: Damage) -> list[str]:
-    """Return ``lines`` with damage inserted after some of them; count it in ``damage``."""
+def inject(lines: list[str], rate: float, rng: np.random.Generator, counts: dict[str, int]) -> list[str]:
+    """Return ``lines`` with damage inserted after some of them; count it in ``counts``."""
     n = len(lines)
     u = rng.random(n)
     variant = rng.integers(0, N_INVALID_VARIANTS, n)
@@ -108,7 +118,7 @@ def inject(lines: list[str], rate: float, rng: np.random.Generator, damage: Dama
             out.append(invalid(line, int(variant[i])))
         else:
             continue
-        damage.counts[KINDS[k]] += 1
+        counts[KINDS[k]] += 1
     return out
 
 

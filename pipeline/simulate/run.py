@@ -42,6 +42,7 @@ class SimResult(BaseModel):
     events: dict[str, int]
     ratings_by_rater_kind: dict[str, int]
     corruption: dict[str, int]
+    corruption_by_stream: dict[str, dict[str, int]]
     expected_compaction: dict[str, int]
     lines: dict[str, int]
     bytes: dict[str, int]
@@ -134,7 +135,7 @@ def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, c
                 if lines:
                     last_line[name] = lines[-1]
                 if corrupt > 0:
-                    lines = damage_mod.inject(lines, corrupt, crng, damage)
+                    lines = damage_mod.inject(lines, corrupt, crng, damage.by_stream[name])
                 data = "".join(lines).encode("utf-8", "surrogateescape")
                 files[name].write(data)
                 n_lines[name] += len(lines)
@@ -145,7 +146,7 @@ def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, c
                     tail = damage_mod.torn_tail(last_line[name], float(crng.random())).encode("utf-8")
                     files[name].write(tail)
                     n_bytes[name] += len(tail)
-                    damage.counts["torn_tail"] += 1
+                    damage.by_stream[name]["torn_tail"] += 1
         for f in files.values():
             f.flush()
             os.fsync(f.fileno())
@@ -161,8 +162,8 @@ def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, c
 
     drift_first = st.drift_first if scenario.drift is not None else None
     counts = {
-        "events": events, "ratings_by_rater_kind": by_kind, "corruption": dict(damage.counts),
-        "expected_compaction": _expected(damage.counts), "lines": n_lines,
+        "events": events, "ratings_by_rater_kind": by_kind, "corruption": damage.counts,
+        "corruption_by_stream": damage.by_stream, "expected_compaction": _expected(damage.counts), "lines": n_lines,
     }
     truth = build_truth(scenario, st.policy, seed=seed, corrupt=corrupt, drift_first=drift_first,
                         drift_at=drift_at, task_id_format=id_format)
@@ -174,7 +175,7 @@ def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, c
     total = sum(events.values())
     return SimResult(
         out=str(home.root), truth_path=str(truth_file), scenario=scenario.name, seed=seed, tasks=scenario.tasks,
-        events=events, ratings_by_rater_kind=by_kind, corruption=dict(damage.counts),
+        events=events, ratings_by_rater_kind=by_kind, corruption=damage.counts, corruption_by_stream=damage.by_stream,
         expected_compaction=_expected(damage.counts), lines=n_lines, bytes=n_bytes, seconds=round(seconds, 3),
         events_per_second=round(total / seconds, 1) if seconds > 0 else 0.0,
     )
