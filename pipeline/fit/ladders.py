@@ -41,6 +41,8 @@ MIN_COVERAGE = 0.5
 MIN_REGION_TASKS = 30
 #: "Better by more than its noise": a paired mean difference beyond this many standard errors.
 NOISE_SE = 2.0
+#: ... on at least this many validation tasks both ladders observed (fewer: the global ladder stays).
+MIN_PAIRED = 10
 _ROUND = 9
 _EPS = 1e-12
 
@@ -424,7 +426,7 @@ def fit_ladders(task_values_learn: pl.DataFrame, task_values_validation: pl.Data
     ``task_values_learn`` / ``task_values_validation``: :func:`pipeline.fit.inputs.task_values` of the inner
     learn and validation parts of the learned tasks (DESIGN 6). ``target='budget'`` needs ``budget_usd``
     (mean cost per task). A region ladder replaces the global one only when, on the region's validation
-    tasks both observed, it is better by more than ``NOISE_SE`` standard errors of the paired difference:
+    tasks both observed (at least ``MIN_PAIRED``), it is better by more than ``NOISE_SE`` standard errors of the paired difference:
     for ``budget``, in quality; for ``best-single``, in quality without costing more beyond the noise, or
     in cost while its quality reaches the region's best single and is not worse beyond the noise.
     """
@@ -472,13 +474,14 @@ def fit_ladders(task_values_learn: pl.DataFrame, task_values_validation: pl.Data
             continue
         _single, _found, lad, rinfo, rwhy = fitted
         p = _paired(run_ladder(m_val, lad, pass_threshold), global_val, val_rows, cost_known)
-        better_q = p["dq"] > NOISE_SE * p["se_q"]
+        better_q = p["n"] >= MIN_PAIRED and p["dq"] > NOISE_SE * p["se_q"]
         if target == "budget":
             better = better_q
         else:
             reaches = rinfo["target_quality"] is not None and (rinfo["score"].quality or 0.0) >= rinfo["target_quality"] - _EPS
             better = (better_q and p["dc"] <= NOISE_SE * p["se_c"]) or (
-                p["dc"] < -NOISE_SE * p["se_c"] and p["dq"] >= -NOISE_SE * p["se_q"] and reaches)
+                p["n"] >= MIN_PAIRED and p["dc"] < -NOISE_SE * p["se_c"] and p["dq"] >= -NOISE_SE * p["se_q"]
+                and reaches)
         paired = (f"paired on {p['n']} validation tasks: quality {p['dq']:+.4f} (se {p['se_q']:.4f}), "
                   f"{'cost' if cost_known else 'calls'} {p['dc']:+.6g} (se {p['se_c']:.4g})")
         if better and tuple(lad) != tuple(global_lad):
