@@ -1,8 +1,9 @@
 """Credit the public data a case study was fitted on.
 
 A stats file may carry its own ``credit`` (a string or a list of strings) in
-``source`` or top level; the imported benchmark tables are also recognised by
-name anywhere in ``source``, ``name`` or ``notes``, so a page on RouterBench or
+``source`` or top level, shown as written; the imported benchmark tables are
+also recognised by name anywhere in ``source``, ``name`` or ``notes`` and
+credited with links to their sources, so a page on RouterBench or
 LiveCodeBench data always says where the data came from.
 """
 from __future__ import annotations
@@ -44,8 +45,9 @@ def credits(stats: Stats) -> list[tuple[Inline, ...]]:
     lines: list[tuple[Inline, ...]] = [(text,) for text in _as_list(source_extra.get("credit"))]
     lines += [(text,) for text in _as_list(extra.get("credit"))]
     haystack = " ".join([stats.name, json.dumps(stats.source.model_dump(mode="json")), *stats.notes]).lower()
-    explicit = " ".join(str(line[0]) for line in lines).lower()
+    explicit = " ".join(str(line[0]) for line in lines)
     for key, line in KNOWN.items():
-        if key in haystack and key not in explicit:
+        links = [p.href for p in line if isinstance(p, Link)]
+        if key in haystack and not any(href in explicit for href in links):  # the explicit credit may link it
             lines.append(line)
     return lines

@@ -34,6 +34,15 @@ def signed(x: float | None, digits: int = 4) -> str:
     return NA if x is None else f"{x:+.{digits}f}"
 
 
+def sentence(text: str | None) -> str:
+    """A reason as a sentence: capital first letter, final period (the fitter writes clauses)."""
+    text = (text or "").strip()
+    if not text:
+        return ""
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def count(n: int | None) -> str:
     return NA if n is None else f"{n:,}"
 

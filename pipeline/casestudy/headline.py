@@ -46,7 +46,7 @@ def routing_lead(stats: Stats) -> list[Block]:
         blocks.append(para(Strong(verdict), lead=True))
     else:
         blocks.append(Note((verdict,)))
-    blocks.append(para(Strong(f"Recommendation: {r.recommendation}. "), f"{r.reason} The published routing table "
+    blocks.append(para(Strong(f"Recommendation: {r.recommendation}. "), f"{fmt.sentence(r.reason)} The published routing table "
                        f"uses the {c.published} constants.", lead=True))
     return blocks
 
@@ -62,7 +62,7 @@ def calibration_lead(stats: Stats) -> list[Block]:
         + (f", over {fmt.count(cal.n)} ratings" if cal.n else "") + ". Verdict: "
     )
     verdict = CALIBRATION_VERDICT[cal.recommendation]
-    blocks: list[Block] = [para(Strong("Calibration: "), text, Strong(cal.recommendation), f". {cal.reason}", lead=True)]
+    blocks: list[Block] = [para(Strong("Calibration: "), text, Strong(cal.recommendation), f". {fmt.sentence(cal.reason)}", lead=True)]
     blocks.append(para(Strong(verdict), lead=True) if cal.recommendation == "adopt" else Note((verdict,)))
     return blocks
 

@@ -23,7 +23,6 @@ RC = {
     "axes.titlesize": 12,
     "axes.spines.top": False,
     "axes.spines.right": False,
-    "savefig.bbox": "tight",
 }
 WIDTH_IN = 5.0  # narrow on purpose: scaled to a phone, 9 pt text stays readable
 FITTED_COLOR = "#1b5e20"

@@ -15,8 +15,9 @@ def inline(parts: tuple[Inline, ...]) -> str:
         if isinstance(p, Code):
             fence = "``" if "`" in p.text else "`"
             out.append(f"{fence}{p.text}{fence}")
-        elif isinstance(p, Strong):
-            out.append(f"**{_text(p.text)}**")
+        elif isinstance(p, Strong):  # no space inside the markers, or CommonMark does not see the emphasis
+            core = p.text.rstrip()
+            out.append(f"**{_text(core)}**{p.text[len(core):]}")
         elif isinstance(p, Link):
             out.append(f"[{_text(p.text)}]({p.href})")
         else:

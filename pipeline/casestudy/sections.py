@@ -5,7 +5,7 @@ from ..fit.stats import Stats
 from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
 from .generic import blocks_for, scalar
-from .optional import first, frontier_aiq, ladder_regions, ladder_summary, policy_rows, rungs, short_config
+from .optional import first, frontier_aiq, frontier_points, ladder_regions, ladder_summary, policy_rows, rungs, short_config
 from .plots import Plot
 
 CONSTANT_NAMES = ("prior_source", "prior_weight", "exploration", "half_life_days", "min_samples", "cost_floor_usd",
@@ -116,8 +116,12 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         out.append(para("Costs are unknown in this data, so there is no cost-quality frontier: the ranking is by "
                         "quality alone (see the baselines table for mean quality)."))
     else:
-        caption = ["Mean held-out quality against mean cost per task: single configurations, the router over the "
-                   "lambda sweep, the ladder, the shipped and fitted constants and the oracle."]
+        drawn = {p.kind for p in frontier_points(stats) if p.cost is not None and p.quality is not None}
+        names = [text for kind, text in (("single", "single configurations"), ("router", "the router over the "
+                 "lambda sweep"), ("ladder", "the published ladders"), ("shipped", "the shipped constants"),
+                 ("fitted", "the fitted constants"), ("oracle", "the oracle")) if kind in drawn]
+        caption = ["Mean held-out quality against mean cost per task: " + ", ".join(names[:-1])
+                   + (" and " if len(names) > 1 else "") + names[-1] + "."]
         summary = ladder_summary(stats)
         if summary and summary.get("gate_is_target"):
             caption.append(" The ladder point is an upper bound for a perfect verifier (its gate is the target).")

@@ -1,0 +1,222 @@
+"""Case-study pages rendered from hand-made stats (tests/data/stats-sample.json) and from a real fit."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.casestudy import render_case_study
+from pipeline.cli import cli
+from pipeline.errors import PipelineError
+
+SAMPLE = Path(__file__).parent / "data" / "stats-sample.json"
+NAME = "routing-by-rating"
+CREDIT_LINKS = {
+    "https://github.com/withmartian/routerbench",
+    "https://github.com/shuhao02/RouterDC",
+    "https://github.com/LiveCodeBench/livecodebench.github.io",
+}
+
+# The headline of the sample, worked out by hand from its numbers:
+#   fitted 268/412 = 65.05% (Wilson 95% 60.32%..69.49%), shipped 231/412 = 56.07% (51.24%..60.78%),
+#   difference 37/412 = +8.98 points with the bootstrap interval +4.13..+13.83 given in the file,
+#   shipped under exploration 0.3: 45.17%; calibration MSE 0.1412 vs 0.1587 (CI -0.0241..-0.0109),
+#   ladder 0.866 vs 0.861 at 7.2% of the best single's cost on 342 tasks; default policy 63.1%.
+HEADLINE = [
+    "268 of 412 (65.0%, 95% CI 60.3%–69.5%)",
+    "231 of 412 (56.1%, 95% CI 51.2%–60.8%)",
+    "+9.0 points (95% CI +4.1 to +13.8)",
+    "would be expected to hit 45.2%",
+    "0.1412 against 0.1587 for the plain mean",
+    "difference 95% CI -0.0241 to -0.0109",
+    "Recommendation: adopt.",
+    "The published routing table uses the fitted constants.",
+    "Verdict: ",
+    "held-out quality 0.866 against 0.861",
+    "7.2% of its $0.412",
+    "on 342 held-out tasks",
+    "hit 63.1% on held-out tasks",
+]
+
+
+def sample() -> dict[str, Any]:
+    return json.loads(SAMPLE.read_text(encoding="utf-8"))
+
+
+def make_home(root: Path, stats: dict[str, Any], name: str = NAME) -> Path:
+    directory = root / "case-studies" / name
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "stats.json").write_text(json.dumps(stats), encoding="utf-8")
+    return root
+
+
+def render(root: Path, stats: dict[str, Any], name: str = NAME) -> tuple[str, str, Path]:
+    home = make_home(root, stats, name)
+    rendered = render_case_study(home, name)
+    html = (rendered.directory / "index.html").read_text(encoding="utf-8")
+    readme = (rendered.directory / "README.md").read_text(encoding="utf-8")
+    return html, readme, rendered.directory
+
+
+def text_of(html: str) -> str:
+    """What a reader sees: tags dropped, entities and whitespace normalised."""
+    from html import unescape
+
+    return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", html)))
+
+
+def md_text(readme: str) -> str:
+    return re.sub(r"\s+", " ", readme.replace("**", "").replace("\\*", "*"))
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory) -> tuple[str, str, Path]:
+    """The sample rendered once for the tests that only read it (rendering draws three figures)."""
+    return render(tmp_path_factory.mktemp("page"), sample())
+
+
+def test_every_headline_number_is_in_the_html_and_the_readme(page):
+    html, readme, _ = page
+    for phrase in HEADLINE:
+        assert phrase in text_of(html), phrase
+        assert phrase in md_text(readme), phrase
+    lead = text_of(html.split('aria-label="Headline">')[1].split("</section>")[0])
+    assert lead.startswith(" Routing: of 412 eligible held-out tasks")
+
+
+def test_images_referenced_exist_and_are_svg(page):
+    html, readme, directory = page
+    sources = re.findall(r'<img src="([^"]+)" alt="([^"]+)"', html)
+    assert [s for s, _ in sources] == ["grid.svg", "frontier.svg", "priors.svg"]
+    assert all(len(alt) > 40 for _, alt in sources)  # alt text says what the figure shows
+    assert re.findall(r"!\[[^\]]+\]\(([^)]+)\)", readme) == ["grid.svg", "frontier.svg", "priors.svg"]
+    for name, _ in sources:
+        data = (directory / name).read_bytes()
+        assert data.lstrip().startswith(b"<?xml") and b"<svg" in data
+        assert b"http://www.w3.org" in data and b"https://" not in data  # only XML namespaces
+
+
+def network_references(html: str, readme: str) -> set[str]:
+    """Every http(s) URL the page or README would load or link; loading (src, CSS url/import) must be none."""
+    assert not re.findall(r'src="https?:', html)
+    assert "@import" not in html and "url(" not in html
+    links = set(re.findall(r'href="(https?:[^"]+)"', html))
+    assert set(re.findall(r"\]\((https?:[^)]+)\)", readme)) == links
+    return links
+
+
+def test_nothing_is_fetched_from_the_network(page):
+    html, readme, _ = page
+    assert network_references(html, readme) == set()
+
+
+def test_two_renders_give_the_same_bytes(tmp_path, page):
+    first = page[2]
+    _, _, second = render(tmp_path, sample())
+    names = sorted(p.name for p in first.iterdir())
+    assert names == ["README.md", "frontier.svg", "grid.svg", "index.html", "priors.svg", "stats.json"]
+    for name in names:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_a_fit_that_beats_nothing_says_so_plainly(tmp_path):
+    stats = sample()
+    stats["routing"].update(recommendation="keep", reason="fitted does not beat shipped on held-out")
+    stats["calibration"].update(recommendation="insufficient-evidence", reason="the interval contains 0")
+    stats["constants"]["published"] = "shipped"
+    html, readme, _ = render(tmp_path, stats)
+    for text in (text_of(html), md_text(readme)):
+        assert "The fit does NOT beat the shipped constants on held-out tasks." in text
+        assert "Regions do NOT clearly beat the plain mean" in text
+        assert "Recommendation: keep. Fitted does not beat shipped on held-out." in text
+        assert "uses the shipped constants" in text
+    assert html.count('class="note"') == 2
+
+
+def test_absent_sections_say_not_computed_and_unknown_costs_rank_by_quality(tmp_path, page):
+    shutil.copytree(page[2].parent.parent, tmp_path, dirs_exist_ok=True)  # a home rendered with a frontier
+    assert (tmp_path / "case-studies" / NAME / "frontier.svg").exists()
+    stats = sample()
+    for key in ("signals", "ladders", "frontier", "policies"):
+        stats[key] = None
+    stats["cost_known"] = False
+    for b in stats["baselines"].values():
+        b["mean_cost_usd"] = None
+    html, readme, directory = render(tmp_path, stats)
+    text = text_of(html)
+    for key in ("signals", "ladders", "frontier", "policies"):
+        assert f"Not computed: the stats file has no {key} section" in text
+    assert "ranked by quality alone" in text and "ranking is by quality alone" in text
+    assert not (directory / "frontier.svg").exists()  # the stale figure of the first render is gone
+    assert "frontier.svg" not in html + readme
+
+
+def test_ladder_with_the_target_as_gate_is_an_upper_bound(tmp_path, page):
+    assert "upper bound for a perfect verifier" not in page[0]
+    stats = sample()
+    stats["ladders"]["summary"]["gate_is_target"] = True
+    html, readme, _ = render(tmp_path, stats)
+    assert "This ladder figure is an upper bound for a perfect verifier" in text_of(html)
+    assert "The ladder point is an upper bound for a perfect verifier" in text_of(html)
+    assert "upper bound for a perfect verifier" in readme
+
+
+@pytest.mark.parametrize("name, link", [
+    ("routerbench", "https://github.com/withmartian/routerbench"),
+    ("livecodebench", "https://github.com/LiveCodeBench/livecodebench.github.io"),
+])
+def test_real_data_sources_are_credited(tmp_path, name, link):
+    stats = sample()
+    stats["name"] = name
+    stats["source"]["credit"] = f"Imported from the {name} long table."
+    html, readme, _ = render(tmp_path, stats, name)
+    links = network_references(html, readme)
+    assert link in links and links <= CREDIT_LINKS
+    assert f"Imported from the {name} long table." in text_of(html)
+
+
+def test_every_figure_names_its_source(page):
+    html = page[0]
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", html, re.S)
+    assert len(captions) == 3
+    for caption in captions:
+        text = text_of(caption)
+        assert "store manifest 7 (6,240 ratings, 9,120 tasks)" in text
+        assert "fitted by fit-routing --home . --case-study routing-by-rating" in text
+        assert "drawn by ratings case-study routing-by-rating" in text
+    assert "Diagnostic only" in captions[0]
+
+
+def test_page_fits_a_phone(page):
+    html = page[0]
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in html
+    assert "figure img{display:block;width:100%" in html and "@media (max-width:36rem)" in html
+    assert '<table class="wide">' in html and 'data-label="hit rate"' in html
+
+
+def test_cli_renders_and_reports_a_missing_stats_file(tmp_path):
+    make_home(tmp_path, sample())
+    result = CliRunner().invoke(cli, ["case-study", NAME, "--home", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["files"] == ["index.html", "README.md", "frontier.svg", "grid.svg",
+                                                  "priors.svg"]
+    result = CliRunner().invoke(cli, ["case-study", "nope", "--home", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "case-studies/nope/stats.json: no stats.json; run `fit-routing --case-study nope` first" in result.output
+    with pytest.raises(PipelineError, match="not a case-study-stats/v1 file"):
+        render(tmp_path, {"name": "broken"}, "broken")
+
+
+def test_renders_the_fitters_own_stats(tmp_path, tiny_fit):
+    fitted_home, result = tiny_fit
+    stats = json.loads((fitted_home / "case-studies" / NAME / "stats.json").read_text(encoding="utf-8"))
+    html, readme, _ = render(tmp_path, stats)
+    fitted = result.stats.routing.fitted
+    phrase = f"{fitted.hits} of {fitted.n} ("
+    assert phrase in text_of(html) and phrase in md_text(readme)
+    assert f"Recommendation: {result.stats.routing.recommendation}." in text_of(html)
