@@ -387,8 +387,8 @@ def with_head(data: dict[str, Any], event: Event, *, id: str | None, at: str | N
 
     ``at`` is the normalised time (or the one ``append`` filled); a ``None`` id or time is left out.
     """
-    out: dict[str, Any] = {"id": id, "type": event.type, "at": at, "v": event.v}
-    out.update(data)
+    out: dict[str, Any] = {"id": id, "type": event.type, "at": at, "v": event.v, **data}
+    # a key of ``data`` keeps the position given above; its value is replaced by the normalised one
     out["id"], out["type"], out["at"], out["v"] = id, event.type, at, event.v
     if id is None:
         del out["id"]

@@ -32,19 +32,54 @@ FsyncPolicy = Literal["always", "batch", "never"]
 _CHUNK = 1 << 16
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # every 10-bit value as two characters
-_last_ms: list = [None, ""]  # the last millisecond and its 10 characters: encoded once per millisecond
+
+
+def _encode(value: int, chars: int) -> str:
+    """The low ``5 * chars`` bits of ``value`` as ``chars`` Crockford base32 characters, two at a time."""
+    paired = chars - chars % 2
+    head = _CROCKFORD[(value >> (5 * paired)) & 31] if chars % 2 else ""
+    return head + "".join([_PAIRS[(value >> shift) & 1023] for shift in range(5 * paired - 10, -1, -10)])
+
+
+class _MonotonicUlids:
+    """ULIDs in the spec's monotonic mode: within one millisecond, the previous random part plus one.
+
+    Ids of one batch sort in append order, and a new id costs a string join instead of a
+    ``urandom`` call and a full encoding (the 24-character prefix changes once per 1024 ids or
+    per millisecond). A forked child starts afresh, so parent and child never share a sequence.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.ms, self.random, self.high, self.prefix = -1, 0, -1, ""
+
+    def next(self) -> str:
+        ms = int(time.time() * 1000)
+        if ms > self.ms:  # a clock that steps back keeps the last millisecond: ids still sort
+            # top bit clear: 2**79 increments of room before the 80 bits could overflow
+            self.ms, self.random, self.high = ms, int.from_bytes(os.urandom(10), "big") >> 1, -1
+        else:
+            self.random += 1
+        high = self.random >> 10
+        if high != self.high:
+            self.high, self.prefix = high, _encode(self.ms, 10) + _encode(high, 14)
+        return self.prefix + _PAIRS[self.random & 1023]
+
+
+_ULIDS = _MonotonicUlids()
+os.register_at_fork(after_in_child=_ULIDS.reset)
 
 
 def new_id(now_ms: int | None = None) -> str:
-    """A ULID: 48 bits of milliseconds then 80 random bits, Crockford base32 (sorts by time)."""
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    if _last_ms[0] != ms:
-        # 10 characters hold 50 bits; the top two are 0
-        _last_ms[:] = [ms, "".join(_CROCKFORD[(ms >> shift) & 31] for shift in range(45, -1, -5))]
-    r = int.from_bytes(os.urandom(10), "big")
-    p = _PAIRS
-    return (_last_ms[1] + p[r >> 70] + p[(r >> 60) & 1023] + p[(r >> 50) & 1023] + p[(r >> 40) & 1023]
-            + p[(r >> 30) & 1023] + p[(r >> 20) & 1023] + p[(r >> 10) & 1023] + p[r & 1023])
+    """A ULID: 48 bits of milliseconds then 80 random bits, Crockford base32 (sorts by time).
+
+    Without ``now_ms``: the current time, monotonic within this process.
+    """
+    if now_ms is None:
+        return _ULIDS.next()
+    return _encode(now_ms, 10) + _encode(int.from_bytes(os.urandom(10), "big"), 16)
 
 
 @dataclass
