@@ -366,27 +366,30 @@ def _paired(a: Run, b: Run, rows: np.ndarray, cost_known: bool) -> dict[str, flo
             "dc": _mean(dc) or 0.0, "se_q": se(dq), "se_c": se(dc)}
 
 
-def _choose(m_val: TaskMatrix, rows: np.ndarray, candidates: list[tuple[int, ...]], single: int, target: Target,
-            budget: float | None, pass_threshold: float) -> tuple[tuple[int, ...], dict[str, Any], str]:
+def _choose(m_val: TaskMatrix, rows: np.ndarray, candidates: list[tuple[int, ...]], singles: list[int],
+            target: Target, budget: float | None, pass_threshold: float) -> tuple[tuple[int, ...], dict[str, Any], str]:
     """Apply the target rule on validation rows.
 
-    ``best-single``: the cheapest candidate whose validated quality reaches the best single's validated
-    quality on the same tasks (ties: higher quality, fewer rungs, key order); the best single always
-    qualifies. ``budget``: the best validated quality among candidates whose validated mean cost per task
-    is within the budget (ties: lower cost, fewer rungs); the cheapest candidate when none is.
+    ``best-single``: the cheapest candidate whose validated quality reaches, on the same tasks, the
+    validated quality of every config in ``singles`` (the best single; in a region also the global best
+    single, so a region ladder never aims lower than the figure the summary compares with). Ties: higher
+    quality, fewer rungs, key order; the best single itself qualifies when it is the only one.
+    ``budget``: the best validated quality among candidates whose validated mean cost per task is within
+    the budget (ties: lower cost, fewer rungs); the cheapest candidate when none is.
     """
-    base = run_ladder(m_val, (single,), pass_threshold)
+    bases = [run_ladder(m_val, (j,), pass_threshold) for j in dict.fromkeys(singles)]
     rows_out = []
     for lad in candidates:
         run = run_ladder(m_val, lad, pass_threshold)
-        p = _paired(run, base, rows, m_val.cost_known)
+        pairs = [_paired(run, base, rows, m_val.cost_known) for base in bases]
         s = score(run, rows, m_val.cost_known)
-        if p["n"] == 0 or s.quality is None:
+        if min(p["n"] for p in pairs) == 0 or s.quality is None:
             continue
-        rows_out.append((lad, s, p))
+        reaches = all(p["qa"] >= p["qb"] - _EPS for p in pairs)
+        rows_out.append((lad, s, {"reaches": reaches, "qb": max(p["qb"] for p in pairs)}))
     names = lambda lad: tuple(m_val.configs[j] for j in lad)  # noqa: E731 - a sort key
     if target == "best-single":
-        ok = [r for r in rows_out if r[2]["qa"] >= r[2]["qb"] - _EPS]
+        ok = [r for r in rows_out if r[2]["reaches"]]
         pick = min(ok, key=lambda r: (r[1].spend, -r[1].quality, len(r[0]), names(r[0])), default=None)
         why = "cheapest validated ladder reaching the best single's validated quality"
     else:
@@ -397,7 +400,7 @@ def _choose(m_val: TaskMatrix, rows: np.ndarray, candidates: list[tuple[int, ...
             pick = min(rows_out, key=lambda r: (r[1].spend, -r[1].quality, len(r[0]), names(r[0])))
             why = f"no candidate within {budget} USD per task on validation: the cheapest one"
     if pick is None:
-        return (single,), {"target_quality": None, "score": score(base, rows, m_val.cost_known)}, \
+        return (singles[0],), {"target_quality": None, "score": score(bases[0], rows, m_val.cost_known)}, \
             "no candidate observed on validation: the best single"
     return pick[0], {"target_quality": pick[2]["qb"], "score": pick[1]}, why
 
@@ -428,7 +431,8 @@ def fit_ladders(task_values_learn: pl.DataFrame, task_values_validation: pl.Data
     (mean cost per task). A region ladder replaces the global one only when, on the region's validation
     tasks both observed (at least ``MIN_PAIRED``), it is better by more than ``NOISE_SE`` standard errors of the paired difference:
     for ``budget``, in quality; for ``best-single``, in quality without costing more beyond the noise, or
-    in cost while its quality reaches the region's best single and is not worse beyond the noise.
+    in cost while its quality reaches the region's and the global best single and is no lower than the
+    global ladder's there (a cheaper ladder that loses quality is a different trade, not a better one).
     """
     if target == "budget" and budget_usd is None:
         raise ValueError("the budget ladder target needs budget_usd (mean cost per task)")
@@ -446,18 +450,18 @@ def fit_ladders(task_values_learn: pl.DataFrame, task_values_validation: pl.Data
     ladders: dict[str, LadderChoice] = {}
     search_info: dict[str, Any] = {"strategy": strategy, "configs": len(configs)}
 
-    def fit_rows(region: str, learn_rows: np.ndarray, val_rows: np.ndarray):
+    def fit_rows(region: str, learn_rows: np.ndarray, val_rows: np.ndarray, also: list[int]):
         single = _best_single(m_learn, learn_rows)
         if single is None:
             return None
         found = search_ladders(m_learn, learn_rows, pass_threshold, strategy=strategy)
-        lad, info, why = _choose(m_val, val_rows, [c for c, _ in found.candidates], single, target, budget_usd,
-                                 pass_threshold)
+        lad, info, why = _choose(m_val, val_rows, [c for c, _ in found.candidates], [single, *also], target,
+                                 budget_usd, pass_threshold)
         return single, found, lad, info, why
 
     all_learn = np.ones(len(m_learn.tasks), dtype=bool)
     all_val = np.ones(len(m_val.tasks), dtype=bool)
-    fitted = fit_rows("*", all_learn, all_val)
+    fitted = fit_rows("*", all_learn, all_val, [])
     if fitted is None:
         return LadderFit(target=target, budget_usd=budget_usd, pass_threshold=pass_threshold, cost_known=cost_known,
                          gate_is_target=git, best_single=None, ladders={}, search=search_info)
@@ -469,7 +473,7 @@ def fit_ladders(task_values_learn: pl.DataFrame, task_values_validation: pl.Data
         learn_rows, val_rows = m_learn.regions == region, m_val.regions == region
         if learn_rows.sum() < MIN_REGION_TASKS or val_rows.sum() < MIN_REGION_TASKS // 3:
             continue
-        fitted = fit_rows(region, learn_rows, val_rows)
+        fitted = fit_rows(region, learn_rows, val_rows, [single])
         if fitted is None:
             continue
         _single, _found, lad, rinfo, rwhy = fitted
@@ -480,8 +484,7 @@ def fit_ladders(task_values_learn: pl.DataFrame, task_values_validation: pl.Data
         else:
             reaches = rinfo["target_quality"] is not None and (rinfo["score"].quality or 0.0) >= rinfo["target_quality"] - _EPS
             better = (better_q and p["dc"] <= NOISE_SE * p["se_c"]) or (
-                p["n"] >= MIN_PAIRED and p["dc"] < -NOISE_SE * p["se_c"] and p["dq"] >= -NOISE_SE * p["se_q"]
-                and reaches)
+                p["n"] >= MIN_PAIRED and p["dc"] < -NOISE_SE * p["se_c"] and p["dq"] >= 0.0 and reaches)
         paired = (f"paired on {p['n']} validation tasks: quality {p['dq']:+.4f} (se {p['se_q']:.4f}), "
                   f"{'cost' if cost_known else 'calls'} {p['dc']:+.6g} (se {p['se_c']:.4g})")
         if better and tuple(lad) != tuple(global_lad):
