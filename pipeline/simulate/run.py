@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
 
 from ..errors import PipelineError
-from ..events import KNOWN
+from ..events import KNOWN, _utc_timestamp
 from ..home import Home, atomic_write, fsync_dir
 from . import corrupt as damage_mod
 from .generate import Static, draw_chunk
@@ -74,9 +74,8 @@ def _task_id_format(seed: int, tasks: int) -> str:
 
 
 def _start_seconds(start: str) -> int:
-    from ..events import _utc_timestamp
-
-    return int(np.datetime64(_utc_timestamp(start).rstrip("Z"), "s").astype(np.int64))
+    """Epoch seconds of the scenario's start (a validated RFC 3339 time), sub-seconds dropped."""
+    return int(datetime.fromisoformat(_utc_timestamp(start).replace("Z", "+00:00")).timestamp())
 
 
 def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, corrupt: float = 0.0,
