@@ -6,6 +6,7 @@ Nothing here reads the clock or the disk.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,7 +23,7 @@ from .metrics import (
 )
 from .model import FittedModel, Shipped, fit_model
 from .replay import ReplayResult, replay, start_from
-from .search import Part, Pins, SearchResult, greedy_hits, search
+from .search import Part, Pins, SearchResult, greedy_hits, make_part, search
 from .split import split_tasks
 
 #: Fewer eligible held-out tasks than this and no recommendation is made (DESIGN 6).
@@ -73,8 +74,7 @@ def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel
     """
     values = reference.task_costs(task_values(scored))
     best = mark_best(eligible(values), objective=objective, floor=floor, lam=lam, cost="cost_t")
-    return Part(fit_inputs=fit_inputs, best=best, tasks=scored.tasks.select("task", "region", "first_at"),
-                outcomes=values)
+    return make_part(fit_inputs, best, scored.tasks.select("task", "region", "first_at"), values)
 
 
 def evaluate(inputs: FitInputs, *, shipped: Shipped, shipped_constants: Constants, pins: Pins, objective: str,
@@ -86,8 +86,15 @@ def evaluate(inputs: FitInputs, *, shipped: Shipped, shipped_constants: Constant
     floor = float(shipped_constants.cost_floor_usd)
     reference_lambda = pins.get("lambda", shipped_constants.lambda_)
 
+    aggregated: dict[tuple[int, float | None], FittedModel] = {}
+
     def fit(part_inputs: FitInputs, constants: Constants) -> FittedModel:
-        return fit_model(part_inputs, constants, shipped, effective)
+        """fit_model, aggregating the ratings once per (part, half-life): only the evaluation of the members
+        depends on the other constants."""
+        key = (id(part_inputs), constants.half_life_days)
+        if key not in aggregated:
+            aggregated[key] = fit_model(part_inputs, constants, shipped, effective)
+        return with_constants(aggregated[key], constants)
 
     def start(model: FittedModel, part: Part, constants: Constants):
         fitted_values = task_values(part.fit_inputs, half_life_days=constants.half_life_days)
@@ -104,8 +111,8 @@ def evaluate(inputs: FitInputs, *, shipped: Shipped, shipped_constants: Constant
     )
     fitted = found.constants
     models = {"shipped": fit(learned, shipped_constants), "fitted": fit(learned, fitted)}
-    hits = {name: greedy_hits(model, held_part.best) for name, model in models.items()}
-    val_hits = {name: hit_summary(greedy_hits(fit(inner_learned, c), val_part.best))["hit_rate"]
+    hits = {name: greedy_hits(model, held_part) for name, model in models.items()}
+    val_hits = {name: hit_summary(greedy_hits(fit(inner_learned, c), val_part))["hit_rate"]
                 for name, c in (("shipped", shipped_constants), ("fitted", fitted))}
     routing = _routing(hits, val_hits, shipped_constants, fitted, seed)
     replays = {
@@ -135,6 +142,14 @@ def evaluate(inputs: FitInputs, *, shipped: Shipped, shipped_constants: Constant
         priors=prior_rows(shipped, learned, min_samples=int(shipped_constants.min_samples)),
         grid=found.rows, learned_members=models["fitted"].members,
     )
+
+
+def with_constants(model: FittedModel, constants: Constants) -> FittedModel:
+    """The same aggregated fit under other constants of equal half-life (members re-evaluated by ``lookup``)."""
+    if constants == model.constants:
+        return model
+    changed = dataclasses.replace(model, constants=constants)
+    return dataclasses.replace(changed, members=changed.lookup(model.pairs))
 
 
 def lambda_scale(values: pl.DataFrame) -> float | None:

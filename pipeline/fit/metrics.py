@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -81,6 +82,55 @@ def route_hits(best: pl.DataFrame, chosen: pl.DataFrame) -> pl.DataFrame:
     )
     share = pl.when(pl.col("_others") > 0).then(pl.col("_best_others") / pl.col("_others")).otherwise(0.0)
     return per_task.with_columns(share.alias("share_best_others")).drop("_best_others", "_others").sort("task")
+
+
+@dataclass(frozen=True)
+class BestIndex:
+    """A :func:`mark_best` frame as integer codes sorted by task, so a greedy pick per task is numpy work.
+
+    The grid search routes the same tasks under a hundred-odd constant sets; only the order of the
+    (region, config) pairs changes between them, so the rows are encoded once.
+    """
+
+    best: pl.DataFrame  # the rows, sorted by (task, config_key)
+    pairs: pl.DataFrame  # region, config_key, pair: every distinct pair of the rows, coded
+    pair_code: np.ndarray  # per row
+    starts: np.ndarray  # first row of each task
+    counts: np.ndarray  # rows (members) per task
+    is_best: np.ndarray  # per row
+    n_best: np.ndarray  # per task
+    tasks: pl.Series  # per task
+
+    @classmethod
+    def of(cls, best: pl.DataFrame) -> "BestIndex":
+        rows = best.sort(["task", "config_key"])
+        pairs = rows.select("region", "config_key").unique().sort(["region", "config_key"]).with_row_index("pair")
+        coded = rows.join(pairs, on=["region", "config_key"], how="left", maintain_order="left")
+        per_task = rows.group_by("task", maintain_order=True).agg(
+            pl.len().alias("n"), pl.col("best").sum().alias("b"))
+        counts = per_task["n"].to_numpy().astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        return cls(best=rows, pairs=pairs, pair_code=coded["pair"].to_numpy().astype(np.int64), starts=starts,
+                   counts=counts, is_best=rows["best"].to_numpy().astype(bool),
+                   n_best=per_task["b"].to_numpy().astype(np.int64), tasks=per_task["task"])
+
+    def route(self, ranking: pl.DataFrame) -> pl.DataFrame:
+        """Per task the member first in ``ranking`` (rows ``region, config_key`` in preference order, every pair of
+        :attr:`pairs` present); the same frame as :func:`route_hits`."""
+        if self.best.height == 0:
+            return pl.DataFrame(schema={"task": pl.String, "chosen": pl.String, "hit": pl.Boolean,
+                                        "share_best_others": pl.Float64})
+        order = ranking.select("region", "config_key").with_row_index("rank")
+        rank_of_pair = self.pairs.join(order, on=["region", "config_key"], how="left").sort("pair")["rank"]
+        row_rank = rank_of_pair.to_numpy().astype(np.int64)[self.pair_code]
+        top = np.minimum.reduceat(row_rank, self.starts)
+        chosen_rows = np.flatnonzero(row_rank == np.repeat(top, self.counts))
+        hit = self.is_best[chosen_rows]
+        others = self.counts - 1
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(others > 0, (self.n_best - hit) / np.maximum(others, 1), 0.0)
+        return pl.DataFrame({"task": self.tasks, "chosen": self.best["config_key"].gather(chosen_rows),
+                             "hit": hit, "share_best_others": share.astype(float)})
 
 
 def expected_hit(per_task: pl.DataFrame, exploration: float) -> float | None:

@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 
 from ..routing.table import Constants
-from .metrics import expected_hit, hit_summary, route_hits
+from .metrics import BestIndex, expected_hit, hit_summary, route_hits
 from .replay import ReplayResult, ReplayStart, replay
 
 PRIOR_SOURCES = ("shipped", "measured")
@@ -62,6 +62,11 @@ class Part:
     best: pl.DataFrame
     tasks: pl.DataFrame
     outcomes: pl.DataFrame
+    index: BestIndex | None = None  # BestIndex.of(best), built by :func:`make_part`
+
+
+def make_part(fit_inputs: Any, best: pl.DataFrame, tasks: pl.DataFrame, outcomes: pl.DataFrame) -> Part:
+    return Part(fit_inputs=fit_inputs, best=best, tasks=tasks, outcomes=outcomes, index=BestIndex.of(best))
 
 
 FitFn = Callable[[Any, Constants], Any]
@@ -78,10 +83,18 @@ class SearchResult:
     validation_hits: pl.DataFrame | None = None  # per-task hits of the chosen set on validation
 
 
-def greedy_hits(model: Any, best: pl.DataFrame) -> pl.DataFrame:
-    """Route every scored task greedily among the configs that did it; per-task hit frame."""
-    chosen = model.choose_frame(best.select("task", "region", "config_key"))
-    return route_hits(best, chosen)
+#: The greedy order of DESIGN 5 (as FittedModel.choose_frame): best objective, higher q, lower cost, key order.
+_GREEDY_BY = ["region", "value", "quality", "cost_usd", "config_key"]
+_GREEDY_DESC = [False, True, True, False, False]
+
+
+def greedy_hits(model: Any, part: "Part | pl.DataFrame") -> pl.DataFrame:
+    """Route every scored task greedily among the configs that did it; per-task hit frame (:func:`route_hits`)."""
+    if isinstance(part, pl.DataFrame) or part.index is None:
+        best = part if isinstance(part, pl.DataFrame) else part.best
+        return route_hits(best, model.choose_frame(best.select("task", "region", "config_key")))
+    ranking = model.lookup(part.index.pairs).sort(_GREEDY_BY, descending=_GREEDY_DESC, nulls_last=True)
+    return part.index.route(ranking)
 
 
 def candidate_sets(shipped: Constants, pins: Pins, *, objective: str, lambda_scale: float | None,
@@ -139,8 +152,8 @@ def search(
     rows: list[dict] = []
     scored: list[tuple[float, tuple, Constants, pl.DataFrame]] = []
     for constants in candidates:
-        val_hits = greedy_hits(fit(validation.fit_inputs, constants), validation.best)
-        held_hits = greedy_hits(fit(held_out.fit_inputs, constants), held_out.best)
+        val_hits = greedy_hits(fit(validation.fit_inputs, constants), validation)
+        held_hits = greedy_hits(fit(held_out.fit_inputs, constants), held_out)
         val = hit_summary(val_hits)["hit_rate"]
         rows.append(_row(constants, kind="greedy_hit_rate", validation=val,
                          held_out=hit_summary(held_hits)["hit_rate"], exploration=None))
@@ -199,8 +212,8 @@ def _heat_map(validation: Part, held_out: Part, fit: FitFn, chosen: Constants, p
     rows = []
     for k in weights:
         constants = chosen.model_copy(update={"prior_weight": k})
-        val_hits = greedy_hits(fit(validation.fit_inputs, constants), validation.best)
-        held_hits = greedy_hits(fit(held_out.fit_inputs, constants), held_out.best)
+        val_hits = greedy_hits(fit(validation.fit_inputs, constants), validation)
+        held_hits = greedy_hits(fit(held_out.fit_inputs, constants), held_out)
         for eps in EXPLORATIONS:
             rows.append(_row(constants, kind="expected_hit_rate", validation=expected_hit(val_hits, eps),
                              held_out=expected_hit(held_hits, eps), exploration=eps))
