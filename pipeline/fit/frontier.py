@@ -157,7 +157,13 @@ def frontier_section(task_values_heldout: pl.DataFrame, lambdas: list[float] | N
         return {"lambdas": [_r(x) for x in lambdas], "router": router, "singles": singles, "oracle": oracle,
                 "aiq": {"router": None, "singles": None}, "reason": "no single configuration has known costs"}
     c_min, c_max = min(c for c, _ in single_pts), max(c for c, _ in single_pts)
+    tasks = tv["task"].n_unique()
+    partial = [s["config"] for s in singles if s["tasks"] < tasks]
+    note = None if not partial else (
+        f"{len(partial)} of {len(singles)} configurations did only some of the {tasks} held-out tasks (logged "
+        "data): each single's point is its mean over the tasks it did, so singles and router compare "
+        "different task sets")
     return {"lambdas": [_r(x) for x in lambdas], "router": router, "singles": singles, "oracle": oracle,
             "aiq": {"router": _r(aiq(router_pts, c_min, c_max)), "singles": _r(aiq(single_pts, c_min, c_max)),
                     "cost_range_usd": [_r(c_min), _r(c_max)]},
-            "reason": None}
+            "held_out_tasks": tasks, "reason": None, "note": note}

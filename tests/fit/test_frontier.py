@@ -60,6 +60,10 @@ def test_frontier_section_points_oracle_and_aiq():
     assert [(p["quality"], p["cost_usd"]) for p in out["router"]] == [(0.5, 1.0), (1.0, 10.0)]
     assert out["aiq"]["singles"] == pytest.approx(0.75) and out["aiq"]["router"] == pytest.approx(0.75)
     assert out["aiq"]["cost_range_usd"] == [1.0, 10.0]
+    assert out["note"] is None
+    partial = frontier_section(held.filter(~((pl.col("task") == "t2") & (pl.col("config_key") == "A"))), [1.0],
+                               members=table)
+    assert "1 of 2 configurations did only some" in partial["note"]
 
 
 def test_frontier_choose_callable_and_unknown_costs():
