@@ -110,18 +110,18 @@ def test_code_checks_name_the_defaults(home):
     assert "decision writeback on by default" in names
 
 
-def test_doctor_is_open_on_a_stale_home_and_closed_after_fit_routing(tmp_path):
+def test_doctor_is_open_on_a_stale_home_and_closed_after_fit_routing(fitted_sim_home, tmp_path):
+    from fixtures_routing import PINNED_FIT
+
     from pipeline.fit.run import FitOptions, run_fit
-    from pipeline.simulate import preset, simulate
 
     home = tmp_path / "team"
-    simulate(home, preset("backlog", tasks=150), seed=1)
-    pinned = {"prior_source": "shipped", "prior_weight": 3.0, "exploration": 0.3, "half_life_days": "inf"}
-    run_fit(home, FitOptions(**pinned))
+    shutil.copytree(fitted_sim_home, home)
+    assert doctor(home).closed
     append(home, events(1, 2))  # new evidence after the fit: stale by 4 events
     result = CliRunner().invoke(cli, ["doctor", "--home", str(home)])
     assert result.exit_code == 1 and "LOOP: OPEN" in result.output and "stale by 4 event(s)" in result.output
-    run_fit(home, FitOptions(**pinned))
+    run_fit(home, FitOptions(**PINNED_FIT))
     result = CliRunner().invoke(cli, ["doctor", "--home", str(home)])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == "LOOP: CLOSED"

@@ -87,6 +87,7 @@ class Row(NamedTuple):
     relative_advantage: float | None
     win_rate: float | None
     source: str
+    prior: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -309,6 +310,7 @@ class Router:
 
     def describe(self, decision: Decision, region: str, role: str | None = None) -> dict[str, Any]:
         """``decision`` as a dict with the rows of its candidates (rank order) and the checks of its policy."""
+        from .explain_sql import explain_sql
         from .policies import gate_checks
 
         view = self.view(region)
@@ -318,6 +320,7 @@ class Router:
         out["objective"] = self.objective
         out["constants"] = {"min_samples": self.min_samples, "exploration": self.exploration}
         out["rows"] = [view.row(c).as_json() for c in sorted(decision.candidates, key=view.keys.__getitem__)]
+        out["sql"] = explain_sql(self, region, decision.candidates)
         if decision.policy == DEFAULT_POLICY:
             out["gate"] = gate_checks(self, view, decision.candidates, role)
         ladder = view.ladder or self.star.ladder
@@ -328,7 +331,7 @@ class Router:
 
 def _row(member, source: str) -> Row:
     return Row(member.config, member.quality, member.cost_usd, member.value, member.weight, member.n_ratings,
-               member.relative_advantage, member.win_rate, source)
+               member.relative_advantage, member.win_rate, source, member.prior)
 
 
 def _global_means(members) -> tuple[float, float | None]:
