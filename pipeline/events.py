@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic_core import to_json
 
 from .errors import InvalidEvent
@@ -59,7 +59,7 @@ def format_timestamp(moment: datetime) -> str:
     return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
 
 
-Timestamp = Annotated[str, AfterValidator(_utc_timestamp)]
+Timestamp = Annotated[str, AfterValidator(_utc_timestamp), WithJsonSchema({"type": "string", "format": "date-time"})]
 NonEmpty = Annotated[str, Field(min_length=1)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 PositiveUnit = Annotated[float, Field(gt=0.0, le=1.0)]
@@ -430,18 +430,26 @@ SCHEMA_FILE = "events-v1.schema.json"
 
 
 def events_json_schema() -> dict[str, Any]:
-    """JSON Schema of every v1 event, one ``oneOf`` branch per known type (generated from the models)."""
+    """JSON Schema of a v1 line, generated from the models: one ``oneOf`` branch per known type,
+    and one for any other type (kept, ignored by the fit). ``type`` is required in every branch."""
     from pydantic import TypeAdapter
 
-    adapter = TypeAdapter(Union[TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted])
-    schema = adapter.json_schema(mode="validation")
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = SCHEMA_FILE
-    schema["title"] = "ratings pipeline events, schema v1"
-    schema["description"] = (
-        "One JSON object per line. Unknown fields are kept; an event of an unknown type is kept and ignored by the fit."
-    )
-    return schema
+    models = (TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted, OtherEvent)
+    schema = TypeAdapter(Union[models]).json_schema(mode="validation")  # type: ignore[valid-type]
+    defs = schema["$defs"]
+    for model in models:
+        branch = defs[model.__name__]
+        branch["required"] = ["type", *(name for name in branch.get("required", []) if name != "type")]
+    defs["OtherEvent"]["properties"]["type"]["not"] = {"enum": sorted(KNOWN)}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_FILE,
+        "title": "ratings pipeline events, schema v1",
+        "description": "One JSON object per line (UTF-8, newline-terminated, at most 1 MiB). Unknown fields are "
+                       "kept; an event of an unknown type is kept and ignored by the fit.",
+        "oneOf": schema["anyOf"],
+        "$defs": defs,
+    }
 
 
 def events_schema_text() -> str:

@@ -114,27 +114,32 @@ def prepare(events: Iterable[Item], *, source: str = "<input>",
     ``at`` normalised to UTC, unknown fields kept as given.
     """
     now = now or format_timestamp(_utcnow())
-    batch = Batch()
+    lines: dict[str, list[bytes]] = {stream: [] for stream in STREAMS}
+    ids: list[str] = []
     errors: list[InvalidEvent] = []
     for i, item in enumerate(events, start=1):
         try:
-            if isinstance(item, Event):
+            if type(item) is dict:  # the common case first: what a dispatcher passes
+                data = item
+                event = validate_object(data)
+            elif isinstance(item, Event):
                 event, data = item, item.model_dump(mode="json", exclude_unset=True)
             else:
-                data = item if isinstance(item, (dict, bytes, str)) or not isinstance(item, Mapping) else dict(item)
-                if isinstance(data, (bytes, bytearray, memoryview, str)):
-                    data = decode_line(data, max_bytes=max_bytes)
+                if isinstance(item, (bytes, bytearray, memoryview, str)):
+                    data = decode_line(item, max_bytes=max_bytes)
+                else:
+                    data = dict(item) if isinstance(item, Mapping) else item
                 event = validate_object(data)
             event_id = event.id or new_id()
             line = encode_line(with_head(data, event, id=event_id, at=event.at or now), max_bytes=max_bytes)
         except InvalidEvent as exc:
             errors.append(exc.located(source=source, line=i))
             continue
-        batch.lines.setdefault(stream_of(event.type), []).append(line)
-        batch.ids.append(event_id)
+        lines[stream_of(event.type)].append(line)
+        ids.append(event_id)
     if errors:
         raise InvalidBatch(errors)
-    return batch
+    return Batch(lines={stream: todo for stream, todo in lines.items() if todo}, ids=ids)
 
 
 @contextmanager

@@ -290,7 +290,12 @@ def test_committed_schema_is_in_sync():
         "streams/events-v1.schema.json is out of date: run `make schema` (python -m pipeline.events)")
 
 
-def test_schema_covers_every_type():
+def test_schema_has_one_branch_per_type_and_one_for_the_rest():
     schema = json.loads(events_schema_text())
-    types = {d["properties"]["type"]["const"] for d in schema["$defs"].values() if "type" in d.get("properties", {})}
-    assert types == set(MINIMAL)
+    branches = [schema["$defs"][ref["$ref"].rsplit("/", 1)[1]] for ref in schema["oneOf"]]
+    consts = [b["properties"]["type"].get("const") for b in branches]
+    assert set(consts) == {*MINIMAL, None} and len(consts) == len(MINIMAL) + 1
+    other = branches[consts.index(None)]
+    assert other["properties"]["type"]["not"] == {"enum": sorted(MINIMAL)}
+    assert all(b["required"][0] == "type" for b in branches)
+    assert branches[0]["properties"]["at"]["anyOf"][0] == {"format": "date-time", "type": "string"}
