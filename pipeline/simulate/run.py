@@ -113,15 +113,17 @@ def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, c
     n_lines = {name: 0 for name in targets}
     n_bytes = {name: 0 for name in targets}
     last_line = {name: "" for name in targets}
-    rows: list[str] = []
+    rows_tmp = truth_file.with_name(f".{truth_file.name}.rows.{os.getpid()}.tmp")
     drift_at: str | None = None
     tmp = {name: path.with_name(f".{path.name}.simulate.{os.getpid()}.tmp") for name, path in targets.items()}
     files = {name: open(path, "wb") for name, path in tmp.items()}
+    truth_file.parent.mkdir(parents=True, exist_ok=True)
+    rows = open(rows_tmp, "wb")
     try:
         for first in range(0, scenario.tasks, chunk_tasks):
             chunk = draw_chunk(st, rng, first, min(chunk_tasks, scenario.tasks - first))
             task_part, rating_part, kinds = format_chunk(chunk, fragments)
-            rows.extend(assignment_rows(chunk))
+            rows.write(((",\n" if first else "") + ",\n".join(assignment_rows(chunk))).encode("utf-8"))
             if first <= st.drift_first < first + chunk.n and scenario.drift is not None:
                 drift_at = timestamps(chunk.open_s[st.drift_first - first: st.drift_first - first + 1])[0]
             for part in (task_part, rating_part):
@@ -149,7 +151,10 @@ def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, c
         for f in files.values():
             f.flush()
             os.fsync(f.fileno())
+        rows.close()
     except BaseException:
+        rows.close()
+        rows_tmp.unlink(missing_ok=True)
         for name, f in files.items():
             f.close()
             tmp[name].unlink(missing_ok=True)
@@ -167,7 +172,10 @@ def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, c
     truth = build_truth(scenario, st.policy, seed=seed, corrupt=corrupt, drift_first=drift_first,
                         drift_at=drift_at, task_id_format=id_format)
     truth["counts"] = counts
-    write_truth(truth_file, truth, rows)
+    try:
+        write_truth(truth_file, truth, rows_tmp)
+    finally:
+        rows_tmp.unlink(missing_ok=True)
     atomic_write(home.fits / "shipped.json", (json.dumps(scenario.policy.shipped_json(), indent=2, sort_keys=True,
                                                          ensure_ascii=False) + "\n").encode("utf-8"))
     seconds = time.perf_counter() - began

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
-from ..home import atomic_write
+from ..home import fsync_dir
 from .policy import LoggingPolicy
 from .scenario import RatingSpec, Scenario
 
@@ -140,12 +142,20 @@ def build_truth(scenario: Scenario, policy: LoggingPolicy, *, seed: int, corrupt
     }
 
 
-def write_truth(path: Path, truth: dict[str, Any], rows: list[str]) -> None:
-    """Write truth.json: the summary indented and sorted, the assignment rows one per line (compact)."""
+def write_truth(path: Path, truth: dict[str, Any], rows: Path) -> None:
+    """Write truth.json: the summary indented and sorted, then the assignment rows, one per line, streamed from
+    ``rows`` (comma-separated compact JSON arrays) so they are never all in memory. Temp file, fsync, rename."""
     head = json.dumps(truth, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    body = ",\n".join(rows)
-    text = head[:-2] + ',\n  "assignments": [\n' + body + "\n  ]\n}\n"
-    atomic_write(path, text.encode("utf-8"))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(tmp, "wb") as out, open(rows, "rb") as body:
+        out.write((head[:-2] + ',\n  "assignments": [\n').encode("utf-8"))
+        shutil.copyfileobj(body, out, 1 << 20)
+        out.write(b"\n  ]\n}\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 def load_truth(path: str | Path) -> dict[str, Any]:
