@@ -1,6 +1,6 @@
 """Router throughput: decisions per second in-process, against a dict-lookup loop measured in the same run.
 
-Run: ``.venv/bin/python -m bench.route [--decisions N] [--configs M] [--regions R]``.
+Run: ``.venv/bin/python -m bench.route [--decisions N | --events N] [--configs M] [--regions R]``.
 
 Three workloads on a synthetic table (M configs in each of R regions):
 ``default`` (region only, the common dispatcher call), ``pool+rng`` (a pool of
@@ -46,7 +46,8 @@ def _rate(n: int, seconds: float) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--decisions", type=int, default=300_000)
+    parser.add_argument("--decisions", "--events", dest="decisions", type=int, default=300_000,
+                        help="decisions per workload")
     parser.add_argument("--configs", type=int, default=12)
     parser.add_argument("--regions", type=int, default=5)
     args = parser.parse_args(argv)
