@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{ex['held_out_quality']:.4f} at {ex['held_out_cost_usd']:.6f} USD (cost ratio {ex['cost_ratio']:.3f})")
     print(f"  beam:       {be_search['evaluated']:>6} ladders scored in '*', {be_s:7.2f} s, held-out quality "
           f"{be['held_out_quality']:.4f} at {be['held_out_cost_usd']:.6f} USD (cost ratio {be['cost_ratio']:.3f})")
-    print(f"  beam / exhaustive: time x{be_s / ex_s:.3f}, ladders x{be_search['evaluated'] / ex_search['evaluated']:.3f}, "
+    scored = be_search["evaluated"] / ex_search["evaluated"]
+    print(f"  beam / exhaustive: time x{be_s / ex_s:.3f}, ladders x{scored:.3f}, "
           f"held-out quality x{be['held_out_quality'] / ex['held_out_quality']:.4f}, "
           f"cost x{be['held_out_cost_usd'] / ex['held_out_cost_usd']:.4f}")
     big = synthetic(args.tasks, args.big_configs, seed=1)

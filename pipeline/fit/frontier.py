@@ -151,8 +151,10 @@ def frontier_section(task_values_heldout: pl.DataFrame, lambdas: list[float] | N
         realized = chosen.select("task", "config_key").join(tv, on=["task", "config_key"], how="inner")
         q, c, n = _point(realized)
         router.append({"lambda": _r(lam), "quality": _r(q), "cost_usd": _r(c), "tasks": n})
-    single_pts = [(s["cost_usd"], s["quality"]) for s in singles if s["cost_usd"] is not None and s["quality"] is not None]
-    router_pts = [(p["cost_usd"], p["quality"]) for p in router if p["cost_usd"] is not None and p["quality"] is not None]
+    def known(points: list[dict]) -> list[tuple[float, float]]:
+        return [(p["cost_usd"], p["quality"]) for p in points if p["cost_usd"] is not None and p["quality"] is not None]
+
+    single_pts, router_pts = known(singles), known(router)
     if not single_pts:
         return {"lambdas": [_r(x) for x in lambdas], "router": router, "singles": singles, "oracle": oracle,
                 "aiq": {"router": None, "singles": None}, "reason": "no single configuration has known costs"}

@@ -9,17 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.fit.ladders import (
-    dominated_configs,
-    evaluate_ladder,
-    fit_ladders,
-    gate_is_target,
-    ladders_section,
-    run_ladder,
-    search_ladders,
-    table_ladders,
-    task_matrix,
-)
+from pipeline.fit.ladder_search import dominated_configs, search_ladders, task_matrix
+from pipeline.fit.ladders import evaluate_ladder, fit_ladders, gate_is_target, ladders_section, table_ladders
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 SUMMARY_KEYS = {"held_out_quality", "held_out_cost_usd", "best_single_config", "best_single_quality",
@@ -205,7 +196,8 @@ def test_region_ladder_not_adopted_on_noise_alone():
 # ---------------------------------------------------------------------------------------- the section
 def test_section_summary_keys_coverage_and_unobserved_not_successes():
     tv = synthetic(300)
-    learn, val, held = (tv.filter(pl.col("task") < "t0100"), tv.filter(pl.col("task").is_between(pl.lit("t0100"), pl.lit("t0199"))),
+    middle = pl.col("task").is_between(pl.lit("t0100"), pl.lit("t0199"))
+    learn, val, held = (tv.filter(pl.col("task") < "t0100"), tv.filter(middle),
                         tv.filter(pl.col("task") >= "t0200"))
     fit = fit_ladders(learn, val)
     rungs = fit.ladders["*"].rungs
@@ -222,7 +214,8 @@ def test_section_summary_keys_coverage_and_unobserved_not_successes():
 
 def test_section_costs_null_when_unknown():
     tv = synthetic(300).with_columns(cost_usd=pl.lit(None, pl.Float64))
-    fit = fit_ladders(tv.filter(pl.col("task") < "t0100"), tv.filter(pl.col("task").is_between(pl.lit("t0100"), pl.lit("t0199"))))
+    middle = pl.col("task").is_between(pl.lit("t0100"), pl.lit("t0199"))
+    fit = fit_ladders(tv.filter(pl.col("task") < "t0100"), tv.filter(middle))
     summary = ladders_section(fit, tv.filter(pl.col("task") >= "t0200"))["summary"]
     assert not fit.cost_known
     assert summary["held_out_cost_usd"] is None and summary["best_single_cost_usd"] is None

@@ -1,0 +1,272 @@
+"""Ladder runs and the ladder search: task values as matrices, the escalation rule, dominance, Pareto beam.
+
+A ladder is an ordered list of up to 3 configurations (rungs). On a task it runs the first rung; when that
+rung's **gate** (``task_values.gate``: the weighted mean of rater-kind ``gate`` ratings, PRM fill-ins
+excluded) is below ``pass_threshold`` it runs the next, and so on; the last rung always stops. Then::
+
+    quality_t  = q_t,stop            (the task value of the rung it stopped at)
+    cost_t     = sum of cost_t,c over every rung it ran
+    observed_t = every rung it ran has a task value (and, except the last, a gate) on t
+
+Task values are pivoted once into task x config matrices (numpy); a ladder's run over all tasks is a few
+vector operations per rung. No Python loop over tasks or ratings. Fitting, choosing and reporting
+ladders is :mod:`pipeline.fit.ladders`.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+MAX_RUNGS = 3
+#: Pareto ladders kept per search level (the beam width).
+BEAM = 24
+#: A ladder of 2+ rungs must be observed on this share of the learn tasks to be a candidate.
+MIN_COVERAGE = 0.5
+_EPS = 1e-12
+
+
+# ------------------------------------------------------------------------------------------ matrices
+@dataclass(frozen=True)
+class TaskMatrix:
+    """Task values as aligned arrays: rows = tasks (sorted), columns = configs (sorted).
+
+    ``value``/``gate``/``cost`` are NaN where the (task, config) is unobserved (gate also where no gate
+    rating exists). ``cost`` is ``cost_usd + unknown_cost * cost(c)``: an attempt with unknown cost takes the
+    config's mean known cost (``cost_estimates`` when given), never 0 (DESIGN 5); ``cost_known`` is False
+    when no cost is known at all, and then every cost is NaN.
+    """
+
+    tasks: np.ndarray
+    regions: np.ndarray
+    configs: tuple[str, ...]
+    value: np.ndarray
+    gate: np.ndarray
+    cost: np.ndarray
+    cost_known: bool
+
+    @property
+    def observed(self) -> np.ndarray:
+        return ~np.isnan(self.value)
+
+
+def _filled_costs(tv: pl.DataFrame, cost_estimates: dict[str, float] | None) -> tuple[pl.DataFrame, bool]:
+    """Add ``cost`` = known cost + (attempts of unknown cost) x the config's estimate (see :class:`TaskMatrix`)."""
+    unknown = (pl.col("unknown_cost") if "unknown_cost" in tv.columns
+               else pl.col("cost_usd").is_null().cast(pl.Int64))
+    tv = tv.with_columns(_unknown=unknown.fill_null(1))
+    known = tv.filter((pl.col("_unknown") == 0) & pl.col("cost_usd").is_not_null())
+    if known.is_empty() and not cost_estimates:
+        return tv.with_columns(cost=pl.lit(None, pl.Float64)), False
+    global_mean = known["cost_usd"].mean() if not known.is_empty() else float(np.mean(list(cost_estimates.values())))
+    if cost_estimates:
+        est = pl.DataFrame({"config_key": list(cost_estimates), "_est": list(cost_estimates.values())},
+                           schema={"config_key": pl.String, "_est": pl.Float64})
+    else:
+        est = known.group_by("config_key").agg(_est=pl.col("cost_usd").mean())
+    tv = tv.join(est, on="config_key", how="left").with_columns(
+        cost=pl.col("cost_usd").fill_null(0.0) + pl.col("_unknown") * pl.col("_est").fill_null(global_mean))
+    return tv, True
+
+
+def task_matrix(task_values: pl.DataFrame, configs: tuple[str, ...] | None = None,
+                cost_estimates: dict[str, float] | None = None) -> TaskMatrix:
+    """Pivot ``task_values`` (task, region, config_key, value, gate, cost_usd[, unknown_cost]) to a matrix."""
+    tv = task_values.filter(pl.col("value").is_not_null())
+    tv, cost_known = _filled_costs(tv, cost_estimates)
+    if configs is None:
+        configs = tuple(sorted(tv["config_key"].unique().to_list()))
+    tasks = tv.group_by("task").agg(pl.col("region").first()).sort("task")
+    t_index = tasks.with_row_index("_ti")
+    c_index = pl.DataFrame({"config_key": list(configs)}, schema={"config_key": pl.String}).with_row_index("_ci")
+    cells = tv.join(t_index.select("task", "_ti"), on="task").join(c_index, on="config_key")
+    shape = (tasks.height, len(configs))
+    ti, ci = cells["_ti"].to_numpy(), cells["_ci"].to_numpy()
+
+    def grid(column: str) -> np.ndarray:
+        out = np.full(shape, np.nan)
+        out[ti, ci] = cells[column].cast(pl.Float64).fill_null(np.nan).to_numpy()
+        return out
+
+    return TaskMatrix(tasks=tasks["task"].to_numpy(), regions=tasks["region"].to_numpy(), configs=tuple(configs),
+                      value=grid("value"), gate=grid("gate"), cost=grid("cost"), cost_known=cost_known)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A ladder run over every task of a matrix (arrays of length T)."""
+
+    quality: np.ndarray   # task value at the stopping rung (NaN where not observed)
+    cost: np.ndarray      # summed cost of the rungs run (NaN where unknown)
+    calls: np.ndarray     # rungs run
+    stop: np.ndarray      # index into the ladder of the stopping rung
+    observed: np.ndarray  # every rung run was observed
+
+
+def run_ladder(m: TaskMatrix, rungs: tuple[int, ...], pass_threshold: float) -> Run:
+    """Run a ladder (column indexes of ``m``) on every task: the escalation rule of the module docstring."""
+    n = len(m.tasks)
+    active = np.ones(n, dtype=bool)
+    observed = np.ones(n, dtype=bool)
+    quality = np.full(n, np.nan)
+    cost = np.zeros(n)
+    calls = np.zeros(n, dtype=np.int64)
+    stop = np.zeros(n, dtype=np.int64)
+    for k, j in enumerate(rungs):
+        last = k == len(rungs) - 1
+        seen = ~np.isnan(m.value[:, j]) & (last | ~np.isnan(m.gate[:, j]))
+        observed &= ~active | seen
+        cost = cost + np.where(active, m.cost[:, j], 0.0)
+        calls = calls + active
+        passed = np.full(n, True) if last else (m.gate[:, j] >= pass_threshold)
+        stopping = active & passed
+        quality = np.where(stopping, m.value[:, j], quality)
+        stop = np.where(stopping, k, stop)
+        active = active & ~passed
+    return Run(quality=np.where(observed, quality, np.nan), cost=np.where(observed, cost, np.nan), calls=calls,
+               stop=stop, observed=observed)
+
+
+@dataclass(frozen=True)
+class Score:
+    """Means of a run over the observed rows of a mask. ``spend`` is cost when known, else calls."""
+
+    quality: float | None
+    cost: float | None
+    calls: float | None
+    coverage: float
+    n: int
+    n_observed: int
+
+    @property
+    def spend(self) -> float:
+        value = self.cost if self.cost is not None else self.calls
+        return math.inf if value is None else value
+
+
+def mean_or_none(x: np.ndarray) -> float | None:
+    """The mean of an array, None when it is empty."""
+    return float(np.mean(x)) if x.size else None
+
+
+def score(run: Run, rows: np.ndarray, cost_known: bool) -> Score:
+    ok = rows & run.observed
+    n = int(rows.sum())
+    return Score(quality=mean_or_none(run.quality[ok]), cost=mean_or_none(run.cost[ok]) if cost_known else None,
+                 calls=mean_or_none(run.calls[ok].astype(float)), coverage=(int(ok.sum()) / n) if n else 0.0, n=n,
+                 n_observed=int(ok.sum()))
+
+
+# -------------------------------------------------------------------------------------------- search
+def dominated_configs(m: TaskMatrix, rows: np.ndarray) -> np.ndarray:
+    """Configs pruned from the rungs: ``b`` is dominated by ``a`` when ``a`` was observed on every task
+    ``b`` was, and on each of them ``a``'s value, gate and (inverse) cost are at least as good
+    (``value_a >= value_b``, ``gate_a >= gate_b``, ``cost_a <= cost_b``), strictly better somewhere
+    (identical columns: the later key is pruned).
+
+    Why this prune is safe: put ``a`` where ``b`` stood in any ladder; on every task the gate passes at
+    ``a`` wherever it passed at ``b`` (same or better value, no more cost), and where only ``a`` passes
+    the ladder stops earlier, cheaper, on a result its own gate accepts. We deliberately do NOT prune on
+    mean quality and mean cost: ladders live on complementarity, and a config that is costlier and worse
+    on average is often the best first rung (on RouterBench, WizardLM-13B is worse and dearer than
+    Mistral-7B on average, yet opens the cheapest ladder that matches GPT-4). Mean dominance is used one
+    level up instead, on partial ladders (the Pareto beam of :func:`search_ladders`).
+    The check is vectorised over tasks (T x n x n booleans, in blocks of tasks).
+    """
+    n = len(m.configs)
+    spend = m.cost if m.cost_known else np.zeros_like(m.value)
+    gate = np.where(np.isnan(m.gate), -np.inf, m.gate)
+    covers = np.ones((n, n), dtype=bool)   # covers[a, b]: a at least as good as b on every task of b
+    strict = np.zeros((n, n), dtype=bool)
+    idx = np.flatnonzero(rows)
+    for start in range(0, idx.size, 4096):  # blocks of tasks bound the memory, not a loop over ratings
+        r = idx[start:start + 4096]
+        v, g, c = m.value[r], gate[r], spend[r]
+        seen_b = ~np.isnan(v)[:, None, :]
+        seen_a = ~np.isnan(v)[:, :, None]
+        ge = (v[:, :, None] >= v[:, None, :]) & (g[:, :, None] >= g[:, None, :]) & (c[:, :, None] <= c[:, None, :])
+        covers &= np.all(~seen_b | (seen_a & ge), axis=0)
+        gt = (v[:, :, None] > v[:, None, :]) | (g[:, :, None] > g[:, None, :]) | (c[:, :, None] < c[:, None, :])
+        strict |= np.any(seen_b & seen_a & gt, axis=0)
+    tie = covers & covers.T & ~strict & ~strict.T
+    dom = covers & (strict | np.triu(tie, k=1))   # among identical columns the first key survives
+    np.fill_diagonal(dom, False)
+    return dom.any(axis=0)
+
+
+def _pareto(items: list[tuple[tuple[int, ...], Score]]) -> list[tuple[tuple[int, ...], Score]]:
+    """Ladders no other ladder beats in both spend and quality; sorted by spend (ties: fewer rungs, order)."""
+    ranked = sorted((it for it in items if it[1].quality is not None),
+                    key=lambda it: (it[1].spend, -it[1].quality, len(it[0]), it[0]))
+    front, best = [], -math.inf
+    for item in ranked:
+        if item[1].quality > best + _EPS:
+            front.append(item)
+            best = item[1].quality
+    return front
+
+
+def _thin(front: list, width: int) -> list:
+    """At most ``width`` evenly spaced members of a spend-sorted front (both ends kept)."""
+    if len(front) <= width:
+        return front
+    picks = sorted({round(i * (len(front) - 1) / (width - 1)) for i in range(width)})
+    return [front[i] for i in picks]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    candidates: list[tuple[tuple[int, ...], Score]]  # learn-Pareto ladders (plus every single)
+    pruned: tuple[str, ...]
+    evaluated: int
+
+
+def search_ladders(m: TaskMatrix, rows: np.ndarray, pass_threshold: float, *, strategy: str = "beam",
+                   max_rungs: int = MAX_RUNGS, beam: int = BEAM) -> SearchResult:
+    """Candidate ladders on the learn rows of ``m``.
+
+    ``beam`` (the default): dominated configs (:func:`dominated_configs`) are pruned from the rungs;
+    every surviving single is extended by every other surviving config (n^2 two-rung ladders: the first
+    rung's value is complementarity, which no single-config score shows); from then on only the Pareto
+    front of the previous level in (mean spend, mean quality), thinned to ``beam``, is extended by one
+    more rung: a partial ladder that is both costlier and no better than another is not extended.
+    Cost: about n^2 + beam * n ladder runs instead of n^3 (30 configs: ~1,600 instead of 24,360).
+    ``exhaustive``: every ordered ladder of distinct configs up to ``max_rungs`` (the reference the
+    tests compare the beam with; refused above 12 configs). Returns the Pareto front over everything
+    scored (ladders of 2+ rungs need coverage >= MIN_COVERAGE) plus every single config.
+    """
+    n = len(m.configs)
+    scored: dict[tuple[int, ...], Score] = {}
+
+    def evaluate(ladders: list[tuple[int, ...]]) -> None:
+        for lad in ladders:
+            if lad not in scored:
+                scored[lad] = score(run_ladder(m, lad, pass_threshold), rows, m.cost_known)
+
+    singles = [(j,) for j in range(n)]
+    evaluate(singles)
+    pruned: tuple[str, ...] = ()
+    if strategy == "exhaustive":
+        if n > 12:
+            raise ValueError(f"exhaustive ladder search refused for {n} configs (more than 12); use the beam")
+        evaluate([p for k in range(2, max_rungs + 1) for p in itertools.permutations(range(n), k)])
+    elif strategy == "beam":
+        dominated = dominated_configs(m, rows)
+        keep = [j for j in range(n) if not dominated[j]]
+        pruned = tuple(m.configs[j] for j in range(n) if dominated[j])
+        level = [(j,) for j in keep]
+        for depth in range(2, max_rungs + 1):
+            parents = ([(lad, scored[lad]) for lad in level] if depth == 2
+                       else _thin(_pareto([(lad, scored[lad]) for lad in level]), beam))
+            level = [lad + (j,) for lad, _s in parents for j in keep if j not in lad]
+            evaluate(level)
+    else:
+        raise ValueError(f"unknown ladder search strategy {strategy!r}")
+    eligible = [(lad, s) for lad, s in scored.items() if len(lad) == 1 or s.coverage >= MIN_COVERAGE]
+    front = _pareto(eligible)
+    in_front = {lad for lad, _ in front}
+    candidates = front + [(lad, scored[lad]) for lad in singles if lad not in in_front]
+    return SearchResult(candidates=candidates, pruned=pruned, evaluated=len(scored))
