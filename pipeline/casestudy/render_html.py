@@ -32,7 +32,7 @@ padding:0 .2em;border-radius:3px;overflow-wrap:anywhere}
 table{border-collapse:collapse;width:100%;font-size:.9rem}
 caption{caption-side:bottom;text-align:left;color:#555;font-size:.85rem;padding-top:.3rem}
 th,td{padding:.35rem .45rem;border-bottom:1px solid #e5e5e5;text-align:left;vertical-align:top}
-td{overflow-wrap:anywhere}
+td{overflow-wrap:break-word}
 th{background:#f5f5f5;font-weight:600;hyphens:auto}
 .num{text-align:right;font-variant-numeric:tabular-nums}
 td.num{white-space:nowrap}
@@ -45,7 +45,8 @@ a{color:#0b57d0}
 table.wide,table.wide tbody,table.wide tr,table.wide td{display:block;width:100%}
 table.wide thead{position:absolute;left:-9999px}
 table.wide tr{border:1px solid #ddd;border-radius:6px;margin:0 0 .6rem;padding:.2rem .5rem}
-table.wide td{border:0;padding:.1rem 0;text-align:left;white-space:normal;line-height:1.35}
+table.wide td{border:0;padding:.1rem 0;text-align:left;white-space:normal;line-height:1.35;
+overflow-wrap:anywhere}
 table.wide td:empty{display:none}
 table.wide td::before{content:attr(data-label) ": ";font-weight:600;color:#444}
 table.wide caption{display:block}}

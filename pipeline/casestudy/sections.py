@@ -8,6 +8,9 @@ from .generic import blocks_for, scalar
 from .optional import first, frontier_aiq, frontier_points, ladder_regions, ladder_summary, policy_rows, rungs, short_config
 from .plots import Plot
 
+#: What sequential replay's realized value measures, per objective (DESIGN 6).
+REALIZED = {"quality_per_dollar": "total quality ÷ total cost, i.e. quality per dollar",
+            "utility": "mean of λ·quality − cost", "quality": "mean quality"}
 CONSTANT_NAMES = ("prior_source", "prior_weight", "exploration", "half_life_days", "min_samples", "cost_floor_usd",
                   "lambda")
 
@@ -26,6 +29,14 @@ def source_caption(stats: Stats) -> tuple[Inline, ...]:
         parts += ["; fitted by ", Code(src.command)]
     parts += ["; drawn by ", Code(render_command(stats)), " from stats.json."]
     return tuple(parts)
+
+
+def costed_table(stats: Stats, columns: list[str], rows: list[list[str]], caption: str = "",
+                 numeric: list[bool] | None = None) -> Block:
+    """A table whose cost columns are left out when the data has no costs (they would be all n/a)."""
+    keep = [i for i, c in enumerate(columns) if stats.cost_known or "cost" not in c]
+    numeric = numeric or [False] * len(columns)
+    return table([columns[i] for i in keep], [[r[i] for i in keep] for r in rows], caption, [numeric[i] for i in keep])
 
 
 def _not_computed(key: str) -> Block:
@@ -75,11 +86,11 @@ def baselines_section(stats: Stats) -> list[Block]:
               for k, run in (("shipped", rp.shipped), ("fitted", rp.fitted))]
     return [
         Heading(2, "Against the baselines", "baselines"),
-        table(["route by", "config", "hit rate", "mean quality", "mean cost"], rows,
+        costed_table(stats, ["route by", "config", "hit rate", "mean quality", "mean cost"], rows,
               f"On the {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks.",
               [False, False, True, True, True]),
         para("Sequential replay on the held-out tasks (each route reveals only the chosen configuration's outcome; "
-             "the realized objective over the period):"),
+             f"realized value: {REALIZED[stats.objective]} over the period):"),
         table(["constants", "exploration", "realized value", "tasks routed", "tasks skipped"], replay,
               numeric=[False, True, True, True, True]),
     ]
@@ -130,6 +141,12 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
                            f"({fmt.pct(first(summary, 'coverage'))} coverage).")
         fig = figure(stats, plots, "frontier.svg", *caption)
         out.append(fig or para("No cost figures to draw."))
+    singles = sorted((p for p in frontier_points(stats) if p.kind == "single"),
+                     key=lambda p: (p.cost or 0.0, p.label) if stats.cost_known else (-(p.quality or 0.0), p.label))
+    if singles:
+        out.append(costed_table(stats, ["single configuration", "mean quality", "mean cost"],
+                                [[short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost)] for p in singles],
+                                "Each configuration alone, over the held-out tasks it did.", [False, True, True]))
     aiq = frontier_aiq(stats)
     if aiq:
         out.append(para("Area under the cost-quality frontier (AIQ, normalised by the cost range): "
@@ -174,8 +191,9 @@ def ladders_section(stats: Stats) -> list[Block]:
              fmt.num(first(row, "held_out_quality"), 3), fmt.usd(first(row, "held_out_cost_usd")),
              fmt.pct(first(row, "coverage"))] for region, row in regions.items()]
     if rows:
-        out.append(table(["region", "ladder", "validated quality", "validated cost", "held-out quality",
-                          "held-out cost", "coverage"], rows, numeric=[False, False, True, True, True, True, True]))
+        out.append(costed_table(stats, ["region", "ladder", "validated quality", "validated cost",
+                                        "held-out quality", "held-out cost", "coverage"], rows,
+                                numeric=[False, False, True, True, True, True, True]))
     summary = ladder_summary(stats)
     if summary and summary.get("gate_is_target"):
         out.append(Note(("The gate ratings are the ratings that measure quality: these ladder figures are an upper "
@@ -191,8 +209,8 @@ def policies_section(stats: Stats) -> list[Block]:
     body = [[name + (" (default)" if name == "learning_governed" else ""), fmt.pct(first(r, "hit_rate")),
              fmt.num(first(r, "mean_quality"), 3), fmt.usd(first(r, "mean_cost_usd", "cost_usd")),
              fmt.num(first(r, "mean_configs_run"), 2), fmt.count(first(r, "n"))] for name, r in rows]
-    return out + [table(["policy", "hit rate", "mean quality", "mean cost", "configs run", "n"], body,
-                        numeric=[False, True, True, True, True, True])]
+    return out + [costed_table(stats, ["policy", "hit rate", "mean quality", "mean cost", "configs run", "n"], body,
+                               numeric=[False, True, True, True, True, True])]
 
 
 def signals_section(stats: Stats) -> list[Block]:
