@@ -263,22 +263,24 @@ class Router:
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()
             self._memo[key] = greedy
-        config, reason, explorable, candidates, view = greedy
-        m = len(candidates)
-        if explorable and rng is not None and m > 1 and self.exploration > 0.0:
+        config, reason, others, candidates, view, quality = greedy
+        if others and rng is not None:
             eps = self.exploration
             if rng.random() < eps:
-                others = sorted(c for c in candidates if c != config)
-                config = others[min(int(rng.random() * (m - 1)), m - 2)]
+                k = len(others)  # m - 1
+                config = others[min(int(rng.random() * k), k - 1)]
                 return Decision(config, name, f"{reason}; explored (epsilon {eps}) -> {config}", True, self.version,
-                                view.row(config).quality, eps / (m - 1), candidates)
-            return Decision(config, name, reason, False, self.version, view.rows[config].quality, 1.0 - eps,
-                            candidates)
-        return Decision(config, name, reason, False, self.version, view.rows[config].quality, 1.0, candidates)
+                                view.row(config).quality, eps / k, candidates)
+            return Decision(config, name, reason, False, self.version, quality, 1.0 - eps, candidates)
+        return Decision(config, name, reason, False, self.version, quality, 1.0, candidates)
 
     def _greedy(self, name: str, fn, region: str, pool: tuple[str, ...] | None, role: str | None,
-                failures: tuple[str, ...]) -> tuple[str, str, bool, tuple[str, ...], RegionView]:
-        """The policy's choice before exploration: (config, reason, explorable, candidates, view)."""
+                failures: tuple[str, ...]) -> tuple[str, str, tuple[str, ...], tuple[str, ...], RegionView, float]:
+        """The policy's choice before exploration: (config, reason, others, candidates, view, predicted quality).
+
+        ``others`` are the members an exploration draw picks from (key order); empty when the choice
+        cannot be explored (policy, single member, exploration 0).
+        """
         if fn is None:
             raise RoutingError(f"unknown policy {name!r}; known: {', '.join(sorted(self._policies))}")
         view = self.view(region)
@@ -300,8 +302,10 @@ class Router:
         config, reason, explorable = fn(self, view, candidates, role, failures)
         if config not in candidates:
             raise RoutingError(f"policy {name!r} chose {config!r}, which is not in the pool")
-        view.row(config)
-        return config, prefix + reason, explorable, candidates, view
+        others = ()
+        if explorable and len(candidates) > 1 and self.exploration > 0.0:
+            others = tuple(sorted(c for c in candidates if c != config))
+        return config, prefix + reason, others, candidates, view, view.row(config).quality
 
     def explain(self, region: str, pool: Sequence[str] | None = None, role: str | None = None,
                 failures: Sequence[str] = (), policy: str | None = None, rng=None) -> dict[str, Any]:
