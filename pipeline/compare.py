@@ -275,16 +275,17 @@ def _shipped_drift(case: Stats | None, owner: Shipped | None) -> list[str]:
 
 
 # --------------------------------------------------------------------------- previous fit
-def _history_key(table: dict[str, Any], name: str) -> tuple:
+def _history_key(table: dict[str, Any], written_ns: int) -> tuple:
+    """Order of fits: data time, then manifest, then when the history copy was written (refits of one store)."""
     manifest = (table.get("source") or {}).get("manifest")
-    return (table.get("fitted_at") or "", -1 if manifest is None else manifest, name)
+    return (table.get("fitted_at") or "", -1 if manifest is None else manifest, written_ns)
 
 
 def _previous(home: Home, current: RoutingTable | None, table_path: Path) -> PreviousFit:
     if current is None:
         raise PipelineError(f"{table_path}: no routing table to compare with its previous fit")
     directory = home.fits / "history"
-    here = _history_key(current.to_json_dict(), "~")
+    here = _history_key(current.to_json_dict(), table_path.stat().st_mtime_ns)
     candidates = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
@@ -292,13 +293,13 @@ def _previous(home: Home, current: RoutingTable | None, table_path: Path) -> Pre
         except ValueError:
             continue
         if isinstance(data, dict) and data.get("version") != current.version:
-            key = _history_key(data, path.name)
+            key = _history_key(data, path.stat().st_mtime_ns)
             if key <= here:
-                candidates.append((key, path))
+                candidates.append((key, path.name, path))
     if not candidates:
         raise PipelineError(f"no previous fit in {directory}: only the current table "
                             f"{current.version or '(unversioned)'} has been published")
-    path = max(candidates)[1]
+    path = max(candidates)[2]
     before = load(path)
     regions = sorted(set(before.regions) | set(current.regions), key=lambda r: (r != "*", r))
     changes = [_region_change(r, before, current) for r in regions]
