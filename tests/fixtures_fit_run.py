@@ -87,3 +87,45 @@ def fit_home(tmp_path_factory) -> Callable[..., tuple[Path, FitResult]]:
         return done[name]
 
     return build
+
+
+def simulated(root: Path, *, tasks: int, seed: int, drift: bool = True, flat: bool = False) -> Path:
+    """A simulated backlog home (pipeline.simulate, preset ``backlog``) with its truth.json.
+
+    ``flat``: every config has the same quality and cost in every region (regions carry no signal).
+    """
+    from pipeline.simulate import preset, simulate
+    from pipeline.simulate.scenario import Scenario
+
+    data = preset("backlog", tasks=tasks).model_dump()
+    if not drift or flat:
+        data["drift"] = None
+    if flat:
+        for spec in data["configs"]:
+            mean = sum(spec["quality"].values()) / len(spec["quality"])
+            spec["quality"] = {region: mean for region in spec["quality"]}
+        data["regions"] = [{**region, "cost_multiplier": 1.0} for region in data["regions"]]
+    simulate(root, Scenario.model_validate(data), seed=seed)
+    return root
+
+
+@pytest.fixture(scope="session")
+def sim_fit(tmp_path_factory) -> tuple[Path, FitResult]:
+    """6,000 simulated tasks (about 21,000 ratings), no drift, every constant searched."""
+    home = simulated(tmp_path_factory.mktemp("sim") / "home", tasks=6000, seed=1, drift=False)
+    return home, run_fit(home, FitOptions())
+
+
+@pytest.fixture(scope="session")
+def flat_fit(tmp_path_factory) -> tuple[Path, FitResult]:
+    """2,000 simulated tasks where regions carry no signal; constants pinned (calibration is what matters)."""
+    home = simulated(tmp_path_factory.mktemp("flat") / "home", tasks=2000, seed=3, flat=True)
+    return home, run_fit(home, FitOptions(prior_source="shipped", prior_weight=3, exploration=0.0,
+                                          half_life_days="inf"))
+
+
+@pytest.fixture(scope="session")
+def drift_fit(tmp_path_factory) -> tuple[Path, FitResult]:
+    """3,000 simulated tasks with the backlog's drift (Kimi gets better at research); half-life searched."""
+    home = simulated(tmp_path_factory.mktemp("drift") / "home", tasks=3000, seed=2)
+    return home, run_fit(home, FitOptions(prior_source="shipped", prior_weight=3, exploration=0.0))
