@@ -113,3 +113,94 @@ def test_config_columns_are_flattened_with_the_key(home):
     with open_store(home) as store:
         row = store.con.execute("SELECT cli, route, model, effort, config_key FROM ratings").fetchone()
     assert row == ("a/b", None, "480B/A35B", "-", "a%2Fb/-/480B%2FA35B/%2D")
+
+
+# --------------------------------------------------------------------------- fast path == line-by-line path
+TRICKY = [
+    rating(1),
+    {**rating(2), "precision": 0.5, "confidence": 1, "importance": 0},
+    {**rating(3), "at": "2026-01-01T10:00:00.123456Z"},
+    {**rating(4), "at": "2026-01-01T12:00:00+02:00"},  # another zone: the slow path normalises it
+    {**rating(5), "id": None},
+    opened(6), opened(7, labels={"b": "2", "a": "1"}), opened(8, title=None, thread="t"),
+    {"id": "A-1", "type": "task.attempted", "at": "2026-01-01T09:30:00Z", "task": "T-1", "status": "failure",
+     "config": {"cli": "c", "route": None, "model": "m/x", "effort": "-"}, "cost_usd": 0, "tool_calls": 3},
+    {"id": "D-1", "type": "route.decided", "at": "2026-01-01T09:00:00Z", "task": "T-1", "policy": "p",
+     "chosen": "a/b/c/d", "candidates": ["a/b/c/d", "x/-/y/-"], "propensity": 1, "table": None, "explored": True},
+    {"id": "C-1", "type": "task.closed", "at": "2026-01-01T09:00:00Z", "task": "T-1", "outcome": "done"},
+    {"id": "J-1", "type": "task.rejected", "at": "2026-01-01T09:00:00Z", "task": "T-1", "config": CONFIG,
+     "rater": {"kind": "human", "name": "ann"}, "claim": "wrong", "evidence": []},
+    {"id": "X-1", "type": "rating.retracted", "at": "2026-01-01T09:00:00Z", "rating": "R-1", "reason": "typo"},
+    {"id": "U-1", "type": "mystery", "at": "2026-01-01T09:00:00Z", "z": 1},
+]
+BAD_LINES = [
+    b'{"id":"B-1","type":"task.rated","at":"2026-01-01T10:00:00Z","task":"T","config":{"cli":"c","model":"m"},'
+    b'"rater":{"kind":"gate","name":"g"},"score":1.5}',
+    b'{"id":"B-2","type":"task.rated","at":"2026-02-30T10:00:00Z","task":"T","config":{"cli":"c","model":"m"},'
+    b'"rater":{"kind":"gate","name":"g"},"score":1}',
+    b'{"id":"B-3","type":"task.rated","precision":null,"task":"T","config":{"cli":"c","model":"m"},'
+    b'"rater":{"kind":"gate","name":"g"},"score":1}',
+    b'{"id":"B-4","type":"task.rated","task":"T","config":{"cli":"c","model":"m"},'
+    b'"rater":{"kind":"bot","name":"g"},"score":1}',
+    b'{"id":"B-5","type":"task.rated","task":"T","config":{"cli":"c","model":"m","x":1},'
+    b'"rater":{"kind":"gate","name":"g"},"score":1}',
+    b'{"id":"B-6","type":"task.rated","task":"T","config":{"cli":"c","model":"m"},'
+    b'"rater":{"kind":"gate","name":"g"},"score":NaN}',
+    b'{"id":"B-7","type":"task.rated","task":"","config":{"cli":"c","model":"m"},'
+    b'"rater":{"kind":"gate","name":"g"},"score":"1"}',
+    b'{"id":"B-8","type":"task.attempted","task":"T","config":{"cli":"c","model":"m"},"status":"ok"}',
+    b'{"id":"B-9","type":"task.attempted","task":"T","config":{"cli":"c","model":"m"},"status":"success",'
+    b'"duration_ms":1.0}',
+    b'{"id":"B-10","type":"route.decided","task":"T","policy":"p","chosen":"c","candidates":["c",""],'
+    b'"propensity":0}',
+    b'{"id":"B-11","type":"task.closed","task":"T","outcome":"done","outcome":"done"}',  # valid: the last key wins
+    b'{"id":"B-12","type":"task.closed","task":"T","outcome":"done"} trailing',
+    b"", b"   ", b"[1,2]", b'{"type":"task.closed","task":"T","outcome":"done","at":"2026-01-01 10:00:00Z"}',  # valid
+    b'{"id":"B-13","type":"task.rated","task":"T","config":{"cli":"c","model":"m"},"rater":{"kind":"gate",'
+    b'"name":"g"},"score":1,"importance":1e400}',
+    b'{"type":"task.closed","task":"T","outcome":"done","v":0}',
+]
+
+
+def _lines_of(events, bad):
+    from pipeline.events import to_json_line, validate_object
+
+    good = [to_json_line(validate_object({k: v for k, v in e.items()})) for e in events]
+    mixed = []
+    for i, line in enumerate(good):
+        mixed.append(line)
+        if i < len(bad):
+            mixed.append(bad[i] + b"\n")
+    mixed += [b + b"\n" for b in bad[len(good):]]
+    return b"".join(mixed)
+
+
+def test_fast_path_gives_the_rows_and_reasons_of_the_line_by_line_parser():
+    import numpy as np
+
+    from pipeline.compact.fastpath import lines_array, parse_fast
+    from pipeline.compact.parse import Chunk, parse_chunk, parse_lines_slow
+
+    block = _lines_of(TRICKY, BAD_LINES) + _lines_of([rating(i) for i in range(100, 400)], [])
+    chunk = Chunk.of("ratings", block, 1000, 7)
+    fast = parse_chunk(chunk, 1 << 20)
+    slow = parse_lines_slow(chunk, list(range(len(chunk.raw))), 1 << 20)
+    left = parse_fast(lines_array(chunk.block, chunk.starts), np.arange(len(chunk.raw)), "ratings", chunk.offsets)
+    assert sum(len(s) for s in left.slow) < 40  # the 300 plain ratings took the vectorised path
+    assert sorted(fast.invalid) == sorted(slow.invalid)
+    assert len(slow.invalid) == len(BAD_LINES) - 2  # two of them are valid, in an unusual form
+    assert sorted(fast.tables) == sorted(slow.tables)
+    for family in slow.tables:
+        assert fast.tables[family].to_pylist() == slow.tables[family].to_pylist(), family
+        assert fast.tables[family].schema == slow.tables[family].schema
+
+
+def test_vectorised_config_key_equals_config_key():
+    import pyarrow as pa
+
+    from pipeline.compact.fastpath import config_keys
+    from pipeline.events import config_key
+
+    parts = [("a/b", None, "480B/A35B", "-"), ("%2F", "-", "%", None), ("c", "r", "m", "e"), ("-", "--", "/-/", "%-")]
+    array = pa.array([dict(zip(("cli", "route", "model", "effort"), p)) for p in parts])
+    assert config_keys(array).to_pylist() == [config_key(*p) for p in parts]

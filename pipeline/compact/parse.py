@@ -7,21 +7,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InvalidEvent
 from ..events import parse_line
+from .fastpath import lines_array, parse_fast
 from .rows import event_row, table_of
 
 
 @dataclass
 class Chunk:
-    """Complete lines of one stream: ``raw[i]`` starts at byte ``offsets[i]`` and is line ``first_line + i``."""
+    """Complete lines of one stream.
+
+    ``block`` holds them with their newlines; line ``i`` is ``block[starts[i]:starts[i+1]]``,
+    ``raw[i]`` is it without the newline, it starts at stream byte ``offsets[i]`` and is
+    line number ``first_line + i``.
+    """
 
     stream: str
+    block: bytes
+    starts: np.ndarray
     raw: list[bytes]
-    offsets: list[int]
+    offsets: np.ndarray
     first_line: int
+
+    @classmethod
+    def of(cls, stream: str, block: bytes, offset: int, first_line: int) -> "Chunk":
+        """The lines of ``block`` (which ends with a newline) found at stream byte ``offset``."""
+        ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 10) + 1
+        starts = np.concatenate([np.zeros(1, np.int64), ends.astype(np.int64)])
+        return cls(stream=stream, block=block, starts=starts, raw=block[:-1].split(b"\n"),
+                   offsets=starts[:-1] + offset, first_line=first_line)
 
 
 @dataclass
@@ -48,7 +66,7 @@ def parse_lines_slow(chunk: Chunk, indices: list[int], max_line_bytes: int) -> P
         except InvalidEvent as exc:
             out.invalid.append((i, f"{exc.field}: {exc.reason}"))
             continue
-        family, row = event_row(event, fallback_id(chunk.stream, chunk.offsets[i]))
+        family, row = event_row(event, fallback_id(chunk.stream, int(chunk.offsets[i])))
         row["_line"] = i
         rows.setdefault(family, []).append(row)
     for family, items in rows.items():
@@ -58,5 +76,16 @@ def parse_lines_slow(chunk: Chunk, indices: list[int], max_line_bytes: int) -> P
 
 
 def parse_chunk(chunk: Chunk, max_line_bytes: int) -> ParsedChunk:
-    """Rows and invalid lines of a whole chunk."""
-    return parse_lines_slow(chunk, list(range(len(chunk.raw))), max_line_bytes)
+    """Rows and invalid lines of a whole chunk: the vectorised path first, line by line for what it leaves."""
+    lengths = np.diff(chunk.starts) - 1
+    candidate = np.flatnonzero((lengths > 0) & (lengths <= max_line_bytes))
+    fast = parse_fast(lines_array(chunk.block, chunk.starts), candidate, chunk.stream, chunk.offsets)
+    left = np.flatnonzero((lengths == 0) | (lengths > max_line_bytes))
+    slow_idx = np.sort(np.concatenate([left, *fast.slow])) if fast.slow else left
+    out = parse_lines_slow(chunk, slow_idx.tolist(), max_line_bytes)
+    for family, tables in fast.tables.items():
+        if family in out.tables:
+            tables = [*tables, out.tables[family]]
+        table = pa.concat_tables(tables)
+        out.tables[family] = table.take(pc.sort_indices(table["_line"]))
+    return out

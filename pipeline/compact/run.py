@@ -205,10 +205,10 @@ class _Run:
             if end > start:
                 with open(self.home.stream(stream), "rb") as handle:
                     for chunk in self._chunks(stream, handle, start, end, line_start):
-                        digest.update(b"".join(line + b"\n" for line in chunk.raw))
+                        digest.update(chunk.block)
                         self._take(chunk, outcomes, letters)
                         if bar is not None:
-                            bar.update(sum(len(line) + 1 for line in chunk.raw))
+                            bar.update(len(chunk.block))
         except BaseException:
             if letters is not None:
                 letters.close()
@@ -230,12 +230,10 @@ class _Run:
                 more = handle.read(min(self.chunk_bytes, end - pos - len(block)))
                 block += more
                 cut = block.rfind(b"\n") + 1
-            raw = block[:cut - 1].split(b"\n")
-            lengths = np.fromiter((len(r) + 1 for r in raw), dtype=np.int64, count=len(raw))
-            offsets = (pos + np.concatenate([[0], np.cumsum(lengths)[:-1]])).tolist()
-            yield Chunk(stream=stream, raw=raw, offsets=offsets, first_line=line_no)
+            chunk = Chunk.of(stream, block[:cut], pos, line_no)
+            yield chunk
             pos += cut
-            line_no += len(raw)
+            line_no += len(chunk.raw)
 
     # ------------------------------------------------------------------ validating and deduplicating
     def _take(self, chunk: Chunk, outcomes: Outcomes, letters: DeadLetters | None) -> None:
@@ -273,7 +271,7 @@ class _Run:
             if letters is None:
                 raise StoreCorrupt(f"no dead-letter file open for {chunk.stream}")
             for i, reason in sorted(rejected):
-                letters.write(deadletter_record(chunk.stream, chunk.offsets[i], chunk.first_line + i, reason,
+                letters.write(deadletter_record(chunk.stream, int(chunk.offsets[i]), chunk.first_line + i, reason,
                                                 chunk.raw[i]))
 
     # ------------------------------------------------------------------ writing
