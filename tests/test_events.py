@@ -256,7 +256,7 @@ def _parses_or_is_rejected(raw: bytes, max_bytes: int):
     return event
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=raw_lines)
 def test_fuzz_lines_parse_or_are_rejected(raw):
     _parses_or_is_rejected(raw, max_bytes=1 << 20)
@@ -270,7 +270,7 @@ def test_fuzz_small_line_limits(raw, max_bytes):
         assert len(raw.rstrip(b"\n")) <= max_bytes
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(obj=json_values | st.dictionaries(st.text(max_size=8), json_values, max_size=6).map(
     lambda d: {"type": "x", **d}))
 def test_fuzz_objects_validate_or_are_rejected(obj):

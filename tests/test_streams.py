@@ -28,6 +28,13 @@ ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 FORK = multiprocessing.get_context("fork")
 
 
+def nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 def stream_bytes(home: Path, stream: str) -> bytes:
     path = home / "streams" / f"{stream}.jsonl"
     return path.read_bytes() if path.exists() else b""
@@ -62,6 +69,8 @@ def test_events_are_routed_by_type(home, batch, tasks, ratings):
     (["[1]", {"type": "task.closed", "task": "T", "outcome": "lost"}], [2, 3]),
     ([b'{"type":"x","n":NaN}'], [2]),
     ([42], [2]),
+    ([{"type": "x", "n": 10 ** 4400}], [2]),  # a line the reader could not read back
+    ([{"type": "x", "deep": nested(70)}], [2]),  # deeper than the reader accepts
 ])
 def test_a_bad_item_appends_nothing_and_names_every_bad_item(home, bad_items, lines):
     append(home, [OPENED], fsync="never")
@@ -313,7 +322,7 @@ def _crashing_appender(home: str, torn: multiprocessing.Event | None) -> None:
         streams.os.write = half_then_hang
     rng = random.Random(os.getpid())
     while True:
-        append(home, [{**OPENED, "task": f"T-{rng.randrange(10**6)}", "pad": "y" * rng.randint(200_000, 900_000)}],
+        append(home, [{**OPENED, "task": f"T-{rng.randrange(10**6)}", "pad": "y" * rng.randint(20_000, 400_000)}],
                fsync="never")
 
 
@@ -334,7 +343,7 @@ def test_sigkill_mid_write_many_times(home, mode, rounds):
         if torn is not None:
             assert torn.wait(20)
         else:
-            time.sleep(rng.uniform(0.03, 0.15))
+            time.sleep(rng.uniform(0.02, 0.08))
         os.kill(proc.pid, signal.SIGKILL)
         proc.join(20)
         assert proc.exitcode == -signal.SIGKILL
