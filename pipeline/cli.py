@@ -594,43 +594,6 @@ def simulate(out, preset_name, scenario_file, tasks, seed, corrupt, gate_noise, 
                    f"({result.events_per_second:,.0f} events/s)")
 
 
-# --------------------------------------------------------------------------- smoke
-@cli.command()
-@click.option("--tasks", type=click.IntRange(min=50), default=300, show_default=True,
-              help="Tasks in the simulated backlog.")
-@click.option("--evidence-tasks", type=click.IntRange(min=1), default=None,
-              help="Tasks of new evidence (default: max(40, tasks / 3)).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Simulator and fit seed.")
-@click.option("--keep", type=click.Path(file_okay=False), default=None,
-              help="Run in this empty directory and keep it (default: a temporary directory, removed).")
-@json_option
-@handle_errors
-def smoke(tasks, evidence_tasks, seed, keep, as_json):
-    """Prove the loop learns: simulate, fit, route, add evidence for another config, fit, route again.
-
-    Runs in a temporary directory and never touches your home. Prints
-    VERDICT: LEARNING OBSERVED (exit 0) or VERDICT: NO CHANGE with why (exit 1).
-
-    \b
-    Example:
-      ratings smoke
-      ratings smoke --tasks 500 --seed 3 --keep /tmp/smoke-home
-    """
-    from .smoke import smoke as run_smoke
-
-    result = run_smoke(tasks=tasks, evidence_tasks=evidence_tasks, seed=seed, keep=keep,
-                       say=None if as_json else click.echo)
-    if as_json:
-        emit_json(result.model_dump(mode="json"))
-    else:
-        click.echo(result.verdict)
-        if not result.learned:
-            gate = result.after.get("gate") or {}
-            click.echo(f"  gate checks after the evidence: {json.dumps(gate, ensure_ascii=False)}")
-    if not result.learned:
-        sys.exit(1)
-
-
 def main() -> None:
     cli(prog_name="ratings")
 
