@@ -24,7 +24,11 @@ POLICIES: dict[str, Policy] = {}
 
 
 def register_policy(name: str, fn: Policy) -> Policy:
-    """Make ``fn`` available as ``route(..., policy=name)`` (replacing a policy of that name)."""
+    """Make ``fn`` available as ``route(..., policy=name)`` (replacing a policy of that name).
+
+    ``fn(router, view, pool, role, failures) -> (config, reason, explorable)`` must be a pure function
+    of its arguments and the table: the router memoises its result per (region, pool, role, failures).
+    """
     if not name or not callable(fn):
         raise ValueError("register_policy needs a name and a callable (router, view, pool, role, failures)")
     POLICIES[name] = fn
