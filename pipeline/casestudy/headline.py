@@ -46,8 +46,9 @@ def routing_lead(stats: Stats) -> list[Block]:
         blocks.append(para(Strong(verdict), lead=True))
     else:
         blocks.append(Note((verdict,)))
-    blocks.append(para(Strong(f"Recommendation: {r.recommendation}. "), f"{fmt.sentence(r.reason)} The published routing table "
-                       f"uses the {c.published} constants.", lead=True))
+    blocks.append(para(Strong(f"Recommendation: {r.recommendation}. "),
+                       f"{fmt.sentence(r.reason)} The published routing table uses the {c.published} constants.",
+                       lead=True))
     return blocks
 
 
@@ -62,7 +63,8 @@ def calibration_lead(stats: Stats) -> list[Block]:
         + (f", over {fmt.count(cal.n)} ratings" if cal.n else "") + ". Verdict: "
     )
     verdict = CALIBRATION_VERDICT[cal.recommendation]
-    blocks: list[Block] = [para(Strong("Calibration: "), text, Strong(cal.recommendation), f". {fmt.sentence(cal.reason)}", lead=True)]
+    blocks: list[Block] = [para(Strong("Calibration: "), text, Strong(cal.recommendation),
+                                f". {fmt.sentence(cal.reason)}", lead=True)]
     blocks.append(para(Strong(verdict), lead=True) if cal.recommendation == "adopt" else Note((verdict,)))
     return blocks
 
@@ -100,7 +102,8 @@ def policy_lead(stats: Stats) -> list[Block]:
     if not default:
         return []
     return [para(
-        Strong("Default policy: "), Code("learning_governed"), f" hit {fmt.pct(first(default, 'hit_rate'))} on held-out "
+        Strong("Default policy: "), Code("learning_governed"),
+        f" hit {fmt.pct(first(default, 'hit_rate'))} on held-out "
         f"tasks with mean quality {fmt.num(first(default, 'mean_quality'), 3)}"
         + (f" at {fmt.usd(first(default, 'mean_cost_usd'))} per task" if first(default, 'mean_cost_usd') is not None
            else "") + ".",

@@ -122,10 +122,11 @@ def grid_heatmap(stats: Stats) -> Plot | None:
             ax.set_ylabel("exploration ε")
             ax.set_title(f"prior source: {source}", loc="left")
             ax.spines[:].set_visible(False)
-        handles, labels = axes[0].get_legend_handles_labels()
-        for ax in axes[1:]:
-            h, l = ax.get_legend_handles_labels()
-            handles, labels = handles + [x for x, y in zip(h, l) if y not in labels], labels + [y for y in l if y not in labels]
+        legend: dict[str, object] = {}  # a mark drawn on any panel, named once
+        for ax in axes:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                legend.setdefault(label, handle)
+        handles, labels = list(legend.values()), list(legend)
         if handles:
             fig.legend(handles, labels, loc="outside upper right", ncols=2, frameon=False)
         fig.colorbar(image, ax=list(axes), label="held-out hit rate (diagnostic)", location="bottom", shrink=0.8,
@@ -260,8 +261,8 @@ def priors_plot(stats: Stats) -> Plot | None:
 
     disagree = [r for r in rows if r.disagrees]
     alt = (f"Shipped against measured prior for {len(rows)} shipped priors. "
-           + (" ".join(f"The ratings disagree with the prior {r.selector} in {r.region}: shipped {fmt.num(r.shipped, 2)}, "
-                       f"measured {fmt.num(r.measured, 3)} over n={r.n:,}." for r in disagree)
+           + (" ".join(f"The ratings disagree with the prior {r.selector} in {r.region}: shipped "
+                       f"{fmt.num(r.shipped, 2)}, measured {fmt.num(r.measured, 3)} over n={r.n:,}." for r in disagree)
               or "None disagrees by more than 0.1 with enough samples."))
     return _draw("priors.svg", alt, draw)
 

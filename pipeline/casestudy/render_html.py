@@ -77,7 +77,8 @@ def _table(t: Table) -> str:
                    + "</tr>\n" for r in t.rows)
     caption = f"<caption>{escape(t.caption)}</caption>" if t.caption else ""
     wide = ' class="wide"' if len(t.columns) > 4 else ""  # more than four columns do not fit a phone's width
-    return f'<div class="table"><table{wide}>{caption}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}</tbody></table></div>'
+    return (f'<div class="table"><table{wide}>{caption}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}'
+            "</tbody></table></div>")
 
 
 def block(b: Block) -> str:

@@ -5,7 +5,8 @@ from ..fit.stats import Stats
 from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
 from .generic import blocks_for, scalar
-from .optional import first, frontier_aiq, frontier_points, ladder_regions, ladder_summary, policy_rows, rungs, short_config
+from .optional import (first, frontier_aiq, frontier_points, ladder_regions, ladder_summary, policy_rows, rungs,
+                       short_config)
 from .plots import Plot
 
 #: What sequential replay's realized value measures, per objective (DESIGN 6).
@@ -50,7 +51,8 @@ def data_section(stats: Stats) -> list[Block]:
         Heading(2, "The data", "data"),
         Bullets((
             (f"{fmt.count(r.total)} ratings ({kinds}); {fmt.count(r.retracted)} retracted and ignored.",),
-            (f"Chronological split: {fmt.count(s.learned_tasks)} learned tasks (the last {fmt.count(s.validation_tasks)} "
+            (f"Chronological split: {fmt.count(s.learned_tasks)} learned tasks (the last "
+             f"{fmt.count(s.validation_tasks)} "
              f"of them validate the constants), {fmt.count(s.held_out_tasks)} held-out tasks from "
              f"{s.cutoff_at or 'n/a'}; {fmt.count(s.eligible_held_out)} held-out tasks were done by two or more "
              f"configurations and are eligible for the hit rate.",),
