@@ -2,7 +2,8 @@
 
 - ``best_single``: the config with the highest learned quality (global pool); on a task it did not do, the next
   config in that order that did (a fixed preference, never looking at the task).
-- ``cheapest``: the same with the lowest learned cost first (configs of unknown cost last).
+- ``cheapest``: the same with the lowest learned cost first (configs of unknown cost last); all null when no
+  cost is known at all.
 - ``random``: the expectation of a uniform choice among the configs that did the task.
 - ``oracle``: a config of the task's best set (its quality and cost are the best set's means).
 - ``shipped``, ``fitted``: the greedy choices of those constants.
@@ -48,8 +49,11 @@ def baselines(
     out = {
         "best_single": score_choice(best, ranked_choice(best, by_quality), cost_known=cost_known,
                                     config=by_quality[0] if by_quality else None),
+        # without any known cost there is no cheapest config: every figure is null
         "cheapest": score_choice(best, ranked_choice(best, by_cost), cost_known=cost_known,
-                                 config=by_cost[0] if by_cost and cost_known else None),
+                                 config=by_cost[0] if by_cost else None) if cost_known else _summary(
+            pl.Series([], dtype=pl.Float64), pl.Series([], dtype=pl.Float64), pl.Series([], dtype=pl.Float64),
+            cost_known=False),
     }
     per_task_random = best.group_by("task").agg(
         pl.col("best").cast(pl.Float64).mean().alias("hit"), pl.col("value").mean(), pl.col("cost_t").mean()
