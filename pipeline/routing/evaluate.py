@@ -11,7 +11,14 @@ dispatcher would: when the chosen config's gate on the task (its task value
 when it has no gate rating) is below the pass threshold (the ladder's, else
 0.5), it is added to ``failures`` and the task is routed again, until one
 passes or the pool is used up. Quality is the task value of the config it
-stopped at; cost is the sum over every config it ran. Other policies run once.
+stopped at; cost is the sum over every config it ran; ``hit`` is whether the
+config it stopped at is in the best set (so compare sequential policies by
+quality and cost too). As every policy here, they choose only among the
+configs observed on the task: a rung not observed on it is skipped. Other
+policies run once.
+
+Pass a table fitted on the learned tasks only (with its signals and ladders),
+never the published one, which has seen the held-out tasks.
 
 Unknown costs: ``cost_t,c = cost_usd + unknown_cost * cost(c, r)`` with
 ``cost(c, r)`` the table's row for the task's region (DESIGN 5, never 0).
