@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import InvalidBatch, InvalidEvent
 from .events import Config, Timestamp, format_timestamp
@@ -138,8 +138,8 @@ def _timestamp(text: str) -> str:
     """The events' own timestamp rule (RFC 3339 with a zone, normalised to UTC ``Z``)."""
     try:
         return _timestamp_adapter().validate_python(text)
-    except ValueError as exc:
-        raise ValueError(str(exc).splitlines()[-1].strip().removeprefix("Value error, ")) from None
+    except ValidationError as exc:
+        raise ValueError(exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")) from None
 
 
 class _Row(BaseModel):

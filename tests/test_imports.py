@@ -1,0 +1,141 @@
+"""Backfill import of long tables: the real samples import cleanly; bad rows are named; re-import adds nothing."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.compact import compact
+from pipeline.errors import InvalidBatch, InvalidEvent
+from pipeline.imports import import_table
+from pipeline.store import open_store
+
+DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).parent.parent
+HEADER = "task_id,config,score,cost_usd,region,at"
+
+
+def _csv(tmp_path: Path, body: str, name: str = "table.csv", header: str = HEADER) -> Path:
+    path = tmp_path / name
+    path.write_text(header + "\n" + body)
+    return path
+
+
+def test_routerbench_sample_imports_cleanly(home):
+    result = import_table(home, DATA / "routerbench-sample.csv.gz")
+    assert (result.rows, result.imported_rows, result.bad_rows) == (44, 44, 0)
+    assert result.appended == 44 * 2 + result.tasks
+    compact(home)
+    with open_store(home) as store:
+        assert store.event_counts()["ratings"] == 44
+        row = store.con.execute("SELECT config_key, rater_kind, rater_name FROM ratings LIMIT 1").fetchone()
+        assert row[0].startswith("import/-/") and row[1:] == ("gate", "routerbench-sample")
+        assert store.con.execute("SELECT count(*) FROM attempts WHERE cost_usd IS NULL").fetchone() == (0,)
+
+
+def test_livecodebench_sample_blank_costs_and_labels(home):
+    result = import_table(home, DATA / "livecodebench-sample.csv", thread="lcb")
+    assert result.bad_rows == 0 and result.imported_rows == 42
+    compact(home)
+    with open_store(home) as store:
+        assert store.con.execute("SELECT count(*) FROM attempts WHERE cost_usd IS NOT NULL").fetchone() == (0,)
+        labels, thread = store.con.execute("SELECT labels, thread FROM tasks LIMIT 1").fetchone()
+        assert json.loads(labels)["platform"] in {"leetcode", "atcoder", "codeforces"} and thread == "lcb"
+        statuses = dict(store.con.execute(
+            "SELECT status, count(*) FROM attempts a JOIN ratings r USING (id) GROUP BY 1").fetchall() or [])
+    assert statuses == {}  # attempt and rating ids differ: one event each
+
+
+def test_full_livecodebench_file_imports_and_reimport_adds_nothing(home):
+    first = import_table(home, ROOT / "data" / "livecodebench.csv.gz")
+    assert first.bad_rows == 0 and first.imported_rows == 16880 and first.tasks == 1055
+    compact(home)
+    again = import_table(home, ROOT / "data" / "livecodebench.csv.gz")
+    assert again.appended == first.appended
+    result = compact(home)
+    assert result.streams["ratings"].duplicate == 16880 and result.streams["ratings"].stored == 0
+    assert result.streams["tasks"].stored == 0
+    assert result.rows["ratings"] == 16880 and result.rows["tasks"] == 1055
+
+
+def test_status_follows_the_score_and_config_keys_are_parsed(home, tmp_path):
+    path = _csv(tmp_path, "T1,claude-code/anthropic/opus/high,0.5,0.01,code,2026-01-01T00:00:00Z\n"
+                          "T1,Qwen/Qwen2-72B,0.49,,code,2026-01-01T00:00:00Z\n")
+    import_table(home, path, rater_kind="human", rater_name="ann")
+    compact(home)
+    with open_store(home) as store:
+        rows = store.con.execute("SELECT cli, route, model, effort, status, cost_usd FROM attempts ORDER BY model")
+        assert rows.fetchall() == [("import", None, "Qwen/Qwen2-72B", None, "failure", None),
+                                   ("claude-code", "anthropic", "opus", "high", "success", 0.01)]
+        assert store.con.execute("SELECT DISTINCT rater_kind, rater_name FROM ratings").fetchall() == [("human", "ann")]
+
+
+def test_blank_scores_are_skipped_and_counted(home, tmp_path):
+    path = _csv(tmp_path, "T1,m,,0.1,code,2026-01-01T00:00:00Z\nT2,m,1,0.1,,2026-01-01T00:00:00Z\n")
+    result = import_table(home, path)
+    assert (result.skipped_blank_score, result.imported_rows, result.tasks) == (1, 1, 1)
+    compact(home)
+    with open_store(home) as store:
+        assert store.con.execute("SELECT task, region FROM tasks").fetchall() == [("T2", "general")]
+
+
+@pytest.mark.parametrize("row, column, reason", [
+    ("T1,m,1.5,0.1,code,2026-01-01T00:00:00Z", "score", "1.5 is not in [0, 1]"),
+    ("T1,m,abc,0.1,code,2026-01-01T00:00:00Z", "score", "'abc' is not a number"),
+    ("T1,m,1,-2,code,2026-01-01T00:00:00Z", "cost_usd", "-2 is not >= 0"),
+    ("T1,m,1,0.1,code,yesterday", "at", "not an RFC 3339 timestamp"),
+    (",m,1,0.1,code,2026-01-01T00:00:00Z", "task_id", "must not be blank"),
+    ("T1,,1,0.1,code,2026-01-01T00:00:00Z", "config", "must not be blank"),
+    ("T1,/route/model/effort,1,0.1,code,2026-01-01T00:00:00Z", "config", None),  # a key with an empty cli
+    ("T1,m,nan,0.1,code,2026-01-01T00:00:00Z", "score", "'nan' is not a finite number"),
+])
+def test_a_bad_row_names_row_and_column_and_nothing_is_appended(home, tmp_path, row, column, reason):
+    path = _csv(tmp_path, f"T0,m,1,0.1,code,2026-01-01T00:00:00Z\n{row}\n")
+    with pytest.raises(InvalidBatch) as caught:
+        import_table(home, path)
+    [error] = caught.value.errors
+    assert (error.line, error.field) == (2, column)
+    if reason:
+        assert reason in error.reason
+    assert not (home / "streams").exists()
+
+
+def test_skip_bad_dead_letters_bad_rows(home, tmp_path):
+    path = _csv(tmp_path, "T0,m,1,0.1,code,2026-01-01T00:00:00Z\nT1,m,7,0.1,code,2026-01-01T00:00:00Z\n")
+    result = import_table(home, path, skip_bad=True)
+    assert (result.imported_rows, result.bad_rows) == (1, 1)
+    [letter] = [json.loads(x) for x in Path(result.deadletter).read_text().splitlines()]
+    assert (letter["row"], letter["column"], letter["raw"]["task_id"]) == (2, "score", "T1")
+
+
+def test_missing_columns_are_named(home, tmp_path):
+    path = _csv(tmp_path, "T0,m,1\n", header="task_id,config,score")
+    with pytest.raises(InvalidEvent, match="missing column\\(s\\) cost_usd, region, at"):
+        import_table(home, path)
+
+
+def test_parquet_input(home, tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"task_id": ["T1"], "config": ["m"], "score": [1.0], "cost_usd": [None],
+                             "region": ["r"], "at": ["2026-01-01T00:00:00Z"], "suite": [7]}), path)
+    result = import_table(home, path)
+    assert result.imported_rows == 1
+    compact(home)
+    with open_store(home) as store:
+        assert store.con.execute("SELECT labels FROM tasks").fetchone() == ('{"suite":"7"}',)
+
+
+def test_cli_import_exit_codes(home, tmp_path):
+    runner = CliRunner()
+    good = runner.invoke(cli, ["import", "--home", str(home), str(DATA / "livecodebench-sample.csv"), "--json"])
+    assert good.exit_code == 0, good.output
+    assert json.loads(good.output)["imported_rows"] == 42
+    bad = _csv(tmp_path, "T1,m,2,0.1,code,2026-01-01T00:00:00Z\n")
+    result = runner.invoke(cli, ["import", "--home", str(home), str(bad)])
+    assert result.exit_code == 2
+    assert f"{bad} row:1: score: 2 is not in [0, 1]" in result.output
