@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import FitError, StoreConflict
 from ..home import Home, atomic_write
-from ..routing.table import Constants, RoutingTable, canonical_json, publish
+from ..routing.table import Constants, RoutingTable, canonical_json, publish, table_json_schema
 from .stats import Stats
 
 DEFAULT_CASE_STUDY = "routing-by-rating"
@@ -207,11 +207,22 @@ def _fit(home: Home, options: FitOptions, say: "_Progress") -> FitResult:
     table = build_table(model, constants_source="fitted" if adopt else "shipped", static=shipped.static,
                         signals=learning.member_signals, ladders=learning.ladders,
                         source=source, fitted_at=inputs.newest_at, evaluation=rounded(summary))
-    table = publish(table, home.fits / "routing-table.json")
+    from ..pin import pinned_version
+
+    pinned = pinned_version(home)
+    if pinned is None:
+        table = publish(table, home.fits / "routing-table.json")
+    else:  # `ratings pin` holds the live table: keep it, record this fit in the history only
+        table = table.with_version()
+        atomic_write(home.fits / "routing-table.schema.json", canonical_json(table_json_schema()))
     atomic_write(home.fits / "history" / f"{table.version}.json", canonical_json(table.to_json_dict()))
     stats = _stats(ev, inputs, options, objective, source, published_source="fitted" if adopt else "shipped",
                    sections=learning.stats,
                    cutoff=cutoff_text(ev.split["cutoff_at"]))
+    if pinned is not None:
+        stats = stats.model_copy(update={"notes": [*stats.notes, (
+            f"fits/routing-table.json is pinned to {pinned} (ratings pin); this fit ({table.version}) was written "
+            "to fits/history/ only. Run `ratings pin --latest` to publish it.")]})
     atomic_write(home.case_study(options.case_study) / "stats.json", canonical_json(stats.to_json_dict()))
     return FitResult(table=table, stats=stats, evaluation=ev)
 

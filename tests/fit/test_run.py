@@ -244,3 +244,22 @@ def test_too_few_tasks(tmp_path):
 def test_rounding_removes_non_finite_numbers():
     assert rounded({"a": float("nan"), "b": [float("inf"), 0.1234567891234], "c": (1.0, -0.0)}) == {
         "a": None, "b": [None, 0.123456789], "c": [1.0, 0.0]}
+
+
+def test_a_pinned_table_stays_in_place_and_the_fit_goes_to_history(tmp_path):
+    from pipeline.pin import pin
+
+    home = make_home(tmp_path / "pinned", tiny_events())
+    first = run_fit(home, PINNED)
+    pin(home, first.table.version)
+    live = (home / "fits" / "routing-table.json").read_bytes()
+    from pipeline.streams import append
+
+    append(home, [{"type": "task.rated", "task": "T10", "config": {"cli": "c", "route": None, "model": "y",
+                                                                    "effort": None},
+                   "rater": {"kind": "human", "name": "lead"}, "score": 1.0, "at": "2026-01-10T06:00:00Z"}])
+    second = run_fit(home, PINNED)
+    assert second.table.version != first.table.version
+    assert (home / "fits" / "routing-table.json").read_bytes() == live
+    assert (home / "fits" / "history" / f"{second.table.version}.json").exists()
+    assert "pinned to" in second.stats.notes[-1]
