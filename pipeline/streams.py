@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -54,18 +55,20 @@ class _MonotonicUlids:
 
     def reset(self) -> None:
         self.ms, self.random, self.high, self.prefix = -1, 0, -1, ""
+        self.lock = threading.Lock()  # a new lock: one held by another thread at fork time stays there
 
     def next(self) -> str:
-        ms = int(time.time() * 1000)
-        if ms > self.ms:  # a clock that steps back keeps the last millisecond: ids still sort
-            # top bit clear: 2**79 increments of room before the 80 bits could overflow
-            self.ms, self.random, self.high = ms, int.from_bytes(os.urandom(10), "big") >> 1, -1
-        else:
-            self.random += 1
-        high = self.random >> 10
-        if high != self.high:
-            self.high, self.prefix = high, _encode(self.ms, 10) + _encode(high, 14)
-        return self.prefix + _PAIRS[self.random & 1023]
+        with self.lock:  # threads of one dispatcher must not draw the same increment
+            ms = int(time.time() * 1000)
+            if ms > self.ms:  # a clock that steps back keeps the last millisecond: ids still sort
+                # top bit clear: 2**79 increments of room before the 80 bits could overflow
+                self.ms, self.random, self.high = ms, int.from_bytes(os.urandom(10), "big") >> 1, -1
+            else:
+                self.random += 1
+            high = self.random >> 10
+            if high != self.high:
+                self.high, self.prefix = high, _encode(self.ms, 10) + _encode(high, 14)
+            return self.prefix + _PAIRS[self.random & 1023]
 
 
 _ULIDS = _MonotonicUlids()

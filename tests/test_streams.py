@@ -117,6 +117,28 @@ def test_new_ids_sort_by_time_and_are_unique():
     assert len(ids) == 10_000 and all(ULID.fullmatch(i) for i in ids)
 
 
+def test_new_ids_are_unique_across_threads_and_forks(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(streams.time, "time", lambda: 1_700_000_000.0)  # one millisecond for every id
+
+    with ThreadPoolExecutor(4) as pool:
+        ids = [i for chunk in pool.map(lambda _: [new_id() for _ in range(5_000)], range(4)) for i in chunk]
+    reader, writer = os.pipe()
+    new_id()  # the parent's sequence is under way when it forks
+    child = os.fork()
+    if child == 0:
+        os.write(writer, "".join(new_id() for _ in range(100)).encode())
+        os._exit(0)
+    ids += [new_id() for _ in range(100)]
+    os.waitpid(child, 0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as handle:
+        raw = handle.read().decode()
+    ids += [raw[i:i + 26] for i in range(0, len(raw), 26)]
+    assert len(ids) == len(set(ids)) == 20_200
+
+
 def test_bad_fsync_policy(home):
     with pytest.raises(ValueError, match="fsync must be"):
         append(home, [OPENED], fsync="sometimes")
