@@ -90,7 +90,7 @@ def cli() -> None:
 @click.option("--fsync", type=click.Choice(["always", "batch", "never"]), default="batch", show_default=True,
               help="fsync after every line, once per batch, or never.")
 @click.option("--max-line-bytes", type=click.IntRange(min=1), default=1 << 20, show_default=True,
-              help="Reject lines longer than this.")
+              help="Reject lines (as given and as stored, with id and at) longer than this.")
 @json_option
 @click.argument("events", nargs=-1)
 @handle_errors
@@ -98,7 +98,9 @@ def append(home, fsync, max_line_bytes, as_json, events):
     """Append events (JSON objects) to the task and rating streams.
 
     Reads NDJSON from stdin when no EVENTS are given. The whole batch is
-    validated first: one bad line and nothing is appended (exit 2).
+    validated first: one bad line and nothing is appended (exit 2, one
+    message per bad line). Events without `id` or `at` get a ULID and the
+    current time; each goes to the tasks or ratings stream by its type.
 
     \b
     Example:
