@@ -1,17 +1,22 @@
 """The append-only task and rating streams (DESIGN 4).
 
-Lock protocol, the same for every writer in any language:
+Lock protocol, the same for every writer in any language (the README repeats it):
 
-1. open ``streams/.<stream>.lock`` (create it if absent) and take an exclusive
-   ``flock`` on it;
-2. open ``streams/<stream>.jsonl`` with ``O_WRONLY|O_APPEND|O_CREAT``;
-3. if the file does not end in ``\\n``, move the bytes after the last newline
-   to ``quarantine/`` (fsync'd) and truncate them away;
-4. write each line (one JSON object + ``\\n``) with one ``write`` call, finishing
-   a short write before the next line;
-5. fsync as the policy says, then release the lock.
+1. open ``streams/.<stream>.lock`` (``O_RDWR|O_CREAT``, never delete it) and take an
+   exclusive ``flock(2)`` on it (BSD ``flock``, not ``fcntl``/POSIX record locks: on
+   Linux the two do not exclude each other);
+2. open ``streams/<stream>.jsonl`` with ``O_RDWR|O_APPEND|O_CREAT``;
+3. if the file is not empty and does not end in ``\n``, copy the bytes after the last
+   newline to a new file ``quarantine/<stream>.<offset, 20 digits>.<unique>.fragment``
+   (``O_EXCL``), fsync it and the ``quarantine/`` directory, then ``ftruncate`` the stream
+   to that offset and fsync it;
+4. write each line (one compact UTF-8 JSON object + ``\n``, at most 1 MiB) with one
+   ``write`` call; finish a short write before the next line; on an error, truncate
+   the stream back to where that line began;
+5. fsync as the policy says (``always``: after each line, ``batch``: once), close the
+   stream, release the lock. Hold one stream's lock at a time.
 
-Readers need no lock: they stop at the last newline.
+Readers take no lock: they stop at the last newline.
 """
 from __future__ import annotations
 
