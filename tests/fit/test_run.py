@@ -263,3 +263,21 @@ def test_a_pinned_table_stays_in_place_and_the_fit_goes_to_history(tmp_path):
     assert (home / "fits" / "routing-table.json").read_bytes() == live
     assert (home / "fits" / "history" / f"{second.table.version}.json").exists()
     assert "pinned to" in second.stats.notes[-1]
+
+
+def test_utility_searches_lambda_on_its_grid(fit_home):
+    from pipeline.fit.search import lambda_grid
+
+    options = PINNED.model_copy(update={"objective": "utility"})
+    _, result = fit_home("utility", tiny_events(), options)
+    stats = result.stats
+    # learned task values: costs 6 x 0.1 (x) + 4 x 0.2 (y) -> mean 0.14; values 4.5 + 4 -> mean 0.85
+    scale = 0.14 / 0.85
+    assert stats.constants.shipped.lambda_ == pytest.approx(scale)  # shipped.json has none: 1x the scale
+    assert stats.constants.selected_on["lambda"] == "validation"
+    assert stats.constants.selected_on["prior_weight"] == "pinned"
+    greedy = [r for r in stats.grid if r.model_extra["kind"] == "greedy_hit_rate"]
+    assert len(greedy) == 13
+    assert sorted({r.lambda_ for r in greedy}) == pytest.approx(lambda_grid(scale))
+    assert stats.constants.fitted.lambda_ in {r.lambda_ for r in greedy}
+    assert stats.objective == "utility" and result.table.constants.lambda_ is not None
