@@ -93,8 +93,14 @@ def greedy_hits(model: Any, part: "Part | pl.DataFrame") -> pl.DataFrame:
     if isinstance(part, pl.DataFrame) or part.index is None:
         best = part if isinstance(part, pl.DataFrame) else part.best
         return route_hits(best, model.choose_frame(best.select("task", "region", "config_key")))
-    ranking = model.lookup(part.index.pairs).sort(_GREEDY_BY, descending=_GREEDY_DESC, nulls_last=True)
-    return part.index.route(ranking)
+    # The model's members already hold most pairs; only pairs the fit never saw go through lookup's fallbacks.
+    pairs = part.index.pairs.select("region", "config_key")
+    cols = ["region", "config_key", "value", "quality", "cost_usd"]
+    known = pairs.join(model.members.select(cols), on=["region", "config_key"], how="inner")
+    missing = pairs.join(known.select("region", "config_key"), on=["region", "config_key"], how="anti")
+    if missing.height:
+        known = pl.concat([known, model.lookup(missing).select(cols)])
+    return part.index.route(known.sort(_GREEDY_BY, descending=_GREEDY_DESC, nulls_last=True))
 
 
 def candidate_sets(shipped: Constants, pins: Pins, *, objective: str, lambda_scale: float | None,
