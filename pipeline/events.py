@@ -252,7 +252,7 @@ def model_for(event_type: str) -> type[Event]:
 # --------------------------------------------------------------------------- parsing
 # Cheap scans that rule a rare problem out for almost every line; only a line they flag gets the full check.
 _MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # an escaped UTF-16 surrogate
-_LONGEST_INT = 4300  # Python refuses to parse longer integers (sys.int_info.default_max_str_digits)
+_LONGEST_INT = sys.int_info.default_max_str_digits  # json.loads refuses integers with more digits (4300)
 
 
 def _reject_constant(token: str) -> Any:
