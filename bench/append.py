@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rate = in_process(root / "home", args.events, args.batch)
         floor = bare_writes(root, args.events)
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"machine: {os.cpu_count()} CPUs, load average {load} (wall figures suffer when it exceeds the CPUs)")
         print(f"in-process append, {args.events:,} task.rated dicts, batches of {args.batch:,}, fsync=batch")
         print(f"  {rate['events_per_s']:>12,.0f} events/s wall   ({rate['wall_s']:.2f} s)")
         print(f"  {rate['cpu_events_per_s']:>12,.0f} events/s CPU    ({rate['cpu_s']:.2f} s)")
