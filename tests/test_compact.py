@@ -184,8 +184,8 @@ def test_fast_path_gives_the_rows_and_reasons_of_the_line_by_line_parser():
     block = _lines_of(TRICKY, BAD_LINES) + _lines_of([rating(i) for i in range(100, 400)], [])
     chunk = Chunk.of("ratings", block, 1000, 7)
     fast = parse_chunk(chunk, 1 << 20)
-    slow = parse_lines_slow(chunk, list(range(len(chunk.raw))), 1 << 20)
-    left = parse_fast(lines_array(chunk.block, chunk.starts), np.arange(len(chunk.raw)), "ratings", chunk.offsets)
+    slow = parse_lines_slow(chunk, list(range(len(chunk))), 1 << 20)
+    left = parse_fast(lines_array(chunk.block, chunk.starts), np.arange(len(chunk)), "ratings", chunk.offsets)
     assert sum(len(s) for s in left.slow) < 40  # the 300 plain ratings took the vectorised path
     assert sorted(fast.invalid) == sorted(slow.invalid)
     assert len(slow.invalid) == len(BAD_LINES) - 2  # two of them are valid, in an unusual form
@@ -204,3 +204,186 @@ def test_vectorised_config_key_equals_config_key():
     parts = [("a/b", None, "480B/A35B", "-"), ("%2F", "-", "%", None), ("c", "r", "m", "e"), ("-", "--", "/-/", "%-")]
     array = pa.array([dict(zip(("cli", "route", "model", "effort"), p)) for p in parts])
     assert config_keys(array).to_pylist() == [config_key(*p) for p in parts]
+
+
+# --------------------------------------------------------------------------- crashes, faults, races
+import errno  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import threading  # noqa: E402
+from contextlib import nullcontext  # noqa: E402
+
+import pyarrow.parquet as pq  # noqa: E402
+import pytest  # noqa: E402
+
+import pipeline.compact.run as run_module  # noqa: E402
+from pipeline.errors import StoreConflict  # noqa: E402
+from pipeline.verify import verify  # noqa: E402
+
+
+class Crash(Exception):
+    """Stands for the process dying at a step."""
+
+
+def _base(tmp_path):
+    """A home with one compaction done and new input waiting (valid, duplicate, conflict and invalid lines)."""
+    home = tmp_path / "base"
+    append(home, [opened(1), rating(1), rating(2, day=2)])
+    compact(home)
+    append(home, [opened(2), rating(3, day=3), rating(1), rating(2, day=2, score=0.0), rating(4, day=4)])
+    with open(home / "streams" / "ratings.jsonl", "ab") as handle:
+        handle.write(b'{"type":"task.rated"}\n')
+    return home
+
+
+@pytest.fixture
+def base(tmp_path):
+    home = _base(tmp_path)
+    reference = tmp_path / "reference"
+    shutil.copytree(home, reference)
+    compact(reference)
+    return home, reference
+
+
+def _fresh(base_home, tmp_path, name):
+    target = tmp_path / name
+    shutil.copytree(base_home, target)
+    return target
+
+
+@pytest.mark.parametrize("step", ["after-parquet", "before-manifest", "after-manifest"])
+def test_a_crash_at_any_step_resumes_to_the_fault_free_store(base, tmp_path, monkeypatch, snapshot, step):
+    home_base, reference = base
+    home = _fresh(home_base, tmp_path, "crashed")
+
+    def hook(at):
+        if at == step:
+            raise Crash(at)
+
+    monkeypatch.setattr(run_module, "fault_hook", hook)
+    with pytest.raises(Crash):
+        compact(home)
+    monkeypatch.undo()
+    assert verify(home).ok
+    compact(home)
+    assert verify(home).ok
+    assert snapshot(home) == snapshot(reference)
+
+
+def test_a_crash_mid_file_leaves_only_invisible_files(base, tmp_path, snapshot):
+    home_base, reference = base
+    home = _fresh(home_base, tmp_path, "torn")
+    part = home / "store" / "ratings" / "date=2026-01-03"
+    part.mkdir(parents=True)
+    (part / ".00000000000000000002-X-00001.parquet.tmp").write_bytes(b"PAR1 half a file")
+    shutil.copy(next((reference / "store" / "ratings" / "date=2026-01-03").glob("*.parquet")), part / "stray.parquet")
+    with open(home / "deadletter" / "ratings.jsonl", "ab") as handle:
+        handle.write(b'{"stream":"ratings","byte_offset":1,"line_no":1,"reason":"from a crashed run"')
+    assert snapshot(home)["counts"]["ratings"] == 2  # nothing of the crashed run is visible
+    compact(home)
+    assert verify(home).ok
+    assert snapshot(home) == snapshot(reference)
+
+
+def _count_calls(home, target, attr):
+    calls = [0]
+    original = getattr(target, attr)
+
+    def counting(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    setattr(target, attr, counting)
+    try:
+        compact(home)
+    finally:
+        setattr(target, attr, original)
+    return calls[0]
+
+
+FAULT_TARGETS = [(os, "write"), (os, "fsync"), (os, "rename"), (os, "link"), (pq, "write_table")]
+
+
+@pytest.mark.parametrize("target, attr", FAULT_TARGETS, ids=[a for _, a in FAULT_TARGETS])
+def test_io_faults_on_the_kth_call_leave_a_verifiable_store_and_a_clean_rerun(base, tmp_path, snapshot, target,
+                                                                              attr):
+    home_base, reference = base
+    expected = snapshot(reference)
+    calls = _count_calls(_fresh(home_base, tmp_path, "count"), target, attr)
+    assert calls >= 1
+    for k in range(1, calls + 1):
+        for code in ((errno.ENOSPC, errno.EIO) if k == 1 else (errno.ENOSPC,)):
+            home = _fresh(home_base, tmp_path, f"fault-{k}-{code}")
+            original = getattr(target, attr)
+            seen = [0]
+
+            def faulty(*args, **kwargs):
+                seen[0] += 1
+                if seen[0] == k:
+                    raise OSError(code, os.strerror(code))
+                return original(*args, **kwargs)
+
+            setattr(target, attr, faulty)
+            try:
+                with pytest.raises(OSError):
+                    compact(home)
+            finally:
+                setattr(target, attr, original)
+            assert verify(home).ok, (attr, k, verify(home).problems)
+            compact(home)
+            assert verify(home).ok
+            assert snapshot(home) == expected, (attr, k)
+
+
+def test_racing_compactors_take_turns_on_the_lock(base, tmp_path, snapshot):
+    home_base, reference = base
+    home = _fresh(home_base, tmp_path, "race")
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(compact(home))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r.created for r in results) == [False, True]
+    assert manifest_numbers(home) == [1, 2]
+    assert snapshot(home) == snapshot(reference)
+
+
+def test_without_the_lock_the_loser_of_a_manifest_number_gets_a_clear_error(base, tmp_path, monkeypatch, snapshot):
+    home_base, reference = base
+    home = _fresh(home_base, tmp_path, "nolock")
+    monkeypatch.setattr(run_module, "compact_lock", lambda home: nullcontext())
+    original = run_module.fault_hook
+    raced = []
+
+    def hook(step):
+        if step == "before-manifest" and not raced:
+            raced.append(True)
+            compact(home)  # the other compactor wins number 2
+        original(step)
+
+    monkeypatch.setattr(run_module, "fault_hook", hook)
+    with pytest.raises(StoreConflict, match="manifest 2 was created by another compactor"):
+        compact(home)
+    monkeypatch.undo()
+    assert manifest_numbers(home) == [1, 2]
+    assert verify(home).ok
+    assert snapshot(home) == snapshot(reference)
+
+
+def test_duplicates_are_counted_once_across_files_runs_and_reimports(home, tmp_path):
+    from pipeline.imports import import_table
+
+    path = tmp_path / "t.csv"
+    path.write_text("task_id,config,score,cost_usd,region,at\nT1,m,1,0.1,r,2026-01-01T00:00:00Z\n"
+                    "T2,m,0,0.1,r,2026-01-01T00:00:00Z\n")
+    copy = tmp_path / "copy.csv"
+    copy.write_bytes(path.read_bytes())
+    import_table(home, path, rater_name="x")
+    import_table(home, copy, rater_name="x")  # the same rows from another file
+    first = compact(home)
+    import_table(home, path, rater_name="x")
+    second = compact(home)
+    assert first.rows["ratings"] == 2 and first.streams["ratings"].duplicate == 2
+    assert second.rows == first.rows and second.streams["ratings"].duplicate == 2
+    assert second.streams["tasks"].duplicate == 4  # 2 opened + 2 attempted

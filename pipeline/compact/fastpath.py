@@ -147,7 +147,8 @@ def _parse_group(name: str, lines: pa.LargeBinaryArray, picked: np.ndarray, stre
 
 def _read(name: str, lines: pa.LargeBinaryArray, picked: np.ndarray) -> tuple[pa.Table, pa.Array] | None:
     """Arrow's reading of the picked lines with the type's exact schema (and the lines), or None when it rejects any."""
-    taken = lines.take(pa.array(picked))
+    whole = len(picked) == len(lines) and picked[0] == 0 and picked[-1] == len(lines) - 1
+    taken = lines if whole else lines.take(pa.array(picked))  # sorted and unique: all lines, in order
     offs = np.frombuffer(taken.buffers()[1], np.int64, len(taken) + 1, taken.offset * 8)
     data = taken.buffers()[2].slice(int(offs[0]), int(offs[-1] - offs[0]))
     options = pj.ParseOptions(explicit_schema=_SCHEMA[name], unexpected_field_behavior="error")

@@ -1,83 +1,123 @@
 """The id index: 16 bytes per stored event, enough to deduplicate against the whole store.
 
-Each stored event contributes ``(h, p)``: ``h`` is a 64-bit BLAKE2b hash of its
-id, ``p`` a 64-bit BLAKE2b hash of its raw line (the payload). An incoming
-event whose ``h`` is known is a duplicate when ``p`` matches (dropped and
-counted) and a conflict otherwise (dead-lettered). Two events are "the same
-payload" when their lines are byte-identical, which is what a retried append of
-one serialised event gives. A 64-bit id hash collides with probability about
-n^2 / 2^65 (1e-7 at 5M events); a collision can only turn an event into a
-visible conflict, never drop a different event silently (the payload hash must
-collide too).
+Each stored event contributes ``(h, pos)``: ``h`` is a 64-bit BLAKE2b hash of its
+id, ``pos`` where its line lies in the streams (stream number in the top 8 bits,
+byte offset below). Streams are append-only (``ratings verify`` checks the bytes
+the manifests consumed), so the stored line can always be read back: an incoming
+event whose ``h`` is known is a **duplicate** when its line is byte-identical to
+the stored one (what a retried append of one serialised event gives) and a
+**conflict** otherwise. Only hits read a line back; a new id costs one hash.
+
+A 64-bit id hash collides with probability about n^2 / 2^65 (1e-7 at 5M events);
+a collision turns an event into a visible conflict (dead-lettered), it never
+drops a different event silently, because the lines are compared byte for byte.
 
 Segments are Parquet files under ``store/_index/`` listed in the manifest; each
 compaction adds one segment (sorted by ``h``) and merges them when there are
-many, so the index stays one sorted array in memory.
+many; in memory the index is one sorted array.
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from hashlib import blake2b
 
 import numpy as np
 import pyarrow as pa
 
-SCHEMA = pa.schema([pa.field("h", pa.uint64()), pa.field("p", pa.uint64())])
+from ..home import STREAMS, Home
+
+SCHEMA = pa.schema([pa.field("h", pa.uint64()), pa.field("pos", pa.uint64())])
+_OFFSET_BITS = 56
+_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
+
+NEW, DUPLICATE, CONFLICT = 0, 1, 2
 
 
 def hash64(values: list[bytes]) -> np.ndarray:
     """64-bit BLAKE2b of each value (little-endian), stable across versions and platforms."""
-    joined = b"".join(blake2b(v, digest_size=8).digest() for v in values)
+    joined = b"".join([blake2b(v, digest_size=8).digest() for v in values])
     return np.frombuffer(joined, dtype="<u8").astype(np.uint64)
 
 
-class IdIndex:
-    """Sorted id hashes with their payload hashes; grows by the hashes of each accepted batch."""
+def position(stream: str, offsets: np.ndarray) -> np.ndarray:
+    """Packed ``(stream, byte offset)`` of lines."""
+    return (np.uint64(STREAMS.index(stream)) << np.uint64(_OFFSET_BITS)) | offsets.astype(np.uint64)
 
-    def __init__(self, h: np.ndarray | None = None, p: np.ndarray | None = None):
+
+class LineReader:
+    """Reads one stored line back from the streams by its packed position."""
+
+    def __init__(self, home: Home):
+        self.home = home
+        self.fds: dict[int, int] = {}
+
+    def line(self, pos: int) -> bytes:
+        number, offset = pos >> _OFFSET_BITS, pos & _OFFSET_MASK
+        fd = self.fds.get(number)
+        if fd is None:
+            fd = self.fds[number] = os.open(self.home.stream(STREAMS[number]), os.O_RDONLY)
+        out = b""
+        while True:
+            block = os.pread(fd, 1 << 16, offset + len(out))
+            cut = block.find(b"\n")
+            if cut >= 0 or not block:
+                return out + block[:cut if cut >= 0 else len(block)]
+            out += block
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+
+class IdIndex:
+    """Sorted id hashes with the stream position of each stored event."""
+
+    def __init__(self, h: np.ndarray | None = None, pos: np.ndarray | None = None):
         h = np.empty(0, np.uint64) if h is None else h
-        p = np.empty(0, np.uint64) if p is None else p
+        pos = np.empty(0, np.uint64) if pos is None else pos
         order = np.argsort(h, kind="stable")
-        self.h, self.p = h[order], p[order]
+        self.h, self.pos = h[order], pos[order]
 
     @classmethod
     def from_tables(cls, tables: list[pa.Table]) -> "IdIndex":
         if not tables:
             return cls()
         table = pa.concat_tables(tables)
-        return cls(table["h"].to_numpy(), table["p"].to_numpy())
+        return cls(table["h"].to_numpy(), table["pos"].to_numpy())
 
     def __len__(self) -> int:
         return len(self.h)
 
     def lookup(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(known mask, payload hash of the known ones: 0 elsewhere)."""
+        """(known mask, stored position of the known ones: 0 elsewhere)."""
         if not len(self.h):
             return np.zeros(len(h), bool), np.zeros(len(h), np.uint64)
-        pos = np.searchsorted(self.h, h)
-        pos[pos >= len(self.h)] = 0
-        known = self.h[pos] == h
-        return known, np.where(known, self.p[pos], np.uint64(0))
+        at = np.searchsorted(self.h, h)
+        at[at >= len(self.h)] = 0
+        known = self.h[at] == h
+        return known, np.where(known, self.pos[at], np.uint64(0))
 
-    def classify(self, h: np.ndarray, p: np.ndarray) -> np.ndarray:
-        """Per incoming row: 0 new, 1 duplicate, 2 conflict, against this index and earlier rows of the batch.
+    def classify(self, h: np.ndarray, line_of: Callable[[int], bytes], reader: LineReader) -> np.ndarray:
+        """Per incoming row (ids hashed to ``h``; ``line_of(i)`` is row i's line): NEW, DUPLICATE or CONFLICT.
 
-        The first occurrence of an id in the batch is the one compared with the index; a later one is
-        compared with that first occurrence.
+        A known id is compared with the stored line; a repeat of a new id within the batch with the
+        first occurrence in the batch.
         """
         out = np.zeros(len(h), np.int8)
         if not len(h):
             return out
-        known, stored_p = self.lookup(h)
-        out[known] = np.where(stored_p[known] == p[known], 1, 2)
+        known, stored = self.lookup(h)
+        for i in np.flatnonzero(known):
+            out[i] = DUPLICATE if reader.line(int(stored[i])) == line_of(i) else CONFLICT
         _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
         first_of_row = first[inverse]
-        repeat = first_of_row != np.arange(len(h))
-        # A repeat of a new id: duplicate of that first occurrence if the payload matches, else conflict.
-        fresh_repeat = repeat & ~known
-        out[fresh_repeat] = np.where(p[fresh_repeat] == p[first_of_row[fresh_repeat]], 1, 2)
+        for i in np.flatnonzero((first_of_row != np.arange(len(h))) & ~known):
+            out[i] = DUPLICATE if line_of(int(first_of_row[i])) == line_of(i) else CONFLICT
         return out
 
-    def add(self, h: np.ndarray, p: np.ndarray) -> None:
+    def add(self, h: np.ndarray, pos: np.ndarray) -> None:
         """Add new (unique, unknown) ids.
 
         Both parts are sorted, so the stable sort (a merge sort that finds runs) merges them in linear time.
@@ -85,11 +125,11 @@ class IdIndex:
         if len(h):
             order = np.argsort(h, kind="stable")
             merged_h = np.concatenate([self.h, h[order]])
-            merged_p = np.concatenate([self.p, p[order]])
+            merged_pos = np.concatenate([self.pos, pos[order]])
             order = np.argsort(merged_h, kind="stable")
-            self.h, self.p = merged_h[order], merged_p[order]
+            self.h, self.pos = merged_h[order], merged_pos[order]
 
 
-def segment_table(h: np.ndarray, p: np.ndarray) -> pa.Table:
+def segment_table(h: np.ndarray, pos: np.ndarray) -> pa.Table:
     order = np.argsort(h, kind="stable")
-    return pa.table({"h": pa.array(h[order], pa.uint64()), "p": pa.array(p[order], pa.uint64())}, schema=SCHEMA)
+    return pa.table({"h": pa.array(h[order], pa.uint64()), "pos": pa.array(pos[order], pa.uint64())}, schema=SCHEMA)

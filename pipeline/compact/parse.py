@@ -22,14 +22,12 @@ class Chunk:
     """Complete lines of one stream.
 
     ``block`` holds them with their newlines; line ``i`` is ``block[starts[i]:starts[i+1]]``,
-    ``raw[i]`` is it without the newline, it starts at stream byte ``offsets[i]`` and is
-    line number ``first_line + i``.
+    starts at stream byte ``offsets[i]`` and is line number ``first_line + i``.
     """
 
     stream: str
     block: bytes
     starts: np.ndarray
-    raw: list[bytes]
     offsets: np.ndarray
     first_line: int
 
@@ -38,8 +36,14 @@ class Chunk:
         """The lines of ``block`` (which ends with a newline) found at stream byte ``offset``."""
         ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 10) + 1
         starts = np.concatenate([np.zeros(1, np.int64), ends.astype(np.int64)])
-        return cls(stream=stream, block=block, starts=starts, raw=block[:-1].split(b"\n"),
-                   offsets=starts[:-1] + offset, first_line=first_line)
+        return cls(stream=stream, block=block, starts=starts, offsets=starts[:-1] + offset, first_line=first_line)
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def line(self, i: int) -> bytes:
+        """Line ``i`` without its newline."""
+        return self.block[self.starts[i]:self.starts[i + 1] - 1]
 
 
 @dataclass
@@ -62,7 +66,7 @@ def parse_lines_slow(chunk: Chunk, indices: list[int], max_line_bytes: int) -> P
     source = f"streams/{chunk.stream}.jsonl"
     for i in indices:
         try:
-            event = parse_line(chunk.raw[i], line=chunk.first_line + i, source=source, max_bytes=max_line_bytes)
+            event = parse_line(chunk.line(i), line=chunk.first_line + i, source=source, max_bytes=max_line_bytes)
         except InvalidEvent as exc:
             out.invalid.append((i, f"{exc.field}: {exc.reason}"))
             continue
@@ -87,5 +91,5 @@ def parse_chunk(chunk: Chunk, max_line_bytes: int) -> ParsedChunk:
         if family in out.tables:
             tables = [*tables, out.tables[family]]
         table = pa.concat_tables(tables)
-        out.tables[family] = table.take(pc.sort_indices(table["_line"]))
+        out.tables[family] = table.take(pc.sort_indices(table["_line"])) if len(tables) > 1 else table
     return out

@@ -39,7 +39,7 @@ from ..home import STREAMS, Home
 from ..manifest import FileEntry, Manifest, Outcomes, StreamRange, create_manifest, load_manifest
 from ..streams import new_id
 from .files import DeadLetters, deadletter_record, entry_for, fsync_dirs, write_parquet
-from .ids import IdIndex, hash64, segment_table
+from .ids import CONFLICT, DUPLICATE, NEW, IdIndex, LineReader, hash64, position, segment_table
 from .parse import Chunk, ParsedChunk, parse_chunk
 from .rows import SCHEMAS
 
@@ -90,8 +90,12 @@ def compact(home: str | os.PathLike | Home | None = None, *, progress: bool = Fa
         raise ValueError("merge_threshold must be at least 2")
     home = Home.resolve(home)
     with compact_lock(home):
-        return _Run(home, merge_threshold=merge_threshold, chunk_bytes=chunk_bytes, buffer_rows=buffer_rows,
-                    max_line_bytes=max_line_bytes, progress=progress).run()
+        run = _Run(home, merge_threshold=merge_threshold, chunk_bytes=chunk_bytes, buffer_rows=buffer_rows,
+                   max_line_bytes=max_line_bytes, progress=progress)
+        try:
+            return run.run()
+        finally:
+            run.reader.close()
 
 
 def _last_newline_end(handle, start: int, size: int) -> int:
@@ -127,7 +131,8 @@ class _Run:
         self.buffers: dict[tuple[str, str], list[pa.Table]] = {}
         self.buffered = 0
         self.new_h: list[np.ndarray] = []
-        self.new_p: list[np.ndarray] = []
+        self.new_pos: list[np.ndarray] = []
+        self.reader = LineReader(home)
         self.index = IdIndex.from_tables(
             [pq.read_table(self.store / e.path) for e in self.prev.index] if self.prev else [])
 
@@ -146,9 +151,9 @@ class _Run:
         fault_hook("after-parquet")
         index = list(self.prev.index) if self.prev else []
         if self.new_h:
-            index.append(self._write_index(np.concatenate(self.new_h), np.concatenate(self.new_p), "ids"))
+            index.append(self._write_index(np.concatenate(self.new_h), np.concatenate(self.new_pos), "ids"))
         if len(index) > INDEX_MERGE_THRESHOLD:
-            index = [self._write_index(self.index.h, self.index.p, "ids-all")]
+            index = [self._write_index(self.index.h, self.index.pos, "ids-all")]
         merged = self._merge()
         fsync_dirs(self.dirs)
         manifest = Manifest(
@@ -233,12 +238,12 @@ class _Run:
             chunk = Chunk.of(stream, block[:cut], pos, line_no)
             yield chunk
             pos += cut
-            line_no += len(chunk.raw)
+            line_no += len(chunk)
 
     # ------------------------------------------------------------------ validating and deduplicating
     def _take(self, chunk: Chunk, outcomes: Outcomes, letters: DeadLetters | None) -> None:
         parsed: ParsedChunk = parse_chunk(chunk, self.max_line_bytes)
-        outcomes.lines += len(chunk.raw)
+        outcomes.lines += len(chunk)
         rejected: list[tuple[int, str]] = list(parsed.invalid)
         outcomes.invalid += len(parsed.invalid)
         families = sorted(parsed.tables)
@@ -248,23 +253,25 @@ class _Run:
             order = np.argsort(lines, kind="stable")
             lines = lines[order]
             h = hash64([ids[i].encode("utf-8") for i in order])
-            p = hash64([chunk.raw[i] for i in lines])
-            verdict = self.index.classify(h, p)
-            new = verdict == 0
-            self.index.add(h[new], p[new])
+            verdict = self.index.classify(h, lambda k: chunk.line(int(lines[k])), self.reader)
+            new = verdict == NEW
+            pos = position(chunk.stream, chunk.offsets[lines[new]])
+            self.index.add(h[new], pos)
             self.new_h.append(h[new])
-            self.new_p.append(p[new])
+            self.new_pos.append(pos)
             outcomes.stored += int(new.sum())
-            outcomes.duplicate += int((verdict == 1).sum())
-            conflicts = lines[verdict == 2]
+            outcomes.duplicate += int((verdict == DUPLICATE).sum())
+            conflicts = lines[verdict == CONFLICT]
             outcomes.conflict += len(conflicts)
             id_of_line = dict(zip(lines.tolist(), (ids[i] for i in order)))
             rejected += [(int(i), f"id: conflict: {id_of_line[int(i)]!r} is already stored with a different payload")
                          for i in conflicts]
-            keep_lines = pa.array(lines[new])
+            keep = np.zeros(len(chunk), bool)
+            keep[lines[new]] = True
             for family in families:
                 table = parsed.tables[family]
-                kept = table.filter(pc.is_in(table["_line"], value_set=keep_lines)).drop_columns(["_line"])
+                mask = keep[table["_line"].to_numpy()]
+                kept = (table if mask.all() else table.filter(pa.array(mask))).drop_columns(["_line"])
                 if kept.num_rows:
                     self._buffer(family, kept)
         if rejected:
@@ -272,19 +279,18 @@ class _Run:
                 raise StoreCorrupt(f"no dead-letter file open for {chunk.stream}")
             for i, reason in sorted(rejected):
                 letters.write(deadletter_record(chunk.stream, int(chunk.offsets[i]), chunk.first_line + i, reason,
-                                                chunk.raw[i]))
+                                                chunk.line(i)))
 
     # ------------------------------------------------------------------ writing
     def _buffer(self, family: str, table: pa.Table) -> None:
-        dates = pc.fill_null(pc.strftime(table["at"], format="%Y-%m-%d"), "none")
-        codes = pc.dictionary_encode(dates).combine_chunks()
-        keys = codes.dictionary.to_pylist()
+        codes = pc.dictionary_encode(pc.cast(table["at"], pa.date32()), null_encoding="encode").combine_chunks()
+        keys = [d.isoformat() if d is not None else "none" for d in codes.dictionary.to_pylist()]
         idx = codes.indices.to_numpy()
         order = np.argsort(idx, kind="stable")
         bounds = np.searchsorted(idx[order], np.arange(len(keys) + 1))
+        ordered = table.take(pa.array(order)) if len(keys) > 1 else table
         for k, key in enumerate(keys):
-            part = table.take(pa.array(order[bounds[k]:bounds[k + 1]]))
-            self.buffers.setdefault((family, key), []).append(part)
+            self.buffers.setdefault((family, key), []).append(ordered.slice(bounds[k], bounds[k + 1] - bounds[k]))
         self.buffered += table.num_rows
         if self.buffered >= self.buffer_rows:
             self._flush()
@@ -305,10 +311,10 @@ class _Run:
         self.buffers.clear()
         self.buffered = 0
 
-    def _write_index(self, h: np.ndarray, p: np.ndarray, tag: str) -> FileEntry:
+    def _write_index(self, h: np.ndarray, pos: np.ndarray, tag: str) -> FileEntry:
         self.seq += 1
         path = self.store / "_index" / f"{self.number:020d}-{self.run_id}-{self.seq:05d}-{tag}.parquet"
-        write_parquet(segment_table(h, p), path)
+        write_parquet(segment_table(h, pos), path)
         self.dirs.add(path.parent)
         return entry_for(self.store, path, "_index", "-", len(h))
 
