@@ -78,6 +78,14 @@ def replay(
 
     ``outcomes`` are their task values with ``cost_t`` (the realized cost, unknown attempts at the estimate of
     the fit the replay starts from; null when no cost is known) and ``unknown_cost``.
+    """
+    return replay_many(start, tasks, outcomes, explorations=[exploration], seed=seed)[0]
+
+
+def replay_many(
+    start: ReplayStart, tasks: pl.DataFrame, outcomes: pl.DataFrame, *, explorations: Sequence[float], seed: int
+) -> list[ReplayResult]:
+    """:func:`replay` for several epsilons from the same start, laying the outcomes out once.
 
     The loop is over tasks (it is sequential by nature), never over ratings: outcomes are laid out as a dense
     task x config matrix first, and each region's greedy choice is kept and recomputed only when one of its
@@ -87,16 +95,24 @@ def replay(
     k_pool = len(pool)
     ordered = tasks.select("task", "region", "first_at").sort(["first_at", "task"])
     n_tasks = ordered.height
-    rng = np.random.default_rng(seed)
-    draws_u = rng.random(n_tasks).tolist()
-    draws_i = rng.random(n_tasks).tolist()
     if k_pool == 0:
-        return ReplayResult(exploration=exploration, realized_value=None, tasks_routed=0, tasks_skipped=n_tasks,
-                            explored=0)
+        return [ReplayResult(exploration=eps, realized_value=None, tasks_routed=0, tasks_skipped=n_tasks,
+                             explored=0) for eps in explorations]
     regions = sorted(set(ordered["region"].to_list()))
     task_region = ordered["region"].replace_strict(regions, list(range(len(regions))), return_dtype=pl.Int64)
-    value, weight, cost, known = _outcome_matrix(ordered, outcomes, pool)
+    matrix = _outcome_matrix(ordered, outcomes, pool)
     state = _initial_state(start.fitted_task_values)
+    return [_run(start, pool, regions, task_region.to_list(), matrix, state, exploration=eps, seed=seed)
+            for eps in explorations]
+
+
+def _run(start: ReplayStart, pool: list[str], regions: list[str], task_region: list[int], matrix, state, *,
+         exploration: float, seed: int) -> ReplayResult:
+    k_pool = len(pool)
+    rng = np.random.default_rng(seed)
+    draws_u = rng.random(len(task_region)).tolist()
+    draws_i = rng.random(len(task_region)).tolist()
+    value, weight, cost, known = matrix
     # per region, per config: [S, W, known cost sum, known cost count], prior, fallback cost, greedy sort key
     sums = [[list(state.get((c, r), (0.0, 0.0, 0.0, 0))) for c in pool] for r in regions]
     prior = [[start.lookup[(c, r)][0] for c in pool] for r in regions]
@@ -114,7 +130,7 @@ def replay(
     greedy = [max(range(k_pool), key=row.__getitem__) for row in keys]
     routed = skipped = explored = 0
     total_q = total_cost = total_utility = 0.0
-    for i, r in enumerate(task_region.to_list()):
+    for i, r in enumerate(task_region):
         chosen = greedy[r]
         if k_pool > 1 and draws_u[i] < exploration:
             other = int(draws_i[i] * (k_pool - 1))  # uniform over the pool without the greedy choice

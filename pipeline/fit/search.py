@@ -29,7 +29,7 @@ import polars as pl
 
 from ..routing.table import Constants
 from .metrics import BestIndex, expected_hit, hit_summary, route_hits
-from .replay import ReplayResult, ReplayStart, replay
+from .replay import ReplayResult, ReplayStart, replay_many
 
 PRIOR_SOURCES = ("shipped", "measured")
 PRIOR_WEIGHTS = (0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
@@ -172,12 +172,10 @@ def search(
         chosen = chosen.model_copy(update={"exploration": float(pins["exploration"])})
     else:
         model = fit(validation.fit_inputs, chosen)
-        runs = [(eps, run_replay(start(model, validation, chosen), validation, eps, seed))
-                for eps in EXPLORATIONS]
+        runs = list(zip(EXPLORATIONS, run_replays(start(model, validation, chosen), validation, seed)))
         held_model = fit(held_out.fit_inputs, chosen)
-        held_start = start(held_model, held_out, chosen)
-        for eps, run in runs:
-            held = run_replay(held_start, held_out, eps, seed)
+        held_runs = run_replays(start(held_model, held_out, chosen), held_out, seed)
+        for (eps, run), held in zip(runs, held_runs):
             rows.append(_row(chosen, kind="replay", validation=run.realized_value,
                              held_out=held.realized_value, exploration=eps))
 
@@ -204,8 +202,9 @@ def _memo(fit: FitFn) -> FitFn:
     return fitted
 
 
-def run_replay(start: ReplayStart, part: Part, exploration: float, seed: int) -> ReplayResult:
-    return replay(start, part.tasks, part.outcomes, exploration=exploration, seed=seed)
+def run_replays(start: ReplayStart, part: Part, seed: int) -> list[ReplayResult]:
+    """The replay of ``part`` for every exploration of the grid, from one start."""
+    return replay_many(start, part.tasks, part.outcomes, explorations=EXPLORATIONS, seed=seed)
 
 
 def _heat_map(validation: Part, held_out: Part, fit: FitFn, chosen: Constants, pins: Pins) -> list[dict]:
