@@ -1,6 +1,8 @@
 """The store: views over exactly the manifest's files, with the column contract, empty or not."""
 from __future__ import annotations
 
+import json
+
 import duckdb
 import pytest
 
@@ -67,3 +69,36 @@ def test_read_only_store_cannot_write_files_or_read_outside_the_store(home, tmp_
         with pytest.raises(duckdb.Error):
             store.con.execute("SET enable_external_access = true")
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_cli_sql_prints_json_rows_with_rfc3339_times(home):
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+
+    append(home, [rating(1), rating(2, day=2)])
+    compact(home)
+    out = CliRunner().invoke(cli, ["sql", "--home", str(home), "--json",
+                                   'SELECT id, "at", score, config_key FROM ratings ORDER BY id'])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output) == [
+        {"id": "R-1", "at": "2026-01-01T10:00:01Z", "score": 1.0, "config_key": "claude-code/anthropic/opus/high"},
+        {"id": "R-2", "at": "2026-01-02T10:00:02Z", "score": 1.0, "config_key": "claude-code/anthropic/opus/high"},
+    ]
+    table = CliRunner().invoke(cli, ["sql", "--home", str(home), "SELECT count(*) AS n FROM ratings"])
+    assert table.output.splitlines() == ["n", "-", "2"]
+
+
+@pytest.mark.parametrize("query", ["COPY ratings TO '{out}'", "SELECT * FROM read_csv('/etc/passwd')",
+                                   "SELECT * FROM read_parquet('{out}')"])
+def test_cli_sql_cannot_write_or_read_outside_the_store(home, tmp_path, query):
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+
+    append(home, [rating(1)])
+    compact(home)
+    out = CliRunner().invoke(cli, ["sql", "--home", str(home), query.format(out=tmp_path / "x.parquet")])
+    assert out.exit_code == 2
+    assert "query failed: Permission Error" in out.output
+    assert not (tmp_path / "x.parquet").exists()
