@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import polars as pl
 
 from ..errors import FitError
+from ..events import format_timestamp
 from ..routing.table import Constants
 from .baselines import baselines
 from .calibration import CalibrationResult, calibrate
@@ -232,10 +233,7 @@ def prior_rows(shipped: Shipped, learned: FitInputs, *, min_samples: int) -> lis
 
 
 def cutoff_text(moment: datetime | None) -> str | None:
-    from datetime import timezone
-
-    from ..events import format_timestamp
-
+    """A store time (naive UTC) in the one textual form of DESIGN 3."""
     if moment is None:
         return None
     return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc))
