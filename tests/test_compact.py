@@ -387,3 +387,15 @@ def test_duplicates_are_counted_once_across_files_runs_and_reimports(home, tmp_p
     assert first.rows["ratings"] == 2 and first.streams["ratings"].duplicate == 2
     assert second.rows == first.rows and second.streams["ratings"].duplicate == 2
     assert second.streams["tasks"].duplicate == 4  # 2 opened + 2 attempted
+
+
+def test_the_id_hash_is_pinned():
+    """The id index persists across versions: these values must never change."""
+    import pyarrow as pa
+
+    from pipeline.compact.ids import hash_ids
+
+    ids = pa.array(["a", "R-1", "abcdefghi", "é" * 40, "01K00000000000000000000000"])
+    assert [hex(int(h)) for h in hash_ids(ids)] == [
+        "0x405337e338614e91", "0x44b7bffbfde83935", "0x950763e0dd50ae4b", "0xd0541298974f156c", "0x8e2486e716b0abd6"]
+    assert hash_ids(ids.take(pa.array([4, 0]))).tolist() == hash_ids(ids).tolist()[4::-4]

@@ -46,11 +46,6 @@ def parse_at(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text[:-1])
 
 
-def partition_of(at: datetime | None) -> str:
-    """Hive partition value: the event's UTC date, or ``none`` for an event without a time."""
-    return at.strftime("%Y-%m-%d") if at is not None else "none"
-
-
 def family_of(event_type: str) -> str:
     return FAMILY.get(event_type, "other")
 

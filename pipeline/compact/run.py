@@ -39,7 +39,7 @@ from ..home import STREAMS, Home
 from ..manifest import FileEntry, Manifest, Outcomes, StreamRange, create_manifest, load_manifest
 from ..streams import new_id
 from .files import DeadLetters, deadletter_record, entry_for, fsync_dirs, write_parquet
-from .ids import CONFLICT, DUPLICATE, NEW, IdIndex, LineReader, hash64, position, segment_table
+from .ids import CONFLICT, DUPLICATE, NEW, IdIndex, LineReader, hash_ids, position, segment_table
 from .parse import Chunk, ParsedChunk, parse_chunk
 from .rows import SCHEMAS
 
@@ -249,10 +249,11 @@ class _Run:
         families = sorted(parsed.tables)
         if families:
             lines = np.concatenate([parsed.tables[f]["_line"].to_numpy() for f in families])
-            ids = pa.concat_arrays([parsed.tables[f]["id"].combine_chunks() for f in families]).to_pylist()
+            ids = pa.concat_arrays([parsed.tables[f]["id"].combine_chunks() for f in families])
             order = np.argsort(lines, kind="stable")
             lines = lines[order]
-            h = hash64([ids[i].encode("utf-8") for i in order])
+            ids = ids.take(pa.array(order))
+            h = hash_ids(ids)
             verdict = self.index.classify(h, lambda k: chunk.line(int(lines[k])), self.reader)
             new = verdict == NEW
             pos = position(chunk.stream, chunk.offsets[lines[new]])
@@ -261,11 +262,9 @@ class _Run:
             self.new_pos.append(pos)
             outcomes.stored += int(new.sum())
             outcomes.duplicate += int((verdict == DUPLICATE).sum())
-            conflicts = lines[verdict == CONFLICT]
-            outcomes.conflict += len(conflicts)
-            id_of_line = dict(zip(lines.tolist(), (ids[i] for i in order)))
-            rejected += [(int(i), f"id: conflict: {id_of_line[int(i)]!r} is already stored with a different payload")
-                         for i in conflicts]
+            outcomes.conflict += int((verdict == CONFLICT).sum())
+            rejected += [(int(lines[k]), f"id: conflict: {ids[int(k)].as_py()!r} is already stored with a different "
+                          "payload") for k in np.flatnonzero(verdict == CONFLICT)]
             keep = np.zeros(len(chunk), bool)
             keep[lines[new]] = True
             for family in families:
