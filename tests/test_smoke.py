@@ -16,7 +16,7 @@ def test_smoke_observes_learning_and_leaves_the_users_home_alone(tmp_path, monke
     cwd.mkdir()
     monkeypatch.setenv("RATINGS_HOME", str(user_home))
     monkeypatch.chdir(cwd)
-    result = CliRunner().invoke(cli, ["smoke", "--tasks", "200"])
+    result = CliRunner().invoke(cli, ["smoke", "--tasks", "100"])
     assert result.exit_code == 0, result.output
     verdict = result.output.splitlines()[-1]
     assert verdict.startswith("VERDICT: LEARNING OBSERVED — router moved ")
