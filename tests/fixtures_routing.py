@@ -50,11 +50,11 @@ PINNED_FIT = {"prior_source": "shipped", "prior_weight": 3.0, "exploration": 0.3
 
 @pytest.fixture(scope="session")
 def fitted_sim_home(tmp_path_factory):
-    """A simulated backlog of 150 tasks (seed 1), fitted once with pinned constants. Copy it before changing it."""
+    """A simulated backlog of 100 tasks (seed 1), fitted once with pinned constants. Copy it before changing it."""
     from pipeline.fit.run import FitOptions, run_fit
     from pipeline.simulate import preset, simulate
 
     home = tmp_path_factory.mktemp("routing") / "team"
-    simulate(home, preset("backlog", tasks=150), seed=1)
+    simulate(home, preset("backlog", tasks=100), seed=1)
     run_fit(home, FitOptions(**PINNED_FIT))
     return home
