@@ -10,9 +10,10 @@ comes from the store's views, by the formulas of DESIGN 5:
   ratings are left out; PRM fill-ins are added for traced attempts of a (task, config) with no rating;
 - n, W = sum w, S = sum w*s per (config, region); q = (k*p + S) / (k + W); value = the objective;
 - cost = mean over c's rated tasks in r whose attempts all have a cost of the sum of those costs,
-  floored (null: the table fell back to c's mean over all regions, or the global mean);
+  else the same mean over all regions, else over every config, floored (null without any cost);
 - relative advantage = sum(u*z) / sum(u) over the tasks rated on two or more configs, z the task's
-  standardised value (population std), u = exp(-ln2 * age / 14).
+  standardised value (population std, task values without the half-life), u = exp(-ln2 * age / 14)
+  with age from the (task, config)'s latest rating to the newest event.
 
 The fit reads the store at the manifest the table names; on a newer store the
 figures move by what was added since (``ratings doctor`` says how many events).
@@ -73,16 +74,22 @@ def explain_sql(router: Router, region: str, configs: Sequence[str]) -> str:
         FROM attempts WHERE coalesce(tool_calls, files_read, files_written) IS NOT NULL) a
   WHERE k = 1 AND NOT EXISTS (SELECT 1 FROM live l WHERE l.task = a.task AND l.config_key = a.config_key)
 ), weighted AS (
-  SELECT task, config_key, "at", score, w * {recency} AS w
+  SELECT task, config_key, "at", score, w AS w0, w * {recency} AS w
   FROM (SELECT *, (epoch_us((SELECT t FROM newest)) - epoch_us("at")) / 86400e6 AS age_days
         FROM (SELECT * FROM live UNION ALL SELECT * FROM prm))
-), tv AS (
+), tv_all AS (
   SELECT task, region, config_key, sum(w) AS weight, sum(w * score) AS wscore, count(*) AS n, max("at") AS last_at,
-         sum(w * score) / nullif(sum(w), 0) AS q
-  FROM weighted JOIN task_region USING (task) WHERE {where} GROUP BY ALL
+         sum(w0 * score) / nullif(sum(w0), 0) AS q
+  FROM weighted JOIN task_region USING (task) GROUP BY ALL
+), tv AS (
+  SELECT * FROM tv_all WHERE {where}
 ), costs AS (
   SELECT task, config_key, sum(cost_usd) AS cost, count(*) FILTER (WHERE cost_usd IS NULL) AS unknown
   FROM attempts GROUP BY ALL
+), known AS (  -- cost_t,c of the rated (task, config) pairs whose attempts all have a cost
+  SELECT config_key, cost FROM tv_all JOIN costs USING (task, config_key) WHERE unknown = 0
+), fallback AS (  -- c's mean over all regions
+  SELECT config_key, avg(cost) AS cost_config FROM known GROUP BY ALL
 ), z AS (
   SELECT config_key, count(*) OVER t AS configs, last_at,
          CASE WHEN count(*) OVER t >= 2 AND stddev_pop(q) OVER t > 0
@@ -95,14 +102,18 @@ def explain_sql(router: Router, region: str, configs: Sequence[str]) -> str:
   GROUP BY config_key
 ), priors(config_key, p) AS (VALUES {priors})
 , members AS (
-SELECT tv.config_key AS config, sum(tv.n) AS n_ratings, round(sum(tv.weight), 9) AS weight,
-       round(sum(tv.wscore), 9) AS wscore,
-       round(CASE WHEN {float(c.prior_weight)!r} + sum(tv.weight) = 0 THEN any_value(p.p)
-             ELSE ({float(c.prior_weight)!r} * any_value(p.p) + sum(tv.wscore)) / ({float(c.prior_weight)!r} + sum(tv.weight)) END, 9) AS quality,
-       round(CASE WHEN count(costs.cost) FILTER (WHERE costs.unknown = 0) > 0 THEN greatest(
-             avg(costs.cost) FILTER (WHERE costs.unknown = 0), {float(c.cost_floor_usd)!r}) END, 9) AS cost_usd,
-       round(any_value(adv.relative_advantage), 9) AS relative_advantage
+SELECT tv.config_key AS config, sum(tv.n) AS n_ratings, sum(tv.weight) AS weight, sum(tv.wscore) AS wscore,
+       CASE WHEN {float(c.prior_weight)!r} + sum(tv.weight) = 0 THEN any_value(p.p)
+            ELSE ({float(c.prior_weight)!r} * any_value(p.p) + sum(tv.wscore)) / ({float(c.prior_weight)!r} + sum(tv.weight)) END AS quality,
+       coalesce(avg(costs.cost) FILTER (WHERE costs.unknown = 0), any_value(f.cost_config),
+                (SELECT avg(cost) FROM known)) AS cost_raw,
+       any_value(adv.relative_advantage) AS relative_advantage
 FROM tv JOIN priors p USING (config_key) LEFT JOIN costs USING (task, config_key) LEFT JOIN adv USING (config_key)
+  LEFT JOIN fallback f USING (config_key)
 GROUP BY tv.config_key
+), floored AS (
+  SELECT *, CASE WHEN cost_raw IS NOT NULL THEN greatest(cost_raw, {float(c.cost_floor_usd)!r}) END AS cost_usd FROM members
 )
-SELECT *, round({value}, 9) AS value FROM members ORDER BY config"""
+SELECT config, n_ratings, round(weight, 9) AS weight, round(wscore, 9) AS wscore, round(quality, 9) AS quality,
+       round(cost_usd, 9) AS cost_usd, round(relative_advantage, 9) AS relative_advantage, round({value}, 9) AS value
+FROM floored ORDER BY config"""
