@@ -21,7 +21,9 @@ import fcntl
 import hashlib
 import os
 import sys
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,7 @@ DEFAULT_MERGE_THRESHOLD = 16  # files in one partition before they are merged in
 INDEX_MERGE_THRESHOLD = 8  # index segments before they are merged into one
 DEFAULT_CHUNK_BYTES = 32 << 20
 DEFAULT_BUFFER_ROWS = 1_000_000  # rows held in memory before they are written out
+_WORKERS = 2  # chunks parsed / files written at once
 
 
 class CompactResult(BaseModel):
@@ -208,12 +211,15 @@ class _Run:
         digest = hashlib.sha256()
         try:
             if end > start:
-                with open(self.home.stream(stream), "rb") as handle:
+                # Arrow releases the GIL while it parses: the next chunk is parsed while this one is taken.
+                with open(self.home.stream(stream), "rb") as handle, ThreadPoolExecutor(_WORKERS) as pool:
+                    pending: deque[tuple[Chunk, Future]] = deque()
                     for chunk in self._chunks(stream, handle, start, end, line_start):
-                        digest.update(chunk.block)
-                        self._take(chunk, outcomes, letters)
-                        if bar is not None:
-                            bar.update(len(chunk.block))
+                        pending.append((chunk, pool.submit(parse_chunk, chunk, self.max_line_bytes)))
+                        if len(pending) >= _WORKERS:
+                            self._settle(pending.popleft(), digest, outcomes, letters, bar)
+                    while pending:
+                        self._settle(pending.popleft(), digest, outcomes, letters, bar)
         except BaseException:
             if letters is not None:
                 letters.close()
@@ -224,6 +230,14 @@ class _Run:
             dl_bytes = letters.size
         return StreamRange(start=start, end=end, sha256=digest.hexdigest(), line_start=line_start,
                            outcomes=outcomes, deadletter_bytes=dl_bytes)
+
+    def _settle(self, item: tuple[Chunk, Future], digest, outcomes: Outcomes, letters: DeadLetters | None,
+                bar) -> None:
+        chunk, parsed = item
+        digest.update(chunk.block)
+        self._take(chunk, parsed.result(), outcomes, letters)
+        if bar is not None:
+            bar.update(len(chunk.block))
 
     def _chunks(self, stream: str, handle, start: int, end: int, line_no: int) -> Iterator[Chunk]:
         pos = start
@@ -241,8 +255,8 @@ class _Run:
             line_no += len(chunk)
 
     # ------------------------------------------------------------------ validating and deduplicating
-    def _take(self, chunk: Chunk, outcomes: Outcomes, letters: DeadLetters | None) -> None:
-        parsed: ParsedChunk = parse_chunk(chunk, self.max_line_bytes)
+    def _take(self, chunk: Chunk, parsed: ParsedChunk, outcomes: Outcomes, letters: DeadLetters | None) -> None:
+        """Deduplicate a parsed chunk against the index, buffer its new rows, dead-letter the rest."""
         outcomes.lines += len(chunk)
         rejected: list[tuple[int, str]] = list(parsed.invalid)
         outcomes.invalid += len(parsed.invalid)
@@ -299,12 +313,19 @@ class _Run:
         return self.store / family / f"date={partition}" / f"{self.number:020d}-{self.run_id}-{self.seq:05d}{tag}.parquet"
 
     def _flush(self) -> None:
-        for (family, partition) in sorted(self.buffers):
+        """Write one file per buffered partition (in parallel: the Parquet writer releases the GIL)."""
+        jobs = [(family, partition, self._path(family, partition, "")) for family, partition in sorted(self.buffers)]
+
+        def write(job: tuple[str, str, Path]) -> FileEntry:
+            family, partition, path = job
             table = pa.concat_tables(self.buffers[(family, partition)])
-            path = self._path(family, partition, "")
             write_parquet(table, path)
+            return entry_for(self.store, path, family, partition, table.num_rows)
+
+        with ThreadPoolExecutor(_WORKERS) as pool:
+            entries = list(pool.map(write, jobs))
+        for (_, _, path), entry in zip(jobs, entries):
             self.dirs.add(path.parent)
-            entry = entry_for(self.store, path, family, partition, table.num_rows)
             self.files.append(entry)
             self.new_files.append(entry)
         self.buffers.clear()
