@@ -27,3 +27,38 @@ def test_ratings_sql_reproduces_the_explained_rows(fitted_sim_home, region):
         for column in COLUMNS:
             assert row[column] == pytest.approx(getattr(m, column), abs=1e-8), (m.config, column)
     assert {r["config"] for r in explained["rows"]} == set(recomputed)
+
+
+def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_sim_home, tmp_path):
+    """A table refit with a half-life of 30 days, measured priors and k = 5: the rows still match."""
+    import shutil
+
+    from pipeline.fit.inputs import load_inputs, task_values
+    from pipeline.fit.model import fit_model, load_shipped
+    from pipeline.fit.signals import member_signals
+    from pipeline.fit.table_build import build_table
+    from pipeline.routing.table import publish
+    from pipeline.store import open_store
+
+    home = tmp_path / "team"
+    shutil.copytree(fitted_sim_home, home)
+    path = home / "fits" / "routing-table.json"
+    published = Router.load(path).table
+    with open_store(home) as store:
+        inputs = load_inputs(store)
+    constants = published.constants.model_copy(
+        update={"half_life_days": 30.0, "prior_source": "measured", "prior_weight": 5.0})
+    model = fit_model(inputs, constants, load_shipped(home / "fits" / "shipped.json"), published.objective)
+    table = publish(build_table(model, constants_source="fitted", static=published.static, source=published.source,
+                                fitted_at=inputs.newest_at,
+                                signals=member_signals(task_values(inputs), inputs.newest_at)), path)
+    router = Router(table)
+    with open_store(home, read_only=True) as store:
+        for region in ("clean-up", "*"):
+            content = table.regions[region]
+            names, rows = store.query(router.explain(region)["sql"])
+            recomputed = {row[0]: dict(zip(names, row)) for row in rows}
+            for m in content.members:
+                for column in COLUMNS:
+                    assert recomputed[m.config][column] == pytest.approx(getattr(m, column), abs=1e-8), \
+                        (region, m.config, column)
