@@ -115,11 +115,18 @@ def evaluate(inputs: FitInputs, *, shipped: Shipped, shipped_constants: Constant
     hits = {name: greedy_hits(model, held_part) for name, model in models.items()}
     val_hits = {name: hit_summary(greedy_hits(fit(inner_learned, c), val_part))["hit_rate"]
                 for name, c in (("shipped", shipped_constants), ("fitted", fitted))}
-    routing = _routing(hits, val_hits, shipped_constants, fitted, seed)
     replays = {
         name: _replay(models[name], held_part, constants, start, seed)
         for name, constants in (("shipped", shipped_constants), ("fitted", fitted))
     }
+    routing = _routing(hits, val_hits, shipped_constants, fitted, seed)
+    if _same(shipped_constants.model_copy(update={"exploration": fitted.exploration}), fitted) \
+            and shipped_constants.exploration != fitted.exploration:
+        routing["reason"] += (
+            f". The constants differ only in exploration ({fitted.exploration:g} fitted vs "
+            f"{shipped_constants.exploration:g} shipped), which greedy routing does not see; the held-out replay "
+            f"realized {_num(replays['fitted']['realized_value'])} (fitted) vs "
+            f"{_num(replays['shipped']['realized_value'])} (shipped)")
     cal = calibrate(held.ratings, models["fitted"], seed=seed)
     star = models["fitted"].members.filter(pl.col("region") == "*")
     base = baselines(
@@ -180,6 +187,10 @@ def _routing(hits: dict[str, pl.DataFrame], val_hits: dict[str, float | None], s
     recommendation, reason = recommend(diff, ci, f["n"], val_hits, same=_same(shipped, fitted))
     return {"shipped": s, "fitted": f, "difference": {"value": diff, "ci95": ci}, "validation": val_hits,
             "recommendation": recommendation, "reason": reason}
+
+
+def _num(x: float | None) -> str:
+    return "undefined" if x is None else f"{x:.4g}"
 
 
 def _same(a: Constants, b: Constants) -> bool:
