@@ -40,10 +40,21 @@ def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_s
     from pipeline.routing.table import publish
     from pipeline.store import open_store
 
+    from pipeline.compact import compact
+    from pipeline.events import Config
+    from pipeline.streams import append
+
     home = tmp_path / "team"
     shutil.copytree(fitted_sim_home, home)
     path = home / "fits" / "routing-table.json"
     published = Router.load(path).table
+    # A new region whose only task was rated without any attempt: its cost falls back to the config's mean.
+    config = published.regions["*"].members[0].config
+    cfg = Config.from_key(config).model_dump()
+    append(home, [{"type": "task.opened", "task": "DOC-1", "region": "docs", "at": "2026-12-01T00:00:00Z"},
+                  {"type": "task.rated", "task": "DOC-1", "config": cfg, "score": 0.7,
+                   "rater": {"kind": "human", "name": "lead"}, "at": "2026-12-01T01:00:00Z"}])
+    compact(home)
     with open_store(home) as store:
         inputs = load_inputs(store)
     constants = published.constants.model_copy(
@@ -52,9 +63,10 @@ def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_s
     table = publish(build_table(model, constants_source="fitted", static=published.static, source=published.source,
                                 fitted_at=inputs.newest_at,
                                 signals=member_signals(task_values(inputs), inputs.newest_at)), path)
+    assert table.regions["docs"].members[0].cost_usd is not None  # the fallback, not a missing cost
     router = Router(table)
     with open_store(home, read_only=True) as store:
-        for region in ("clean-up", "*"):
+        for region in ("docs", "clean-up", "*"):
             content = table.regions[region]
             names, rows = store.query(router.explain(region)["sql"])
             recomputed = {row[0]: dict(zip(names, row)) for row in rows}
