@@ -10,6 +10,7 @@ manifest number cheaply.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -79,6 +80,15 @@ class Manifest(BaseModel):
 
     def to_json(self) -> bytes:
         return (json.dumps(self.model_dump(mode="json", by_alias=True), indent=1, sort_keys=False) + "\n").encode()
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a whole file, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def manifest_path(home: Home, number: int) -> Path:

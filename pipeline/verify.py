@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .home import Home
-from .manifest import Manifest, load_manifest, manifest_numbers
+from .manifest import Manifest, file_sha256, load_manifest, manifest_numbers
 
 
 class VerifyResult(BaseModel):
@@ -52,14 +52,6 @@ def _range_digest(path: Path, start: int, end: int) -> tuple[str, int]:
             lines += block.count(b"\n")
             left -= len(block)
     return digest.hexdigest(), lines
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _deadletter_records(path: Path, start: int, end: int) -> list[dict[str, Any]] | None:
@@ -150,7 +142,7 @@ def _check_files(home: Home, manifest: Manifest, stored: int) -> list[str]:
         if path.stat().st_size != entry.bytes:
             problems.append(f"{where}: file {entry.path} has {path.stat().st_size} bytes, the manifest says {entry.bytes}")
             continue
-        if _file_sha256(path) != entry.sha256:
+        if file_sha256(path) != entry.sha256:
             problems.append(f"{where}: file {entry.path} does not have the sha256 the manifest records")
             continue
         rows = pq.read_metadata(path).num_rows

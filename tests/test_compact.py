@@ -399,3 +399,20 @@ def test_the_id_hash_is_pinned():
     assert [hex(int(h)) for h in hash_ids(ids)] == [
         "0x405337e338614e91", "0x44b7bffbfde83935", "0x950763e0dd50ae4b", "0xd0541298974f156c", "0x8e2486e716b0abd6"]
     assert hash_ids(ids.take(pa.array([4, 0]))).tolist() == hash_ids(ids).tolist()[4::-4]
+
+
+def test_small_chunks_and_buffers_give_the_same_store(tmp_path, snapshot):
+    events = [opened(i) for i in range(30)] + [rating(i % 40, day=1 + i % 5) for i in range(60)]
+    events += [rating(7, score=0.0), {"type": "task.rated"}]  # a conflict and an invalid event, late
+    small, big = tmp_path / "small", tmp_path / "big"
+    for home in (small, big):
+        append(home, events[:-1])
+        with open(home / "streams" / "ratings.jsonl", "ab") as handle:
+            handle.write(b'{"type":"task.rated"}\n')
+    one = compact(big)
+    many = compact(small, chunk_bytes=600, buffer_rows=7, merge_threshold=3)
+    assert many.streams == one.streams
+    assert one.streams["ratings"].model_dump() == {"lines": 62, "stored": 40, "duplicate": 20, "conflict": 1,
+                                                   "invalid": 1}
+    assert snapshot(small) == snapshot(big)
+    assert verify(small).ok

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -12,18 +11,10 @@ import pyarrow.parquet as pq
 
 from ..errors import StoreCorrupt
 from ..home import fsync_dir
-from ..manifest import FileEntry
+from ..manifest import FileEntry, file_sha256
 
 #: snappy (DuckDB's own default) is fast to write and read; statistics let DuckDB skip row groups on filters.
 _PARQUET_OPTIONS = {"compression": "snappy", "write_statistics": True}
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
