@@ -417,8 +417,8 @@ def compact(home, merge_threshold, as_json, quiet):
         return
     print_table([{"stream": s, **o.model_dump()} for s, o in result.streams.items()])
     state = f"manifest {result.manifest}" if result.created else "no new input: store unchanged"
-    click.echo(f"{state}; {result.files_written} file(s) written, {result.files_merged} merged; "
-               + ", ".join(f"{f} {n}" for f, n in result.rows.items() if n))
+    rows = ", ".join(f"{f} {n}" for f, n in result.rows.items() if n) or "no rows"
+    click.echo(f"{state}; {result.files_written} file(s) written, {result.files_merged} merged; store: {rows}")
 
 
 @cli.command()

@@ -416,3 +416,23 @@ def test_small_chunks_and_buffers_give_the_same_store(tmp_path, snapshot):
                                                    "invalid": 1}
     assert snapshot(small) == snapshot(big)
     assert verify(small).ok
+
+
+def test_cli_compact_prints_a_table_or_json(home):
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+
+    append(home, [rating(1), rating(1)])
+    runner = CliRunner()
+    first = runner.invoke(cli, ["compact", "--home", str(home), "-q"])
+    assert first.exit_code == 0, first.output
+    assert first.output.splitlines() == [
+        "stream   lines  stored  duplicate  conflict  invalid",
+        "-------  -----  ------  ---------  --------  -------",
+        "tasks    0      0       0          0         0",
+        "ratings  2      1       1          0         0",
+        "manifest 1; 1 file(s) written, 0 merged; store: ratings 1",
+    ]
+    again = runner.invoke(cli, ["compact", "--home", str(home), "--json"])
+    assert json.loads(again.output)["created"] is False
