@@ -299,9 +299,10 @@ class _Run:
         codes = pc.dictionary_encode(pc.cast(table["at"], pa.date32()), null_encoding="encode").combine_chunks()
         keys = [d.isoformat() if d is not None else "none" for d in codes.dictionary.to_pylist()]
         idx = codes.indices.to_numpy()
-        order = np.argsort(idx, kind="stable")
+        grouped = len(keys) == 1 or bool(np.all(idx[:-1] <= idx[1:]))  # time-ordered streams usually are
+        order = np.arange(len(idx)) if grouped else np.argsort(idx, kind="stable")
         bounds = np.searchsorted(idx[order], np.arange(len(keys) + 1))
-        ordered = table.take(pa.array(order)) if len(keys) > 1 else table
+        ordered = table if grouped else table.take(pa.array(order))
         for k, key in enumerate(keys):
             self.buffers.setdefault((family, key), []).append(ordered.slice(bounds[k], bounds[k + 1] - bounds[k]))
         self.buffered += table.num_rows
