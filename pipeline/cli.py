@@ -240,18 +240,21 @@ def _since(ctx, param, value):
               help="Cheapest ladder whose validated quality reaches the best single config's (the default).")
 @click.option("--ladder-budget", type=click.FloatRange(0, min_open=True), default=None, metavar="USD",
               help="Instead: the best validated quality within this mean cost per task.")
+@click.option("--no-writeback", is_flag=True, help="Ignore logged route.decided events (no decision writeback).")
+@click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @quiet_option
 @json_option
 @handle_errors
 def fit(home, split, seed, case_study, shipped, objective, lambda_, cost_floor, prior_source, prior_weight,
         exploration, half_life, min_samples, thread, since, no_compact, wait, no_prm, pass_threshold, ladder_target,
-        ladder_budget, quiet, as_json):
+        ladder_budget, no_writeback, no_render, quiet, as_json):
     """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
 
     Compacts first, splits tasks in time order (learned / held-out), chooses
     the constants not pinned on validation inside the learned part, reports
     shipped against fitted constants once on held-out, then publishes
-    fits/routing-table.json (refit on all tasks) and case-studies/NAME/stats.json.
+    fits/routing-table.json (refit on all tasks), writes case-studies/NAME/stats.json
+    and renders the page beside it (index.html, README.md, figures).
     `fit-routing` is the same command.
 
     \b
@@ -270,8 +273,10 @@ def fit(home, split, seed, case_study, shipped, objective, lambda_, cost_floor, 
         cost_floor_usd=cost_floor, prior_source=prior_source, prior_weight=prior_weight, exploration=exploration,
         half_life_days=half_life, min_samples=min_samples, thread=thread, since=since, no_compact=no_compact,
         wait=wait, prm=not no_prm, pass_threshold=pass_threshold, ladder_budget_usd=ladder_budget,
+        writeback=not no_writeback,
     )
-    result = run_fit(home, options, progress=not quiet and not as_json and sys.stderr.isatty())
+    result = run_fit(home, options, progress=not quiet and not as_json and sys.stderr.isatty(),
+                     command=options.command_line(home), render=not no_render)
     if as_json:
         emit_json(result.stats.to_json_dict())
         return

@@ -50,49 +50,18 @@ def _check(kind, name: str, ok: bool, detail: str, *, pinned: bool = False) -> C
 
 # ---------------------------------------------------------------------------------------------- [CODE]
 def _code_checks() -> list[Check]:
+    from .fit.run import FitOptions
     from .routing import DEFAULT_POLICY, Router
 
     route_default = inspect.signature(Router.route).parameters["policy"].default
-    checks = [_check("CODE", "default policy is learning_governed",
-                     DEFAULT_POLICY == "learning_governed" and route_default is None,
-                     f"Router.route(policy=None) uses {DEFAULT_POLICY}")]
-    options = _fit_options()
-    if options is not None:
-        prm = getattr(options, "prm", None)
-        checks.append(_check("CODE", "PRM scoring on by default", prm is True, f"FitOptions().prm = {prm}"))
-    else:
-        from .fit.inputs import load_inputs
-
-        prm = inspect.signature(load_inputs).parameters["prm"].default
-        checks.append(_check("CODE", "PRM scoring on by default", prm is True,
-                             f"load_inputs(prm=...) defaults to {prm} (no FitOptions in this build)"))
-    checks.append(_writeback_check(options))
-    return checks
-
-
-def _fit_options():
-    """Default ``FitOptions`` of the fitter, or None when this build has none."""
-    try:
-        from .fit.run import FitOptions
-    except ImportError:
-        return None
-    return FitOptions()
-
-
-def _writeback_check(options) -> Check:
-    """Writeback is on when ``FitOptions().writeback`` says so; in a build without that option, when
-    ``run_fit`` calls the learning stage and the learning stage calls ``decision_writeback``."""
-    name = "decision writeback on by default"
-    if options is not None and hasattr(options, "writeback"):
-        return _check("CODE", name, options.writeback is True, f"FitOptions().writeback = {options.writeback}")
-    try:
-        from .fit import learning, run
-    except ImportError as exc:
-        return _check("CODE", name, False, f"the fit stage is missing ({exc})")
-    wired = "learning_stage(" in inspect.getsource(run) and "decision_writeback(" in inspect.getsource(learning)
-    return _check("CODE", name, wired,
-                  "run_fit -> learning_stage -> decision_writeback resolves route.decided with task.closed"
-                  if wired else "run_fit does not reach pipeline.fit.writeback.decision_writeback")
+    options = FitOptions()
+    return [
+        _check("CODE", "default policy is learning_governed", DEFAULT_POLICY == "learning_governed"
+               and route_default is None, f"Router.route(policy=None) uses {DEFAULT_POLICY}"),
+        _check("CODE", "PRM scoring on by default", options.prm is True, f"FitOptions().prm = {options.prm}"),
+        _check("CODE", "decision writeback on by default", options.writeback is True,
+               f"FitOptions().writeback = {options.writeback}"),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- [LIVE]

@@ -107,7 +107,19 @@ def test_code_checks_name_the_defaults(home):
     names = {c.name: c for c in doctor(home).checks if c.kind == "CODE"}
     assert names["default policy is learning_governed"].status == "ok"
     assert names["PRM scoring on by default"].status == "ok"
-    assert "decision writeback on by default" in names
+    assert names["decision writeback on by default"].detail == "FitOptions().writeback = True"
+
+
+def test_code_checks_fail_when_a_default_is_off(home, monkeypatch):
+    from pipeline.fit import run
+
+    class WritebackOff(run.FitOptions):
+        writeback: bool = False
+
+    monkeypatch.setattr(run, "FitOptions", WritebackOff)
+    report = doctor(home)
+    assert not report.closed
+    assert "[CODE] decision writeback on by default: FitOptions().writeback = False" in report.reasons
 
 
 def test_doctor_is_open_on_a_stale_home_and_closed_after_fit_routing(fitted_sim_home, tmp_path):

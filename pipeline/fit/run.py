@@ -8,10 +8,12 @@ time comes from the store, floats are rounded to 9 decimals, JSON keys sorted).
 """
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import math
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,6 +58,7 @@ class FitOptions(BaseModel):
     prm: bool = True
     pass_threshold: float = Field(default=0.5, ge=0.0, le=1.0)  # ladder gate pass mark (--pass-threshold)
     ladder_budget_usd: float | None = Field(default=None, gt=0.0)  # --ladder-budget: budget target, else best-single
+    writeback: bool = True  # resolve logged route.decided events with task.closed (--no-writeback: ignore them)
     no_compact: bool = False
     wait: bool = False
 
@@ -68,6 +71,24 @@ class FitOptions(BaseModel):
             return "inf"
         return value
 
+    def command_line(self, home: str | None = None) -> str:
+        """The ``fit-routing`` command that gives these options: ``--home`` as given, then every option that
+        differs from its default, in the CLI's spelling (``stats.source.command``)."""
+        words = ["fit-routing"] + (["--home", home] if home is not None else [])
+        words += ["--case-study", self.case_study]
+        defaults = FitOptions()
+        for field, flag in _FLAGS.items():
+            value = getattr(self, field)
+            if field == "case_study" or value == getattr(defaults, field):
+                continue
+            if isinstance(value, bool):
+                words.append(flag)
+            else:
+                text = value.isoformat() if isinstance(value, datetime) else f"{value:g}" if isinstance(
+                    value, float) else str(value)
+                words += [flag, text]
+        return " ".join(shlex.quote(w) for w in words)
+
     def pins(self) -> dict[str, Any]:
         """The pinned constants, by :data:`pipeline.fit.search.SEARCHED` name (half-life inf -> None)."""
         pins: dict[str, Any] = {}
@@ -79,6 +100,17 @@ class FitOptions(BaseModel):
         if self.lambda_ is not None:
             pins["lambda"] = self.lambda_
         return pins
+
+
+#: FitOptions field -> its fit-routing option (booleans are flags that flip the default).
+_FLAGS = {
+    "split": "--split", "seed": "--seed", "case_study": "--case-study", "shipped": "--shipped",
+    "objective": "--objective", "lambda_": "--lambda", "cost_floor_usd": "--cost-floor",
+    "prior_source": "--prior-source", "prior_weight": "--prior-weight", "exploration": "--exploration",
+    "half_life_days": "--half-life-days", "min_samples": "--min-samples", "thread": "--thread", "since": "--since",
+    "prm": "--no-prm", "pass_threshold": "--pass-threshold", "ladder_budget_usd": "--ladder-budget",
+    "writeback": "--no-writeback", "no_compact": "--no-compact", "wait": "--wait",
+}
 
 
 @dataclass(frozen=True)
@@ -141,8 +173,12 @@ def fit_lock(home: Home, *, wait: bool) -> Iterator[None]:
 
 
 def run_fit(home: str | os.PathLike | Home | None, options: FitOptions | None = None, *,
-            progress: bool = False) -> FitResult:
-    """Compact (unless ``no_compact``), fit, evaluate, publish the table and write the case-study stats."""
+            progress: bool = False, command: str | None = None, render: bool = False) -> FitResult:
+    """Compact (unless ``no_compact``), fit, evaluate, publish the table and write the case-study stats.
+
+    ``command`` is recorded as ``stats.source.command`` (default: :meth:`FitOptions.command_line` without
+    ``--home``). With ``render``, the case-study page is rendered from the new stats (``ratings case-study``).
+    """
     home = Home.resolve(home)
     options = options or FitOptions()
     say = _Progress(progress)
@@ -152,10 +188,16 @@ def run_fit(home: str | os.PathLike | Home | None, options: FitOptions | None = 
             from ..compact import compact
 
             compact(home, progress=progress)
-        return _fit(home, options, say)
+        result = _fit(home, options, say, command or options.command_line())
+        if render:  # inside the lock: the page shows this fit's stats
+            from ..casestudy import render_case_study
+
+            say("rendering the case study")
+            render_case_study(home, options.case_study)
+    return result
 
 
-def _fit(home: Home, options: FitOptions, say: "_Progress") -> FitResult:
+def _fit(home: Home, options: FitOptions, say: "_Progress", command: str) -> FitResult:
     from ..store import open_store
     from .evaluate import cutoff_text, evaluate
     from .inputs import load_inputs
@@ -196,17 +238,21 @@ def _fit(home: Home, options: FitOptions, say: "_Progress") -> FitResult:
     say("refitting on all tasks and publishing")
     model = fit_model(inputs, published, shipped, ev.objective)
     source = {"manifest": manifest_number, "events": events, "sha256": manifest_sha}
-    summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options)
+    summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options, home)
     say("learning signals, escalation ladders and the cost-quality frontier")
     from .learning import LadderOptions, learning_stage
 
     ladder = LadderOptions(pass_threshold=options.pass_threshold, budget_usd=options.ladder_budget_usd,
                            target="budget" if options.ladder_budget_usd is not None else "best-single")
+    if not options.writeback:  # the fit ignores logged decisions: no writeback, no off-policy estimates
+        inputs = dataclasses.replace(inputs, decisions=inputs.decisions.clear())
     learning = learning_stage(inputs, model, constants=published, shipped=shipped, objective=ev.objective,
                               fraction=options.split, ladder=ladder)
     table = build_table(model, constants_source="fitted" if adopt else "shipped", static=shipped.static,
                         signals=learning.member_signals, ladders=learning.ladders,
                         source=source, fitted_at=inputs.newest_at, evaluation=rounded(summary))
+    say("evaluating every routing policy on the held-out tasks")
+    policies = held_out_policies(inputs, published, shipped, ev.objective, options.split, learning.ladders)
     from ..pin import pinned_version
 
     pinned = pinned_version(home)
@@ -216,8 +262,8 @@ def _fit(home: Home, options: FitOptions, say: "_Progress") -> FitResult:
         table = table.with_version()
         atomic_write(home.fits / "routing-table.schema.json", canonical_json(table_json_schema()))
     atomic_write(home.fits / "history" / f"{table.version}.json", canonical_json(table.to_json_dict()))
-    stats = _stats(ev, inputs, options, objective, source, published_source="fitted" if adopt else "shipped",
-                   sections=learning.stats,
+    stats = _stats(ev, inputs, options, objective, {**source, "command": command}, published_source="fitted" if adopt else "shipped",
+                   sections={**learning.stats, "policies": policies},
                    cutoff=cutoff_text(ev.split["cutoff_at"]))
     if pinned is not None:
         stats = stats.model_copy(update={"notes": [*stats.notes, (
@@ -225,6 +271,37 @@ def _fit(home: Home, options: FitOptions, say: "_Progress") -> FitResult:
             "to fits/history/ only. Run `ratings pin --latest` to publish it.")]})
     atomic_write(home.case_study(options.case_study) / "stats.json", canonical_json(stats.to_json_dict()))
     return FitResult(table=table, stats=stats, evaluation=ev)
+
+
+def held_out_policies(inputs, constants: Constants, shipped, objective: str, fraction: float,
+                      ladders: dict) -> dict[str, Any]:
+    """The ``policies`` section: every built-in routing policy scored on the held-out tasks (issue 7).
+
+    The router runs on a table built from the learned tasks only (model, member signals and the ladders
+    chosen on validation, all before the cutoff), never on the published table, which has seen the
+    held-out tasks. Held-out targets exclude PRM fill-ins, as every held-out figure.
+    """
+    from ..routing.evaluate import evaluate_policies
+    from ..routing.policies import BUILTIN
+    from .evaluate import parts
+    from .inputs import task_values
+    from .learning import _targets
+    from .model import fit_model
+    from .signals import member_signals
+    from .table_build import build_table
+
+    _outer, learned, held, *_ = parts(inputs, fraction)
+    model = fit_model(learned, constants, shipped, objective)
+    table = build_table(model, constants_source="fitted", static=shipped.static, source={"manifest": None},
+                        fitted_at=learned.newest_at, ladders=ladders,
+                        signals=member_signals(task_values(learned), learned.newest_at))
+    figures = evaluate_policies(table, _targets(held, model), policies=BUILTIN)
+    return {
+        "protocol": ("each eligible held-out task routed as new by a table fitted on the learned tasks only "
+                     "(the published constants; ladders chosen on validation), greedy, pool = the configs that "
+                     "did the task; ladder and trace_governed escalate on a failed gate"),
+        "policies": figures,
+    }
 
 
 def _manifest_sha(home: Home, number: int | None) -> str | None:
@@ -242,10 +319,15 @@ def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
     return data
 
 
-def _evaluation_summary(ev, cutoff: str | None, options: FitOptions) -> dict[str, Any]:
-    """The ``evaluation`` of the published table: how the constants were chosen and how they did."""
+def _evaluation_summary(ev, cutoff: str | None, options: FitOptions, home: Home) -> dict[str, Any]:
+    """The ``evaluation`` of the published table: how the constants were chosen and how they did, and the
+    case study whose ``stats.json`` (path relative to the home) holds the intervals (``ratings compare``)."""
     r = ev.routing
+    stats_path = home.case_study(options.case_study) / "stats.json"
     return {
+        "case_study": options.case_study,
+        "stats": stats_path.relative_to(home.root).as_posix() if stats_path.is_relative_to(home.root)
+        else str(stats_path),
         "protocol": (f"chronological split {options.split} by task time (seed {options.seed}); constants chosen "
                      "on the last part of the learned tasks, refit on all learned tasks, scored once on the "
                      "held-out tasks; this table is refit on all tasks"),

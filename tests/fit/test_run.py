@@ -230,7 +230,15 @@ def test_cli_summary_and_json(tiny_fit):
     assert f"published routing table {result.table.version} (constants: shipped" in out.output
     assert "held-out hit rate: shipped 0.6667 [0.2077, 0.9385]" in out.output
     out = CliRunner().invoke(cli, [*args, "--json"])
-    assert json.loads(out.output) == result.stats.to_json_dict()
+    printed = json.loads(out.output)
+    assert printed["source"].pop("command") == (
+        f"fit-routing --home {home} --case-study routing-by-rating --prior-source shipped --prior-weight 1 "
+        "--exploration 0 --half-life-days inf")
+    expected = result.stats.to_json_dict()
+    del expected["source"]["command"]
+    assert printed == expected
+    page = home / "case-studies" / "routing-by-rating"
+    assert "fit-routing --home" in (page / "index.html").read_text() and (page / "README.md").exists()
     bad = CliRunner().invoke(cli, ["fit", "--home", str(home), "--half-life-days", "soon"])
     assert bad.exit_code == 2 and "not a number of days or 'inf'" in bad.output
 
@@ -281,3 +289,45 @@ def test_utility_searches_lambda_on_its_grid(fit_home):
     assert sorted({r.lambda_ for r in greedy}) == pytest.approx(lambda_grid(scale))
     assert stats.constants.fitted.lambda_ in {r.lambda_ for r in greedy}
     assert stats.objective == "utility" and result.table.constants.lambda_ is not None
+
+
+def test_every_policy_on_held_out_from_a_learned_only_table(tiny_fit):
+    """Published = shipped constants (k = 3), learned tasks only: x (6.67/USD) beats y (5/USD) in r.
+
+    Held out: T08 x 1 y 1 (best x), T09 x 0 y 1 (best y), T10 x 1 y 0 (best x).
+    quality_per_dollar and learning_governed route x: hits T08, T10 = 2/3, quality 2/3, cost 0.10.
+    frontier_only routes y (the frontier config: the dearer one): hit T09 only, quality 2/3, cost 0.20.
+    trace_governed: x first, y after x fails (T09): all three hit, quality 1, cost (0.1 + 0.3 + 0.1) / 3,
+    configs run 4/3.
+    """
+    _, result = tiny_fit
+    section = result.stats.policies
+    assert "learned tasks only" in section["protocol"]
+    p = section["policies"]
+    from pipeline.routing.policies import BUILTIN
+
+    assert list(p) == list(BUILTIN) and all(row["n"] == 3 for row in p.values())
+    for name in ("quality_per_dollar", "learning_governed"):
+        assert p[name] == {"hit_rate": approx(2 / 3), "hits": 2, "n": 3, "mean_quality": approx(2 / 3),
+                           "mean_cost_usd": approx(0.1), "mean_configs_run": 1.0}
+    assert (p["frontier_only"]["hits"], p["frontier_only"]["mean_cost_usd"]) == (1, approx(0.2))
+    assert p["trace_governed"] == {"hit_rate": 1.0, "hits": 3, "n": 3, "mean_quality": 1.0,
+                                   "mean_cost_usd": approx(0.5 / 3), "mean_configs_run": approx(4 / 3)}
+
+
+def test_source_command_and_the_table_names_its_case_study(tiny_fit):
+    home, result = tiny_fit
+    assert result.stats.source.command == ("fit-routing --case-study routing-by-rating --prior-source shipped "
+                                           "--prior-weight 1 --exploration 0 --half-life-days inf")
+    assert result.table.evaluation["case_study"] == "routing-by-rating"
+    assert result.table.evaluation["stats"] == "case-studies/routing-by-rating/stats.json"
+
+
+def test_command_line_spells_every_changed_option():
+    options = FitOptions(seed=3, case_study="jan 26", prm=False, writeback=False, lambda_=0.5,
+                         since="2026-01-01T00:00:00+00:00", half_life_days=float("inf"), no_compact=True)
+    assert options.command_line("my home") == (
+        "fit-routing --home 'my home' --case-study 'jan 26' --seed 3 --lambda 0.5 --half-life-days inf "
+        "--since 2026-01-01T00:00:00+00:00 --no-prm --no-writeback --no-compact")
+    assert FitOptions().command_line() == "fit-routing --case-study routing-by-rating"
+    assert FitOptions().writeback is True
