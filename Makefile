@@ -1,11 +1,13 @@
 # Two commands for a fresh machine:
-#   make run    set up, then run the nightly job (fit-routing) on the embedded default data
+#   make run    set up, then run the nightly job (fit-routing) on the embedded default data:
+#               publishes fits/routing-table.json and writes case-studies/routing-by-rating/
 #   make test   set up, then run the whole test suite
+# Real-data case studies (committed): make case-studies (both of the targets below).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test setup bench default-data case-studies clean
+.PHONY: run test setup bench schema default-data case-studies case-study-routerbench case-study-livecodebench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +31,24 @@ schema: setup
 
 default-data: setup
 	$(BIN)/ratings simulate --preset backlog --seed 7 --out . --truth fits/truth.json --force
+
+# A real-data case study: import the table into a scratch home (wiped first), fit it, and copy the rendered
+# page into case-studies/NAME/. One command each: make case-study-routerbench, make case-study-livecodebench.
+define real_case_study
+	rm -rf build/$(1) case-studies/$(1)
+	$(BIN)/ratings import data/$(2) --home build/$(1) --rater-name $(1)
+	$(BIN)/fit-routing --home build/$(1) --case-study $(1) --quiet \
+	  --credit "Reproduce: make case-study-$(1) (imports data/$(2) into the scratch home build/$(1), fits it, copies the page here); the table is described in data/README.md."
+	mkdir -p case-studies && cp -r build/$(1)/case-studies/$(1) case-studies/$(1)
+endef
+
+case-studies: case-study-routerbench case-study-livecodebench
+
+case-study-routerbench: setup
+	$(call real_case_study,routerbench,routerbench-zero-shot.csv.gz)
+
+case-study-livecodebench: setup
+	$(call real_case_study,livecodebench,livecodebench.csv.gz)
 
 clean:
 	rm -rf store quarantine deadletter .pytest_cache .hypothesis

@@ -242,12 +242,13 @@ def _since(ctx, param, value):
               help="Instead: the best validated quality within this mean cost per task.")
 @click.option("--no-writeback", is_flag=True, help="Ignore logged route.decided events (no decision writeback).")
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
+@click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
 @quiet_option
 @json_option
 @handle_errors
 def fit(home, split, seed, case_study, shipped, objective, lambda_, cost_floor, prior_source, prior_weight,
         exploration, half_life, min_samples, thread, since, no_compact, wait, no_prm, pass_threshold, ladder_target,
-        ladder_budget, no_writeback, no_render, quiet, as_json):
+        ladder_budget, no_writeback, no_render, credit, quiet, as_json):
     """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
 
     Compacts first, splits tasks in time order (learned / held-out), chooses
@@ -263,6 +264,7 @@ def fit(home, split, seed, case_study, shipped, objective, lambda_, cost_floor, 
       ratings fit --objective quality --prior-weight 3 --exploration 0.1 --json
       ratings fit --half-life-days inf --since 2026-01-01 --case-study january
       ratings fit --ladder-budget 0.001 --pass-threshold 0.7
+      fit-routing --home build/lcb --case-study livecodebench --credit "LiveCodeBench leaderboard data"
     """
     from .fit.run import FitOptions, run_fit
 
@@ -273,7 +275,7 @@ def fit(home, split, seed, case_study, shipped, objective, lambda_, cost_floor, 
         cost_floor_usd=cost_floor, prior_source=prior_source, prior_weight=prior_weight, exploration=exploration,
         half_life_days=half_life, min_samples=min_samples, thread=thread, since=since, no_compact=no_compact,
         wait=wait, prm=not no_prm, pass_threshold=pass_threshold, ladder_budget_usd=ladder_budget,
-        writeback=not no_writeback,
+        writeback=not no_writeback, credit=credit,
     )
     result = run_fit(home, options, progress=not quiet and not as_json and sys.stderr.isatty(),
                      command=options.command_line(home), render=not no_render)

@@ -58,6 +58,7 @@ class FitOptions(BaseModel):
     prm: bool = True
     pass_threshold: float = Field(default=0.5, ge=0.0, le=1.0)  # ladder gate pass mark (--pass-threshold)
     ladder_budget_usd: float | None = Field(default=None, gt=0.0)  # --ladder-budget: budget target, else best-single
+    credit: str | None = None  # where the data came from, shown on the page (stats.source.credit)
     writeback: bool = True  # resolve logged route.decided events with task.closed (--no-writeback: ignore them)
     no_compact: bool = False
     wait: bool = False
@@ -73,7 +74,8 @@ class FitOptions(BaseModel):
 
     def command_line(self, home: str | None = None) -> str:
         """The ``fit-routing`` command that gives these options: ``--home`` as given, then every option that
-        differs from its default, in the CLI's spelling (``stats.source.command``)."""
+        differs from its default, in the CLI's spelling (``stats.source.command``); ``--credit`` is
+        presentation, recorded beside it in ``stats.source.credit``, not repeated here."""
         words = ["fit-routing"] + (["--home", home] if home is not None else [])
         words += ["--case-study", self.case_study]
         defaults = FitOptions()
@@ -262,7 +264,7 @@ def _fit(home: Home, options: FitOptions, say: "_Progress", command: str) -> Fit
         table = table.with_version()
         atomic_write(home.fits / "routing-table.schema.json", canonical_json(table_json_schema()))
     atomic_write(home.fits / "history" / f"{table.version}.json", canonical_json(table.to_json_dict()))
-    stats = _stats(ev, inputs, options, objective, {**source, "command": command}, published_source="fitted" if adopt else "shipped",
+    stats = _stats(ev, inputs, options, objective, {**source, "command": command, **({"credit": options.credit} if options.credit else {})}, published_source="fitted" if adopt else "shipped",
                    sections={**learning.stats, "policies": policies},
                    cutoff=cutoff_text(ev.split["cutoff_at"]))
     if pinned is not None:
