@@ -54,7 +54,15 @@ def parts(inputs: FitInputs, fraction: float) -> tuple[Any, FitInputs, FitInputs
     """(outer split, learned inputs, held-out inputs, inner split, inner learned inputs, validation inputs).
 
     Learned inputs keep only events before the cutoff; validation repeats the rule inside the learned part.
+    Memoised on ``inputs`` (the evaluation, the learning stage and the policies all cut the same parts).
     """
+    key = ("parts", fraction)
+    if key not in inputs._derived:
+        inputs._derived[key] = _parts(inputs, fraction)
+    return inputs._derived[key]
+
+
+def _parts(inputs: FitInputs, fraction: float) -> tuple[Any, FitInputs, FitInputs, Any, FitInputs, FitInputs]:
     outer = split_tasks(inputs.tasks, fraction)
     if outer.learned.len() == 0:
         raise FitError(f"{inputs.tasks.height} task(s): too few to split {fraction} for a held-out evaluation")

@@ -62,6 +62,9 @@ class FitInputs:
     prm: bool = False
     # Memo of task_values per half-life: the grid search asks for the same few many times.
     _values: dict[Any, pl.DataFrame] = field(default_factory=dict, compare=False, repr=False)
+    # Memo of what is derived from exactly these frames (the evaluation's parts): not carried over by
+    # ``dataclasses.replace``, since a replaced frame changes what derives from it.
+    _derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
 
 def _connection(store: Any):
@@ -216,7 +219,7 @@ def recency_weight(at: pl.Expr, newest_at: datetime | None, half_life_days: floa
     return (-math.log(2.0) * age_days / half_life_days).exp()
 
 
-def task_values(inputs: FitInputs, *, half_life_days: float | None = None) -> pl.DataFrame:
+def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real: bool = False) -> pl.DataFrame:
     """One row per (task, config_key) that has ratings, sorted by ``(first_at, task, config_key)``.
 
     Columns:
@@ -231,8 +234,19 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None) -> pl
       from the fit, and held-out tasks must take it from the learned part;
     - ``gate`` = weighted mean of the ratings with ``rater_kind == 'gate'`` and ``origin != 'prm'``
       (null when none); ``at`` = the latest rating time.
+
+    ``real``: without the PRM fill-ins (held-out targets and ladder gates never include them). A PRM
+    fill-in exists only for a (task, config) with no other rating, so this is the rows of the full
+    aggregation whose ratings are not fill-ins: the same sums over the same ratings, taken from the memo.
     """
     key = None if half_life_days is None or math.isinf(half_life_days) else float(half_life_days)
+    if real:
+        cached = inputs._values.get(("real", key))
+        if cached is None:
+            full = task_values(inputs, half_life_days=key)
+            cached = full.filter(~inputs._values[("prm", key)])
+            inputs._values[("real", key)] = cached
+        return cached
     cached = inputs._values.get(key)
     if cached is not None:
         return cached
@@ -253,6 +267,7 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None) -> pl
             gate_w=pl.col("gate_w").sum(),
             gate_ws=pl.col("gate_ws").sum(),
             at=pl.col("at").max(),
+            prm=(pl.col("origin") == "prm").any(),
         )
         .with_columns(
             value=pl.when(pl.col("weight") > 0).then(pl.col("wscore") / pl.col("weight")),
@@ -275,10 +290,12 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None) -> pl
             n=pl.col("n").cast(pl.Int64),
         )
         .select("task", "region", "config_key", "first_at", "value", "weight", "wscore", "n",
-                "cost_usd", "attempts", "unknown_cost", "gate", "at")
+                "cost_usd", "attempts", "unknown_cost", "gate", "at", "prm")
         .sort("first_at", "task", "config_key")
         .collect()
     )
+    inputs._values[("prm", key)] = out["prm"]
+    out = out.drop("prm")
     inputs._values[key] = out
     return out
 

@@ -10,7 +10,6 @@ with unknown attempts take the estimate of the model fitted on the part before t
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -51,8 +50,7 @@ class LearningOutputs:
 
 def _targets(part: FitInputs, model: FittedModel) -> pl.DataFrame:
     """Task values without PRM fill-ins, ``cost_usd`` = cost_t,c costed by ``model`` (unknown attempts filled)."""
-    real = dataclasses.replace(part, ratings=part.ratings.filter(pl.col("origin") != "prm"), _values={})
-    values = model.task_costs(task_values(real))
+    values = model.task_costs(task_values(part, real=True))
     return values.with_columns(cost_usd=pl.col("cost_t"), unknown_cost=pl.lit(0, pl.Int64)).drop("cost_t")
 
 
