@@ -16,7 +16,7 @@ from pipeline.errors import InvalidEvent, PipelineError
 from pipeline.events import config_key, parse_line, to_json_line
 from pipeline.simulate import Scenario, load_truth, preset, simulate
 from pipeline.simulate.corrupt import N_INVALID_VARIANTS, conflicting, invalid, torn
-from pipeline.simulate.policy import prior_for
+from pipeline.simulate.policy import believed_priors
 from pipeline.simulate.presets import BACKLOG, CODEX, KIMI, Prior
 from pipeline.simulate.truth import best_per_region, mean_cost, quality_tables, rated_quality
 
@@ -112,7 +112,7 @@ def test_default_shipped_file() -> None:
     assert shipped["pinned"] and set(shipped["pinned"].values()) <= keys
     truth = json.loads((REPO / "fits" / "truth.json").read_text())
     # Wrong on purpose: Codex is believed strong at abstract work; it is the weakest per dollar but two.
-    believed = prior_for(CODEX, "abstract", [Prior(**p) for p in shipped["priors"]])
+    believed = believed_priors([CODEX], ["abstract"], [Prior(**p) for p in shipped["priors"]])[CODEX, "abstract"]
     assert believed - truth["quality"]["before"][CODEX]["abstract"] > 0.4
     assert truth["policy"]["greedy"]["abstract"] == CODEX != truth["best"]["before"]["abstract"]
 

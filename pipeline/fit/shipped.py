@@ -6,13 +6,20 @@ Every key is optional; an absent file or key means prior weight 3, exploration
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import FitError
 from ..routing.table import Constants, Static
+
+if TYPE_CHECKING:
+    import polars as pl
+
+#: The region of a prior that holds in every region.
+EVERY_REGION = "*"
 
 
 class Prior(BaseModel):
@@ -92,3 +99,45 @@ def load_shipped(path: str | Path | None) -> Shipped:
         err = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in err["loc"]) or "-"
         raise FitError(f"{path}: {where}: {err['msg']}") from None
+
+
+class PriorLike(Protocol):
+    """Anything with a prior's three fields (:class:`Prior`, the simulator's scenario prior)."""
+
+    selector: str
+    region: str
+    quality: float
+
+
+def priors_frame(priors: Sequence[PriorLike]) -> "pl.DataFrame":
+    """The priors as a frame for :func:`shipped_prior`: ``selector, prior_region, prior_quality, segments,
+    order`` (``order``: position in the file, the last tie-break)."""
+    import polars as pl
+
+    return pl.DataFrame(
+        {"selector": [p.selector for p in priors], "prior_region": [p.region for p in priors],
+         "prior_quality": [float(p.quality) for p in priors],
+         "segments": [len(p.selector.split("/")) for p in priors], "order": list(range(len(priors)))},
+        schema={"selector": pl.String, "prior_region": pl.String, "prior_quality": pl.Float64,
+                "segments": pl.Int64, "order": pl.Int64},
+    )
+
+
+def shipped_prior(keys: "pl.DataFrame", priors: "pl.DataFrame") -> "pl.DataFrame":
+    """(config_key, region, shipped_prior): the most specific shipped prior matching each pair (DESIGN 5).
+
+    A selector matches when it equals the first 1..4 segments of the key and its region is r or
+    '*'; more segments win, then region r over '*', then the earlier prior in the file. Pairs no
+    prior matches are absent. ``priors`` is :func:`priors_frame`. The fitter and the simulator's
+    logging policy both call this: one rule.
+    """
+    import polars as pl
+
+    parts = pl.col("config_key").str.split("/")
+    prefixes = pl.concat([keys.with_columns(selector=parts.list.head(n).list.join("/")) for n in range(1, 5)])
+    return (prefixes.join(priors, on="selector", how="inner")
+            .filter((pl.col("prior_region") == pl.col("region")) | (pl.col("prior_region") == EVERY_REGION))
+            .with_columns(exact=pl.col("prior_region") == pl.col("region"))
+            .group_by("config_key", "region")
+            .agg(shipped_prior=pl.col("prior_quality").sort_by(
+                ["segments", "exact", "order"], descending=[True, True, False]).first()))

@@ -13,19 +13,17 @@ from dataclasses import dataclass
 from .scenario import Prior, Scenario
 
 
-def prior_for(key: str, region: str, priors: list[Prior]) -> float | None:
-    """The most specific matching prior (DESIGN 5): more matching key segments win, then region beats ``*``."""
-    segments = key.split("/")
-    best: tuple[int, int] | None = None
-    quality = None
-    for prior in priors:
-        sel = prior.selector.split("/")
-        if len(sel) > 4 or segments[: len(sel)] != sel or prior.region not in (region, "*"):
-            continue
-        rank = (len(sel), 1 if prior.region == region else 0)
-        if best is None or rank > best:
-            best, quality = rank, prior.quality
-    return quality
+def believed_priors(keys: list[str], regions: list[str], priors: list[Prior]) -> dict[tuple[str, str], float]:
+    """(config key, region) -> the most specific matching shipped prior, by the fitter's own rule
+    (:func:`pipeline.fit.shipped.shipped_prior`, DESIGN 5); pairs no prior matches are absent."""
+    import polars as pl
+
+    from ..fit.shipped import priors_frame, shipped_prior
+
+    pairs = pl.DataFrame({"config_key": [k for k in keys for _ in regions], "region": regions * len(keys)},
+                         schema={"config_key": pl.String, "region": pl.String})
+    found = shipped_prior(pairs, priors_frame(priors))
+    return {(k, r): q for k, r, q in found.select("config_key", "region", "shipped_prior").iter_rows()}
 
 
 @dataclass(frozen=True)
@@ -41,7 +39,8 @@ class LoggingPolicy:
     def of(cls, scenario: Scenario) -> "LoggingPolicy":
         pol = scenario.policy
         regions = scenario.region_names
-        believed = [[_or(prior_for(c.key, r, pol.priors), pol.unknown_quality) for r in regions] for c in scenario.configs]
+        known = believed_priors([c.key for c in scenario.configs], list(regions), list(pol.priors))
+        believed = [[known.get((c.key, r), pol.unknown_quality) for r in regions] for c in scenario.configs]
         greedy = []
         for j in range(len(regions)):
             # Objective on beliefs; quality per dollar uses the list price. Ties: higher belief, then key order.
@@ -77,7 +76,3 @@ class LoggingPolicy:
         if self.n_configs == 1:
             return routed
         return routed + (1.0 - routed) * self.expected_extras() / (self.n_configs - 1)
-
-
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else value
