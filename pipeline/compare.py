@@ -72,6 +72,19 @@ class PriorCheck(BaseModel):
     disagrees: bool
 
 
+class PolicyFigures(BaseModel):
+    """One routing policy on the held-out tasks (``stats.json`` ``policies``)."""
+
+    model_config = _M
+
+    policy: str
+    hit_rate: float | None
+    n: int | None
+    mean_quality: float | None
+    mean_cost_usd: float | None
+    mean_configs_run: float | None
+
+
 class RegionChange(BaseModel):
     model_config = _M
 
@@ -117,6 +130,7 @@ class Comparison(BaseModel):
     calibration_reason: str | None
     priors: list[PriorCheck]
     disagreements: int
+    policies: list[PolicyFigures]
     notes: list[str]
     previous: PreviousFit | None
 
@@ -169,6 +183,7 @@ def compare(home: str | os.PathLike | Home | None = None, *, shipped: str | os.P
         calibration_reason=case.calibration.reason if case else None,
         priors=priors,
         disagreements=sum(p.disagrees for p in priors),
+        policies=_policies(case),
         notes=notes,
         previous=_previous(h, routing_table, table_path) if previous else None,
     )
@@ -230,6 +245,15 @@ def _routing(case: Stats | None, evaluation: dict[str, Any]) -> RoutingFigures:
     return RoutingFigures(shipped=bare(rates.get("shipped")), fitted=bare(rates.get("fitted")),
                           difference=diff.get("value"), difference_ci95=_pair(diff.get("ci95")),
                           shipped_expected_with_exploration=None)
+
+
+def _policies(case: Stats | None) -> list[PolicyFigures]:
+    from .casestudy.optional import first, policy_rows
+
+    return [PolicyFigures(policy=name, hit_rate=first(row, "hit_rate"), n=first(row, "n"),
+                          mean_quality=first(row, "mean_quality"), mean_cost_usd=first(row, "mean_cost_usd"),
+                          mean_configs_run=first(row, "mean_configs_run"))
+            for name, row in (policy_rows(case) if case is not None else [])]
 
 
 def _pair(value) -> tuple[float, float] | None:
@@ -369,6 +393,14 @@ def _text(c: Comparison) -> str:
         out += _aligned(["selector", "region", "shipped", "measured", "weight", "n", "disagrees"],
                         [[p.selector, p.region, fmt.num(p.shipped, 2), fmt.num(p.measured, 3), fmt.num(p.weight, 2),
                           fmt.count(p.n), "yes" if p.disagrees else "no"] for p in c.priors], right={2, 3, 4, 5})
+    if c.policies:
+        costed = any(x.mean_cost_usd is not None for x in c.policies)
+        out += ["", "Routing policies on the held-out tasks (a table fitted on the learned tasks only)"]
+        out += _aligned(["policy", "hit rate", "mean quality", *(["mean cost"] if costed else []), "configs run", "n"],
+                        [[x.policy + (" (default)" if x.policy == "learning_governed" else ""), fmt.pct(x.hit_rate),
+                          fmt.num(x.mean_quality, 3), *([fmt.usd(x.mean_cost_usd)] if costed else []),
+                          fmt.num(x.mean_configs_run, 2), fmt.count(x.n)] for x in c.policies],
+                        right=set(range(1, 6 if costed else 5)))
     if c.notes:
         out += ["", *(f"Note: {n}" for n in c.notes)]
     if c.previous:

@@ -161,7 +161,7 @@ def test_cli_json_shape_is_stable_and_errors_exit_2(tmp_path):
     data = json.loads(result.output)
     assert list(data) == ["stats_file", "table_file", "shipped_file", "objective", "published", "published_from",
                           "constants", "routing", "recommendation", "reason", "calibration_recommendation",
-                          "calibration_reason", "priors", "disagreements", "notes", "previous"]
+                          "calibration_reason", "priors", "disagreements", "policies", "notes", "previous"]
     assert data["disagreements"] == 2 and data["previous"] is None
     assert list(data["priors"][0]) == ["selector", "region", "shipped", "measured", "weight", "n", "disagrees"]
     text = CliRunner().invoke(cli, ["compare", "--home", str(home), "--stats", str(SAMPLE)])
@@ -177,3 +177,8 @@ def test_compare_on_a_fitted_home(tiny_fit):
     assert result.published == fit.table.constants_source
     assert [p.disagrees for p in result.priors] == [p.disagrees for p in fit.stats.priors]
     assert result.routing.fitted.n == fit.stats.routing.fitted.n
+    assert result.stats_file == str(home / "case-studies" / "routing-by-rating" / "stats.json")  # the table's pointer
+    default = next(p for p in result.policies if p.policy == "learning_governed")
+    assert (default.hit_rate, default.n, default.mean_cost_usd) == (pytest.approx(2 / 3), 3, pytest.approx(0.1))
+    text = result.text()
+    assert "Routing policies on the held-out tasks" in text and "learning_governed (default)" in text
