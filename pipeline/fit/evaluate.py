@@ -74,15 +74,17 @@ def _parts(inputs: FitInputs, fraction: float) -> tuple[Any, FitInputs, FitInput
     return outer, learned, held, inner, inner_learned, validation
 
 
-def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel, *, objective: str, floor: float,
-                lam: float | None) -> Part:
+def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel, *, floor: float) -> Part:
     """A :class:`Part`: fit on ``fit_inputs``, score on ``scored``'s tasks.
 
     Task costs with unknown attempts take the estimate of ``reference`` (a fit of the fit part: costs do not
-    depend on the searched constants), so the best set is fixed before any constant is tried.
+    depend on the searched constants), so the best set is fixed before any constant is tried. The targets are
+    real ratings only: a PRM fill-in is never a held-out or validation target (DESIGN 5). The best set is best
+    per dollar, ``argmax q_t,c / max(cost_t,c, floor)``, whatever the objective (DESIGN 6); with no costs it
+    ranks like q.
     """
-    values = reference.task_costs(task_values(scored))
-    best = mark_best(eligible(values), objective=objective, floor=floor, lam=lam, cost="cost_t")
+    values = reference.task_costs(task_values(scored, real=True))
+    best = mark_best(eligible(values), objective="quality_per_dollar", floor=floor, cost="cost_t")
     return make_part(fit_inputs, best, scored.tasks.select("task", "region", "first_at"), values)
 
 
@@ -90,10 +92,12 @@ def evaluate(inputs: FitInputs, *, shipped: Shipped, shipped_constants: Constant
              fraction: float, seed: int) -> Evaluation:
     """Run DESIGN 6 on ``inputs``; ``shipped_constants`` already carry the cost floor, min samples and lambda."""
     outer, learned, held, inner, inner_learned, validation = parts(inputs, fraction)
-    cost_known = bool(inputs.attempts["cost_usd"].is_not_null().any())
+    # Costs are known when some learned (task, config) has every attempt priced: the model's own rule
+    # (pipeline.fit.model), taken from the learned part so that held-out data cannot change it.
+    learned_values = task_values(learned)
+    cost_known = bool((learned_values["cost_usd"].is_not_null() & (learned_values["unknown_cost"] == 0)).any())
     effective = objective if cost_known else "quality"
     floor = float(shipped_constants.cost_floor_usd)
-    reference_lambda = pins.get("lambda", shipped_constants.lambda_)
 
     aggregated: dict[tuple[int, float | None], FittedModel] = {}
 
@@ -110,10 +114,8 @@ def evaluate(inputs: FitInputs, *, shipped: Shipped, shipped_constants: Constant
         regions = sorted(set(part.tasks["region"].to_list()))
         return start_from(model, fitted_values, regions)
 
-    val_part = scored_part(inner_learned, validation, fit(inner_learned, shipped_constants), objective=effective,
-                           floor=floor, lam=reference_lambda)
-    held_part = scored_part(learned, held, fit(learned, shipped_constants), objective=effective, floor=floor,
-                            lam=reference_lambda)
+    val_part = scored_part(inner_learned, validation, fit(inner_learned, shipped_constants), floor=floor)
+    held_part = scored_part(learned, held, fit(learned, shipped_constants), floor=floor)
     found: SearchResult = search(
         val_part, held_part, fit=fit, start=start, shipped=shipped_constants, pins=pins, objective=effective,
         lambda_scale=lambda_scale(task_values(learned)), has_shipped_priors=bool(shipped.priors), seed=seed,

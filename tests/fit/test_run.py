@@ -37,7 +37,7 @@ from pipeline.fit.run import FitOptions, rounded, run_fit
 from pipeline.home import Home
 from pipeline.routing.table import load
 
-from fixtures_fit_run import PINNED, RATED, X, Y, make_home, tiny_events
+from fixtures_fit_run import PINNED, RATED, X, Y, at, config, make_home, tiny_events
 
 approx = pytest.approx
 
@@ -331,3 +331,22 @@ def test_command_line_spells_every_changed_option():
         "--since 2026-01-01T00:00:00+00:00 --no-prm --no-writeback --no-compact")
     assert FitOptions().command_line() == "fit-routing --case-study routing-by-rating"
     assert FitOptions().writeback is True
+
+
+def test_prm_fill_ins_are_never_held_out_targets(fit_home):
+    """A config z that only has traced attempts gets PRM fill-ins (score 0.40 + 0.15 + 0.10 = 0.65 for a
+    success with tool calls and files written; cost 0.001, so it would be best per dollar on every task it did).
+    DESIGN 5: a fill-in is never a held-out target, so z is in no best set and no baseline is scored on it:
+    the held-out figures equal those of the store without z.
+    """
+    traced = [
+        {"type": "task.attempted", "task": f"T{day:02d}", "config": config("z"), "status": "success",
+         "cost_usd": 0.001, "tool_calls": 3, "files_written": 1, "at": at(day, 1), "id": f"trace-{day}"}
+        for day in RATED
+    ]
+    _, plain = fit_home("prm-plain", tiny_events())
+    _, with_z = fit_home("prm-traced", tiny_events() + traced)
+    assert with_z.stats.ratings.by_rater_kind == plain.stats.ratings.by_rater_kind  # fill-ins are not ratings
+    assert with_z.stats.split.eligible_held_out == plain.stats.split.eligible_held_out == 3
+    assert with_z.stats.baselines.oracle.mean_quality == plain.stats.baselines.oracle.mean_quality
+    assert with_z.stats.baselines.oracle.config == plain.stats.baselines.oracle.config
