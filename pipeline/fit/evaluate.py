@@ -176,7 +176,7 @@ def lambda_scale(values: pl.DataFrame) -> float | None:
     quality = values["value"].drop_nulls().mean()
     if cost is None or not quality:
         return None
-    return float(cost) / float(quality)
+    return round(float(cost) / float(quality), 9)
 
 
 def _replay(model: FittedModel, part: Part, constants: Constants, start, seed: int) -> dict:

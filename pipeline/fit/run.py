@@ -228,10 +228,9 @@ def _fit(home: Home, options: FitOptions, say: "_Progress", command: str) -> Fit
 
         learned = parts(inputs, options.split)[1]
         scale = lambda_scale(task_values(learned))
-        if scale is None:
-            raise FitError("the utility objective needs costs to set lambda; this store has none (use "
-                           "--objective quality, or --lambda X)")
-        shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
+        # With no costs at all the objective degrades to quality (DESIGN 5): no lambda is needed then.
+        if options.lambda_ or scale is not None:
+            shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
     say("evaluating on the held-out split (validation search included)")
     ev = evaluate(inputs, shipped=shipped, shipped_constants=shipped_constants, pins=Pins(options.pins()),
                   objective=objective, fraction=options.split, seed=options.seed)

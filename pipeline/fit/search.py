@@ -41,8 +41,11 @@ SEARCHED = ("prior_source", "prior_weight", "exploration", "half_life_days", "la
 
 
 def lambda_grid(scale: float) -> list[float]:
-    """13 values ``scale * 10 ** (-2 + i / 3)``, i = 0..12: 0.01x to 100x of the scale, geometric."""
-    return [scale * 10 ** (-2 + i / 3) for i in range(LAMBDA_STEPS)]
+    """13 values ``scale * 10 ** (-2 + i / 3)``, i = 0..12: 0.01x to 100x of the scale, geometric.
+
+    Rounded to 9 decimals where they are made, so the lambda used, published and reported is one number.
+    """
+    return [round(scale * 10 ** (-2 + i / 3), 9) for i in range(LAMBDA_STEPS)]
 
 
 class Pins(dict):

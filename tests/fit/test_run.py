@@ -350,3 +350,12 @@ def test_prm_fill_ins_are_never_held_out_targets(fit_home):
     assert with_z.stats.split.eligible_held_out == plain.stats.split.eligible_held_out == 3
     assert with_z.stats.baselines.oracle.mean_quality == plain.stats.baselines.oracle.mean_quality
     assert with_z.stats.baselines.oracle.config == plain.stats.baselines.oracle.config
+
+
+def test_utility_without_costs_degrades_to_quality(fit_home):
+    """DESIGN 5: with no costs at all the objective degrades to quality, also when utility was asked for."""
+    events = [e for e in tiny_events() if e["type"] != "task.attempted"]
+    _, result = fit_home("no-cost-utility", events, FitOptions(objective="utility", prior_source="shipped",
+                                                               prior_weight=1, exploration=0.0, half_life_days="inf"))
+    assert result.stats.cost_known is False and result.stats.objective == "quality"
+    assert result.table.objective == "quality" and result.table.constants.lambda_ is None
