@@ -53,12 +53,14 @@ def decision_writeback(decisions: pl.DataFrame, closures: pl.DataFrame) -> list[
 
 
 def decision_candidates(decisions: pl.DataFrame) -> pl.DataFrame:
-    """``task, region, config_key``: the candidate pools of the logged decisions, one row per candidate.
+    """``task, region, config_key``: the candidate pool of each logged decision, one row per candidate.
 
-    This is what :meth:`FittedModel.choose_frame` takes to give the target policy's choice per task
-    (pass its ``task, chosen`` result to :func:`off_policy` as ``target_choice``).
+    Each decision is its own pool, keyed by the decision's ``id`` in the ``task`` column (the key
+    :meth:`FittedModel.choose_frame` groups by): a task routed twice from two different pools gets the
+    target's choice among each pool, never among their union. Pass the ``task, chosen`` result to
+    :func:`off_policy` as ``target_choice``.
     """
-    return (decisions.select("task", "region", config_key="candidates").explode("config_key")
+    return (decisions.select(task="id", region="region", config_key="candidates").explode("config_key")
             .drop_nulls("config_key").unique().sort("task", "config_key"))
 
 
@@ -66,9 +68,10 @@ def off_policy(decisions: pl.DataFrame, closures: pl.DataFrame, target_choice: p
     """IPS and SNIPS estimates of a deterministic target policy's value from the logged decisions.
 
     Over the resolved decisions that carry a propensity p_i (logged action a_i, reward r_i), with the
-    target's choice pi(t_i) per task (``target_choice``: columns ``task, chosen``)::
+    target's choice pi(i) among decision i's candidates (``target_choice``: columns ``task`` = the decision
+    id, as :func:`decision_candidates` keys it, and ``chosen``)::
 
-        w_i   = [a_i == pi(t_i)] / p_i
+        w_i   = [a_i == pi(i)] / p_i
         IPS   = sum(w_i * r_i) / n
         SNIPS = sum(w_i * r_i) / sum(w_i)          (null when no logged action matches the target)
         ESS   = (sum w_i)^2 / sum(w_i^2)            (effective sample size; 0 when nothing matches)
@@ -76,8 +79,8 @@ def off_policy(decisions: pl.DataFrame, closures: pl.DataFrame, target_choice: p
     ``n`` counts the decisions used, ``matched`` those whose logged action is the target's choice.
     """
     resolved = resolve(decisions, closures).filter(pl.col("reward").is_not_null() & pl.col("propensity").is_not_null())
-    target = target_choice.select("task", target="chosen")
-    rows = resolved.join(target, on="task", how="left").with_columns(
+    target = target_choice.select(id="task", target="chosen")
+    rows = resolved.join(target, on="id", how="left").with_columns(
         w=pl.when(pl.col("chosen") == pl.col("target")).then(1.0 / pl.col("propensity")).otherwise(0.0))
     n = rows.height
     if n == 0:

@@ -222,5 +222,27 @@ def test_off_policy_ips_snips_ess_hand_made_log():
 
 def test_off_policy_nothing_usable():
     dec = decisions([("d1", "t1", 0, "eps", "A", None)])
-    out = off_policy(dec, closures([("t1", 1, "done")]), pl.DataFrame({"task": ["t1"], "chosen": ["A"]}))
+    out = off_policy(dec, closures([("t1", 1, "done")]), pl.DataFrame({"task": ["d1"], "chosen": ["A"]}))
     assert out["ips"] is None and out["ess"] == 0.0 and out["reason"]
+
+
+def test_off_policy_targets_each_decisions_own_pool():
+    """Task t1 routed twice: d1 among {A, B} logged A (closed escalated), d2 among {B, C} logged B (done).
+    A target ranking C > A > B picks A for d1 (matched, w = 1/0.5, r = 0) and C for d2 (not matched):
+    IPS = 0 / 2, SNIPS = 0 / 2 = 0, one match. Pooling the task's candidates into {A, B, C} would pick C
+    for both decisions and match none."""
+    dec = pl.DataFrame([
+        {"id": "d1", "task": "t1", "region": "g", "at": T0, "policy": "eps", "chosen": "A",
+         "candidates": ["A", "B"], "propensity": 0.5},
+        {"id": "d2", "task": "t1", "region": "g", "at": T0 + timedelta(minutes=10), "policy": "eps", "chosen": "B",
+         "candidates": ["B", "C"], "propensity": 0.5},
+    ], schema=DEC_SCHEMA)
+    clo = closures([("t1", 5, "escalated"), ("t1", 15, "done")])
+    rank = {"C": 0, "A": 1, "B": 2}
+    pools = decision_candidates(dec)
+    assert sorted(pools["task"].unique().to_list()) == ["d1", "d2"]
+    target = (pools.with_columns(r=pl.col("config_key").replace_strict(rank, return_dtype=pl.Int64))
+              .sort("task", "r").group_by("task", maintain_order=True).agg(chosen=pl.col("config_key").first()))
+    out = off_policy(dec, clo, target)
+    assert out["n"] == 2 and out["matched"] == 1
+    assert out["ips"] == 0.0 and out["snips"] == 0.0
