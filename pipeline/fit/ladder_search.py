@@ -106,28 +106,82 @@ class Run:
     observed: np.ndarray  # every rung run was observed
 
 
+@dataclass(frozen=True)
+class _Partial:
+    """A ladder's run after its first rungs, none of them the last (the escalation rule's running state)."""
+
+    active: np.ndarray    # still escalating (every gate so far failed)
+    observed: np.ndarray
+    quality: np.ndarray
+    cost: np.ndarray
+    calls: np.ndarray
+    stop: np.ndarray
+
+
+def _start(n: int) -> _Partial:
+    return _Partial(active=np.ones(n, dtype=bool), observed=np.ones(n, dtype=bool), quality=np.full(n, np.nan),
+                    cost=np.zeros(n), calls=np.zeros(n, dtype=np.int64), stop=np.zeros(n, dtype=np.int64))
+
+
+def _step(p: _Partial, k: int, value: np.ndarray, gate: np.ndarray, cost: np.ndarray, *, last: bool,
+          pass_threshold: float) -> _Partial:
+    """Rung ``k`` (columns ``value``/``gate``/``cost`` of its config): the escalation rule of the module docstring."""
+    n = len(value)
+    seen = ~np.isnan(value) & (last | ~np.isnan(gate))
+    passed = np.full(n, True) if last else (gate >= pass_threshold)
+    stopping = p.active & passed
+    return _Partial(active=p.active & ~passed, observed=p.observed & (~p.active | seen),
+                    quality=np.where(stopping, value, p.quality), cost=p.cost + np.where(p.active, cost, 0.0),
+                    calls=p.calls + p.active, stop=np.where(stopping, k, p.stop))
+
+
+def _finish(p: _Partial) -> Run:
+    return Run(quality=np.where(p.observed, p.quality, np.nan), cost=np.where(p.observed, p.cost, np.nan),
+               calls=p.calls, stop=p.stop, observed=p.observed)
+
+
 def run_ladder(m: TaskMatrix, rungs: tuple[int, ...], pass_threshold: float) -> Run:
     """Run a ladder (column indexes of ``m``) on every task: the escalation rule of the module docstring."""
-    n = len(m.tasks)
-    active = np.ones(n, dtype=bool)
-    observed = np.ones(n, dtype=bool)
-    quality = np.full(n, np.nan)
-    cost = np.zeros(n)
-    calls = np.zeros(n, dtype=np.int64)
-    stop = np.zeros(n, dtype=np.int64)
+    state = _start(len(m.tasks))
     for k, j in enumerate(rungs):
-        last = k == len(rungs) - 1
-        seen = ~np.isnan(m.value[:, j]) & (last | ~np.isnan(m.gate[:, j]))
-        observed &= ~active | seen
-        cost = cost + np.where(active, m.cost[:, j], 0.0)
-        calls = calls + active
-        passed = np.full(n, True) if last else (m.gate[:, j] >= pass_threshold)
-        stopping = active & passed
-        quality = np.where(stopping, m.value[:, j], quality)
-        stop = np.where(stopping, k, stop)
-        active = active & ~passed
-    return Run(quality=np.where(observed, quality, np.nan), cost=np.where(observed, cost, np.nan), calls=calls,
-               stop=stop, observed=observed)
+        state = _step(state, k, m.value[:, j], m.gate[:, j], m.cost[:, j], last=k == len(rungs) - 1,
+                      pass_threshold=pass_threshold)
+    return _finish(state)
+
+
+class _Runner:
+    """:func:`run_ladder` for many ladders of one matrix: columns laid out contiguously once, and the running
+    state of the last prefix of each length kept (the search extends one parent by every config in a row),
+    so a ladder costs one rung step past its prefix. Same arithmetic, in the same order, as
+    :func:`run_ladder`: the runs are identical."""
+
+    def __init__(self, m: TaskMatrix, pass_threshold: float):
+        self.value = np.ascontiguousarray(m.value.T)
+        self.gate = np.ascontiguousarray(m.gate.T)
+        self.cost = np.ascontiguousarray(m.cost.T)
+        self.pass_threshold = pass_threshold
+        self.prefixes: dict[tuple[int, ...], _Partial] = {(): _start(len(m.tasks))}
+
+    def _step(self, prefix: tuple[int, ...], j: int, *, last: bool) -> _Partial:
+        return _step(self._prefix(prefix), len(prefix), self.value[j], self.gate[j], self.cost[j], last=last,
+                     pass_threshold=self.pass_threshold)
+
+    def _prefix(self, rungs: tuple[int, ...]) -> _Partial:
+        state = self.prefixes.get(rungs)
+        if state is None:
+            state = self._step(rungs[:-1], rungs[-1], last=False)
+            self.prefixes = {p: s for p, s in self.prefixes.items() if len(p) < len(rungs)}
+            self.prefixes[rungs] = state
+        return state
+
+    def run(self, rungs: tuple[int, ...]) -> Run:
+        return _finish(self._step(rungs[:-1], rungs[-1], last=True))
+
+
+def _take_rows(m: TaskMatrix, rows: np.ndarray) -> TaskMatrix:
+    """The matrix of the ``rows`` tasks only (a run is row by row, so a search on them needs no other row)."""
+    return TaskMatrix(tasks=m.tasks[rows], regions=m.regions[rows], configs=m.configs, value=m.value[rows],
+                      gate=m.gate[rows], cost=m.cost[rows], cost_known=m.cost_known)
 
 
 @dataclass(frozen=True)
@@ -240,11 +294,15 @@ def search_ladders(m: TaskMatrix, rows: np.ndarray, pass_threshold: float, *, st
     """
     n = len(m.configs)
     scored: dict[tuple[int, ...], Score] = {}
+    if not rows.all():  # scores use the rows alone: search on their sub-matrix
+        m = _take_rows(m, rows)
+        rows = np.ones(len(m.tasks), dtype=bool)
+    runner = _Runner(m, pass_threshold)
 
     def evaluate(ladders: list[tuple[int, ...]]) -> None:
         for lad in ladders:
             if lad not in scored:
-                scored[lad] = score(run_ladder(m, lad, pass_threshold), rows, m.cost_known)
+                scored[lad] = score(runner.run(lad), rows, m.cost_known)
 
     singles = [(j,) for j in range(n)]
     evaluate(singles)
