@@ -18,7 +18,7 @@ $(BIN)/.installed: pyproject.toml
 setup: $(BIN)/.installed
 
 run: setup
-	$(BIN)/fit-routing --home .
+	$(BIN)/fit-routing --home . --credit "Data: the embedded default backlog (streams/), simulated with known truth by make default-data (ratings simulate --preset backlog --seed 7); the truth, in fits/truth.json, is never read by the fit."
 
 test: setup
 	$(BIN)/python -m pytest

@@ -40,7 +40,8 @@ HEADLINE = [
     "held-out quality 0.866 against 0.861",
     "7.2% of its $0.412",
     "on 342 held-out tasks",
-    "hit 63.1% on held-out tasks",
+    "routed 260 of 412 (63.1%) held-out tasks to a best configuration",
+    "Sending every task to the best single configuration of the learned tasks (opus high) would have hit 21.8%.",
 ]
 
 
@@ -152,6 +153,8 @@ def test_absent_sections_say_not_computed_and_unknown_costs_rank_by_quality(tmp_
     for key in ("signals", "ladders", "frontier", "policies"):
         assert f"Not computed: the stats file has no {key} section" in text
     assert "ranked by quality alone" in text and "ranking is by quality alone" in text
+    assert "route by: cheapest" not in text and "cheapest" not in text.split("Against the baselines")[1].split(
+        "Sequential replay")[0]  # no costs: no cheapest row of n/a
     assert not (directory / "frontier.svg").exists()  # the stale figure of the first render is gone
     assert "frontier.svg" not in html + readme
 
@@ -220,3 +223,30 @@ def test_renders_the_fitters_own_stats(tmp_path, tiny_fit):
     phrase = f"{fitted.hits} of {fitted.n} ("
     assert phrase in text_of(html) and phrase in md_text(readme)
     assert f"Recommendation: {result.stats.routing.recommendation}." in text_of(html)
+
+
+def test_a_default_policy_held_back_by_the_gate_is_explained(tmp_path, page):
+    assert "did exactly what the static choice" not in page[0]
+    stats = sample()
+    policies = stats["policies"]
+    policies["workflow_default"] = dict(policies["learning_governed"])
+    stats["policies"] = {"protocol": "each eligible held-out task routed by a learned-only table",
+                         "policies": policies}
+    html, readme, _ = render(tmp_path, stats)
+    text = text_of(html)
+    assert "It did exactly what the static choice (workflow_default) does: the evidence gate" in text
+    assert "the quality_per_dollar policy hit 65.0%" in text
+    assert "Each eligible held-out task routed by a learned-only table." in text  # the protocol, as a sentence
+    assert "the best quality per dollar in the table, no gate" in text  # what each policy does
+
+
+def test_empty_signals_are_one_line_and_commands_name_the_home(tmp_path):
+    stats = sample()
+    stats["signals"] = {**(stats["signals"] or {}), "decisions": [], "prompt_versions": None,
+                        "off_policy": {"n": 0, "ips": None, "reason": "no resolved decision carries a propensity"}}
+    stats["source"]["command"] = "fit-routing --home 'build/my home' --case-study routing-by-rating"
+    html, readme, _ = render(tmp_path, stats)
+    text = text_of(html)
+    assert "Nothing to show in this data for: decisions, off policy, prompt versions." in text
+    assert "ratings case-study routing-by-rating --home 'build/my home'" in text
+    assert "ratings compare --home 'build/my home'" in text

@@ -38,6 +38,7 @@ def routing_lead(stats: Stats) -> list[Block]:
             f"{fmt.points(r.difference.value)} (95% CI {fmt.points_interval(r.difference.ci95)}).",
             (f" With their exploration of {fmt.constant('exploration', c.shipped.exploration)}, the shipped constants "
              f"would be expected to hit {fmt.pct(expected)}." if expected is not None else ""),
+            _best_single_phrase(stats),
             lead=True,
         ),
     ]
@@ -50,6 +51,15 @@ def routing_lead(stats: Stats) -> list[Block]:
                        f"{fmt.sentence(r.reason)} The published routing table uses the {c.published} constants.",
                        lead=True))
     return blocks
+
+
+def _best_single_phrase(stats: Stats) -> str:
+    """The plainest alternative, so a reader sees whether routing beat sending everything to one configuration."""
+    best = stats.baselines.best_single
+    if best.config is None or best.hit_rate is None:
+        return ""
+    return (f" Sending every task to the best single configuration of the learned tasks "
+            f"({short_config(best.config)}) would have hit {fmt.pct(best.hit_rate)}.")
 
 
 def calibration_lead(stats: Stats) -> list[Block]:
@@ -84,8 +94,9 @@ def ladder_lead(stats: Stats) -> list[Block]:
     blocks: list[Block] = [para(
         Strong("Escalation ladders: "),
         f"{chain} reached held-out quality {fmt.num(first(s, 'held_out_quality'), 3)} against "
-        f"{fmt.num(first(s, 'best_single_quality'), 3)} for the best single configuration "
-        f"({short_config(str(first(s, 'best_single_config') or 'n/a'))}){cost}, on {on} where every rung they ran "
+        f"{fmt.num(first(s, 'best_single_quality'), 3)} for "
+        f"{short_config(str(first(s, 'best_single_config') or 'n/a'))}, the best single configuration on the tasks "
+        f"the ladders were searched on{cost}, on {on} where every rung they ran "
         f"was observed ({fmt.pct(first(s, 'coverage'))} of held-out tasks; the rest are not counted).",
         lead=True,
     )]
@@ -101,14 +112,29 @@ def policy_lead(stats: Stats) -> list[Block]:
     default = rows.get("learning_governed")
     if not default:
         return []
-    return [para(
+    hits, n = first(default, "hits"), first(default, "n")
+    counted = f"{fmt.count(hits)} of {fmt.count(n)} ({fmt.pct(first(default, 'hit_rate'))})" if hits is not None \
+        and n is not None else fmt.pct(first(default, "hit_rate"))
+    parts: list = [
         Strong("Default policy: "), Code("learning_governed"),
-        f" hit {fmt.pct(first(default, 'hit_rate'))} on held-out "
-        f"tasks with mean quality {fmt.num(first(default, 'mean_quality'), 3)}"
-        + (f" at {fmt.usd(first(default, 'mean_cost_usd'))} per task" if first(default, 'mean_cost_usd') is not None
+        f" routed {counted} held-out tasks to a best configuration, mean quality "
+        f"{fmt.num(first(default, 'mean_quality'), 3)}"
+        + (f" at {fmt.usd(first(default, 'mean_cost_usd'))} per task" if first(default, "mean_cost_usd") is not None
            else "") + ".",
-        lead=True,
-    )]
+    ]
+    static, greedy = rows.get("workflow_default"), rows.get("quality_per_dollar")
+    if static and _same_figures(default, static) and not (greedy and _same_figures(default, greedy)):
+        parts.append(" It did exactly what the static choice (workflow_default) does: the evidence gate (at least "
+                     "min_samples ratings and a relative advantage above 0 in the region) did not let the learned "
+                     "choice override it"
+                     + (f"; without the gate, the quality_per_dollar policy hit {fmt.pct(first(greedy, 'hit_rate'))}"
+                        if greedy else "") + ".")
+    return [para(*parts, lead=True)]
+
+
+def _same_figures(a: dict, b: dict) -> bool:
+    keys = ("hits", "n", "mean_quality", "mean_cost_usd")
+    return all(a.get(k) == b.get(k) for k in keys)
 
 
 def headline(stats: Stats) -> list[Block]:

@@ -16,8 +16,26 @@ CONSTANT_NAMES = ("prior_source", "prior_weight", "exploration", "half_life_days
                   "lambda")
 
 
+def fitted_home(stats: Stats) -> str | None:
+    """The ``--home`` of the command that produced the stats, so the page's other commands name it too."""
+    import shlex
+
+    try:
+        words = shlex.split(stats.source.command or "")
+    except ValueError:
+        return None
+    return next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "--home"), None)
+
+
+def with_home(stats: Stats, command: str) -> str:
+    import shlex
+
+    home = fitted_home(stats)
+    return command if home is None else f"{command} --home {shlex.quote(home)}"
+
+
 def render_command(stats: Stats) -> str:
-    return f"ratings case-study {stats.name}"
+    return with_home(stats, f"ratings case-study {stats.name}")
 
 
 def source_caption(stats: Stats) -> tuple[Inline, ...]:
@@ -80,6 +98,8 @@ def baselines_section(stats: Stats) -> list[Block]:
     rows = []
     for name in ("oracle", "fitted", "shipped", "best_single", "cheapest", "random"):
         x = getattr(b, name)
+        if name == "cheapest" and not stats.cost_known:  # no costs: there is no cheapest configuration
+            continue
         rows.append([name.replace("_", " "), short_config(x.config) if x.config else "", fmt.pct(x.hit_rate),
                      fmt.num(x.mean_quality, 3), fmt.usd(x.mean_cost_usd)])
     rp = stats.replay
@@ -203,16 +223,36 @@ def ladders_section(stats: Stats) -> list[Block]:
     return out
 
 
+#: What each built-in routing policy does (pipeline.routing.policies), for the reader of the policies table.
+POLICY_MEANING = {
+    "learning_governed": "the learned choice when it passes the evidence gate, else the static choice (default)",
+    "quality_per_dollar": "the best quality per dollar in the table, no gate",
+    "ladder": "the region's escalation ladder, next rung after each failure",
+    "workflow_default": "the static default configuration",
+    "frontier_only": "always the highest-quality configuration",
+    "cheap_only": "always the cheapest configuration",
+    "static_hybrid": "cheap for implementers and researchers, frontier for reviewers",
+    "trace_governed": "cheap first, frontier after a failure",
+}
+
+
 def policies_section(stats: Stats) -> list[Block]:
     out: list[Block] = [Heading(2, "Routing policies on the held-out tasks", "policies")]
     rows = policy_rows(stats)
     if not rows:
         return out + [_not_computed("policies")]
-    body = [[name + (" (default)" if name == "learning_governed" else ""), fmt.pct(first(r, "hit_rate")),
-             fmt.num(first(r, "mean_quality"), 3), fmt.usd(first(r, "mean_cost_usd", "cost_usd")),
-             fmt.num(first(r, "mean_configs_run"), 2), fmt.count(first(r, "n"))] for name, r in rows]
-    return out + [costed_table(stats, ["policy", "hit rate", "mean quality", "mean cost", "configs run", "n"], body,
-                               numeric=[False, True, True, True, True, True])]
+    protocol = (stats.policies or {}).get("protocol")
+    if isinstance(protocol, str):
+        out.append(para(fmt.sentence(protocol)))
+    body = [[name + (" (default)" if name == "learning_governed" else ""), POLICY_MEANING.get(name, "registered"),
+             fmt.pct(first(r, "hit_rate")), fmt.num(first(r, "mean_quality"), 3),
+             fmt.usd(first(r, "mean_cost_usd", "cost_usd")), fmt.num(first(r, "mean_configs_run"), 2),
+             fmt.count(first(r, "n"))] for name, r in rows]
+    return out + [costed_table(stats, ["policy", "what it routes to", "hit rate", "mean quality", "mean cost",
+                                       "configs run", "n"], body,
+                               "Hit rate: routed (or, for policies that escalate, stopped) at a best configuration "
+                               "of the task; configs run: how many configurations a task used on average.",
+                               numeric=[False, False, True, True, True, True, True])]
 
 
 def signals_section(stats: Stats) -> list[Block]:
@@ -233,10 +273,23 @@ def signals_section(stats: Stats) -> list[Block]:
         out += [Heading(3, "Best and worst members by relative advantage"),
                 table(["region", "rank", "config", "advantage", "win rate", "tasks"], rows,
                       numeric=[False, False, False, True, True, True])]
+    empty = [key for key, value in signals.items() if key not in ("counts", "members") and _empty(value)]
     for key, value in signals.items():
-        if key not in ("counts", "members"):
+        if key not in ("counts", "members") and key not in empty:
             out += [Heading(3, key.replace("_", " "))] + blocks_for(value, level=4)
+    if empty:
+        out.append(para("Nothing to show in this data for: " + ", ".join(k.replace("_", " ") for k in empty) + "."))
     return out
+
+
+def _empty(value) -> bool:
+    """A signal with nothing in it: none, an empty collection, or a mapping whose counts are all 0 or null."""
+    if value is None or value == [] or value == {}:
+        return True
+    if isinstance(value, dict):
+        values = [v for v in value.values() if not isinstance(v, str)]  # a reason beside zeros says nothing more
+        return bool(values) and all(v is None or v == 0 or v == [] or v == {} for v in values)
+    return False
 
 
 def closing_section(stats: Stats) -> list[Block]:
@@ -248,7 +301,7 @@ def closing_section(stats: Stats) -> list[Block]:
     if stats.source.command:
         steps.append(("Fit: ", Code(stats.source.command)))
     steps.append(("Render this page from stats.json alone: ", Code(render_command(stats))))
-    steps.append(("Compare shipped and fitted constants: ", Code("ratings compare")))
+    steps.append(("Compare shipped and fitted constants: ", Code(with_home(stats, "ratings compare"))))
     out.append(Bullets(tuple(steps)))
     return out
 
