@@ -27,6 +27,8 @@ The loop is over tasks (a few thousand), never over ratings.
 """
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,11 +84,11 @@ def evaluate_policies(table_or_router: RoutingTable | Router, heldout_task_value
         best = best.with_columns(gate=pl.lit(None, pl.Float64))
     best = best.with_columns(passed_on=pl.coalesce("gate", "value")).sort("task", "config_key")
     tasks = []
-    for (task,), group in best.group_by("task", maintain_order=True):
-        region = group["region"][0]
-        cells = {c: (v, k, b, g) for c, v, k, b, g in
-                 group.select("config_key", "value", "cost", "best", "passed_on").iter_rows()}
-        tasks.append((task, region, tuple(sorted(cells)), cells))
+    rows_by_task = best.select("task", "region", "config_key", "value", "cost", "best", "passed_on").iter_rows()
+    for task, group in itertools.groupby(rows_by_task, key=operator.itemgetter(0)):  # rows sorted by task
+        group = list(group)
+        cells = {c: (v, k, b, g) for _t, _r, c, v, k, b, g in group}
+        tasks.append((task, group[0][1], tuple(sorted(cells)), cells))
     out = {}
     for name in names:
         totals = [0, 0.0, 0.0, 0]  # hits, quality, cost, configs run
