@@ -250,3 +250,13 @@ def test_empty_signals_are_one_line_and_commands_name_the_home(tmp_path):
     assert "Nothing to show in this data for: decisions, off policy, prompt versions." in text
     assert "ratings case-study routing-by-rating --home 'build/my home'" in text
     assert "ratings compare --home 'build/my home'" in text
+
+
+def test_a_ladder_below_the_best_single_says_so(tmp_path, page):
+    assert "The ladders did NOT reach" not in page[0]
+    stats = sample()
+    summary = stats["ladders"]["summary"]
+    summary.update(held_out_quality=0.5, best_single_quality=0.8)
+    html, readme, _ = render(tmp_path, stats)
+    assert "The ladders did NOT reach that configuration's quality on the held-out tasks (0.500 against 0.800)" \
+        in text_of(html)

@@ -100,6 +100,10 @@ def ladder_lead(stats: Stats) -> list[Block]:
         f"was observed ({fmt.pct(first(s, 'coverage'))} of held-out tasks; the rest are not counted).",
         lead=True,
     )]
+    reached, single = first(s, "held_out_quality"), first(s, "best_single_quality")
+    if reached is not None and single is not None and reached < single:
+        blocks.append(Note((f"The ladders did NOT reach that configuration's quality on the held-out tasks "
+                            f"({fmt.num(reached, 3)} against {fmt.num(single, 3)}): they cost less, but do worse.",)))
     if s.get("gate_is_target"):
         blocks.append(Note((
             "This ladder figure is an upper bound for a perfect verifier: its gate ratings are the same ratings that "
