@@ -260,3 +260,12 @@ def test_a_ladder_below_the_best_single_says_so(tmp_path, page):
     html, readme, _ = render(tmp_path, stats)
     assert "The ladders did NOT reach that configuration's quality on the held-out tasks (0.500 against 0.800)" \
         in text_of(html)
+
+
+def test_calibration_reason_only_when_it_adds_something(tmp_path, page):
+    assert "Per-region quality lowers the held-out mean squared error" not in page[0]  # it restates the numbers
+    stats = sample()
+    stats["calibration"].update(regions_mse=None, difference_ci95=None, recommendation="insufficient-evidence",
+                                reason="no held-out rating falls in a fitted region")
+    html, _, _ = render(tmp_path, stats)
+    assert "Verdict: insufficient-evidence. No held-out rating falls in a fitted region." in text_of(html)

@@ -73,8 +73,10 @@ def calibration_lead(stats: Stats) -> list[Block]:
         + (f", over {fmt.count(cal.n)} ratings" if cal.n else "") + ". Verdict: "
     )
     verdict = CALIBRATION_VERDICT[cal.recommendation]
-    blocks: list[Block] = [para(Strong("Calibration: "), text, Strong(cal.recommendation),
-                                f". {fmt.sentence(cal.reason)}", lead=True)]
+    # With every figure defined the fitter's reason only restates them; otherwise it says why one is missing.
+    complete = None not in (cal.regions_mse, cal.plain_mean_mse, cal.regions_mae, cal.plain_mean_mae, ci)
+    blocks: list[Block] = [para(Strong("Calibration: "), text, Strong(cal.recommendation), "."
+                                + ("" if complete else f" {fmt.sentence(cal.reason)}"), lead=True)]
     blocks.append(para(Strong(verdict), lead=True) if cal.recommendation == "adopt" else Note((verdict,)))
     return blocks
 
