@@ -58,8 +58,13 @@ def _best_single_phrase(stats: Stats) -> str:
     best = stats.baselines.best_single
     if best.config is None or best.hit_rate is None:
         return ""
+    fitted = stats.baselines.fitted
+    costs = best.mean_cost_usd is not None and fitted.mean_cost_usd is not None
     return (f" Sending every task to the best single configuration of the learned tasks "
-            f"({short_config(best.config)}) would have hit {fmt.pct(best.hit_rate)}.")
+            f"({short_config(best.config)}) would have hit {fmt.pct(best.hit_rate)}, with mean quality "
+            f"{fmt.num(best.mean_quality, 3)}" + (f" at {fmt.usd(best.mean_cost_usd)} per task" if costs else "")
+            + f" against {fmt.num(fitted.mean_quality, 3)}"
+            + (f" at {fmt.usd(fitted.mean_cost_usd)}" if costs else "") + " for the fitted constants.")
 
 
 def calibration_lead(stats: Stats) -> list[Block]:
@@ -87,25 +92,25 @@ def ladder_lead(stats: Stats) -> list[Block]:
         return []
     chain = " → ".join(short_config(k) for k in rungs(s) or rungs(ladder_regions(stats).get("*")))
     chain = f"the published ladders (global: {chain})" if chain else "the published ladders"
-    cost = ""
+    at, their = "", ""
     if first(s, "held_out_cost_usd") is not None and first(s, "cost_ratio") is not None:
-        cost = (f" at {fmt.usd(s['held_out_cost_usd'])} per task, {fmt.pct(s['cost_ratio'])} of its "
-                f"{fmt.usd(first(s, 'best_single_cost_usd'))}")
+        at = f" at {fmt.usd(s['held_out_cost_usd'])} per task"
+        their = f" at {fmt.usd(first(s, 'best_single_cost_usd'))} ({fmt.pct(s['cost_ratio'])} of it spent by the ladders)"
     compared = (stats.ladders or {}).get("held_out_tasks_compared")
     on = f"{fmt.count(compared)} held-out tasks" if compared is not None else "the held-out tasks"
     blocks: list[Block] = [para(
         Strong("Escalation ladders: "),
-        f"{chain} reached held-out quality {fmt.num(first(s, 'held_out_quality'), 3)} against "
-        f"{fmt.num(first(s, 'best_single_quality'), 3)} for "
+        f"{chain} reached held-out quality {fmt.num(first(s, 'held_out_quality'), 3)}{at}, against "
+        f"{fmt.num(first(s, 'best_single_quality'), 3)}{their} for "
         f"{short_config(str(first(s, 'best_single_config') or 'n/a'))}, the best single configuration on the tasks "
-        f"the ladders were searched on{cost}, on {on} where every rung they ran "
+        f"the ladders were searched on; measured on {on} where every rung they ran "
         f"was observed ({fmt.pct(first(s, 'coverage'))} of held-out tasks; the rest are not counted).",
         lead=True,
     )]
     reached, single = first(s, "held_out_quality"), first(s, "best_single_quality")
     if reached is not None and single is not None and reached < single:
         blocks.append(Note((f"The ladders did NOT reach that configuration's quality on the held-out tasks "
-                            f"({fmt.num(reached, 3)} against {fmt.num(single, 3)}): they cost less, but do worse.",)))
+                            f"({fmt.num(reached, 3)} against {fmt.num(single, 3)}).",)))
     if s.get("gate_is_target"):
         blocks.append(Note((
             "This ladder figure is an upper bound for a perfect verifier: its gate ratings are the same ratings that "
