@@ -250,48 +250,33 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
     cached = inputs._values.get(key)
     if cached is not None:
         return cached
+    codes, groups = _groups(inputs)
     w = pl.col("w") * recency_weight(pl.col("at"), inputs.newest_at, key)
     is_gate = (pl.col("rater_kind") == "gate") & (pl.col("origin") != "prm")
     # Plain sums only (the fast path of group_by): the gate terms are zeroed outside gate ratings.
-    values = (
+    sums = (
         inputs.ratings.lazy()
+        .select("at", "w", "score", "rater_kind", "origin", g=codes)
         .with_columns(w=w)
         .with_columns(ws=pl.col("w") * pl.col("score"), is_gate=is_gate)
         .with_columns(gate_w=pl.when("is_gate").then(pl.col("w")).otherwise(0.0),
                       gate_ws=pl.when("is_gate").then(pl.col("ws")).otherwise(0.0))
-        .group_by("task", "config_key")
+        .group_by("g")
         .agg(
             weight=pl.col("w").sum(),
             wscore=pl.col("ws").sum(),
-            n=pl.len(),
             gate_w=pl.col("gate_w").sum(),
             gate_ws=pl.col("gate_ws").sum(),
-            at=pl.col("at").max(),
-            prm=(pl.col("origin") == "prm").any(),
         )
+    )
+    out = (
+        groups.lazy().join(sums, on="g", how="left", maintain_order="left")
         .with_columns(
             value=pl.when(pl.col("weight") > 0).then(pl.col("wscore") / pl.col("weight")),
             gate=pl.when(pl.col("gate_w") > 0).then(pl.col("gate_ws") / pl.col("gate_w")),
         )
-    )
-    costs = (
-        inputs.attempts.lazy()
-        .group_by("task", "config_key")
-        .agg(known=pl.col("cost_usd").count(), cost_usd=pl.col("cost_usd").sum(), attempts=pl.len())
-        .with_columns(cost_usd=pl.when(pl.col("known") > 0).then(pl.col("cost_usd")),
-                      unknown=pl.col("attempts") - pl.col("known"))
-    )
-    out = (
-        values.join(costs, on=["task", "config_key"], how="left")
-        .join(inputs.tasks.lazy().select("task", "region", "first_at"), on="task", how="left")
-        .with_columns(
-            attempts=pl.col("attempts").fill_null(0).cast(pl.Int64),
-            unknown_cost=pl.when(pl.col("attempts").is_null()).then(1).otherwise(pl.col("unknown")).cast(pl.Int64),
-            n=pl.col("n").cast(pl.Int64),
-        )
         .select("task", "region", "config_key", "first_at", "value", "weight", "wscore", "n",
                 "cost_usd", "attempts", "unknown_cost", "gate", "at", "prm")
-        .sort("first_at", "task", "config_key")
         .collect()
     )
     inputs._values[("prm", key)] = out["prm"]
@@ -299,3 +284,41 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
     inputs._values[key] = out
     return out
 
+
+
+def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
+    """The (task, config_key) groups of :func:`task_values`, once per inputs: each rating's group code ``g``,
+    and per group (in the output order) everything that does not depend on the half-life: ``n``, ``at``,
+    whether its ratings are PRM fill-ins, the costs and the task's region and time. Each half-life then only
+    sums its weights by the integer code."""
+    cached = inputs._values.get("groups")
+    if cached is not None:
+        return cached
+    codes = inputs.ratings.select(g=pl.struct("task", "config_key").rank("dense").cast(pl.Int64))["g"]
+    costs = (
+        inputs.attempts.lazy()
+        .group_by("task", "config_key")
+        .agg(known=pl.col("cost_usd").count(), cost_usd=pl.col("cost_usd").sum(), attempts=pl.len())
+        .with_columns(cost_usd=pl.when(pl.col("known") > 0).then(pl.col("cost_usd")),
+                      unknown=pl.col("attempts") - pl.col("known"))
+    )
+    groups = (
+        inputs.ratings.lazy()
+        .select("task", "config_key", "at", "origin", g=codes)
+        .group_by("g")
+        .agg(pl.col("task").first(), pl.col("config_key").first(), n=pl.len(), at=pl.col("at").max(),
+             prm=(pl.col("origin") == "prm").any())
+        .join(costs, on=["task", "config_key"], how="left")
+        .join(inputs.tasks.lazy().select("task", "region", "first_at"), on="task", how="left")
+        .with_columns(
+            attempts=pl.col("attempts").fill_null(0).cast(pl.Int64),
+            unknown_cost=pl.when(pl.col("attempts").is_null()).then(1).otherwise(pl.col("unknown")).cast(pl.Int64),
+            n=pl.col("n").cast(pl.Int64),
+        )
+        .select("g", "task", "region", "config_key", "first_at", "n", "cost_usd", "attempts", "unknown_cost", "at",
+                "prm")
+        .sort("first_at", "task", "config_key")
+        .collect()
+    )
+    inputs._values["groups"] = (codes, groups)
+    return codes, groups
