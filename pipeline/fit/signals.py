@@ -11,6 +11,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 #: Reviewer verdicts that count as approval for the PRM (compared case-insensitively).
@@ -124,13 +125,34 @@ def _outcomes(frame: pl.DataFrame) -> pl.DataFrame:
     """Per (task, config) row: wins, losses, ties against every other config rated on the same task.
 
     ``wins`` = configs with a lower task value, ``losses`` = configs with a higher one, ties the rest
-    (ranks within the task, so no pairwise join).
+    (ranks within the task, so no pairwise join): with a task's values sorted, a row's wins are the
+    rows before its run of equal values and its losses the rows after it.
     """
-    n = pl.len().over("task")
-    return frame.with_columns(
-        wins=(pl.col("value").rank("min").over("task") - 1).cast(pl.Int64),
-        losses=(n - pl.col("value").rank("max").over("task")).cast(pl.Int64),
-    ).with_columns(ties=(n - 1 - pl.col("wins") - pl.col("losses")).cast(pl.Int64))
+    n = frame.height
+    if n == 0:
+        return frame.with_columns(wins=pl.lit(0, pl.Int64), losses=pl.lit(0, pl.Int64), ties=pl.lit(0, pl.Int64))
+    runs = frame.select(run=pl.col("task").rle_id(), tasks=pl.col("task").n_unique())
+    task = runs["run"]  # a task's rows are usually contiguous (task values are sorted by task time, task)
+    if task[-1] + 1 != runs["tasks"][0]:
+        task = frame["task"].rank("dense")
+    task = task.cast(pl.Int64).to_numpy()
+    value = frame["value"].cast(pl.Float64).to_numpy()
+    order = np.lexsort((value, task))
+    t, v = task[order], value[order]
+    idx = np.arange(n)
+    new_task = np.concatenate([[True], t[1:] != t[:-1]])
+    new_value = new_task | np.concatenate([[True], v[1:] != v[:-1]])
+    end_task = np.concatenate([new_task[1:], [True]])
+    end_value = np.concatenate([new_value[1:], [True]])
+    task_start = np.maximum.accumulate(np.where(new_task, idx, 0))
+    value_start = np.maximum.accumulate(np.where(new_value, idx, 0))
+    task_end = np.minimum.accumulate(np.where(end_task, idx, n)[::-1])[::-1]
+    value_end = np.minimum.accumulate(np.where(end_value, idx, n)[::-1])[::-1]
+    wins, losses, ties = (np.empty(n, dtype=np.int64) for _ in range(3))
+    wins[order] = value_start - task_start
+    losses[order] = task_end - value_end
+    ties[order] = value_end - value_start
+    return frame.with_columns(wins=pl.Series(wins), losses=pl.Series(losses), ties=pl.Series(ties))
 
 
 def _rate(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
