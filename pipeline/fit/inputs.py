@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 #: Columns of :attr:`FitInputs.ratings`, in order.
@@ -77,13 +78,13 @@ def _naive_utc(moment: datetime) -> datetime:
 
 
 _TASKS_SQL = """
-WITH events AS (
-    SELECT task, "at" FROM tasks
-    UNION ALL SELECT task, "at" FROM attempts
-    UNION ALL SELECT task, "at" FROM ratings
-    UNION ALL SELECT task, "at" FROM rejections
-    UNION ALL SELECT task, "at" FROM decisions
-    UNION ALL SELECT task, "at" FROM closures
+WITH events AS (  -- each family's first time per task, then the first of those (min of mins: exact)
+    SELECT task, min("at") AS "at" FROM tasks GROUP BY task
+    UNION ALL SELECT task, min("at") FROM attempts GROUP BY task
+    UNION ALL SELECT task, min("at") FROM ratings GROUP BY task
+    UNION ALL SELECT task, min("at") FROM rejections GROUP BY task
+    UNION ALL SELECT task, min("at") FROM decisions GROUP BY task
+    UNION ALL SELECT task, min("at") FROM closures GROUP BY task
 ), first_seen AS (
     SELECT task, min("at") AS first_at FROM events GROUP BY task
 ), opened AS (
@@ -254,6 +255,7 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
     w = pl.col("w") * recency_weight(pl.col("at"), inputs.newest_at, key)
     is_gate = (pl.col("rater_kind") == "gate") & (pl.col("origin") != "prm")
     # Plain sums only (the fast path of group_by): the gate terms are zeroed outside gate ratings.
+    # The group code is the group's row in ``groups``, so the sums sorted by it line up with those rows.
     sums = (
         inputs.ratings.lazy()
         .select("at", "w", "score", "rater_kind", "origin", g=codes)
@@ -268,16 +270,16 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
             gate_w=pl.col("gate_w").sum(),
             gate_ws=pl.col("gate_ws").sum(),
         )
-    )
-    out = (
-        groups.lazy().join(sums, on="g", how="left", maintain_order="left")
-        .with_columns(
-            value=pl.when(pl.col("weight") > 0).then(pl.col("wscore") / pl.col("weight")),
-            gate=pl.when(pl.col("gate_w") > 0).then(pl.col("gate_ws") / pl.col("gate_w")),
-        )
-        .select("task", "region", "config_key", "first_at", "value", "weight", "wscore", "n",
-                "cost_usd", "attempts", "unknown_cost", "gate", "at", "prm")
+        .sort("g")
         .collect()
+    )
+    out = groups.with_columns(sums.get_column(c) for c in ("weight", "wscore", "gate_w", "gate_ws")).select(
+        "task", "region", "config_key", "first_at",
+        value=pl.when(pl.col("weight") > 0).then(pl.col("wscore") / pl.col("weight")),
+        weight="weight", wscore="wscore", n="n", cost_usd="cost_usd", attempts="attempts",
+        unknown_cost="unknown_cost",
+        gate=pl.when(pl.col("gate_w") > 0).then(pl.col("gate_ws") / pl.col("gate_w")),
+        at="at", prm="prm",
     )
     inputs._values[("prm", key)] = out["prm"]
     out = out.drop("prm")
@@ -320,5 +322,10 @@ def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
         .sort("first_at", "task", "config_key")
         .collect()
     )
+    # Renumber the groups by their row (codes 0..G-1 in the output order).
+    row_of = np.empty(groups.height, dtype=np.uint32)
+    row_of[groups["g"].to_numpy() - 1] = np.arange(groups.height, dtype=np.uint32)
+    codes = pl.Series("g", row_of[codes.to_numpy() - 1] if codes.len() else [], dtype=pl.UInt32)
+    groups = groups.drop("g")
     inputs._values["groups"] = (codes, groups)
     return codes, groups
