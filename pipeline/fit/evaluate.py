@@ -71,7 +71,18 @@ def _parts(inputs: FitInputs, fraction: float) -> tuple[Any, FitInputs, FitInput
     inner = split_tasks(learned.tasks, fraction)
     inner_learned = restrict(learned, inner.learned, before=inner.cutoff_at)
     validation = restrict(learned, inner.held_out, before=None)
-    return outer, learned, held, inner, inner_learned, validation
+    return outer, _slim(learned), _slim(held), inner, _slim(inner_learned), _slim(validation)
+
+
+def _slim(part: FitInputs) -> FitInputs:
+    """A part with only the columns the fit reads from it once it is cut (its task values, calibration and
+    prior checks): rating ids and rater names, the attempts' traces, decisions and closures go (they are
+    read from the whole inputs). Its times, ``newest_at`` included, were taken before."""
+    return dataclasses.replace(
+        part,
+        ratings=part.ratings.select("task", "region", "config_key", "at", "score", "w", "rater_kind", "origin"),
+        attempts=part.attempts.select("task", "region", "config_key", "at", "cost_usd"),
+        decisions=part.decisions.clear(), closures=part.closures.clear())
 
 
 def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel, *, floor: float) -> Part:
