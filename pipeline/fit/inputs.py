@@ -146,7 +146,8 @@ def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None,
     attempts = con.sql(_ATTEMPTS_SQL).pl()
     decisions = con.sql(_DECISIONS_SQL).pl()
     closures = con.sql(_CLOSURES_SQL).pl()
-    return _assemble(tasks, all_ratings, attempts, decisions, closures, before=None, prm=prm)
+    return _assemble(tasks, all_ratings, attempts, decisions, closures, before=None, prm=prm,
+                     every_task=thread is None and since is None)
 
 
 def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, before: datetime | None) -> FitInputs:
@@ -174,12 +175,16 @@ def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, before: d
 
 
 def _assemble(tasks: pl.DataFrame, all_ratings: pl.DataFrame, attempts: pl.DataFrame, decisions: pl.DataFrame,
-              closures: pl.DataFrame, *, before: datetime | None, prm: bool) -> FitInputs:
-    """Filter every frame to ``tasks`` and ``at < before``, attach regions, split off retractions."""
+              closures: pl.DataFrame, *, before: datetime | None, prm: bool, every_task: bool = False) -> FitInputs:
+    """Filter every frame to ``tasks`` and ``at < before``, attach regions, split off retractions.
+
+    ``every_task``: ``tasks`` holds every task of the frames (the whole store), so only time cuts.
+    """
     regions = tasks.select("task", "region")
 
     def cut(frame: pl.DataFrame) -> pl.DataFrame:
-        frame = frame.join(regions, on="task", how="semi")
+        if not every_task:
+            frame = frame.join(regions, on="task", how="semi")
         return frame if before is None else frame.filter(pl.col("at") < before)
 
     all_ratings = cut(all_ratings)

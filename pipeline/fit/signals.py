@@ -50,7 +50,7 @@ def prm_ratings(attempts: pl.DataFrame, ratings: pl.DataFrame) -> pl.DataFrame:
     paid = (pl.col("cost_usd") > 0).fill_null(False)
     score = (0.40 * success.fill_null(False).cast(pl.Float64) + activity + 0.15 * approved.cast(pl.Float64)
              + 0.10 * timely.cast(pl.Float64) + 0.05 * paid.cast(pl.Float64)).clip(0.0, 1.0)
-    rated = ratings.select("task", "config_key").unique()
+    rated = ratings.select("task", "config_key")  # an anti join needs no unique right side
     return (
         attempts.filter(traced)
         .sort("at", "id")
