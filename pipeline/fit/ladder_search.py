@@ -215,15 +215,18 @@ def score(run: Run, rows: np.ndarray, cost_known: bool) -> Score:
 
 
 # -------------------------------------------------------------------------------------------- search
-def dominated_configs(m: TaskMatrix, rows: np.ndarray) -> np.ndarray:
+def dominated_configs(m: TaskMatrix, rows: np.ndarray, pass_threshold: float) -> np.ndarray:
     """Configs pruned from the rungs: ``b`` is dominated by ``a`` when ``a`` was observed on every task
-    ``b`` was, and on each of them ``a``'s value, gate and (inverse) cost are at least as good
-    (``value_a >= value_b``, ``gate_a >= gate_b``, ``cost_a <= cost_b``), strictly better somewhere
+    ``b`` was, and on each of them ``value_a >= value_b``, ``cost_a <= cost_b``, and the gate sends a
+    ladder the same way at ``a`` as at ``b`` (both pass, both fail, or both unobserved), except that ``a``
+    may pass where ``b`` fails when ``value_a`` is the task's best value; strictly better somewhere
     (identical columns: the later key is pruned).
 
-    Why this prune is safe: put ``a`` where ``b`` stood in any ladder; on every task the gate passes at
-    ``a`` wherever it passed at ``b`` (same or better value, no more cost), and where only ``a`` passes
-    the ladder stops earlier, cheaper, on a result its own gate accepts. We deliberately do NOT prune on
+    Why this prune is safe: put ``a`` where ``b`` stood in any ladder. Where the gates agree, the ladder
+    takes the same path, stopping (if there) on a value no lower and spending no more. Where only ``a``
+    passes, the ladder stops at ``a`` on the task's best value and skips the rest, so it can neither lose
+    quality nor spend more. A gate that is merely higher is NOT enough: ``b`` failing its gate may send
+    the task on to a rung that beats what ``a`` would have stopped on. We deliberately do NOT prune on
     mean quality and mean cost: ladders live on complementarity, and a config that is costlier and worse
     on average is often the best first rung (on RouterBench, WizardLM-13B is worse and dearer than
     Mistral-7B on average, yet opens the cheapest ladder that matches GPT-4). Mean dominance is used one
@@ -232,18 +235,22 @@ def dominated_configs(m: TaskMatrix, rows: np.ndarray) -> np.ndarray:
     """
     n = len(m.configs)
     spend = m.cost if m.cost_known else np.zeros_like(m.value)
-    gate = np.where(np.isnan(m.gate), -np.inf, m.gate)
+    # gate state per (task, config): 0 unobserved, 1 fails, 2 passes
+    state = np.where(np.isnan(m.gate), 0, np.where(m.gate >= pass_threshold, 2, 1))
     covers = np.ones((n, n), dtype=bool)   # covers[a, b]: a at least as good as b on every task of b
     strict = np.zeros((n, n), dtype=bool)
     idx = np.flatnonzero(rows)
     for start in range(0, idx.size, 4096):  # blocks of tasks bound the memory, not a loop over ratings
         r = idx[start:start + 4096]
-        v, g, c = m.value[r], gate[r], spend[r]
+        v, g, c = m.value[r], state[r], spend[r]
         seen_b = ~np.isnan(v)[:, None, :]
         seen_a = ~np.isnan(v)[:, :, None]
-        ge = (v[:, :, None] >= v[:, None, :]) & (g[:, :, None] >= g[:, None, :]) & (c[:, :, None] <= c[:, None, :])
+        top = np.nanmax(np.where(np.isnan(v), -np.inf, v), axis=1)[:, None, None]
+        same_way = (g[:, :, None] == g[:, None, :]) | (
+            (g[:, :, None] == 2) & (g[:, None, :] == 1) & (v[:, :, None] >= top))
+        ge = (v[:, :, None] >= v[:, None, :]) & (c[:, :, None] <= c[:, None, :]) & same_way
         covers &= np.all(~seen_b | (seen_a & ge), axis=0)
-        gt = (v[:, :, None] > v[:, None, :]) | (g[:, :, None] > g[:, None, :]) | (c[:, :, None] < c[:, None, :])
+        gt = (v[:, :, None] > v[:, None, :]) | (c[:, :, None] < c[:, None, :]) | (g[:, :, None] != g[:, None, :])
         strict |= np.any(seen_b & seen_a & gt, axis=0)
     tie = covers & covers.T & ~strict & ~strict.T
     dom = covers & (strict | np.triu(tie, k=1))   # among identical columns the first key survives
@@ -312,7 +319,7 @@ def search_ladders(m: TaskMatrix, rows: np.ndarray, pass_threshold: float, *, st
             raise ValueError(f"exhaustive ladder search refused for {n} configs (more than 12); use the beam")
         evaluate([p for k in range(2, max_rungs + 1) for p in itertools.permutations(range(n), k)])
     elif strategy == "beam":
-        dominated = dominated_configs(m, rows)
+        dominated = dominated_configs(m, rows, pass_threshold)
         keep = [j for j in range(n) if not dominated[j]]
         pruned = tuple(m.configs[j] for j in range(n) if dominated[j])
         level = [(j,) for j in keep]

@@ -117,7 +117,8 @@ def _choose(m_val: TaskMatrix, rows: np.ndarray, candidates: list[tuple[int, ...
     ``best-single``: the cheapest candidate whose validated quality reaches, on the same tasks, the
     validated quality of every config in ``singles`` (the best single; in a region also the global best
     single, so a region ladder never aims lower than the figure the summary compares with). Ties: higher
-    quality, fewer rungs, key order; the best single itself qualifies when it is the only one.
+    quality, fewer rungs, key order; the best single itself qualifies when it is the only one. A candidate
+    shares at least ``MIN_PAIRED`` observed validation tasks with each single, else it is not judged.
     ``budget``: the best validated quality among candidates whose validated mean cost per task is within
     the budget (ties: lower cost, fewer rungs); the cheapest candidate when none is.
     """
@@ -127,7 +128,9 @@ def _choose(m_val: TaskMatrix, rows: np.ndarray, candidates: list[tuple[int, ...
         run = run_ladder(m_val, lad, pass_threshold)
         pairs = [_paired(run, base, rows, m_val.cost_known) for base in bases]
         s = score(run, rows, m_val.cost_known)
-        if min(p["n"] for p in pairs) == 0 or s.quality is None:
+        # "Reaches" is judged on at least MIN_PAIRED validation tasks shared with each best single: on a
+        # handful of shared tasks a cheap ladder "reaches" by luck and loses on held-out.
+        if min(p["n"] for p in pairs) < MIN_PAIRED or s.quality is None:
             continue
         reaches = all(p["qa"] >= p["qb"] - _EPS for p in pairs)
         rows_out.append((lad, s, {"reaches": reaches, "qb": max(p["qb"] for p in pairs)}))

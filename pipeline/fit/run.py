@@ -149,7 +149,10 @@ class FitResult:
         ladders = s.ladders or {}
         if ladders.get("summary"):
             lad, rungs = ladders["summary"], ladders["regions"]["*"]["ladder"]
-            lines.append(f"ladder * ({' > '.join(rungs)}): held-out quality {_fmt(lad['held_out_quality'])} at "
+            replaced = sorted(r for r, v in ladders["regions"].items() if v["source"] == "region")
+            where = f"; own ladders in {', '.join(replaced)}" if replaced else ""
+            lines.append(f"published ladders (global {' > '.join(rungs)}{where}): held-out quality "
+                         f"{_fmt(lad['held_out_quality'])} at "
                          f"{_fmt(lad['held_out_cost_usd'])} USD/task vs best single {lad['best_single_config']} "
                          f"{_fmt(lad['best_single_quality'])} at {_fmt(lad['best_single_cost_usd'])} "
                          f"(coverage {_fmt(lad['coverage'])})")

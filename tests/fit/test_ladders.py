@@ -74,14 +74,23 @@ def test_dominance_prunes_a_covered_config_but_not_a_complementary_one():
                  (f"t{i}", "g", "copy_dearer", s, s, 2.0),      # never better, dearer: pruned
                  (f"t{i}", "g", "weak_other", 1.0 - s, 1.0 - s, 0.5)]  # cheaper, solves other tasks: kept
     m = task_matrix(frame(rows))
-    dominated = dict(zip(m.configs, dominated_configs(m, np.ones(len(m.tasks), dtype=bool))))
+    dominated = dict(zip(m.configs, dominated_configs(m, np.ones(len(m.tasks), dtype=bool), 0.5)))
     assert dominated == {"copy_dearer": True, "good": False, "weak_other": False}
+
+
+def test_a_higher_gate_alone_does_not_dominate():
+    """b (gate 0.4, value 0.4) fails its gate, so the ladder (b, x) escalates to x (value 1.0); a (gate 0.6,
+    value 0.6, as cheap) passes and (a, x) stops at 0.6. Replacing b by a would lose quality: b is kept."""
+    rows = [("t1", "g", "a", 0.6, 0.6, 1.0), ("t1", "g", "b", 0.4, 0.4, 1.0), ("t1", "g", "x", 1.0, 1.0, 5.0)]
+    m = task_matrix(frame(rows))
+    dominated = dict(zip(m.configs, dominated_configs(m, np.ones(len(m.tasks), dtype=bool), 0.5)))
+    assert dominated == {"a": False, "b": False, "x": False}
 
 
 def test_identical_configs_keep_the_first_key():
     rows = [(f"t{i}", "g", c, float(i % 2), float(i % 2), 1.0) for i in range(10) for c in ("x", "y")]
     m = task_matrix(frame(rows))
-    assert dominated_configs(m, np.ones(len(m.tasks), dtype=bool)).tolist() == [False, True]
+    assert dominated_configs(m, np.ones(len(m.tasks), dtype=bool), 0.5).tolist() == [False, True]
 
 
 # ------------------------------------------------------------------------- search: one contract, two
