@@ -21,7 +21,7 @@ from .inputs import FitInputs, task_values
 from .ladders import DEFAULT_PASS_THRESHOLD, fit_ladders, ladders_section, table_ladders
 from .frontier import frontier_section, lambda_grid
 from .model import FittedModel, Shipped, fit_model
-from .signals import member_signals, signals_section
+from .signals import member_signals, relative_advantage, signals_section, win_rates
 from .writeback import decision_candidates, decision_writeback, off_policy
 
 
@@ -66,11 +66,13 @@ def learning_stage(inputs: FitInputs, published: FittedModel, *, constants: Cons
     ladder = ladder or LadderOptions()
     values = task_values(inputs)
     decisions, closures = inputs.decisions, inputs.closures
-    target = published.choose_frame(decision_candidates(decisions)) if decisions.height else \
+    target = published.choose_frame(decision_candidates(decisions, ordered=False)) if decisions.height else \
         pl.DataFrame(schema={"task": pl.String, "chosen": pl.String})
+    advantage = relative_advantage(values, inputs.newest_at)
+    wins = win_rates(values, inputs.attempts)
     signals = signals_section(task_values=values, ratings=inputs.ratings, attempts=inputs.attempts,
                               newest_at=inputs.newest_at, writeback=decision_writeback(decisions, closures),
-                              off_policy=off_policy(decisions, closures, target))
+                              off_policy=off_policy(decisions, closures, target), advantage=advantage, wins=wins)
 
     _outer, learned, held, _inner, inner_learned, validation = parts(inputs, fraction)
     inner_model = fit_model(inner_learned, constants, shipped, objective)
@@ -95,4 +97,5 @@ def learning_stage(inputs: FitInputs, published: FittedModel, *, constants: Cons
     learned_tv = _targets(learned, learned_model)
     stats["frontier"] = frontier_section(held_tv, lambda_grid(learned_tv) if learned_model.cost_known else None,
                                          members=learned_model.members)
-    return LearningOutputs(member_signals=member_signals(values, inputs.newest_at), ladders=table, stats=stats)
+    return LearningOutputs(member_signals=member_signals(values, inputs.newest_at, advantage=advantage, wins=wins),
+                           ladders=table, stats=stats)

@@ -215,10 +215,17 @@ def rejection_counts(ratings: pl.DataFrame) -> pl.DataFrame:
             .sort("region", "config_key"))
 
 
-def member_signals(task_values: pl.DataFrame, newest_at: datetime | None) -> pl.DataFrame:
-    """``region, config_key, relative_advantage, win_rate``: the two per-member columns of the routing table."""
-    adv = relative_advantage(task_values, newest_at).select("region", "config_key", "relative_advantage")
-    wins = win_rates(task_values)["configs"].select("region", "config_key", "win_rate")
+def member_signals(task_values: pl.DataFrame, newest_at: datetime | None, *, advantage: pl.DataFrame | None = None,
+                   wins: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
+    """``region, config_key, relative_advantage, win_rate``: the two per-member columns of the routing table.
+
+    ``advantage`` / ``wins``: :func:`relative_advantage` / :func:`win_rates` of these task values when the
+    caller has them already (the learning stage computes them once for the table and the stats).
+    """
+    if advantage is None:
+        advantage = relative_advantage(task_values, newest_at)
+    adv = advantage.select("region", "config_key", "relative_advantage")
+    wins = (wins or win_rates(task_values))["configs"].select("region", "config_key", "win_rate")
     return adv.join(wins, on=["region", "config_key"], how="full", coalesce=True).sort("region", "config_key")
 
 
@@ -228,17 +235,21 @@ def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
 
 def signals_section(*, task_values: pl.DataFrame, ratings: pl.DataFrame, attempts: pl.DataFrame | None,
                     newest_at: datetime | None, writeback: dict[str, Any] | None = None,
-                    off_policy: dict[str, Any] | None = None, top: int = 3) -> dict[str, Any]:
+                    off_policy: dict[str, Any] | None = None, top: int = 3,
+                    advantage: pl.DataFrame | None = None, wins: dict[str, pl.DataFrame] | None = None
+                    ) -> dict[str, Any]:
     """The ``signals`` object of ``stats.json``.
 
     ``counts`` (ratings by origin, tasks compared by the advantage, rejections, prompt versions),
     ``members`` per region (incl. ``'*'``): the ``top`` best and worst members by relative advantage
     with their win rate and sample sizes, ``rejections`` per region/config, ``prompt_versions`` (RHO),
     ``decisions`` (:func:`pipeline.fit.writeback.decision_writeback`) and ``off_policy``
-    (:func:`pipeline.fit.writeback.off_policy`) as given by the caller.
+    (:func:`pipeline.fit.writeback.off_policy`) as given by the caller. ``advantage`` / ``wins``:
+    :func:`relative_advantage` / :func:`win_rates` (with ``attempts``) of these task values, when computed
+    already.
     """
-    adv = relative_advantage(task_values, newest_at)
-    wins = win_rates(task_values, attempts)
+    adv = advantage if advantage is not None else relative_advantage(task_values, newest_at)
+    wins = wins or win_rates(task_values, attempts)
     members = adv.join(wins["configs"].rename({"n_tasks": "rated_tasks"}), on=["region", "config_key"], how="full",
                        coalesce=True).with_columns(
         pl.col("relative_advantage").fill_null(0.0), pl.col("n_tasks").fill_null(0))
@@ -249,7 +260,9 @@ def signals_section(*, task_values: pl.DataFrame, ratings: pl.DataFrame, attempt
         worst = rows.sort(["relative_advantage", "config_key"], descending=[False, False]).head(top)
         per_region[region] = {"top": _rows(best), "bottom": _rows(worst)}
     by_origin = ratings.group_by("origin").agg(pl.len()).sort("origin")
-    compared = task_advantages(task_values).filter(pl.col("configs") >= 2)["task"].n_unique()
+    # tasks the advantage compares: those rated on two or more configs
+    compared = (task_values.filter(pl.col("value").is_not_null()).group_by("task").len()
+                .filter(pl.col("len") >= 2).height)
     rejections = rejection_counts(ratings)
     return {
         "counts": {

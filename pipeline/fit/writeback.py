@@ -52,16 +52,18 @@ def decision_writeback(decisions: pl.DataFrame, closures: pl.DataFrame) -> list[
              "unresolved": int(r["unresolved"]), "mean_reward": _r(r["mean_reward"])} for r in rows.to_dicts()]
 
 
-def decision_candidates(decisions: pl.DataFrame) -> pl.DataFrame:
+def decision_candidates(decisions: pl.DataFrame, *, ordered: bool = True) -> pl.DataFrame:
     """``task, region, config_key``: the candidate pool of each logged decision, one row per candidate.
 
     Each decision is its own pool, keyed by the decision's ``id`` in the ``task`` column (the key
     :meth:`FittedModel.choose_frame` groups by): a task routed twice from two different pools gets the
     target's choice among each pool, never among their union. Pass the ``task, chosen`` result to
-    :func:`off_policy` as ``target_choice``.
+    :func:`off_policy` as ``target_choice``. ``ordered=False`` skips the de-duplication and the sort by
+    ``(task, config_key)``: the greedy choice of each pool is the same.
     """
-    return (decisions.select(task="id", region="region", config_key="candidates").explode("config_key")
-            .drop_nulls("config_key").unique().sort("task", "config_key"))
+    rows = (decisions.select(task="id", region="region", config_key="candidates").explode("config_key")
+            .drop_nulls("config_key"))
+    return rows.unique().sort("task", "config_key") if ordered else rows
 
 
 def off_policy(decisions: pl.DataFrame, closures: pl.DataFrame, target_choice: pl.DataFrame) -> dict[str, Any]:
