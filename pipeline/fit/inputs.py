@@ -111,8 +111,7 @@ FROM (
     SELECT id, task, config_key, "at", 0.0 AS score, weight AS w,
            rater_kind, rater_name, 'rejection' AS origin FROM rejections
 ) u LEFT JOIN retracted x ON x.rating = u.id
-ORDER BY u."at", u.id
-"""
+"""  # unordered: the ratings and their retractions are sorted by (at, id) once assembled
 
 _ATTEMPTS_SQL = """
 SELECT id, task, config_key, "at", status, cost_usd, duration_ms, node, prompt_version, reviewer_verdict,
@@ -194,7 +193,7 @@ def _assemble(tasks: pl.DataFrame, all_ratings: pl.DataFrame, attempts: pl.DataF
     ratings = (all_ratings.filter(~retracted_now).join(regions, on="task", how="left")
                .select(RATING_COLUMNS))
     retracted = (all_ratings.filter(retracted_now).join(regions, on="task", how="left")
-                 .select(*RATING_COLUMNS, "retracted_at"))
+                 .select(*RATING_COLUMNS, "retracted_at").sort("at", "id", maintain_order=True))
     attempts = _with_region(cut(attempts), regions)
     if prm:
         from .signals import prm_ratings
