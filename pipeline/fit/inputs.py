@@ -77,27 +77,14 @@ def _naive_utc(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
 
 
-_TASKS_SQL = """
-WITH events AS (  -- each family's first time per task, then the first of those (min of mins: exact)
-    SELECT task, min("at") AS "at" FROM tasks GROUP BY task
-    UNION ALL SELECT task, min("at") FROM attempts GROUP BY task
-    UNION ALL SELECT task, min("at") FROM ratings GROUP BY task
-    UNION ALL SELECT task, min("at") FROM rejections GROUP BY task
-    UNION ALL SELECT task, min("at") FROM decisions GROUP BY task
-    UNION ALL SELECT task, min("at") FROM closures GROUP BY task
-), first_seen AS (
-    SELECT task, min("at") AS first_at FROM events GROUP BY task
-), opened AS (
-    SELECT task,
-           first(region ORDER BY "at", id) AS region,
-           first(thread ORDER BY "at", id) AS thread,
-           min("at") AS opened_at
-    FROM tasks GROUP BY task
-)
-SELECT f.task, coalesce(o.region, 'general') AS region, o.thread, f.first_at, o.opened_at
-FROM first_seen f LEFT JOIN opened o USING (task)
-WHERE ($thread IS NULL OR o.thread = $thread) AND ($since IS NULL OR f.first_at >= $since)
-ORDER BY f.first_at, f.task
+# Each task's first task.opened: its region, thread and time (the task time is completed from the
+# other frames in :func:`_tasks`).
+_OPENED_SQL = """
+SELECT task,
+       first(region ORDER BY "at", id) AS region,
+       first(thread ORDER BY "at", id) AS thread,
+       min("at") AS opened_at
+FROM tasks GROUP BY task
 """
 
 # w = precision * confidence * importance; a rejection is score 0 with w = weight (DESIGN 5).
@@ -139,14 +126,32 @@ def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None,
     (:func:`pipeline.fit.signals.prm_ratings`) for (task, config) pairs that have no other rating.
     """
     con = _connection(store)
-    params = {"thread": thread, "since": _naive_utc(since) if since is not None else None}
-    tasks = con.sql(_TASKS_SQL, params=params).pl()
+    opened = con.sql(_OPENED_SQL).pl()
     all_ratings = con.sql(_RATINGS_SQL).pl()
     attempts = con.sql(_ATTEMPTS_SQL).pl()
     decisions = con.sql(_DECISIONS_SQL).pl()
     closures = con.sql(_CLOSURES_SQL).pl()
+    tasks = _tasks(opened, [all_ratings, attempts, decisions, closures], thread=thread,
+                   since=_naive_utc(since) if since is not None else None)
     return _assemble(tasks, all_ratings, attempts, decisions, closures, before=None, prm=prm,
                      every_task=thread is None and since is None)
+
+
+def _tasks(opened: pl.DataFrame, frames: list[pl.DataFrame], *, thread: str | None,
+           since: datetime | None) -> pl.DataFrame:
+    """The ``tasks`` frame: every task with an event of any kind, its time ``first_at`` (its first event:
+    the first of each frame's first time and its first task.opened), region and thread of its first
+    task.opened (``'general'``/null without one), kept by ``thread`` and ``since``, by (first_at, task)."""
+    firsts = pl.concat([opened.select("task", at="opened_at")]
+                       + [f.group_by("task").agg(pl.col("at").min()) for f in frames])
+    out = (firsts.group_by("task").agg(first_at=pl.col("at").min())
+           .join(opened, on="task", how="left")
+           .select("task", pl.col("region").fill_null("general"), "thread", "first_at", "opened_at"))
+    if thread is not None:
+        out = out.filter(pl.col("thread") == thread)
+    if since is not None:
+        out = out.filter(pl.col("first_at") >= since)
+    return out.sort("first_at", "task")
 
 
 def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, before: datetime | None) -> FitInputs:
