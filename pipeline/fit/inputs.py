@@ -172,24 +172,30 @@ def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, before: d
             thread=pl.when(opened_late).then(pl.lit(None, pl.String)).otherwise(pl.col("thread")),
             opened_at=pl.when(opened_late).then(pl.lit(None, pl.Datetime("us"))).otherwise(pl.col("opened_at")),
         )
-    real = inputs.ratings.filter(pl.col("origin") != "prm").with_columns(retracted_at=pl.lit(None, pl.Datetime("us")))
-    all_ratings = pl.concat([real, inputs.retracted], how="vertical_relaxed").drop("region")
+    real = (inputs.ratings.lazy().filter(pl.col("origin") != "prm")
+            .with_columns(retracted_at=pl.lit(None, pl.Datetime("us"))))
+    all_ratings = pl.concat([real, inputs.retracted.lazy()], how="vertical_relaxed").drop("region")
     return _assemble(task_frame, all_ratings, inputs.attempts.drop("region"), inputs.decisions.drop("region"),
                      inputs.closures, before=before, prm=inputs.prm)
 
 
-def _assemble(tasks: pl.DataFrame, all_ratings: pl.DataFrame, attempts: pl.DataFrame, decisions: pl.DataFrame,
-              closures: pl.DataFrame, *, before: datetime | None, prm: bool, every_task: bool = False) -> FitInputs:
+def _assemble(tasks: pl.DataFrame, all_ratings: pl.DataFrame | pl.LazyFrame, attempts: pl.DataFrame,
+              decisions: pl.DataFrame, closures: pl.DataFrame, *, before: datetime | None, prm: bool,
+              every_task: bool = False) -> FitInputs:
     """Filter every frame to ``tasks`` and ``at < before``, attach regions, split off retractions.
 
     ``every_task``: ``tasks`` holds every task of the frames (the whole store), so only time cuts.
     """
     regions = tasks.select("task", "region")
 
-    def cut(frame: pl.DataFrame) -> pl.DataFrame:
+    def cut(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+        """One lazy query per frame: the time cut and the task cut without an intermediate copy."""
+        lazy = frame.lazy()
+        if before is not None:
+            lazy = lazy.filter(pl.col("at") < before)
         if not every_task:
-            frame = frame.join(regions, on="task", how="semi")
-        return frame if before is None else frame.filter(pl.col("at") < before)
+            lazy = lazy.join(regions.lazy(), on="task", how="semi")
+        return lazy.collect()
 
     all_ratings = cut(all_ratings)
     retracted_now = pl.col("retracted_at").is_not_null()
