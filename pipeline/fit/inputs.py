@@ -81,8 +81,8 @@ def _naive_utc(moment: datetime) -> datetime:
 # other frames in :func:`_tasks`).
 _OPENED_SQL = """
 SELECT task,
-       first(region ORDER BY "at", id) AS region,
-       first(thread ORDER BY "at", id) AS thread,
+       arg_min_null(region, ("at", id)) AS region,  -- the row of the smallest (at, id), NULL kept
+       arg_min_null(thread, ("at", id)) AS thread,
        min("at") AS opened_at
 FROM tasks GROUP BY task
 """
