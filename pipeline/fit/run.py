@@ -309,11 +309,22 @@ def held_out_policies(inputs, constants: Constants, shipped, objective: str, fra
 
 
 def _manifest_sha(home: Home, number: int | None) -> str | None:
-    """sha256 of the manifest file the fit read (it lists every input file)."""
+    """sha256 of the inputs the fit read: the stream byte ranges consumed by manifests 1..``number``.
+
+    One line ``<manifest> <stream> <start> <end> <sha256 of those bytes>`` per range, hashed in order.
+    It names the stream bytes, not the Parquet files, whose names are unique per compaction run: two
+    clones that compact the same streams get the same inputs hash (and the same table version).
+    """
+    from ..manifest import load_manifest, manifest_numbers
+
     if number is None:
         return None
-    path = home.manifests / f"{number:020d}.json"
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+    digest = hashlib.sha256()
+    for n in (n for n in manifest_numbers(home) if n <= number):
+        manifest = load_manifest(home, n)
+        for stream, rng in sorted(manifest.streams.items()):
+            digest.update(f"{n} {stream} {rng.start} {rng.end} {rng.sha256}\n".encode())
+    return digest.hexdigest()
 
 
 def _constant_set(c: Constants, objective: str) -> dict[str, Any]:

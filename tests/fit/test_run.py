@@ -359,3 +359,13 @@ def test_utility_without_costs_degrades_to_quality(fit_home):
                                                                prior_weight=1, exploration=0.0, half_life_days="inf"))
     assert result.stats.cost_known is False and result.stats.objective == "quality"
     assert result.table.objective == "quality" and result.table.constants.lambda_ is None
+
+
+def test_two_homes_with_the_same_streams_publish_the_same_bytes(fit_home):
+    """Compaction names Parquet files uniquely per run, so two homes hold different store files; the table's
+    ``source.sha256`` names the stream bytes read, so both publish byte-identical tables and stats."""
+    a, _ = fit_home("twin-a", tiny_events())
+    b, _ = fit_home("twin-b", tiny_events())
+    assert sorted(p.name for p in (a / "store").rglob("*.parquet")) != sorted(p.name for p in (b / "store").rglob("*.parquet"))
+    for rel in ("fits/routing-table.json", "case-studies/routing-by-rating/stats.json"):
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
