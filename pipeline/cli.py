@@ -116,6 +116,9 @@ def append(home, fsync, max_line_bytes, as_json, events):
         if lines and lines[-1] == b"":
             lines.pop()
     result = append_events(home, lines, fsync=fsync, source=source, max_bytes=max_line_bytes)
+    for kind, count in sorted(result.unknown_types.items()):
+        click.echo(f"note: {count} event(s) of type {kind!r}, which v1 does not know: kept (family 'other'), "
+                   "ignored by the fit", err=True)
     if as_json:
         emit_json(result.summary())
     else:

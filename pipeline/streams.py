@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import InvalidBatch, InvalidEvent
-from .events import (DEFAULT_MAX_LINE_BYTES, AnyEvent, Event, decode_line, encode_line, format_timestamp,
+from .events import (DEFAULT_MAX_LINE_BYTES, KNOWN, AnyEvent, Event, decode_line, encode_line, format_timestamp,
                      parse_line, stream_of, validate_object, with_head)
 from .home import STREAMS, Home, fsync_dir
 
@@ -96,6 +96,7 @@ class AppendResult:
     streams: dict[str, int] = field(default_factory=dict)
     ids: list[str] = field(default_factory=list)
     quarantined: list[str] = field(default_factory=list)
+    unknown_types: dict[str, int] = field(default_factory=dict)  # kept as family ``other``, ignored by the fit
 
     def summary(self) -> dict[str, Any]:
         return {"appended": self.appended, "streams": dict(self.streams)}
@@ -107,6 +108,7 @@ class Batch:
 
     lines: dict[str, list[bytes]] = field(default_factory=dict)
     ids: list[str] = field(default_factory=list)
+    unknown_types: dict[str, int] = field(default_factory=dict)
 
 
 Item = AnyEvent | Mapping[str, Any] | bytes | str
@@ -125,6 +127,7 @@ def prepare(events: Iterable[Item], *, source: str = "<input>",
     lines: dict[str, list[bytes]] = {stream: [] for stream in STREAMS}
     ids: list[str] = []
     errors: list[InvalidEvent] = []
+    unknown: dict[str, int] = {}
     for i, item in enumerate(events, start=1):
         try:
             if type(item) is dict:  # the common case first: what a dispatcher passes
@@ -145,9 +148,11 @@ def prepare(events: Iterable[Item], *, source: str = "<input>",
             continue
         lines[stream_of(event.type)].append(line)
         ids.append(event_id)
+        if event.type not in KNOWN:
+            unknown[event.type] = unknown.get(event.type, 0) + 1
     if errors:
         raise InvalidBatch(errors)
-    return Batch(lines={stream: todo for stream, todo in lines.items() if todo}, ids=ids)
+    return Batch(lines={stream: todo for stream, todo in lines.items() if todo}, ids=ids, unknown_types=unknown)
 
 
 @contextmanager
@@ -252,7 +257,7 @@ def append(home: str | os.PathLike | Home | None, events: Iterable[Item], *, fsy
         raise ValueError(f"fsync must be always, batch or never, not {fsync!r}")
     home = Home.resolve(home)
     batch = prepare(events, source=source, max_bytes=max_bytes)
-    result = AppendResult(ids=batch.ids)
+    result = AppendResult(ids=batch.ids, unknown_types=batch.unknown_types)
     for stream in STREAMS:  # fixed order, one lock at a time: no deadlock between two batches
         todo = batch.lines.get(stream)
         if not todo:

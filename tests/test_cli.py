@@ -31,6 +31,15 @@ def test_append_arguments(home):
     assert [e.task for e in read(home, "tasks")] == ["T-1"] and len(list(read(home, "ratings"))) == 1
 
 
+def test_append_notes_an_unknown_type_on_stderr(home):
+    """A typo in ``type`` is a valid event of an unknown type (kept, ignored by the fit): say so."""
+    result = run("append", "--home", str(home), '{"type":"task.rate","task":"T-1"}')
+    assert result.exit_code == 0
+    assert result.stdout == "appended 1 event(s): 1 to tasks\n"
+    assert result.stderr == ("note: 1 event(s) of type 'task.rate', which v1 does not know: kept (family 'other'), "
+                             "ignored by the fit\n")
+
+
 @pytest.mark.parametrize("stdin, expected", [
     (f"{OPENED}\n{RATED}\n", {"appended": 2, "streams": {"tasks": 1, "ratings": 1}}),
     (f"{RATED}\n{RATED}", {"appended": 2, "streams": {"ratings": 2}}),  # no final newline
