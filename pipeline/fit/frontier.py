@@ -52,15 +52,26 @@ def route_by_table(members: pl.DataFrame, task_values: pl.DataFrame, lam: float)
     unknown cost counts 0 (then the objective is quality). Ties: higher quality, lower cost, key order.
     Columns ``task, config_key``.
     """
+    return _route(_pool(members, task_values), lam)
+
+
+def _pool(members: pl.DataFrame, task_values: pl.DataFrame) -> pl.DataFrame:
+    """``task, config_key, q, c`` of every routable (task, config): what :func:`route_by_table` ranks (the same
+    for every lambda, so the frontier builds it once)."""
     region_rows = members.filter(pl.col("region") != "*").select("region", "config_key", q="quality", c="cost_usd")
     star = members.filter(pl.col("region") == "*").select("config_key", q_star="quality", c_star="cost_usd")
-    pool = (task_values.select("task", "region", "config_key")
+    return (task_values.select("task", "region", "config_key")
             .join(region_rows, on=["region", "config_key"], how="left")
             .join(star, on="config_key", how="left")
             .with_columns(q=pl.coalesce("q", "q_star"), c=pl.coalesce("c", "c_star").fill_null(0.0))
             .filter(pl.col("q").is_not_null())
-            .with_columns(u=lam * pl.col("q") - pl.col("c")))
-    return (pool.sort(["task", "u", "q", "c", "config_key"], descending=[False, True, True, False, False])
+            .select("task", "config_key", "q", "c"))
+
+
+def _route(pool: pl.DataFrame, lam: float) -> pl.DataFrame:
+    """Per task the pool row maximizing ``lam * q - c`` (ties: higher q, lower c, key order)."""
+    return (pool.with_columns(u=lam * pl.col("q") - pl.col("c"))
+            .sort(["task", "u", "q", "c", "config_key"], descending=[False, True, True, False, False])
             .group_by("task", maintain_order=True).first().select("task", "config_key"))
 
 
@@ -141,11 +152,12 @@ def frontier_section(task_values_heldout: pl.DataFrame, lambdas: list[float] | N
         return {"lambdas": None, "router": [], "singles": singles, "oracle": oracle,
                 "aiq": {"router": None, "singles": None},
                 "reason": "no costs: the utility objective degrades to quality and has no frontier"}
+    pool = _pool(members, tv) if choose is None and members is not None else None
     for lam in lambdas:
         if choose is not None:
             chosen = choose(lam)
-        elif members is not None:
-            chosen = route_by_table(members, tv, lam)
+        elif pool is not None:
+            chosen = _route(pool, lam)
         else:
             raise ValueError("frontier_section needs members or choose")
         realized = chosen.select("task", "config_key").join(tv, on=["task", "config_key"], how="inner")
