@@ -17,7 +17,7 @@ import polars as pl
 from ..errors import FitError
 from ..routing.table import Constants, Static
 from .inputs import FitInputs, task_values
-from .shipped import Prior, Shipped, load_shipped
+from .shipped import Prior, Shipped, load_shipped, priors_frame, shipped_prior
 
 __all__ = ["GLOBAL", "OBJECTIVES", "FittedModel", "Objective", "Prior", "Shipped", "fit_model", "fit_values",
            "load_shipped", "static_choice"]
@@ -149,7 +149,7 @@ class FittedModel:
         # Prior p(c, r): the most specific matching shipped prior (source 'shipped'), else measured:
         # c's weighted mean over all regions, or the global weighted mean for a config never rated.
         if c.prior_source == "shipped" and self.priors.height:
-            frame = frame.join(_shipped_prior(keys, self.priors), on=["config_key", "region"], how="left")
+            frame = frame.join(shipped_prior(keys, self.priors), on=["config_key", "region"], how="left")
             frame = frame.with_columns(prior=pl.coalesce("shipped_prior", "measured"))
         else:
             frame = frame.with_columns(prior=pl.col("measured"))
@@ -180,32 +180,6 @@ def _objective(objective: str, constants: Constants) -> pl.Expr:
     if objective == "quality":
         return pl.col("quality")
     raise FitError(f"unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}")
-
-
-def _priors_frame(priors: Sequence[Prior]) -> pl.DataFrame:
-    return pl.DataFrame(
-        {"selector": [p.selector for p in priors], "prior_region": [p.region for p in priors],
-         "prior_quality": [p.quality for p in priors], "segments": [p.segments for p in priors],
-         "order": list(range(len(priors)))},
-        schema={"selector": pl.String, "prior_region": pl.String, "prior_quality": pl.Float64,
-                "segments": pl.Int64, "order": pl.Int64},
-    )
-
-
-def _shipped_prior(keys: pl.DataFrame, priors: pl.DataFrame) -> pl.DataFrame:
-    """(config_key, region, shipped_prior): the most specific shipped prior matching each pair.
-
-    A selector matches when it equals the first 1..4 segments of the key and its region is r or
-    '*'; more segments win, then region r over '*', then the earlier prior in the file.
-    """
-    parts = pl.col("config_key").str.split("/")
-    prefixes = pl.concat([keys.with_columns(selector=parts.list.head(n).list.join("/")) for n in range(1, 5)])
-    return (prefixes.join(priors, on="selector", how="inner")
-            .filter((pl.col("prior_region") == pl.col("region")) | (pl.col("prior_region") == GLOBAL))
-            .with_columns(exact=pl.col("prior_region") == pl.col("region"))
-            .group_by("config_key", "region")
-            .agg(shipped_prior=pl.col("prior_quality").sort_by(
-                ["segments", "exact", "order"], descending=[True, True, False]).first()))
 
 
 def fit_model(inputs: FitInputs, constants: Constants, shipped: Shipped,
@@ -244,7 +218,7 @@ def fit_values(values: pl.DataFrame, constants: Constants, shipped: Shipped,
     model = FittedModel(
         members=pl.DataFrame(), objective=objective, cost_known=totals["cost"] is not None, constants=constants,
         global_quality=global_quality, global_cost=totals["cost"], pairs=pairs, configs=configs,
-        priors=_priors_frame(shipped.priors))
+        priors=priors_frame(shipped.priors))
     members = model._evaluate(pairs.select("config_key", "region")).sort("region", "config_key")
     return FittedModel(**{**model.__dict__, "members": members})
 
