@@ -69,11 +69,9 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temp file beside ``path``, fsync it, rename it over ``path``, fsync the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_synced(path: Path, data: bytes, flags: int) -> None:
+    """Open ``path`` with ``O_WRONLY | flags``, write all of ``data`` (finishing short writes), fsync, close."""
+    fd = os.open(path, os.O_WRONLY | flags, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -81,5 +79,12 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temp file beside ``path``, fsync it, rename it over ``path``, fsync the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write_synced(tmp, data, os.O_CREAT | os.O_TRUNC)
     os.replace(tmp, path)
     fsync_dir(path.parent)

@@ -38,7 +38,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import InvalidBatch, InvalidEvent
 from .events import Config, Timestamp, format_timestamp
-from .home import Home
+from .home import Home, write_synced
 from .streams import FsyncPolicy, append
 
 REQUIRED = ("task_id", "config", "score", "cost_usd", "region", "at")
@@ -273,12 +273,5 @@ def _dead_letter(home: Home, path: Path, bad: list[tuple[int, str, str, dict]]) 
     lines = b"".join((json.dumps({"source": str(path), "row": n, "column": c, "reason": r, "raw": raw},
                                  ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
                      for n, c, r, raw in bad)
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        view = memoryview(lines)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(target, lines, os.O_APPEND | os.O_CREAT)
     return target

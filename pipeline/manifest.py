@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import StoreConflict, StoreCorrupt
-from .home import Home, fsync_dir
+from .home import Home, fsync_dir, write_synced
 
 MANIFEST_SCHEMA = "store-manifest/v1"
 _DIGITS = 20
@@ -134,15 +134,7 @@ def create_manifest(home: Home, manifest: Manifest) -> Path:
     home.manifests.mkdir(parents=True, exist_ok=True)
     final = manifest_path(home, manifest.number)
     tmp = home.manifests / f".{final.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    data = manifest.to_json()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(tmp, manifest.to_json(), os.O_CREAT | os.O_EXCL)
     try:
         os.link(tmp, final)
     except FileExistsError:
