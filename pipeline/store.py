@@ -15,7 +15,7 @@ import duckdb
 
 from .families import COLUMNS, VIEWS, empty_select
 from .home import Home
-from .manifest import Manifest, load_manifest, newest_manifest_number
+from .manifest import Manifest, load_manifest, manifest_numbers, newest_manifest_number
 
 __all__ = ["Store", "open_store", "newest_manifest_number"]
 
@@ -139,6 +139,11 @@ def run_sql(home: str | os.PathLike | Home | None, sql: str, *, manifest: int | 
     """
     from .errors import PipelineError
 
+    if manifest is not None and manifest not in manifest_numbers(home):
+        # A number the user typed is bad input (exit 2), not a corrupt store (load_manifest's StoreCorrupt, exit 1).
+        newest = newest_manifest_number(home)
+        raise PipelineError(f"no manifest {manifest} in this store "
+                            f"({'nothing compacted yet' if newest is None else f'newest: {newest}'})")
     with open_store(home, manifest, read_only=True) as store:
         try:
             names, rows = store.query(sql)

@@ -102,3 +102,20 @@ def test_cli_sql_cannot_write_or_read_outside_the_store(home, tmp_path, query):
     assert out.exit_code == 2
     assert "query failed: Permission Error" in out.output
     assert not (tmp_path / "x.parquet").exists()
+
+
+@pytest.mark.parametrize("compacted, expected", [
+    (False, "error: no manifest 3 in this store (nothing compacted yet)"),
+    (True, "error: no manifest 3 in this store (newest: 1)"),
+])
+def test_cli_sql_unknown_manifest_is_bad_input(home, compacted, expected):
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+
+    if compacted:
+        append(home, [rating(1)])
+        compact(home)
+    out = CliRunner().invoke(cli, ["sql", "--home", str(home), "--manifest", "3", "SELECT 1"])
+    assert out.exit_code == 2
+    assert out.output.strip() == expected
