@@ -210,12 +210,21 @@ def _since(ctx, param, value):
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+def _case_study(ctx, param, value):
+    from .home import case_study_name
+
+    try:
+        return case_study_name(value)
+    except PipelineError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @cli.command("fit")
 @home_option
 @click.option("--split", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.7, show_default=True,
               help="Fraction of tasks (in time order) learned; the rest is held out.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and replay draws.")
-@click.option("--case-study", "case_study", default="routing-by-rating", show_default=True,
+@click.option("--case-study", "case_study", default="routing-by-rating", show_default=True, callback=_case_study,
               help="Write case-studies/NAME/stats.json.")
 @click.option("--shipped", type=click.Path(dir_okay=False), default=None,
               help="Shipped constants and priors (default: <home>/fits/shipped.json).")

@@ -5,6 +5,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import PipelineError
+
 STREAMS = ("tasks", "ratings")
 
 
@@ -57,7 +59,18 @@ class Home:
         return self.root / "case-studies"
 
     def case_study(self, name: str) -> Path:
-        return self.case_studies / name
+        return self.case_studies / case_study_name(name)
+
+
+def case_study_name(name: str) -> str:
+    """``name`` if it names one directory under ``case-studies/``; else :class:`PipelineError` (exit 2).
+
+    Without this check ``--case-study ../../x`` would write stats.json and the page outside the home.
+    """
+    if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise PipelineError(f"case study {name!r}: a name is one directory under case-studies/ "
+                            "(no '/', not '.' or '..')")
+    return name
 
 
 def fsync_dir(path: Path) -> None:

@@ -269,3 +269,14 @@ def test_calibration_reason_only_when_it_adds_something(tmp_path, page):
                                 reason="no held-out rating falls in a fitted region")
     html, _, _ = render(tmp_path, stats)
     assert "Verdict: insufficient-evidence. No held-out rating falls in a fitted region." in text_of(html)
+
+
+@pytest.mark.parametrize("command", [["case-study", "../../evil"], ["fit", "--case-study", "../../evil"]])
+def test_cli_rejects_a_case_study_name_outside_the_home(tmp_path, command):
+    home = tmp_path / "deep" / "home"
+    home.mkdir(parents=True)
+    result = CliRunner().invoke(cli, [*command, "--home", str(home)])
+    assert result.exit_code == 2
+    assert "case study '../../evil': a name is one directory under case-studies/ (no '/', not '.' or '..')" \
+        in result.output
+    assert not (tmp_path / "evil").exists()
