@@ -226,7 +226,7 @@ def _case_study(ctx, param, value):
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and replay draws.")
 @click.option("--case-study", "case_study", default="routing-by-rating", show_default=True, callback=_case_study,
               help="Write case-studies/NAME/stats.json.")
-@click.option("--shipped", type=click.Path(dir_okay=False), default=None,
+@click.option("--shipped", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Shipped constants and priors (default: <home>/fits/shipped.json).")
 @click.option("--objective", type=click.Choice(["quality_per_dollar", "utility", "quality"]), default=None,
               help="What routing maximises (default: shipped.json's, else quality_per_dollar).")

@@ -133,3 +133,10 @@ print(json.dumps([after_import, after_append]))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [[], []]
     assert len(list(read(home, "ratings"))) == 1
+
+
+def test_fit_with_a_missing_shipped_file_is_a_usage_error(home, tmp_path):
+    """A mistyped --shipped must not fall back to the code defaults silently (a missing fits/shipped.json may)."""
+    result = CliRunner().invoke(cli, ["fit", "--home", str(home), "--shipped", str(tmp_path / "nope.json")])
+    assert result.exit_code == 2
+    assert f"Invalid value for '--shipped': File '{tmp_path / 'nope.json'}' does not exist." in result.output
