@@ -21,6 +21,7 @@ Rules:
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import gzip
@@ -81,6 +82,22 @@ def _rows(path: Path) -> Iterator[dict[str, str | None]]:
                 raise InvalidEvent(f"{len(row[None])} more cell(s) than the header has columns",
                                    line=reader.line_num - 1, source=str(path))
             yield row
+
+
+# What reading a file that is not the table it claims to be raises: gzip's BadGzipFile (an OSError), a
+# truncated gzip (EOFError), bytes that are not UTF-8 (UnicodeDecodeError, a ValueError), pyarrow's
+# ArrowInvalid (a ValueError) for a file that is not Parquet, csv.Error for a NUL byte.
+_UNREADABLE = (OSError, EOFError, ValueError, csv.Error)
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """A file that cannot be read as a table becomes one :class:`InvalidEvent` (exit 2), not a traceback."""
+    try:
+        yield
+    except _UNREADABLE as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InvalidEvent(f"cannot read the table: {reason}", source=str(path)) from None
 
 
 def _text(value: Any) -> str | None:
@@ -208,7 +225,8 @@ def import_table(home: str | os.PathLike | Home | None, path: str | os.PathLike,
         raise InvalidEvent("no such file", source=str(path))
     stem = path.name.split(".")[0]
     rater = {"kind": rater_kind, "name": rater_name or stem}
-    columns = _columns(path)
+    with _reading(path):
+        columns = _columns(path)
     missing = [c for c in REQUIRED if c not in columns]
     if missing:
         raise InvalidEvent(f"missing column(s) {', '.join(missing)}; the long format needs {', '.join(REQUIRED)}",
@@ -217,18 +235,19 @@ def import_table(home: str | os.PathLike | Home | None, path: str | os.PathLike,
     good: list[_Row] = []
     bad: list[tuple[int, str, str, dict]] = []
     blank = total = 0
-    for number, row in enumerate(_rows(path), start=1):
-        total += 1
-        try:
-            checked = _check(row, extra_columns)
-        except ValueError as exc:
-            column, reason = exc.args
-            bad.append((number, column, reason, row))
-            continue
-        if checked is None:
-            blank += 1
-        else:
-            good.append(checked)
+    with _reading(path):
+        for number, row in enumerate(_rows(path), start=1):
+            total += 1
+            try:
+                checked = _check(row, extra_columns)
+            except ValueError as exc:
+                column, reason = exc.args
+                bad.append((number, column, reason, row))
+                continue
+            if checked is None:
+                blank += 1
+            else:
+                good.append(checked)
     if bad and not skip_bad:
         raise InvalidBatch([InvalidEvent(reason, field=column, line=number, source=f"{path} row")
                             for number, column, reason, _ in bad])

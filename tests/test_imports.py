@@ -144,3 +144,29 @@ def test_cli_import_exit_codes(home, tmp_path):
     result = runner.invoke(cli, ["import", "--home", str(home), str(bad)])
     assert result.exit_code == 2
     assert f"{bad} row:1: score: 2 is not in [0, 1]" in result.output
+
+
+def _truncated_gzip(path: Path) -> None:
+    import gzip
+
+    rows = "".join(f"T{i},m,1,0.1,code,2026-01-01T00:00:00Z\n" for i in range(2000))
+    whole = gzip.compress((HEADER + "\n" + rows).encode())
+    path.write_bytes(whole[: len(whole) // 2])
+
+
+@pytest.mark.parametrize("name, write, reason", [
+    ("plain.csv.gz", lambda p: p.write_bytes(b"task_id,config\n"), "Not a gzipped file"),
+    ("cut.csv.gz", _truncated_gzip, "Compressed file ended before the end-of-stream marker was reached"),
+    ("latin.csv", lambda p: p.write_bytes((HEADER + "\nT\xe9,m,1,0.1,code,2026-01-01T00:00:00Z\n").encode("latin-1")),
+     "'utf-8' codec can't decode byte 0xe9"),
+    ("text.parquet", lambda p: p.write_bytes(b"not parquet at all"), "Parquet"),
+])
+def test_an_unreadable_file_is_bad_input_not_a_traceback(home, tmp_path, name, write, reason):
+    path = tmp_path / name
+    write(path)
+    result = CliRunner().invoke(cli, ["import", "--home", str(home), str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.output.startswith(f"error: {path}: -: cannot read the table: ")
+    assert reason in result.output and len(result.output.splitlines()) == 1
+    assert not (home / "streams" / "ratings.jsonl").exists() or (home / "streams" / "ratings.jsonl").stat().st_size == 0
