@@ -5,14 +5,14 @@ Every key is optional; an absent file or key means prior weight 3, exploration
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import FitError
+from ..jsonfile import read_json, validate
 from ..routing.table import Constants, Static
 
 if TYPE_CHECKING:
@@ -88,17 +88,10 @@ def load_shipped(path: str | Path | None) -> Shipped:
         return Shipped()
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, FitError)
     except FileNotFoundError:
         return Shipped()
-    except ValueError as exc:
-        raise FitError(f"{path}: not valid JSON: {exc}") from None
-    try:
-        return Shipped.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "-"
-        raise FitError(f"{path}: {where}: {err['msg']}") from None
+    return validate(Shipped, data, path, FitError)
 
 
 class PriorLike(Protocol):

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import TableSchemaError
 from ..home import atomic_write
+from ..jsonfile import read_json, validate
 
 SCHEMA = "routing-table/v1"
 SCHEMA_MAJOR = "routing-table/v1"
@@ -125,25 +126,13 @@ def canonical_json(data: Any) -> bytes:
 def load(path: str | Path) -> RoutingTable:
     """Load and validate a table; refuse an unknown major schema with a clear error."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TableSchemaError(f"{path}: no routing table here; run `fit-routing` first") from None
-    except ValueError as exc:
-        raise TableSchemaError(f"{path}: not valid JSON: {exc}") from None
+    data = read_json(path, TableSchemaError, missing="no routing table here; run `fit-routing` first")
     schema = data.get("schema") if isinstance(data, dict) else None
     if not isinstance(schema, str) or schema.split(".")[0] != SCHEMA_MAJOR:
         raise TableSchemaError(
             f"{path}: schema {schema!r} is not {SCHEMA_MAJOR!r}; this version of the pipeline reads {SCHEMA_MAJOR} only"
         )
-    from pydantic import ValidationError
-
-    try:
-        return RoutingTable.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise TableSchemaError(f"{path}: {where}: {err['msg']}") from None
+    return validate(RoutingTable, data, path, TableSchemaError)
 
 
 def table_json_schema() -> dict[str, Any]:

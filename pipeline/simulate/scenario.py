@@ -8,13 +8,13 @@ and an optional drift. :mod:`pipeline.simulate.presets` holds the built-in ones.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import PipelineError
+from ..jsonfile import read_json, validate
 from ..events import _utc_timestamp, config_key
 
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -226,15 +226,4 @@ class Scenario(BaseModel):
 def load_scenario(path: str | Path) -> Scenario:
     """Read a scenario from a JSON file; a bad file is a :class:`PipelineError` naming the field."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PipelineError(f"{path}: no such scenario file") from None
-    except ValueError as exc:
-        raise PipelineError(f"{path}: not valid JSON: {exc}") from None
-    try:
-        return Scenario.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "-"
-        raise PipelineError(f"{path}: {where}: {err['msg']}") from None
+    return validate(Scenario, read_json(path, PipelineError, missing="no such scenario file"), path, PipelineError)

@@ -1,0 +1,39 @@
+"""Reading a JSON file a person wrote (shipped.json, a scenario, a routing table) into a pydantic model.
+
+One place for the messages: ``<path>: not valid JSON: ...`` and ``<path>: <field.path>: <reason>``
+(``-`` when the file as a whole is wrong), raised as the caller's :class:`PipelineError` subclass.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import PipelineError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_json(path: Path, error: type[PipelineError], *, missing: str | None = None) -> Any:
+    """The parsed content of ``path``. A missing file raises ``error("<path>: <missing>")``, or
+    :class:`FileNotFoundError` when ``missing`` is None (the caller has a default)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if missing is None:
+            raise
+        raise error(f"{path}: {missing}") from None
+    except ValueError as exc:
+        raise error(f"{path}: not valid JSON: {exc}") from None
+
+
+def validate(model: type[M], data: Any, path: Path, error: type[PipelineError]) -> M:
+    """``data`` as ``model``; the first validation error as ``error("<path>: <field.path>: <reason>")``."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"]) or "-"
+        raise error(f"{path}: {where}: {err['msg']}") from None

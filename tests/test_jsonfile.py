@@ -1,0 +1,35 @@
+"""Reading a person's JSON file into a model: the same messages for shipped.json, scenarios and tables."""
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from pipeline.errors import FitError, TableSchemaError
+from pipeline.jsonfile import read_json, validate
+
+
+class Point(BaseModel):
+    x: int
+
+
+@pytest.mark.parametrize("text, missing, error, message", [
+    (None, "no such file here", TableSchemaError, "{path}: no such file here"),
+    ("{nope", None, FitError, "{path}: not valid JSON: Expecting property name enclosed in double quotes"),
+    ('{"x": "a"}', None, FitError, "{path}: x: Input should be a valid integer"),
+    ("[1]", None, FitError, "{path}: -: Input should be a valid dictionary or instance of Point"),
+])
+def test_bad_files_raise_the_callers_error_naming_path_and_field(tmp_path, text, missing, error, message):
+    path = tmp_path / "f.json"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(error) as info:
+        validate(Point, read_json(path, error, missing=missing), path, error)
+    assert str(info.value).startswith(message.format(path=path))
+
+
+def test_a_missing_file_without_a_message_is_left_to_the_caller(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_json(tmp_path / "absent.json", FitError)
+    path = tmp_path / "ok.json"
+    path.write_text('{"x": 3}')
+    assert validate(Point, read_json(path, FitError), path, FitError) == Point(x=3)
