@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import StoreConflict, StoreCorrupt
 from .home import Home, fsync_dir, write_synced
@@ -122,8 +122,10 @@ def load_manifest(home: str | os.PathLike | Home | None, number: int | None = No
         raise StoreCorrupt(f"manifest {number} does not exist ({path})")
     try:
         return Manifest.model_validate_json(path.read_bytes())
-    except ValueError as exc:
-        raise StoreCorrupt(f"manifest {path} is not a valid {MANIFEST_SCHEMA}: {exc}") from None
+    except ValidationError as exc:  # the first problem, on one line (the full pydantic report spans several)
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"]) or "-"
+        raise StoreCorrupt(f"manifest {path} is not a valid {MANIFEST_SCHEMA}: {where}: {err['msg']}") from None
 
 
 def create_manifest(home: Home, manifest: Manifest) -> Path:
