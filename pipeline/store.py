@@ -107,6 +107,13 @@ def open_store(home: str | os.PathLike | Home | None = None, manifest: int | Non
     return store
 
 
+def _one_line(exc: Exception) -> str:
+    """DuckDB's message on one line: its sentences joined, the ``LINE n:`` echo of the query and its caret dropped."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    kept = [line for line in lines if line and not line.startswith("LINE ") and set(line) != {"^"}]
+    return " ".join(kept) or type(exc).__name__
+
+
 def _plain(value: Any) -> Any:
     """A query value as JSON: timestamps as RFC 3339 (UTC, ``Z``), NaN/inf as null, decimals as floats."""
     import datetime as dt
@@ -148,5 +155,5 @@ def run_sql(home: str | os.PathLike | Home | None, sql: str, *, manifest: int | 
         try:
             names, rows = store.query(sql)
         except duckdb.Error as exc:
-            raise PipelineError(f"query failed: {str(exc).strip()}") from None
+            raise PipelineError(f"query failed: {_one_line(exc)}") from None
     return [{name: _plain(value) for name, value in zip(names, row)} for row in rows]

@@ -119,3 +119,17 @@ def test_cli_sql_unknown_manifest_is_bad_input(home, compacted, expected):
     out = CliRunner().invoke(cli, ["sql", "--home", str(home), "--manifest", "3", "SELECT 1"])
     assert out.exit_code == 2
     assert out.output.strip() == expected
+
+
+@pytest.mark.parametrize("query, message", [
+    ("SELEC 1", 'error: query failed: Parser Error: syntax error at or near "SELEC"'),
+    ("SELECT x FROM ratings", 'error: query failed: Binder Error: Referenced column "x" not found in FROM clause!'),
+])
+def test_cli_sql_a_bad_query_is_one_line(home, query, message):
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+
+    out = CliRunner().invoke(cli, ["sql", "--home", str(home), query])
+    assert out.exit_code == 2
+    assert len(out.output.splitlines()) == 1 and out.output.startswith(message)
