@@ -21,6 +21,7 @@ from .errors import PipelineError
 from .fit.shipped import Shipped, load_shipped
 from .fit.stats import Stats, load_stats
 from .home import Home
+from .jsonfile import first_problem
 from .routing.table import RoutingTable, load
 
 DEFAULT_CASE_STUDY = "routing-by-rating"
@@ -205,7 +206,7 @@ def _load_stats(path: Path) -> Stats:
     except FileNotFoundError:
         raise PipelineError(f"{path}: no such stats file") from None
     except ValueError as exc:
-        raise PipelineError(f"{path}: not a case-study-stats/v1 file: {exc}") from None
+        raise PipelineError(f"{path}: not a case-study-stats/v1 file: {first_problem(exc)}") from None
 
 
 def _constants(case: Stats | None, table: RoutingTable | None, owner: Shipped | None) -> list[ConstantRow]:

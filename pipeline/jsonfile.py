@@ -29,11 +29,18 @@ def read_json(path: Path, error: type[PipelineError], *, missing: str | None = N
         raise error(f"{path}: not valid JSON: {exc}") from None
 
 
+def first_problem(exc: ValueError) -> str:
+    """A parse or validation error on one line: ``<field.path>: <reason>`` of pydantic's first error (``-`` for the
+    whole document), else the first line of the message. Pydantic's own report spans two lines per error."""
+    if isinstance(exc, ValidationError):
+        err = exc.errors(include_url=False)[0]
+        return f"{'.'.join(str(p) for p in err['loc']) or '-'}: {err['msg']}"
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def validate(model: type[M], data: Any, path: Path, error: type[PipelineError]) -> M:
     """``data`` as ``model``; the first validation error as ``error("<path>: <field.path>: <reason>")``."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "-"
-        raise error(f"{path}: {where}: {err['msg']}") from None
+        raise error(f"{path}: {first_problem(exc)}") from None

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import StoreConflict, StoreCorrupt
 from .home import Home, fsync_dir, write_synced
+from .jsonfile import first_problem
 
 MANIFEST_SCHEMA = "store-manifest/v1"
 _DIGITS = 20
@@ -122,10 +123,8 @@ def load_manifest(home: str | os.PathLike | Home | None, number: int | None = No
         raise StoreCorrupt(f"manifest {number} does not exist ({path})")
     try:
         return Manifest.model_validate_json(path.read_bytes())
-    except ValidationError as exc:  # the first problem, on one line (the full pydantic report spans several)
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "-"
-        raise StoreCorrupt(f"manifest {path} is not a valid {MANIFEST_SCHEMA}: {where}: {err['msg']}") from None
+    except ValidationError as exc:
+        raise StoreCorrupt(f"manifest {path} is not a valid {MANIFEST_SCHEMA}: {first_problem(exc)}") from None
 
 
 def create_manifest(home: Home, manifest: Manifest) -> Path:

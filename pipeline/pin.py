@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from .errors import PipelineError, TableSchemaError
 from .events import format_timestamp
 from .home import Home, atomic_write, fsync_dir
+from .jsonfile import first_problem
 from .routing.table import canonical_json, load, table_json_schema
 
 PIN_FILE = "pin.json"
@@ -47,7 +48,7 @@ def read_pin(home: str | os.PathLike | Home | None) -> Pin | None:
     except FileNotFoundError:
         return None
     except ValueError as exc:
-        raise TableSchemaError(f"{path}: not a valid pin record: {exc}") from None
+        raise TableSchemaError(f"{path}: not a valid pin record: {first_problem(exc)}") from None
 
 
 def pinned_version(home: str | os.PathLike | Home | None) -> str | None:

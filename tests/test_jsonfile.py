@@ -33,3 +33,32 @@ def test_a_missing_file_without_a_message_is_left_to_the_caller(tmp_path):
     path = tmp_path / "ok.json"
     path.write_text('{"x": 3}')
     assert validate(Point, read_json(path, FitError), path, FitError) == Point(x=3)
+
+
+@pytest.mark.parametrize("command, file, content, message", [
+    (["compare", "--stats", "{tmp}/s.json"], "s.json", '{"name": 3}',
+     "error: {tmp}/s.json: not a case-study-stats/v1 file: name: Input should be a valid string"),
+    (["case-study", "x"], "case-studies/x/stats.json", '{"name": "x"',
+     "error: {tmp}/case-studies/x/stats.json: not a case-study-stats/v1 file: Expecting"),
+])
+def test_cli_names_the_first_problem_of_a_broken_file_on_one_line(tmp_path, command, file, content, message):
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+
+    path = tmp_path / file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    result = CliRunner().invoke(cli, [c.format(tmp=tmp_path) for c in command] + ["--home", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(message.format(tmp=tmp_path)) and len(result.output.splitlines()) == 1
+
+
+def test_a_broken_pin_record_is_one_line(tmp_path):
+    from pipeline.pin import read_pin
+
+    (tmp_path / "fits").mkdir()
+    (tmp_path / "fits" / "pin.json").write_text('{"pinned": 3}')
+    with pytest.raises(TableSchemaError) as info:
+        read_pin(tmp_path)
+    assert str(info.value) == f"{tmp_path}/fits/pin.json: not a valid pin record: version: Field required"

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import PipelineError
 from ..fit.stats import Stats, load_stats
 from ..home import Home, atomic_write
+from ..jsonfile import first_problem
 from . import fmt
 from .credits import credits
 from .doc import Code, Document
@@ -71,5 +72,5 @@ def render_case_study(home, name: str) -> Rendered:
     try:
         stats = load_stats(path)
     except ValueError as exc:  # pydantic's ValidationError and JSON errors are both ValueErrors
-        raise PipelineError(f"{path}: not a case-study-stats/v1 file: {exc}") from None
+        raise PipelineError(f"{path}: not a case-study-stats/v1 file: {first_problem(exc)}") from None
     return render(stats, directory)
