@@ -64,22 +64,17 @@ def learning_governed(router: Router, view: RegionView, pool: tuple, role, failu
     if pinned is not None and pinned in pool:
         return pinned, f"role {role} is pinned to {pinned}", False
     ms = router.min_samples
-    learned = view.best(pool)
-    if _passes(view, learned, ms):
-        row = view.rows[learned]
-        return learned, (f"learned choice in {view.name}: n {row.n_ratings} >= {ms}, "
-                         f"relative advantage {row.relative_advantage:.4g} > 0"), True
-    why = f"gate not met in {view.name}: {_why_not(view, learned, ms)}"
-    star = router.star
-    if view is not star:
-        glearned = star.best(pool)
-        if _passes(star, glearned, ms):
-            row = star.rows[glearned]
-            return glearned, (f"{why}; learned choice in *: n {row.n_ratings} >= {ms}, relative advantage "
-                              f"{row.relative_advantage:.4g} > 0"), True
-        why = f"{why}; in *: {_why_not(star, glearned, ms)}"
+    misses: list[str] = []
+    for level in (view, router.star) if view is not router.star else (view,):  # the region, then the global pool
+        learned = level.best(pool)
+        if _passes(level, learned, ms):
+            row = level.rows[learned]
+            return learned, "".join(f"{m}; " for m in misses) + (
+                f"learned choice in {level.name}: n {row.n_ratings} >= {ms}, "
+                f"relative advantage {row.relative_advantage:.4g} > 0"), True
+        misses.append(f"{'gate not met in ' if not misses else 'in '}{level.name}: {_why_not(level, learned, ms)}")
     config, static_why = router.static_choice(view, pool, role)
-    return config, f"{why}; static: {static_why}", True
+    return config, f"{'; '.join(misses)}; static: {static_why}", True
 
 
 def quality_per_dollar(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
