@@ -9,6 +9,7 @@ and prints its figures and its ratio against the baseline it measures in the sam
 sets the size of the benchmarks measured in events (append, compact, fit, route, simulate); ladders
 keeps its task count. The exit code is the number of benchmarks that failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,20 +31,36 @@ DEFAULT_EVENTS = 100_000
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", choices=[[], *SMALL], metavar="NAME",
-                        help=f"benchmarks to run (default: all of {', '.join(SMALL)})")
-    parser.add_argument("--events", type=int, default=DEFAULT_EVENTS,
-                        help=f"size of the event-sized benchmarks (default {DEFAULT_EVENTS:,})")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        choices=[[], *SMALL],
+        metavar="NAME",
+        help=f"benchmarks to run (default: all of {', '.join(SMALL)})",
+    )
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=DEFAULT_EVENTS,
+        help=f"size of the event-sized benchmarks (default {DEFAULT_EVENTS:,})",
+    )
     args = parser.parse_args(argv)
     failed = []
     for name in args.names or list(SMALL):
-        command = [sys.executable, "-m", f"bench.{name}",
-                   *(a.replace("{events}", str(args.events)) for a in SMALL[name])]
+        command = [
+            sys.executable,
+            "-m",
+            f"bench.{name}",
+            *(a.replace("{events}", str(args.events)) for a in SMALL[name]),
+        ]
         print(f"== bench.{name}: {' '.join(command[1:])}", flush=True)
         start = time.perf_counter()
         code = subprocess.run(command, check=False).returncode
-        print(f"== bench.{name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in "
-              f"{time.perf_counter() - start:.1f}s\n", flush=True)
+        print(
+            f"== bench.{name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in "
+            f"{time.perf_counter() - start:.1f}s\n",
+            flush=True,
+        )
         if code:
             failed.append(name)
     if failed:

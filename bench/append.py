@@ -11,6 +11,7 @@ Run: ``.venv/bin/python -m bench.append [--events N] [--batch B] [--cli-runs R]`
 3. One ``ratings append EVENT`` in a fresh process against ``python -c pass`` (median of R runs each).
    Target: <= 15x.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,16 +24,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.events import validate_object, encode_line, with_head
+from pipeline.events import encode_line, validate_object, with_head
 from pipeline.streams import append, new_id, prepare
 
-CONFIGS = [{"cli": "claude-code", "route": "anthropic", "model": m, "effort": e}
-           for m in ("opus", "sonnet", "haiku") for e in ("high", None)]
+CONFIGS = [
+    {"cli": "claude-code", "route": "anthropic", "model": m, "effort": e}
+    for m in ("opus", "sonnet", "haiku")
+    for e in ("high", None)
+]
 
 
 def rating(i: int) -> dict:
-    return {"type": "task.rated", "task": f"T-{i // 3}", "config": CONFIGS[i % len(CONFIGS)],
-            "rater": {"kind": "gate", "name": "pytest"}, "score": (i % 5) / 4}
+    return {
+        "type": "task.rated",
+        "task": f"T-{i // 3}",
+        "config": CONFIGS[i % len(CONFIGS)],
+        "rater": {"kind": "gate", "name": "pytest"},
+        "score": (i % 5) / 4,
+    }
 
 
 def in_process(home: Path, events: int, batch: int) -> dict:
@@ -143,8 +152,10 @@ def main(argv: list[str] | None = None) -> None:
         cli = cli_startup(root / "cli", args.cli_runs)
         print(f"one CLI append vs `python -c pass` (median of {args.cli_runs}):")
         print(f"  python -c pass {cli['python_c_pass_s'] * 1000:7.1f} ms")
-        print(f"  ratings append {cli['cli_append_s'] * 1000:7.1f} ms   ratio {cli['ratio']:.1f}x "
-              f"(target <= 15x: {'met' if cli['ratio'] <= 15 else 'NOT met'})")
+        print(
+            f"  ratings append {cli['cli_append_s'] * 1000:7.1f} ms   ratio {cli['ratio']:.1f}x "
+            f"(target <= 15x: {'met' if cli['ratio'] <= 15 else 'NOT met'})"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -12,6 +12,7 @@ home, then times, each in its own child process (so peak RSS is its own):
 Times exclude interpreter start and imports; each runs ``--repeat`` times, interleaved, best kept.
 Prints events/s of both, the ratio (target >= 0.5) and the peak RSS of each (target < 1.5 GB at 1M).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-_MODELS = [("claude-code", "anthropic", "opus", "high"), ("claude-code", "anthropic", "sonnet", None),
-           ("codex", "openai", "gpt-5", "medium"), ("qwen-code", None, "480B/A35B", None)]
+_MODELS = [
+    ("claude-code", "anthropic", "opus", "high"),
+    ("claude-code", "anthropic", "sonnet", None),
+    ("codex", "openai", "gpt-5", "medium"),
+    ("qwen-code", None, "480B/A35B", None),
+]
 
 
 def _config(cli: str, route: str | None, model: str, effort: str | None) -> str:
@@ -43,9 +48,11 @@ def write_stream(path: Path, events: int) -> int:
             if i % 1000 == 999:
                 line = previous
             else:
-                line = (f'{{"id":"01K{i:023d}","type":"task.rated","at":"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T'
-                        f'{i % 24:02d}:{i % 60:02d}:{(i // 60) % 60:02d}Z","v":1,"task":"T-{i // 4}",'
-                        f'"config":{configs[i % 4]},"rater":{{"kind":"gate","name":"pytest"}},"score":{(i % 11) / 10}}}')
+                line = (
+                    f'{{"id":"01K{i:023d}","type":"task.rated","at":"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T'
+                    f'{i % 24:02d}:{i % 60:02d}:{(i // 60) % 60:02d}Z","v":1,"task":"T-{i // 4}",'
+                    f'"config":{configs[i % 4]},"rater":{{"kind":"gate","name":"pytest"}},"score":{(i % 11) / 10}}}'
+                )
             previous = line
             batch.append(line)
             if len(batch) >= 100_000:
@@ -65,8 +72,10 @@ def _phase(phase: str, home: Path) -> None:
 
         con = duckdb.connect(":memory:")
         start = time.perf_counter()
-        con.execute(f"COPY (SELECT * FROM read_json('{home / 'streams' / 'ratings.jsonl'}', "
-                    f"format = 'newline_delimited')) TO '{home / 'duckdb.parquet'}' (FORMAT parquet)")
+        con.execute(
+            f"COPY (SELECT * FROM read_json('{home / 'streams' / 'ratings.jsonl'}', "
+            f"format = 'newline_delimited')) TO '{home / 'duckdb.parquet'}' (FORMAT parquet)"
+        )
         print(json.dumps({"seconds": time.perf_counter() - start}))
     else:
         import shutil
@@ -82,8 +91,11 @@ def _phase(phase: str, home: Path) -> None:
 
 def _run(phase: str, home: Path) -> tuple[float, int, dict]:
     """(seconds, peak RSS bytes, outcome) of one phase in a child process."""
-    child = subprocess.Popen([sys.executable, "-m", "bench.compact", "--phase", phase, "--home", str(home)],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.compact", "--phase", phase, "--home", str(home)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     out = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)
     if os.waitstatus_to_exitcode(status):
@@ -115,10 +127,14 @@ def main() -> None:
         base_s, base_rss, _ = min(runs["duckdb"])
         ours_s, ours_rss, outcome = min(runs["compact"], key=lambda r: r[0])
         index = sum(p.stat().st_size for p in (home / "store" / "_index").glob("*.parquet"))
-        print(f"duckdb COPY read_json -> parquet: {n / base_s:12,.0f} events/s  ({base_s:.2f}s, "
-              f"peak RSS {base_rss / 2**20:,.0f} MiB)")
-        print(f"ratings compact                 : {n / ours_s:12,.0f} events/s  ({ours_s:.2f}s, "
-              f"peak RSS {ours_rss / 2**20:,.0f} MiB)  outcomes {json.dumps(outcome)}")
+        print(
+            f"duckdb COPY read_json -> parquet: {n / base_s:12,.0f} events/s  ({base_s:.2f}s, "
+            f"peak RSS {base_rss / 2**20:,.0f} MiB)"
+        )
+        print(
+            f"ratings compact                 : {n / ours_s:12,.0f} events/s  ({ours_s:.2f}s, "
+            f"peak RSS {ours_rss / 2**20:,.0f} MiB)  outcomes {json.dumps(outcome)}"
+        )
         print(f"throughput ratio compact/duckdb : {base_s / ours_s:.2f}x (target >= 0.5x)")
         print(f"id index on disk                : {index / 2**20:.1f} MiB ({index / max(n, 1):.1f} bytes/event)")
 

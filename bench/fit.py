@@ -11,6 +11,7 @@ Prints the fit time, the ratio to the baseline, peak memory, and the time per mi
 (time growing no faster than linearly keeps that flat). Targets (issue 5): 1M ratings under 30 s, peak memory
 under 4 GB at 5M.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,12 +75,20 @@ def fit(home: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, nargs="+", default=[200_000],
-                        help="ratings per run (default 200,000; issue 5 asks for 1,000,000 and 5,000,000)")
+    parser.add_argument(
+        "--events",
+        type=int,
+        nargs="+",
+        default=[200_000],
+        help="ratings per run (default 200,000; issue 5 asks for 1,000,000 and 5,000,000)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, default=None, help="keep the simulated homes under this directory")
-    parser.add_argument("--reuse", action="store_true",
-                        help="with --keep: fit a home already simulated there for that N (no simulate/compact)")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --keep: fit a home already simulated there for that N (no simulate/compact)",
+    )
     args = parser.parse_args(argv)
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-fit-"))
     rows = []
@@ -96,19 +105,23 @@ def main(argv: list[str] | None = None) -> None:
             result = fit(home)
             rows.append({"target": n, **prep, "baseline_s": base, **result, "ratio": result["wall_s"] / base})
             r = rows[-1]
-            print(f"{r['ratings']:>10,} ratings: fit-routing {r['wall_s']:7.2f} s  = {r['ratio']:6.1f}x one DuckDB "
-                  f"GROUP BY scan ({base:.3f} s)  peak {r['peak_rss_mb']:7.0f} MB  "
-                  f"{r['wall_s'] / r['ratings'] * 1e6:6.2f} s per million ratings  "
-                  f"(simulate {r['simulate_s']:.1f} s, compact {r['compact_s']:.1f} s; {r['recommendation']})",
-                  flush=True)
+            print(
+                f"{r['ratings']:>10,} ratings: fit-routing {r['wall_s']:7.2f} s  = {r['ratio']:6.1f}x one DuckDB "
+                f"GROUP BY scan ({base:.3f} s)  peak {r['peak_rss_mb']:7.0f} MB  "
+                f"{r['wall_s'] / r['ratings'] * 1e6:6.2f} s per million ratings  "
+                f"(simulate {r['simulate_s']:.1f} s, compact {r['compact_s']:.1f} s; {r['recommendation']})",
+                flush=True,
+            )
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
     if len(rows) > 1:
         first, last = rows[0], rows[-1]
         growth = (last["wall_s"] / first["wall_s"]) / (last["ratings"] / first["ratings"])
-        print(f"time grows {growth:.2f}x as fast as the ratings from {first['ratings']:,} to {last['ratings']:,} "
-              "(1.0 = linear)")
+        print(
+            f"time grows {growth:.2f}x as fast as the ratings from {first['ratings']:,} to {last['ratings']:,} "
+            "(1.0 = linear)"
+        )
     print(json.dumps(rows, indent=2))
 
 

@@ -9,6 +9,7 @@ Three workloads on a synthetic table (M configs in each of R regions):
 a first decision). The baseline is a loop of one dict lookup per decision.
 Target: >= 200,000 decisions/s for ``default`` and ``pool+rng``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,17 +29,30 @@ def synthetic_table(configs: int, regions: int, seed: int = 0) -> RoutingTable:
         out = []
         for key in keys:
             q, cost = rng.random(), rng.uniform(0.01, 2.0)
-            out.append(Member(config=key, quality=round(q, 9), cost_usd=round(cost, 9), value=round(q / cost, 9),
-                              weight=float(rng.randint(0, 50)), n_ratings=rng.randint(0, 50),
-                              relative_advantage=round(rng.uniform(-1, 1), 9)))
+            out.append(
+                Member(
+                    config=key,
+                    quality=round(q, 9),
+                    cost_usd=round(cost, 9),
+                    value=round(q / cost, 9),
+                    weight=float(rng.randint(0, 50)),
+                    n_ratings=rng.randint(0, 50),
+                    relative_advantage=round(rng.uniform(-1, 1), 9),
+                )
+            )
         return out
 
     regions_map = {f"region-{i}": Region(members=members(), choice=None) for i in range(regions)}
     regions_map["*"] = Region(members=members(), choice=None)
-    return RoutingTable(fitted_at=None, source=Source(manifest=None), objective="quality_per_dollar",
-                        constants=Constants(exploration=0.1), constants_source="shipped",
-                        static=Static(cheap_config=keys[0], frontier_config=keys[1]),
-                        regions=regions_map).with_version()
+    return RoutingTable(
+        fitted_at=None,
+        source=Source(manifest=None),
+        objective="quality_per_dollar",
+        constants=Constants(exploration=0.1),
+        constants_source="shipped",
+        static=Static(cheap_config=keys[0], frontier_config=keys[1]),
+        regions=regions_map,
+    ).with_version()
 
 
 def _rate(n: int, seconds: float) -> float:
@@ -47,8 +61,9 @@ def _rate(n: int, seconds: float) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--decisions", "--events", dest="decisions", type=int, default=300_000,
-                        help="decisions per workload")
+    parser.add_argument(
+        "--decisions", "--events", dest="decisions", type=int, default=300_000, help="decisions per workload"
+    )
     parser.add_argument("--configs", type=int, default=12)
     parser.add_argument("--regions", type=int, default=5)
     args = parser.parse_args(argv)
@@ -61,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     region_seq = [regions[i % len(regions)] for i in range(n)]
     pool_seq = [pools[i % len(pools)] for i in range(n)]
 
-    lookup = {r: keys[0] for r in regions}
+    lookup = dict.fromkeys(regions, keys[0])
     rng = random.Random(0)
     memo = router._memo
     m = max(1, n // 10)
@@ -83,18 +98,29 @@ def main(argv: list[str] | None = None) -> None:
             memo.clear()
             router.route(region, pool=pool, role="implementer", rng=rng)
 
-    results = [("dict lookup", *_timed(baseline_loop, n), None), ("default", *_timed(default_loop, n), True),
-               ("pool+rng", *_timed(pooled_loop, n), True), ("uncached", *_timed(uncached_loop, m), False)]
+    results = [
+        ("dict lookup", *_timed(baseline_loop, n), None),
+        ("default", *_timed(default_loop, n), True),
+        ("pool+rng", *_timed(pooled_loop, n), True),
+        ("uncached", *_timed(uncached_loop, m), False),
+    ]
     base_cpu = results[0][1]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"table: {args.configs} configs x {args.regions} regions (+ '*'), {n} decisions per workload; "
-          f"load average {load:.1f} on {os.cpu_count()} CPUs")
-    print("rates per CPU second (process time) and per wall second; the target is judged on CPU time, which "
-          "other processes on a shared machine do not dilute")
+    print(
+        f"table: {args.configs} configs x {args.regions} regions (+ '*'), {n} decisions per workload; "
+        f"load average {load:.1f} on {os.cpu_count()} CPUs"
+    )
+    print(
+        "rates per CPU second (process time) and per wall second; the target is judged on CPU time, which "
+        "other processes on a shared machine do not dilute"
+    )
     print(f"{'workload':<12} {'per CPU s':>12} {'per wall s':>12} {'x dict lookup':>14}  target")
     for name, cpu, wall, target in results:
-        verdict = "" if target is None else (("ok" if cpu >= 200_000 else "MISSED (>= 200,000/s)") if target
-                                             else "(first decision)")
+        verdict = (
+            ""
+            if target is None
+            else (("ok" if cpu >= 200_000 else "MISSED (>= 200,000/s)") if target else "(first decision)")
+        )
         print(f"{name:<12} {cpu:>12,.0f} {wall:>12,.0f} {cpu / base_cpu:>14.4f}  {verdict}")
 
 

@@ -10,6 +10,7 @@ Run: ``.venv/bin/python -m bench.simulate [--events N] [--sample S]``.
 3. Baseline ``raw write``: the same bytes written with one ``write`` per MB chunk and an fsync (the disk floor),
    as the share of that rate the simulator reaches.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,10 +70,14 @@ def main(argv: list[str] | None = None) -> None:
         events = sum(result.events.values())
         rate = events / result.seconds
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"simulate scale: {tasks:,} tasks, {events:,} events ({result.events['task.rated']:,} ratings), "
-              f"{sum(result.bytes.values()) / 1e6:,.0f} MB in {result.seconds:.2f} s")
-        print(f"  {rate:,.0f} events/s of wall time (target >= 100,000: {'met' if rate >= 100_000 else 'NOT met'}), "
-              f"{events / cpu:,.0f} events/s of CPU time (the machine may be shared), peak RSS {peak_mb:,.0f} MB")
+        print(
+            f"simulate scale: {tasks:,} tasks, {events:,} events ({result.events['task.rated']:,} ratings), "
+            f"{sum(result.bytes.values()) / 1e6:,.0f} MB in {result.seconds:.2f} s"
+        )
+        print(
+            f"  {rate:,.0f} events/s of wall time (target >= 100,000: {'met' if rate >= 100_000 else 'NOT met'}), "
+            f"{events / cpu:,.0f} events/s of CPU time (the machine may be shared), peak RSS {peak_mb:,.0f} MB"
+        )
 
         streams = [root / "home" / "streams" / f"{s}.jsonl" for s in ("tasks", "ratings")]
         sample: list[bytes] = []
@@ -80,11 +85,14 @@ def main(argv: list[str] | None = None) -> None:
             with open(path, "rb") as handle:
                 sample.extend(itertools.islice(handle, args.sample // 2))
         base = pydantic_rate(sample)
-        print(f"baseline pydantic validate + to_json_line: {base:,.0f} events/s on {len(sample):,} lines; "
-              f"simulator / pydantic = {rate / base:.1f}x")
+        print(
+            f"baseline pydantic validate + to_json_line: {base:,.0f} events/s on {len(sample):,} lines; "
+            f"simulator / pydantic = {rate / base:.1f}x"
+        )
         floor = raw_rate(streams, events, root / "copy.jsonl")
-        print(f"baseline raw write of the same bytes: {floor:,.0f} events/s; "
-              f"simulator reaches {rate / floor:.1%} of it")
+        print(
+            f"baseline raw write of the same bytes: {floor:,.0f} events/s; simulator reaches {rate / floor:.1%} of it"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -7,4 +7,5 @@ The library first; ``ratings`` and ``fit-routing`` are thin layers over it:
 - :mod:`pipeline.fit`: priors, quality, costs, constants, evaluation, signals, ladders;
 - :mod:`pipeline.routing`: the routing table and the :class:`~pipeline.routing.Router`.
 """
+
 __version__ = "0.1.0"

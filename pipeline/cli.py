@@ -5,11 +5,13 @@ library's exceptions into a message and an exit code (0 ok, 1 failed check,
 2 bad input or usage). Heavy libraries (polars, duckdb, pyarrow, scipy,
 matplotlib) are imported inside the commands that need them, never here.
 """
+
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Callable
+from datetime import UTC
 from functools import wraps
 from typing import Any
 
@@ -19,7 +21,10 @@ from .errors import InvalidBatch, PipelineError
 
 # --------------------------------------------------------------------------- shared options
 home_option = click.option(
-    "--home", "home", type=click.Path(file_okay=False), default=None,
+    "--home",
+    "home",
+    type=click.Path(file_okay=False),
+    default=None,
     help="Home directory (default: $RATINGS_HOME, else the current directory).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of a table.")
@@ -87,10 +92,20 @@ def cli() -> None:
 # --------------------------------------------------------------------------- append / repair
 @cli.command()
 @home_option
-@click.option("--fsync", type=click.Choice(["always", "batch", "never"]), default="batch", show_default=True,
-              help="fsync after every line, once per batch, or never.")
-@click.option("--max-line-bytes", type=click.IntRange(min=1), default=1 << 20, show_default=True,
-              help="Reject lines (as given and as stored, with id and at) longer than this.")
+@click.option(
+    "--fsync",
+    type=click.Choice(["always", "batch", "never"]),
+    default="batch",
+    show_default=True,
+    help="fsync after every line, once per batch, or never.",
+)
+@click.option(
+    "--max-line-bytes",
+    type=click.IntRange(min=1),
+    default=1 << 20,
+    show_default=True,
+    help="Reject lines (as given and as stored, with id and at) longer than this.",
+)
 @json_option
 @click.argument("events", nargs=-1)
 @handle_errors
@@ -117,8 +132,11 @@ def append(home, fsync, max_line_bytes, as_json, events):
             lines.pop()
     result = append_events(home, lines, fsync=fsync, source=source, max_bytes=max_line_bytes)
     for kind, count in sorted(result.unknown_types.items()):
-        click.echo(f"note: {count} event(s) of type {kind!r}, which v1 does not know: kept (family 'other'), "
-                   "ignored by the fit", err=True)
+        click.echo(
+            f"note: {count} event(s) of type {kind!r}, which v1 does not know: kept (family 'other'), "
+            "ignored by the fit",
+            err=True,
+        )
     if as_json:
         emit_json(result.summary())
     else:
@@ -153,16 +171,29 @@ def repair(home, as_json):
 @cli.command()
 @home_option
 @click.option("--region", required=True, help="The task's region (unknown regions use the global pool '*').")
-@click.option("--pool", "pool", multiple=True, metavar="KEY", help="A candidate config key (repeat; default: the region's members).")
+@click.option(
+    "--pool",
+    "pool",
+    multiple=True,
+    metavar="KEY",
+    help="A candidate config key (repeat; default: the region's members).",
+)
 @click.option("--role", default=None, help="The task's role (implementer, reviewer, researcher, ...).")
-@click.option("--failed", "failed", multiple=True, metavar="KEY", help="A config that already failed on the task (repeat).")
+@click.option(
+    "--failed", "failed", multiple=True, metavar="KEY", help="A config that already failed on the task (repeat)."
+)
 @click.option("--policy", default=None, help="Routing policy (default: learning_governed).")
 @click.option("--seed", type=int, default=None, help="Seed of the exploration draw (default: no exploration, greedy).")
 @click.option("--explain", is_flag=True, help="Add the table rows and the gate checks that decided it.")
 @click.option("--log", "log", is_flag=True, help="Append the decision as a route.decided event (needs --task).")
 @click.option("--task", default=None, help="The task id the logged decision belongs to.")
-@click.option("--table", "table", type=click.Path(dir_okay=False), default=None,
-              help="Routing table file (default: <home>/fits/routing-table.json).")
+@click.option(
+    "--table",
+    "table",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Routing table file (default: <home>/fits/routing-table.json).",
+)
 @json_option
 @handle_errors
 def route(home, region, pool, role, failed, policy, seed, explain, log, task, table, as_json):
@@ -181,8 +212,20 @@ def route(home, region, pool, role, failed, policy, seed, explain, log, task, ta
 
     if log and not task:
         raise click.UsageError("--log needs --task ID (the task the decision is logged for)")
-    emit_json(decide(home, region=region, pool=pool, role=role, failures=failed, policy=policy, seed=seed,
-                     explain=explain, table=table, log_task=task if log else None))
+    emit_json(
+        decide(
+            home,
+            region=region,
+            pool=pool,
+            role=role,
+            failures=failed,
+            policy=policy,
+            seed=seed,
+            explain=explain,
+            table=table,
+            log_task=task if log else None,
+        )
+    )
 
 
 # --------------------------------------------------------------------------- fit (fit-routing)
@@ -201,13 +244,13 @@ def _half_life(ctx, param, value):
 def _since(ctx, param, value):
     if value is None:
         return None
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD) or an RFC 3339 time") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _case_study(ctx, param, value):
@@ -221,46 +264,126 @@ def _case_study(ctx, param, value):
 
 @cli.command("fit")
 @home_option
-@click.option("--split", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.7, show_default=True,
-              help="Fraction of tasks (in time order) learned; the rest is held out.")
+@click.option(
+    "--split",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.7,
+    show_default=True,
+    help="Fraction of tasks (in time order) learned; the rest is held out.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and replay draws.")
-@click.option("--case-study", "case_study", default="routing-by-rating", show_default=True, callback=_case_study,
-              help="Write case-studies/NAME/stats.json.")
-@click.option("--shipped", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Shipped constants and priors (default: <home>/fits/shipped.json).")
-@click.option("--objective", type=click.Choice(["quality_per_dollar", "utility", "quality"]), default=None,
-              help="What routing maximises (default: shipped.json's, else quality_per_dollar).")
-@click.option("--lambda", "lambda_", type=click.FloatRange(0, min_open=True), default=None,
-              help="Pin lambda of the utility objective (lambda * q - cost).")
-@click.option("--cost-floor", "cost_floor", type=click.FloatRange(0, min_open=True), default=0.000001,
-              show_default=True, help="Costs below this many USD count as this.")
+@click.option(
+    "--case-study",
+    "case_study",
+    default="routing-by-rating",
+    show_default=True,
+    callback=_case_study,
+    help="Write case-studies/NAME/stats.json.",
+)
+@click.option(
+    "--shipped",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Shipped constants and priors (default: <home>/fits/shipped.json).",
+)
+@click.option(
+    "--objective",
+    type=click.Choice(["quality_per_dollar", "utility", "quality"]),
+    default=None,
+    help="What routing maximises (default: shipped.json's, else quality_per_dollar).",
+)
+@click.option(
+    "--lambda",
+    "lambda_",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="Pin lambda of the utility objective (lambda * q - cost).",
+)
+@click.option(
+    "--cost-floor",
+    "cost_floor",
+    type=click.FloatRange(0, min_open=True),
+    default=0.000001,
+    show_default=True,
+    help="Costs below this many USD count as this.",
+)
 @click.option("--prior-source", type=click.Choice(["shipped", "measured"]), default=None, help="Pin the prior source.")
 @click.option("--prior-weight", type=click.FloatRange(0), default=None, metavar="K", help="Pin the prior weight.")
 @click.option("--exploration", type=click.FloatRange(0, 1), default=None, metavar="EPS", help="Pin exploration.")
-@click.option("--half-life-days", "half_life", default=None, metavar="H|inf", callback=_half_life,
-              help="Pin the recency half-life in days (inf: no recency weighting).")
-@click.option("--min-samples", type=click.IntRange(0), default=None, metavar="N",
-              help="Evidence gate: ratings a learned choice needs (default: shipped.json's, else 3).")
+@click.option(
+    "--half-life-days",
+    "half_life",
+    default=None,
+    metavar="H|inf",
+    callback=_half_life,
+    help="Pin the recency half-life in days (inf: no recency weighting).",
+)
+@click.option(
+    "--min-samples",
+    type=click.IntRange(0),
+    default=None,
+    metavar="N",
+    help="Evidence gate: ratings a learned choice needs (default: shipped.json's, else 3).",
+)
 @click.option("--thread", default=None, help="Fit only the tasks of this thread.")
 @click.option("--since", default=None, metavar="DATE", callback=_since, help="Fit only tasks opened since DATE.")
 @click.option("--no-compact", is_flag=True, help="Do not compact the streams first.")
 @click.option("--wait", is_flag=True, help="Wait for a running fit on this home instead of exiting.")
 @click.option("--no-prm", is_flag=True, help="No PRM fill-in ratings from attempt traces.")
-@click.option("--pass-threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-              help="Escalation ladders: a rung whose gate rating is below this escalates to the next.")
-@click.option("--ladder-target", type=click.Choice(["best-single"]), default=None,
-              help="Cheapest ladder whose validated quality reaches the best single config's (the default).")
-@click.option("--ladder-budget", type=click.FloatRange(0, min_open=True), default=None, metavar="USD",
-              help="Instead: the best validated quality within this mean cost per task.")
+@click.option(
+    "--pass-threshold",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="Escalation ladders: a rung whose gate rating is below this escalates to the next.",
+)
+@click.option(
+    "--ladder-target",
+    type=click.Choice(["best-single"]),
+    default=None,
+    help="Cheapest ladder whose validated quality reaches the best single config's (the default).",
+)
+@click.option(
+    "--ladder-budget",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    metavar="USD",
+    help="Instead: the best validated quality within this mean cost per task.",
+)
 @click.option("--no-writeback", is_flag=True, help="Ignore logged route.decided events (no decision writeback).")
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
 @quiet_option
 @json_option
 @handle_errors
-def fit(home, split, seed, case_study, shipped, objective, lambda_, cost_floor, prior_source, prior_weight,
-        exploration, half_life, min_samples, thread, since, no_compact, wait, no_prm, pass_threshold, ladder_target,
-        ladder_budget, no_writeback, no_render, credit, quiet, as_json):
+def fit(
+    home,
+    split,
+    seed,
+    case_study,
+    shipped,
+    objective,
+    lambda_,
+    cost_floor,
+    prior_source,
+    prior_weight,
+    exploration,
+    half_life,
+    min_samples,
+    thread,
+    since,
+    no_compact,
+    wait,
+    no_prm,
+    pass_threshold,
+    ladder_target,
+    ladder_budget,
+    no_writeback,
+    no_render,
+    credit,
+    quiet,
+    as_json,
+):
     """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
 
     Compacts first, splits tasks in time order (learned / held-out), chooses
@@ -283,14 +406,35 @@ def fit(home, split, seed, case_study, shipped, objective, lambda_, cost_floor, 
     if ladder_target is not None and ladder_budget is not None:
         raise click.UsageError("--ladder-target best-single and --ladder-budget USD exclude each other")
     options = FitOptions(
-        split=split, seed=seed, case_study=case_study, shipped=shipped, objective=objective, lambda_=lambda_,
-        cost_floor_usd=cost_floor, prior_source=prior_source, prior_weight=prior_weight, exploration=exploration,
-        half_life_days=half_life, min_samples=min_samples, thread=thread, since=since, no_compact=no_compact,
-        wait=wait, prm=not no_prm, pass_threshold=pass_threshold, ladder_budget_usd=ladder_budget,
-        writeback=not no_writeback, credit=credit,
+        split=split,
+        seed=seed,
+        case_study=case_study,
+        shipped=shipped,
+        objective=objective,
+        lambda_=lambda_,
+        cost_floor_usd=cost_floor,
+        prior_source=prior_source,
+        prior_weight=prior_weight,
+        exploration=exploration,
+        half_life_days=half_life,
+        min_samples=min_samples,
+        thread=thread,
+        since=since,
+        no_compact=no_compact,
+        wait=wait,
+        prm=not no_prm,
+        pass_threshold=pass_threshold,
+        ladder_budget_usd=ladder_budget,
+        writeback=not no_writeback,
+        credit=credit,
     )
-    result = run_fit(home, options, progress=not quiet and not as_json and sys.stderr.isatty(),
-                     command=options.command_line(home), render=not no_render)
+    result = run_fit(
+        home,
+        options,
+        progress=not quiet and not as_json and sys.stderr.isatty(),
+        command=options.command_line(home),
+        render=not no_render,
+    )
     if as_json:
         emit_json(result.stats.to_json_dict())
         return
@@ -323,13 +467,24 @@ def case_study(home, as_json, name):
 
 @cli.command()
 @home_option
-@click.option("--shipped", type=click.Path(dir_okay=False), default=None,
-              help="Shipped constants and priors (default: fits/shipped.json).")
-@click.option("--table", type=click.Path(dir_okay=False), default=None,
-              help="Published routing table (default: fits/routing-table.json).")
-@click.option("--stats", type=click.Path(dir_okay=False), default=None,
-              help="Case-study stats (default: the one the table points to, else "
-                   "case-studies/routing-by-rating/stats.json).")
+@click.option(
+    "--shipped",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Shipped constants and priors (default: fits/shipped.json).",
+)
+@click.option(
+    "--table",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Published routing table (default: fits/routing-table.json).",
+)
+@click.option(
+    "--stats",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Case-study stats (default: the one the table points to, else case-studies/routing-by-rating/stats.json).",
+)
 @click.option("--previous", is_flag=True, help="Also compare the table with the previous fit in fits/history/.")
 @json_option
 @handle_errors
@@ -412,8 +567,13 @@ def pin(home, latest, as_json, version):
 # --------------------------------------------------------------------------- compact / sql / verify / import
 @cli.command()
 @home_option
-@click.option("--merge-threshold", type=click.IntRange(min=2), default=16, show_default=True,
-              help="Merge a partition's files when it holds more than this many.")
+@click.option(
+    "--merge-threshold",
+    type=click.IntRange(min=2),
+    default=16,
+    show_default=True,
+    help="Merge a partition's files when it holds more than this many.",
+)
 @json_option
 @quiet_option
 @handle_errors
@@ -497,8 +657,14 @@ def verify(home, as_json):
 
 @cli.command(name="import")
 @home_option
-@click.option("--format", "fmt", type=click.Choice(["long"]), default="long", show_default=True,
-              help="Table layout: long = one row per (task, config) result.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["long"]),
+    default="long",
+    show_default=True,
+    help="Table layout: long = one row per (task, config) result.",
+)
 @click.option("--rater-kind", type=click.Choice(["gate", "reviewer", "human"]), default="gate", show_default=True)
 @click.option("--rater-name", default=None, help="Rater name (default: the file name without extensions).")
 @click.option("--thread", default=None, help="Thread name recorded on each task.opened.")
@@ -521,25 +687,37 @@ def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json,
     """
     from .imports import import_table
 
-    result = import_table(home, file, fmt=fmt, rater_kind=rater_kind, rater_name=rater_name, thread=thread,
-                          skip_bad=skip_bad, fsync=fsync)
+    result = import_table(
+        home, file, fmt=fmt, rater_kind=rater_kind, rater_name=rater_name, thread=thread, skip_bad=skip_bad, fsync=fsync
+    )
     if as_json:
         emit_json(result.summary())
     else:
-        click.echo(f"imported {result.imported_rows} of {result.rows} row(s) ({result.tasks} task(s)): "
-                   f"{result.appended} event(s) appended; {result.skipped_blank_score} blank score(s) skipped, "
-                   f"{result.bad_rows} bad row(s) dead-lettered")
+        click.echo(
+            f"imported {result.imported_rows} of {result.rows} row(s) ({result.tasks} task(s)): "
+            f"{result.appended} event(s) appended; {result.skipped_blank_score} blank score(s) skipped, "
+            f"{result.bad_rows} bad row(s) dead-lettered"
+        )
 
 
 # --------------------------------------------------------------------------- smoke
 @cli.command()
-@click.option("--tasks", type=click.IntRange(min=50), default=300, show_default=True,
-              help="Tasks in the simulated backlog.")
-@click.option("--evidence-tasks", type=click.IntRange(min=1), default=None,
-              help="Tasks of new evidence (default: max(40, tasks / 3)).")
+@click.option(
+    "--tasks", type=click.IntRange(min=50), default=300, show_default=True, help="Tasks in the simulated backlog."
+)
+@click.option(
+    "--evidence-tasks",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Tasks of new evidence (default: max(40, tasks / 3)).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Simulator and fit seed.")
-@click.option("--keep", type=click.Path(file_okay=False), default=None,
-              help="Run in this empty directory and keep it (default: a temporary directory, removed).")
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Run in this empty directory and keep it (default: a temporary directory, removed).",
+)
 @json_option
 @handle_errors
 def smoke(tasks, evidence_tasks, seed, keep, as_json):
@@ -555,8 +733,9 @@ def smoke(tasks, evidence_tasks, seed, keep, as_json):
     """
     from .smoke import smoke as run_smoke
 
-    result = run_smoke(tasks=tasks, evidence_tasks=evidence_tasks, seed=seed, keep=keep,
-                       say=None if as_json else click.echo)
+    result = run_smoke(
+        tasks=tasks, evidence_tasks=evidence_tasks, seed=seed, keep=keep, say=None if as_json else click.echo
+    )
     if as_json:
         emit_json(result.model_dump(mode="json"))
     else:
@@ -570,20 +749,50 @@ def smoke(tasks, evidence_tasks, seed, keep, as_json):
 
 # --------------------------------------------------------------------------- simulate
 @cli.command()
-@click.option("--out", "out", type=click.Path(file_okay=False), required=True,
-              help="Home to write: streams/, fits/shipped.json and the truth file.")
-@click.option("--preset", "preset_name", type=click.Choice(["backlog", "scale"]), default="backlog", show_default=True,
-              help="Built-in scenario (ignored with --scenario).")
-@click.option("--scenario", "scenario_file", type=click.Path(dir_okay=False), default=None,
-              help="A scenario as JSON (see pipeline.simulate.Scenario) instead of a preset.")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Home to write: streams/, fits/shipped.json and the truth file.",
+)
+@click.option(
+    "--preset",
+    "preset_name",
+    type=click.Choice(["backlog", "scale"]),
+    default="backlog",
+    show_default=True,
+    help="Built-in scenario (ignored with --scenario).",
+)
+@click.option(
+    "--scenario",
+    "scenario_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A scenario as JSON (see pipeline.simulate.Scenario) instead of a preset.",
+)
 @click.option("--tasks", type=click.IntRange(min=1), default=None, help="Number of tasks (default: the scenario's).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same bytes.")
-@click.option("--corrupt", type=click.FloatRange(0.0, 0.25), default=0.0, show_default=True,
-              help="Rate per line of torn lines, duplicates, conflicting duplicates and invalid lines each.")
-@click.option("--gate-noise", type=click.FloatRange(0.0, 0.5, max_open=True), default=None,
-              help="Probability that a gate rating disagrees with the true outcome (default: the scenario's).")
-@click.option("--truth", "truth_path", default="truth.json", show_default=True,
-              help="Where to write the truth, relative to --out (never read by the fitter).")
+@click.option(
+    "--corrupt",
+    type=click.FloatRange(0.0, 0.25),
+    default=0.0,
+    show_default=True,
+    help="Rate per line of torn lines, duplicates, conflicting duplicates and invalid lines each.",
+)
+@click.option(
+    "--gate-noise",
+    type=click.FloatRange(0.0, 0.5, max_open=True),
+    default=None,
+    help="Probability that a gate rating disagrees with the true outcome (default: the scenario's).",
+)
+@click.option(
+    "--truth",
+    "truth_path",
+    default="truth.json",
+    show_default=True,
+    help="Where to write the truth, relative to --out (never read by the fitter).",
+)
 @click.option("--force", is_flag=True, help="Replace existing non-empty streams in --out.")
 @json_option
 @handle_errors
@@ -600,7 +809,8 @@ def simulate(out, preset_name, scenario_file, tasks, seed, corrupt, gate_noise, 
       ratings simulate --out /tmp/big --preset scale --tasks 3000000 --json
       ratings simulate --out /tmp/broken --corrupt 0.01 --gate-noise 0.2
     """
-    from .simulate import load_scenario, preset, simulate as run_simulation
+    from .simulate import load_scenario, preset
+    from .simulate import simulate as run_simulation
 
     scenario = load_scenario(scenario_file) if scenario_file else preset(preset_name)
     update = {k: v for k, v in (("tasks", tasks), ("gate_noise", gate_noise)) if v is not None}
@@ -611,8 +821,10 @@ def simulate(out, preset_name, scenario_file, tasks, seed, corrupt, gate_noise, 
         emit_json(result.summary())
     else:
         print_table(result.rows(), ["what", "count"])
-        click.echo(f"wrote {result.out}/streams and {result.truth_path} in {result.seconds:.2f} s "
-                   f"({result.events_per_second:,.0f} events/s)")
+        click.echo(
+            f"wrote {result.out}/streams and {result.truth_path} in {result.seconds:.2f} s "
+            f"({result.events_per_second:,.0f} events/s)"
+        )
 
 
 def main() -> None:

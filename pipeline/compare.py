@@ -7,6 +7,7 @@ published ``fits/routing-table.json`` (which constants it uses; its
 priors as the owner ships them now). ``previous`` compares the published
 table with the fit before it in ``fits/history/``.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,15 @@ from .routing.table import RoutingTable, load
 
 DEFAULT_CASE_STUDY = "routing-by-rating"
 DISAGREE_BY = 0.1  # issue 5: a prior disagrees when it differs from the measured quality by more than this
-CONSTANT_NAMES = ("prior_source", "prior_weight", "exploration", "half_life_days", "min_samples", "cost_floor_usd",
-                  "lambda")
+CONSTANT_NAMES = (
+    "prior_source",
+    "prior_weight",
+    "exploration",
+    "half_life_days",
+    "min_samples",
+    "cost_floor_usd",
+    "lambda",
+)
 
 _M = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -144,9 +152,14 @@ class Comparison(BaseModel):
 
 
 # --------------------------------------------------------------------------- building
-def compare(home: str | os.PathLike | Home | None = None, *, shipped: str | os.PathLike | None = None,
-            table: str | os.PathLike | None = None, stats: str | os.PathLike | None = None,
-            previous: bool = False) -> Comparison:
+def compare(
+    home: str | os.PathLike | Home | None = None,
+    *,
+    shipped: str | os.PathLike | None = None,
+    table: str | os.PathLike | None = None,
+    stats: str | os.PathLike | None = None,
+    previous: bool = False,
+) -> Comparison:
     """Compare shipped and fitted constants of ``home`` (files default to the home's ``fits/`` and case study)."""
     h = Home.resolve(home)
     table_path = Path(table) if table is not None else h.fits / "routing-table.json"
@@ -154,8 +167,10 @@ def compare(home: str | os.PathLike | Home | None = None, *, shipped: str | os.P
     stats_path = Path(stats) if stats is not None else _stats_path(h, routing_table)
     case = _load_stats(stats_path) if stats is not None or stats_path.exists() else None
     if case is None and routing_table is None:
-        raise PipelineError(f"nothing to compare: no stats at {stats_path} and no routing table at {table_path}; "
-                            "run `fit-routing` first")
+        raise PipelineError(
+            f"nothing to compare: no stats at {stats_path} and no routing table at {table_path}; "
+            "run `fit-routing` first"
+        )
     shipped_path = Path(shipped) if shipped is not None else h.fits / "shipped.json"
     if shipped is not None and not shipped_path.exists():
         raise PipelineError(f"{shipped_path}: no such shipped file")
@@ -163,12 +178,15 @@ def compare(home: str | os.PathLike | Home | None = None, *, shipped: str | os.P
     notes: list[str] = []
     evaluation = routing_table.evaluation if routing_table is not None else {}
     if case is None:
-        notes.append(f"No stats at {stats_path}: hit rates come from the table's evaluation (no n, no intervals) "
-                     "and the priors cannot be checked against the ratings.")
+        notes.append(
+            f"No stats at {stats_path}: hit rates come from the table's evaluation (no n, no intervals) "
+            "and the priors cannot be checked against the ratings."
+        )
     priors, prior_notes = _priors(case, owner)
     notes += prior_notes + _shipped_drift(case, owner)
-    published = routing_table.constants_source if routing_table is not None else (
-        case.constants.published if case else None)
+    published = (
+        routing_table.constants_source if routing_table is not None else (case.constants.published if case else None)
+    )
     return Comparison(
         stats_file=str(stats_path) if case else None,
         table_file=str(table_path) if routing_table is not None else None,
@@ -219,10 +237,17 @@ def _constants(case: Stats | None, table: RoutingTable | None, owner: Shipped | 
         fitted = dict(table.evaluation.get("fitted_constants") or {})
         selected = dict(table.evaluation.get("selected_on") or {})
     published = table.constants.model_dump(by_alias=True) if table is not None else {}
-    return [ConstantRow(name=n, shipped=shipped.get(n), fitted=fitted.get(n), published=published.get(n),
-                        selected_on=selected.get(n, "not searched"))
-            for n in CONSTANT_NAMES
-            if n != "lambda" or any(d.get(n) is not None for d in (shipped, fitted, published))]
+    return [
+        ConstantRow(
+            name=n,
+            shipped=shipped.get(n),
+            fitted=fitted.get(n),
+            published=published.get(n),
+            selected_on=selected.get(n, "not searched"),
+        )
+        for n in CONSTANT_NAMES
+        if n != "lambda" or any(d.get(n) is not None for d in (shipped, fitted, published))
+    ]
 
 
 def _routing(case: Stats | None, evaluation: dict[str, Any]) -> RoutingFigures:
@@ -232,10 +257,13 @@ def _routing(case: Stats | None, evaluation: dict[str, Any]) -> RoutingFigures:
         def figures(h) -> HitFigures:
             return HitFigures(hit_rate=h.hit_rate, hits=h.hits, n=h.n, ci95=h.ci95)
 
-        return RoutingFigures(shipped=figures(r.shipped), fitted=figures(r.fitted), difference=r.difference.value,
-                              difference_ci95=r.difference.ci95,
-                              shipped_expected_with_exploration=(r.shipped.model_extra or {}).get(
-                                  "expected_hit_rate_with_exploration"))
+        return RoutingFigures(
+            shipped=figures(r.shipped),
+            fitted=figures(r.fitted),
+            difference=r.difference.value,
+            difference_ci95=r.difference.ci95,
+            shipped_expected_with_exploration=(r.shipped.model_extra or {}).get("expected_hit_rate_with_exploration"),
+        )
     rates = evaluation.get("hit_rate") or {}
     diff = evaluation.get("difference") or {}
     n = evaluation.get("eligible_held_out")
@@ -243,18 +271,29 @@ def _routing(case: Stats | None, evaluation: dict[str, Any]) -> RoutingFigures:
     def bare(rate) -> HitFigures:
         return HitFigures(hit_rate=rate, hits=None, n=n, ci95=None)
 
-    return RoutingFigures(shipped=bare(rates.get("shipped")), fitted=bare(rates.get("fitted")),
-                          difference=diff.get("value"), difference_ci95=_pair(diff.get("ci95")),
-                          shipped_expected_with_exploration=None)
+    return RoutingFigures(
+        shipped=bare(rates.get("shipped")),
+        fitted=bare(rates.get("fitted")),
+        difference=diff.get("value"),
+        difference_ci95=_pair(diff.get("ci95")),
+        shipped_expected_with_exploration=None,
+    )
 
 
 def _policies(case: Stats | None) -> list[PolicyFigures]:
     from .casestudy.optional import first, policy_rows
 
-    return [PolicyFigures(policy=name, hit_rate=first(row, "hit_rate"), n=first(row, "n"),
-                          mean_quality=first(row, "mean_quality"), mean_cost_usd=first(row, "mean_cost_usd"),
-                          mean_configs_run=first(row, "mean_configs_run"))
-            for name, row in (policy_rows(case) if case is not None else [])]
+    return [
+        PolicyFigures(
+            policy=name,
+            hit_rate=first(row, "hit_rate"),
+            n=first(row, "n"),
+            mean_quality=first(row, "mean_quality"),
+            mean_cost_usd=first(row, "mean_cost_usd"),
+            mean_configs_run=first(row, "mean_configs_run"),
+        )
+        for name, row in (policy_rows(case) if case is not None else [])
+    ]
 
 
 def _pair(value) -> tuple[float, float] | None:
@@ -272,20 +311,38 @@ def _priors(case: Stats | None, owner: Shipped | None) -> tuple[list[PriorCheck]
     min_samples = case.constants.shipped.min_samples if case else None
     if owner is not None and owner.constants.min_samples is not None:
         min_samples = owner.constants.min_samples
-    wanted = [(p.selector, p.region, p.quality) for p in owner.priors] if owner is not None else [
-        (p.selector, p.region, p.shipped) for p in (case.priors if case else [])]
+    wanted = (
+        [(p.selector, p.region, p.quality) for p in owner.priors]
+        if owner is not None
+        else [(p.selector, p.region, p.shipped) for p in (case.priors if case else [])]
+    )
     rows, notes = [], []
     for selector, region, quality in wanted:
         seen = measured.get((selector, region))
         value = seen.measured if seen else None
         n = seen.n if seen else None
-        disagrees = (value is not None and n is not None and min_samples is not None and n >= min_samples
-                     and abs(value - quality) > DISAGREE_BY)
-        rows.append(PriorCheck(selector=selector, region=region, shipped=quality, measured=value,
-                               weight=seen.weight if seen else None, n=n, disagrees=disagrees))
+        disagrees = (
+            value is not None
+            and n is not None
+            and min_samples is not None
+            and n >= min_samples
+            and abs(value - quality) > DISAGREE_BY
+        )
+        rows.append(
+            PriorCheck(
+                selector=selector,
+                region=region,
+                shipped=quality,
+                measured=value,
+                weight=seen.weight if seen else None,
+                n=n,
+                disagrees=disagrees,
+            )
+        )
         if case is not None and seen is None:
-            notes.append(f"The prior {selector} in {region} is not in the stats (shipped after the fit?): refit to "
-                         "measure it.")
+            notes.append(
+                f"The prior {selector} in {region} is not in the stats (shipped after the fit?): refit to measure it."
+            )
     return rows, notes
 
 
@@ -295,8 +352,11 @@ def _shipped_drift(case: Stats | None, owner: Shipped | None) -> list[str]:
         return []
     evaluated = case.constants.shipped.model_dump(by_alias=True)
     given = owner.constants.model_dump(by_alias=True, exclude_none=True, exclude={"objective"})
-    return [f"shipped.json now sets {k} = {v}, but the fit evaluated {evaluated.get(k)}: refit to compare."
-            for k, v in sorted(given.items()) if k in evaluated and evaluated[k] != v]
+    return [
+        f"shipped.json now sets {k} = {v}, but the fit evaluated {evaluated.get(k)}: refit to compare."
+        for k, v in sorted(given.items())
+        if k in evaluated and evaluated[k] != v
+    ]
 
 
 # --------------------------------------------------------------------------- previous fit
@@ -322,15 +382,23 @@ def _previous(home: Home, current: RoutingTable | None, table_path: Path) -> Pre
             if key <= here:
                 candidates.append((key, path.name, path))
     if not candidates:
-        raise PipelineError(f"no previous fit in {directory}: only the current table "
-                            f"{current.version or '(unversioned)'} has been published")
+        raise PipelineError(
+            f"no previous fit in {directory}: only the current table "
+            f"{current.version or '(unversioned)'} has been published"
+        )
     path = max(candidates)[2]
     before = load(path)
     regions = sorted(set(before.regions) | set(current.regions), key=lambda r: (r != "*", r))
     changes = [_region_change(r, before, current) for r in regions]
-    return PreviousFit(previous_file=str(path), previous_version=before.version,
-                       previous_fitted_at=before.fitted_at, current_version=current.version,
-                       current_fitted_at=current.fitted_at, regions=changes, changed=sum(c.changed for c in changes))
+    return PreviousFit(
+        previous_file=str(path),
+        previous_version=before.version,
+        previous_fitted_at=before.fitted_at,
+        current_version=current.version,
+        current_fitted_at=current.fitted_at,
+        regions=changes,
+        changed=sum(c.changed for c in changes),
+    )
 
 
 def _choice_value(table: RoutingTable, region: str) -> tuple[str | None, list[str] | None, float | None]:
@@ -345,8 +413,17 @@ def _region_change(region: str, before: RoutingTable, after: RoutingTable) -> Re
     c0, l0, v0 = _choice_value(before, region)
     c1, l1, v1 = _choice_value(after, region)
     delta = round(v1 - v0, 9) if v0 is not None and v1 is not None else None
-    return RegionChange(region=region, choice_before=c0, choice_after=c1, ladder_before=l0, ladder_after=l1,
-                        value_before=v0, value_after=v1, value_delta=delta, changed=(c0, l0) != (c1, l1))
+    return RegionChange(
+        region=region,
+        choice_before=c0,
+        choice_after=c1,
+        ladder_before=l0,
+        ladder_after=l1,
+        value_before=v0,
+        value_after=v1,
+        value_delta=delta,
+        changed=(c0, l0) != (c1, l1),
+    )
 
 
 # --------------------------------------------------------------------------- text
@@ -354,8 +431,9 @@ def _aligned(columns: list[str], rows: list[list[str]], right: set[int] = frozen
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     return [line(columns), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
 
@@ -366,51 +444,105 @@ def _hit(h: HitFigures) -> list[str]:
 
 
 def _text(c: Comparison) -> str:
-    out = [f"Constants (the published table uses the {c.published or 'n/a'} constants"
-           + (f", from {c.published_from})" if c.published_from else ")")]
+    out = [
+        f"Constants (the published table uses the {c.published or 'n/a'} constants"
+        + (f", from {c.published_from})" if c.published_from else ")")
+    ]
     published = ["published"] if c.table_file else []
-    out += _aligned(["constant", "shipped", "fitted", *published, "fitted chosen on"],
-                    [[r.name, fmt.constant(r.name, r.shipped), fmt.constant(r.name, r.fitted),
-                      *([fmt.constant(r.name, r.published)] if published else []), r.selected_on]
-                     for r in c.constants])
+    out += _aligned(
+        ["constant", "shipped", "fitted", *published, "fitted chosen on"],
+        [
+            [
+                r.name,
+                fmt.constant(r.name, r.shipped),
+                fmt.constant(r.name, r.fitted),
+                *([fmt.constant(r.name, r.published)] if published else []),
+                r.selected_on,
+            ]
+            for r in c.constants
+        ],
+    )
     r = c.routing
     out += ["", "Held-out hit rate (greedy, routed to a best configuration)"]
-    out += _aligned(["constants", "hit rate", "hits", "95% CI"],
-                    [["shipped", *_hit(r.shipped)], ["fitted", *_hit(r.fitted)]], right={1})
+    out += _aligned(
+        ["constants", "hit rate", "hits", "95% CI"],
+        [["shipped", *_hit(r.shipped)], ["fitted", *_hit(r.fitted)]],
+        right={1},
+    )
     out.append(f"Fitted minus shipped: {fmt.points(r.difference)} (95% CI {fmt.points_interval(r.difference_ci95)})")
     if r.shipped_expected_with_exploration is not None:
         out.append(f"Shipped under its exploration, expected: {fmt.pct(r.shipped_expected_with_exploration)}")
     out += ["", f"Recommendation: {c.recommendation or 'n/a'}. {c.reason or ''}".rstrip()]
     if c.calibration_recommendation:
-        out.append(f"Calibration against the plain mean: {c.calibration_recommendation}. "
-                   f"{c.calibration_reason or ''}".rstrip())
+        out.append(
+            f"Calibration against the plain mean: {c.calibration_recommendation}. {c.calibration_reason or ''}".rstrip()
+        )
     out += ["", f"Priors: {c.disagreements} of {len(c.priors)} disagree with the ratings"]
     for p in c.priors:
         if p.disagrees:
-            out.append(f"The ratings disagree with the prior {p.selector} in {p.region}: shipped "
-                       f"{fmt.num(p.shipped, 2)}, measured {fmt.num(p.measured, 3)}, weight {fmt.num(p.weight, 2)}, "
-                       f"n {fmt.count(p.n)}.")
+            out.append(
+                f"The ratings disagree with the prior {p.selector} in {p.region}: shipped "
+                f"{fmt.num(p.shipped, 2)}, measured {fmt.num(p.measured, 3)}, weight {fmt.num(p.weight, 2)}, "
+                f"n {fmt.count(p.n)}."
+            )
     if c.priors:
-        out += _aligned(["selector", "region", "shipped", "measured", "weight", "n", "disagrees"],
-                        [[p.selector, p.region, fmt.num(p.shipped, 2), fmt.num(p.measured, 3), fmt.num(p.weight, 2),
-                          fmt.count(p.n), "yes" if p.disagrees else "no"] for p in c.priors], right={2, 3, 4, 5})
+        out += _aligned(
+            ["selector", "region", "shipped", "measured", "weight", "n", "disagrees"],
+            [
+                [
+                    p.selector,
+                    p.region,
+                    fmt.num(p.shipped, 2),
+                    fmt.num(p.measured, 3),
+                    fmt.num(p.weight, 2),
+                    fmt.count(p.n),
+                    "yes" if p.disagrees else "no",
+                ]
+                for p in c.priors
+            ],
+            right={2, 3, 4, 5},
+        )
     if c.policies:
         costed = any(x.mean_cost_usd is not None for x in c.policies)
         out += ["", "Routing policies on the held-out tasks (a table fitted on the learned tasks only)"]
-        out += _aligned(["policy", "hit rate", "mean quality", *(["mean cost"] if costed else []), "configs run", "n"],
-                        [[x.policy + (" (default)" if x.policy == "learning_governed" else ""), fmt.pct(x.hit_rate),
-                          fmt.num(x.mean_quality, 3), *([fmt.usd(x.mean_cost_usd)] if costed else []),
-                          fmt.num(x.mean_configs_run, 2), fmt.count(x.n)] for x in c.policies],
-                        right=set(range(1, 6 if costed else 5)))
+        out += _aligned(
+            ["policy", "hit rate", "mean quality", *(["mean cost"] if costed else []), "configs run", "n"],
+            [
+                [
+                    x.policy + (" (default)" if x.policy == "learning_governed" else ""),
+                    fmt.pct(x.hit_rate),
+                    fmt.num(x.mean_quality, 3),
+                    *([fmt.usd(x.mean_cost_usd)] if costed else []),
+                    fmt.num(x.mean_configs_run, 2),
+                    fmt.count(x.n),
+                ]
+                for x in c.policies
+            ],
+            right=set(range(1, 6 if costed else 5)),
+        )
     if c.notes:
         out += ["", *(f"Note: {n}" for n in c.notes)]
     if c.previous:
         p = c.previous
-        out += ["", f"Against the previous fit {p.previous_version} ({p.previous_fitted_at or 'n/a'}) -> "
-                    f"{p.current_version} ({p.current_fitted_at or 'n/a'}): {p.changed} region(s) changed"]
-        out += _aligned(["region", "choice before", "choice after", "ladder", "value before", "value after", "moved"],
-                        [[x.region, x.choice_before or "", x.choice_after or "",
-                          "changed" if x.ladder_before != x.ladder_after else "same",
-                          fmt.num(x.value_before), fmt.num(x.value_after), fmt.signed(x.value_delta)]
-                         for x in p.regions], right={4, 5, 6})
+        out += [
+            "",
+            f"Against the previous fit {p.previous_version} ({p.previous_fitted_at or 'n/a'}) -> "
+            f"{p.current_version} ({p.current_fitted_at or 'n/a'}): {p.changed} region(s) changed",
+        ]
+        out += _aligned(
+            ["region", "choice before", "choice after", "ladder", "value before", "value after", "moved"],
+            [
+                [
+                    x.region,
+                    x.choice_before or "",
+                    x.choice_after or "",
+                    "changed" if x.ladder_before != x.ladder_after else "same",
+                    fmt.num(x.value_before),
+                    fmt.num(x.value_after),
+                    fmt.signed(x.value_delta),
+                ]
+                for x in p.regions
+            ],
+            right={4, 5, 6},
+        )
     return "\n".join(out)

@@ -7,6 +7,7 @@ them, and the published routing table loads, matches its schema and was fitted
 from the newest manifest with nothing appended since (or is deliberately
 pinned with ``ratings pin``). Any failed check opens the loop, with its reason.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -56,11 +57,19 @@ def _code_checks() -> list[Check]:
     route_default = inspect.signature(Router.route).parameters["policy"].default
     options = FitOptions()
     return [
-        _check("CODE", "default policy is learning_governed", DEFAULT_POLICY == "learning_governed"
-               and route_default is None, f"Router.route(policy=None) uses {DEFAULT_POLICY}"),
+        _check(
+            "CODE",
+            "default policy is learning_governed",
+            DEFAULT_POLICY == "learning_governed" and route_default is None,
+            f"Router.route(policy=None) uses {DEFAULT_POLICY}",
+        ),
         _check("CODE", "PRM scoring on by default", options.prm is True, f"FitOptions().prm = {options.prm}"),
-        _check("CODE", "decision writeback on by default", options.writeback is True,
-               f"FitOptions().writeback = {options.writeback}"),
+        _check(
+            "CODE",
+            "decision writeback on by default",
+            options.writeback is True,
+            f"FitOptions().writeback = {options.writeback}",
+        ),
     ]
 
 
@@ -132,8 +141,14 @@ def _store_checks(home: Home) -> list[Check]:
                 missing.append(f"{view} ({str(exc).splitlines()[0]})")
         number = store.manifest_number
     where = f"manifest {number}" if number is not None else "no manifest yet (run `ratings compact`)"
-    checks = [_check("LIVE", "store views exist", not missing,
-                     f"{len(VIEWS)} views at {where}" if not missing else "missing: " + ", ".join(missing))]
+    checks = [
+        _check(
+            "LIVE",
+            "store views exist",
+            not missing,
+            f"{len(VIEWS)} views at {where}" if not missing else "missing: " + ", ".join(missing),
+        )
+    ]
     ratings = counts.get("ratings", 0)
     checks.append(_check("LIVE", "ratings has rows", ratings > 0, f"{ratings} rating row(s)"))
     return checks
@@ -151,21 +166,33 @@ def _table_checks(home: Home, pending: int) -> tuple[list[Check], int | None]:
     try:
         table = load(path)
     except PipelineError as exc:
-        return checks + [_check("LIVE", "routing table loads", False, str(exc))], None
+        return [*checks, _check("LIVE", "routing table loads", False, str(exc))], None
     checks.append(_check("LIVE", "routing table loads", True, f"{table.schema_} version {table.version}"))
     schema_path = path.with_name("routing-table.schema.json")
     expected = json.loads(canonical_json(table_json_schema()))
     try:
         schema_ok = json.loads(schema_path.read_text(encoding="utf-8")) == expected
-        schema_detail = "routing-table.schema.json is the model's schema" if schema_ok else \
-            "routing-table.schema.json differs from the model's schema (republish with `fit-routing`)"
+        schema_detail = (
+            "routing-table.schema.json is the model's schema"
+            if schema_ok
+            else "routing-table.schema.json differs from the model's schema (republish with `fit-routing`)"
+        )
     except (FileNotFoundError, ValueError) as exc:
         schema_ok, schema_detail = False, f"routing-table.schema.json unreadable: {exc}"
     version_ok = table.version == table.content_hash()
-    checks.append(_check("LIVE", "routing table matches its schema", schema_ok and version_ok,
-                         schema_detail + ("" if version_ok else
-                                          f"; version {table.version} is not the content hash {table.content_hash()} "
-                                          "(the file was edited)")))
+    checks.append(
+        _check(
+            "LIVE",
+            "routing table matches its schema",
+            schema_ok and version_ok,
+            schema_detail
+            + (
+                ""
+                if version_ok
+                else f"; version {table.version} is not the content hash {table.content_hash()} (the file was edited)"
+            ),
+        )
+    )
     newest = newest_manifest_number(home)
     newest_rows = sum(load_manifest(home, newest).rows.values()) if newest is not None else 0
     fitted = table.source.manifest
@@ -176,16 +203,26 @@ def _table_checks(home: Home, pending: int) -> tuple[list[Check], int | None]:
     stale = max(0, newest_rows - fitted_rows) + pending
     pin = read_pin(home)
     if pin is not None and pin.version == table.version:
-        checks.append(_check("LIVE", "routing table is fresh", True,
-                             f"pinned to {pin.version} ({pin.history}) since {pin.pinned_at}; {stale} event(s) "
-                             "newer than it (`ratings pin --latest` follows the newest fit again)", pinned=True))
+        checks.append(
+            _check(
+                "LIVE",
+                "routing table is fresh",
+                True,
+                f"pinned to {pin.version} ({pin.history}) since {pin.pinned_at}; {stale} event(s) "
+                "newer than it (`ratings pin --latest` follows the newest fit again)",
+                pinned=True,
+            )
+        )
         return checks, stale
     fresh = fitted == newest and stale == 0
     if fresh:
         detail = f"fitted from manifest {fitted}, the newest, nothing appended since"
     else:
-        detail = (f"stale by {stale} event(s): fitted from manifest {fitted}, newest is {newest}"
-                  + (f", {pending} line(s) not yet compacted" if pending else "") + "; run `fit-routing`")
+        detail = (
+            f"stale by {stale} event(s): fitted from manifest {fitted}, newest is {newest}"
+            + (f", {pending} line(s) not yet compacted" if pending else "")
+            + "; run `fit-routing`"
+        )
     if pin is not None:
         detail += f" (pin.json names {pin.version}, but the live table is {table.version})"
     checks.append(_check("LIVE", "routing table is fresh", fresh, detail))

@@ -3,6 +3,7 @@
 Each carries what a person needs to fix the cause; the CLI turns them into a
 one-line message and an exit code (2 for bad input, 1 for a failed check).
 """
+
 from __future__ import annotations
 
 
@@ -31,7 +32,7 @@ class InvalidEvent(PipelineError):
         where = f"{self.source}:{self.line}" if self.line is not None else self.source
         return f"{where}: {self.field}: {self.reason}"
 
-    def located(self, *, source: str, line: int) -> "InvalidEvent":
+    def located(self, *, source: str, line: int) -> InvalidEvent:
         return InvalidEvent(self.reason, field=self.field, line=line, source=source)
 
 

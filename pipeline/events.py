@@ -7,13 +7,14 @@ kept (``extra="allow"``); an unknown ``type`` becomes an :class:`OtherEvent`
 
 Validation is strict: ``"1"`` is not a number and ``true`` is not an int.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -28,9 +29,7 @@ MAX_NESTING = 64  # deeper JSON is rejected before it can exhaust the stack
 
 INT64_MAX = (1 << 63) - 1  # counts must fit the store's int64 columns
 
-_RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
-)
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 def _utc_timestamp(value: str) -> str:
@@ -54,7 +53,7 @@ def _utc_timestamp(value: str) -> str:
 
 def format_timestamp(moment: datetime) -> str:
     """The one textual form of a time in streams and outputs: UTC, ``Z``, micro-seconds when present."""
-    moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    moment = moment.astimezone(UTC).replace(tzinfo=None)
     # isoformat, not strftime: strftime does not zero-pad years before 1000 on every platform
     return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
 
@@ -100,7 +99,7 @@ class Config(BaseModel):
         return config_key(self.cli, self.route, self.model, self.effort)
 
     @classmethod
-    def from_key(cls, key: str) -> "Config":
+    def from_key(cls, key: str) -> Config:
         parts = key.split("/")
         if len(parts) != 4:
             raise ValueError(f"config key {key!r} must have 4 parts separated by '/', found {len(parts)}")
@@ -238,7 +237,9 @@ FAMILY: dict[str, str] = {
     "task.closed": "closures",
 }
 
-AnyEvent = Union[TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted, OtherEvent]
+AnyEvent = Union[
+    TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted, OtherEvent
+]
 
 
 def stream_of(event_type: str) -> str:
@@ -365,8 +366,9 @@ def _json_kind(value: Any) -> str:
     return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
-def parse_line(raw: bytes | str, *, line: int | None = None, source: str = "<input>",
-               max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> AnyEvent:
+def parse_line(
+    raw: bytes | str, *, line: int | None = None, source: str = "<input>", max_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> AnyEvent:
     """Parse one raw line (without or with its trailing newline) into an event.
 
     Raises :class:`InvalidEvent` naming ``source:line``, the field and the reason for
@@ -408,8 +410,12 @@ def encode_line(data: dict[str, Any], *, max_bytes: int = DEFAULT_MAX_LINE_BYTES
         raise InvalidEvent(f"not serialisable as JSON: {exc}") from None
     if len(body) > max_bytes:
         raise InvalidEvent(f"line is {len(body)} bytes, over the limit of {max_bytes}")
-    if (b"NaN" in body or b"Infinity" in body or body.count(b"{") + body.count(b"[") > MAX_NESTING
-            or len(body) > _LONGEST_INT and len(body) - len(body.translate(None, b"0123456789")) > _LONGEST_INT):
+    if (
+        b"NaN" in body
+        or b"Infinity" in body
+        or body.count(b"{") + body.count(b"[") > MAX_NESTING
+        or (len(body) > _LONGEST_INT and len(body) - len(body.translate(None, b"0123456789")) > _LONGEST_INT)
+    ):
         decode_line(body, max_bytes=max_bytes)  # the reader's own checks decide
     return body + b"\n"
 
@@ -445,7 +451,7 @@ def events_json_schema() -> dict[str, Any]:
         "$id": SCHEMA_FILE,
         "title": "ratings pipeline events, schema v1",
         "description": "One JSON object per line (UTF-8, newline-terminated, at most 1 MiB). Unknown fields are "
-                       "kept; an event of an unknown type is kept and ignored by the fit.",
+        "kept; an event of an unknown type is kept and ignored by the fit.",
         "oneOf": schema["anyOf"],
         "$defs": defs,
     }

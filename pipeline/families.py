@@ -8,38 +8,81 @@ Types are DuckDB SQL types. ``at`` is a naive ``TIMESTAMP`` in UTC (microseconds
 Config columns (``cli``, ``route``, ``model``, ``effort``) are flattened and
 ``config_key`` is :func:`pipeline.events.config_key` of them.
 """
+
 from __future__ import annotations
 
 COMMON = [("id", "VARCHAR"), ("type", "VARCHAR"), ("at", "TIMESTAMP"), ("v", "BIGINT")]
-CONFIG = [("cli", "VARCHAR"), ("route", "VARCHAR"), ("model", "VARCHAR"), ("effort", "VARCHAR"), ("config_key", "VARCHAR")]
+CONFIG = [
+    ("cli", "VARCHAR"),
+    ("route", "VARCHAR"),
+    ("model", "VARCHAR"),
+    ("effort", "VARCHAR"),
+    ("config_key", "VARCHAR"),
+]
 RATER = [("rater_kind", "VARCHAR"), ("rater_name", "VARCHAR")]
 EXTRA = [("extra", "VARCHAR")]
 
 COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "tasks": COMMON + [
-        ("task", "VARCHAR"), ("region", "VARCHAR"), ("title", "VARCHAR"),
+    "tasks": COMMON
+    + [
+        ("task", "VARCHAR"),
+        ("region", "VARCHAR"),
+        ("title", "VARCHAR"),
         ("labels", "VARCHAR"),  # JSON object text, or NULL
         ("thread", "VARCHAR"),
-    ] + EXTRA,
-    "attempts": COMMON + [("task", "VARCHAR")] + CONFIG + [
-        ("status", "VARCHAR"), ("cost_usd", "DOUBLE"), ("duration_ms", "BIGINT"), ("node", "VARCHAR"),
-        ("prompt_version", "VARCHAR"), ("reviewer_verdict", "VARCHAR"),
-        ("tool_calls", "BIGINT"), ("files_read", "BIGINT"), ("files_written", "BIGINT"),
-    ] + EXTRA,
-    "ratings": COMMON + [("task", "VARCHAR")] + CONFIG + RATER + [
-        ("score", "DOUBLE"), ("precision", "DOUBLE"), ("confidence", "DOUBLE"), ("importance", "DOUBLE"),
-    ] + EXTRA,
-    "rejections": COMMON + [("task", "VARCHAR")] + CONFIG + RATER + [
-        ("claim", "VARCHAR"), ("evidence", "VARCHAR[]"), ("weight", "DOUBLE"),
-    ] + EXTRA,
-    "retractions": COMMON + [("rating", "VARCHAR"), ("reason", "VARCHAR")] + EXTRA,
-    "decisions": COMMON + [
-        ("task", "VARCHAR"), ("policy", "VARCHAR"), ("chosen", "VARCHAR"), ("candidates", "VARCHAR[]"),
+    ]
+    + EXTRA,
+    "attempts": [
+        *COMMON,
+        ("task", "VARCHAR"),
+        *CONFIG,
+        ("status", "VARCHAR"),
+        ("cost_usd", "DOUBLE"),
+        ("duration_ms", "BIGINT"),
+        ("node", "VARCHAR"),
+        ("prompt_version", "VARCHAR"),
+        ("reviewer_verdict", "VARCHAR"),
+        ("tool_calls", "BIGINT"),
+        ("files_read", "BIGINT"),
+        ("files_written", "BIGINT"),
+        *EXTRA,
+    ],
+    "ratings": [
+        *COMMON,
+        ("task", "VARCHAR"),
+        *CONFIG,
+        *RATER,
+        ("score", "DOUBLE"),
+        ("precision", "DOUBLE"),
+        ("confidence", "DOUBLE"),
+        ("importance", "DOUBLE"),
+        *EXTRA,
+    ],
+    "rejections": [
+        *COMMON,
+        ("task", "VARCHAR"),
+        *CONFIG,
+        *RATER,
+        ("claim", "VARCHAR"),
+        ("evidence", "VARCHAR[]"),
+        ("weight", "DOUBLE"),
+        *EXTRA,
+    ],
+    "retractions": [*COMMON, ("rating", "VARCHAR"), ("reason", "VARCHAR"), *EXTRA],
+    "decisions": COMMON
+    + [
+        ("task", "VARCHAR"),
+        ("policy", "VARCHAR"),
+        ("chosen", "VARCHAR"),
+        ("candidates", "VARCHAR[]"),
         ("propensity", "DOUBLE"),
         ("table_version", "VARCHAR"),  # the event's ``table`` field (TABLE is an SQL keyword)
-        ("explored", "BOOLEAN"), ("reason", "VARCHAR"), ("predicted_quality", "DOUBLE"),
-    ] + EXTRA,
-    "closures": COMMON + [("task", "VARCHAR"), ("outcome", "VARCHAR")] + EXTRA,
+        ("explored", "BOOLEAN"),
+        ("reason", "VARCHAR"),
+        ("predicted_quality", "DOUBLE"),
+    ]
+    + EXTRA,
+    "closures": [*COMMON, ("task", "VARCHAR"), ("outcome", "VARCHAR"), *EXTRA],
     # Events of a type v1 does not know: everything but the common fields stays in ``extra``.
     "other": COMMON + EXTRA,
 }
@@ -58,5 +101,5 @@ DEFAULTS: dict[str, dict[str, object]] = {
 
 def empty_select(family: str) -> str:
     """``SELECT`` with the family's columns and no rows (a view for a family with no data yet)."""
-    cols = ", ".join(f"CAST(NULL AS {t}) AS \"{c}\"" for c, t in COLUMNS[family])
+    cols = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in COLUMNS[family])
     return f"SELECT {cols} WHERE false"

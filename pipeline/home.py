@@ -1,4 +1,5 @@
 """Where a home keeps things (DESIGN 2): one place that knows the layout."""
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ class Home:
     root: Path
 
     @classmethod
-    def resolve(cls, home: str | os.PathLike | "Home" | None = None) -> "Home":
+    def resolve(cls, home: str | os.PathLike | Home | None = None) -> Home:
         """``--home`` if given, else ``$RATINGS_HOME``, else the current directory."""
         if isinstance(home, Home):
             return home
@@ -68,8 +69,9 @@ def case_study_name(name: str) -> str:
     Without this check ``--case-study ../../x`` would write stats.json and the page outside the home.
     """
     if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
-        raise PipelineError(f"case study {name!r}: a name is one directory under case-studies/ "
-                            "(no '/', not '.' or '..')")
+        raise PipelineError(
+            f"case study {name!r}: a name is one directory under case-studies/ (no '/', not '.' or '..')"
+        )
     return name
 
 
@@ -88,7 +90,7 @@ def write_synced(path: Path, data: bytes, flags: int) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -19,6 +19,7 @@ Rules:
   nothing is appended. With ``skip_bad`` the bad rows go to
   ``deadletter/import-<file name>.jsonl`` and the good ones are imported.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,7 +32,7 @@ import json
 import math
 import os
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -79,8 +80,11 @@ def _rows(path: Path) -> Iterator[dict[str, str | None]]:
             return
         for row in reader:
             if None in row:
-                raise InvalidEvent(f"{len(row[None])} more cell(s) than the header has columns",
-                                   line=reader.line_num - 1, source=str(path))
+                raise InvalidEvent(
+                    f"{len(row[None])} more cell(s) than the header has columns",
+                    line=reader.line_num - 1,
+                    source=str(path),
+                )
             yield row
 
 
@@ -104,7 +108,7 @@ def _text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
         return format_timestamp(moment)
     if isinstance(value, float) and math.isnan(value):
         return None
@@ -171,6 +175,7 @@ class _Row(BaseModel):
 
 def _check(row: dict[str, str | None], extra_columns: list[str]) -> _Row | None:
     """A validated row, None for a blank score; :class:`ValueError` with ``column: reason`` when bad."""
+
     def cell(column: str) -> str:
         return (row.get(column) or "").strip()
 
@@ -205,17 +210,32 @@ def _check(row: dict[str, str | None], extra_columns: list[str]) -> _Row | None:
     except ValueError as exc:
         raise fail("at", str(exc)) from None
     labels = {c: row[c] for c in extra_columns if row.get(c) not in (None, "")}
-    return _Row(task=task, config=config, score=values["score"], cost_usd=values["cost_usd"],
-                region=cell("region") or "general", at=at, labels=labels)
+    return _Row(
+        task=task,
+        config=config,
+        score=values["score"],
+        cost_usd=values["cost_usd"],
+        region=cell("region") or "general",
+        at=at,
+        labels=labels,
+    )
 
 
 def _moment(at: str) -> datetime:
     return datetime.fromisoformat(at.replace("Z", "+00:00"))
 
 
-def import_table(home: str | os.PathLike | Home | None, path: str | os.PathLike, *, fmt: Literal["long"] = "long",
-                 rater_kind: str = "gate", rater_name: str | None = None, thread: str | None = None,
-                 skip_bad: bool = False, fsync: FsyncPolicy = "batch") -> ImportResult:
+def import_table(
+    home: str | os.PathLike | Home | None,
+    path: str | os.PathLike,
+    *,
+    fmt: Literal["long"] = "long",
+    rater_kind: str = "gate",
+    rater_name: str | None = None,
+    thread: str | None = None,
+    skip_bad: bool = False,
+    fsync: FsyncPolicy = "batch",
+) -> ImportResult:
     """Import a long table (CSV, CSV.gz or Parquet) as events; see the module docstring for the rules."""
     if fmt != "long":
         raise InvalidEvent(f"unknown import format {fmt!r} (known: long)", source=str(path))
@@ -229,8 +249,9 @@ def import_table(home: str | os.PathLike | Home | None, path: str | os.PathLike,
         columns = _columns(path)
     missing = [c for c in REQUIRED if c not in columns]
     if missing:
-        raise InvalidEvent(f"missing column(s) {', '.join(missing)}; the long format needs {', '.join(REQUIRED)}",
-                           source=str(path))
+        raise InvalidEvent(
+            f"missing column(s) {', '.join(missing)}; the long format needs {', '.join(REQUIRED)}", source=str(path)
+        )
     extra_columns = [c for c in columns if c not in REQUIRED]
     good: list[_Row] = []
     bad: list[tuple[int, str, str, dict]] = []
@@ -249,15 +270,23 @@ def import_table(home: str | os.PathLike | Home | None, path: str | os.PathLike,
             else:
                 good.append(checked)
     if bad and not skip_bad:
-        raise InvalidBatch([InvalidEvent(reason, field=column, line=number, source=f"{path} row")
-                            for number, column, reason, _ in bad])
+        raise InvalidBatch(
+            [InvalidEvent(reason, field=column, line=number, source=f"{path} row") for number, column, reason, _ in bad]
+        )
     events = _events(good, rater, thread)
     letters = _dead_letter(home, path, bad) if bad else None
     result = append(home, events, fsync=fsync, source=str(path)) if events else None
-    return ImportResult(source=str(path), rows=total, imported_rows=len(good), skipped_blank_score=blank,
-                        bad_rows=len(bad), tasks=len({r.task for r in good}),
-                        appended=result.appended if result else 0, streams=result.streams if result else {},
-                        deadletter=str(letters) if letters else None)
+    return ImportResult(
+        source=str(path),
+        rows=total,
+        imported_rows=len(good),
+        skipped_blank_score=blank,
+        bad_rows=len(bad),
+        tasks=len({r.task for r in good}),
+        appended=result.appended if result else 0,
+        streams=result.streams if result else {},
+        deadletter=str(letters) if letters else None,
+    )
 
 
 def _events(rows: list[_Row], rater: dict[str, str], thread: str | None) -> list[dict[str, Any]]:
@@ -276,10 +305,22 @@ def _events(rows: list[_Row], rater: dict[str, str], thread: str | None) -> list
         events.append({"id": f"imp-{_digest(opened)}", **opened})
     for row in rows:
         config = row.config.model_dump()
-        attempted = {"type": "task.attempted", "task": row.task, "config": config,
-                     "status": "success" if row.score >= 0.5 else "failure", "cost_usd": row.cost_usd, "at": row.at}
-        rated = {"type": "task.rated", "task": row.task, "config": config, "rater": rater, "score": row.score,
-                 "at": row.at}
+        attempted = {
+            "type": "task.attempted",
+            "task": row.task,
+            "config": config,
+            "status": "success" if row.score >= 0.5 else "failure",
+            "cost_usd": row.cost_usd,
+            "at": row.at,
+        }
+        rated = {
+            "type": "task.rated",
+            "task": row.task,
+            "config": config,
+            "rater": rater,
+            "score": row.score,
+            "at": row.at,
+        }
         events.append({"id": f"imp-{_digest(attempted)}", **attempted})
         events.append({"id": f"imp-{_digest(rated)}", **rated})
     return events
@@ -289,8 +330,16 @@ def _dead_letter(home: Home, path: Path, bad: list[tuple[int, str, str, dict]]) 
     """Append the bad rows to ``deadletter/import-<file name>.jsonl``: ``{source, row, column, reason, raw}``."""
     home.deadletter.mkdir(parents=True, exist_ok=True)
     target = home.deadletter / f"import-{path.name}.jsonl"
-    lines = b"".join((json.dumps({"source": str(path), "row": n, "column": c, "reason": r, "raw": raw},
-                                 ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-                     for n, c, r, raw in bad)
+    lines = b"".join(
+        (
+            json.dumps(
+                {"source": str(path), "row": n, "column": c, "reason": r, "raw": raw},
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            + "\n"
+        ).encode("utf-8")
+        for n, c, r, raw in bad
+    )
     write_synced(target, lines, os.O_APPEND | os.O_CREAT)
     return target

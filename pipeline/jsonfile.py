@@ -3,6 +3,7 @@
 One place for the messages: ``<path>: not valid JSON: ...`` and ``<path>: <field.path>: <reason>``
 (``-`` when the file as a whole is wrong), raised as the caller's :class:`PipelineError` subclass.
 """
+
 from __future__ import annotations
 
 import json

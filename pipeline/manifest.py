@@ -8,6 +8,7 @@ the newest number and read exactly the files it lists, never a glob.
 This module imports no heavy library: the router and the CLI check the newest
 manifest number cheaply.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -101,8 +102,11 @@ def manifest_numbers(home: str | os.PathLike | Home | None) -> list[int]:
     directory = Home.resolve(home).manifests
     if not directory.is_dir():
         return []
-    return sorted(int(p.name[:-5]) for p in directory.iterdir()
-                  if p.name.endswith(".json") and len(p.name) == _DIGITS + 5 and p.name[:-5].isdigit())
+    return sorted(
+        int(p.name[:-5])
+        for p in directory.iterdir()
+        if p.name.endswith(".json") and len(p.name) == _DIGITS + 5 and p.name[:-5].isdigit()
+    )
 
 
 def newest_manifest_number(home: str | os.PathLike | Home | None) -> int | None:

@@ -6,11 +6,12 @@ A pin is recorded in ``fits/pin.json`` (``{"version", "pinned_at", "history"}``)
 still writes its history copy). ``--latest`` removes the pin and publishes the
 newest table in the history (the most recently written file, ties by name).
 """
+
 from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,10 @@ def _history(home: Home) -> list[Path]:
     directory = history_dir(home)
     if not directory.is_dir():
         return []
-    return sorted((p for p in directory.iterdir() if p.suffix == ".json" and not p.name.startswith(".")),
-                  key=lambda p: (p.stat().st_mtime_ns, p.name))
+    return sorted(
+        (p for p in directory.iterdir() if p.suffix == ".json" and not p.name.startswith(".")),
+        key=lambda p: (p.stat().st_mtime_ns, p.name),
+    )
 
 
 def _find(home: Home, version: str) -> Path:
@@ -115,7 +118,10 @@ def pin(home: str | os.PathLike | Home | None, version: str | None = None, *, la
         return {"pinned": None, "table": published, "history": str(files[-1].relative_to(home.fits))}
     source = _find(home, version)
     published = _publish_copy(home, source)
-    record = Pin(version=published, pinned_at=format_timestamp(datetime.now(timezone.utc)),
-                 history=str(source.relative_to(home.fits)))
+    record = Pin(
+        version=published,
+        pinned_at=format_timestamp(datetime.now(UTC)),
+        history=str(source.relative_to(home.fits)),
+    )
     atomic_write(home.fits / PIN_FILE, canonical_json(record.model_dump(mode="json")))
     return {"pinned": published, "table": published, "history": record.history}

@@ -14,12 +14,13 @@ the evidence wins on quality per dollar as well as on quality. Both fits pin
 every constant (no grid search) to stay fast; the learning shown is the
 quality, relative advantage and evidence gate of DESIGN 5, not the search.
 """
+
 from __future__ import annotations
 
 import os
 import tempfile
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,11 @@ def _fit(home: Path, seed: int):
 
 def _pick_region(table) -> str:
     """The region (not '*') with the most fitted rating weight and at least two members; ties by name."""
-    candidates = [(sum(m.weight for m in r.members), name) for name, r in table.regions.items()
-                  if name != "*" and len(r.members) >= 2]
+    candidates = [
+        (sum(m.weight for m in r.members), name)
+        for name, r in table.regions.items()
+        if name != "*" and len(r.members) >= 2
+    ]
     if not candidates:
         raise PipelineError("the simulated table has no region with two members; cannot stage evidence")
     return min(candidates, key=lambda x: (-x[0], x[1]))[1]
@@ -72,27 +76,54 @@ def _pick_region(table) -> str:
 def _evidence(table, region: str, a: str, b: str, n: int) -> list[dict[str, Any]]:
     """``n`` tasks of ``region`` where ``a`` fails (gate 0) and ``b`` passes (gate 1), after the newest event."""
     rows = {m.config: m for m in table.regions[region].members}
-    start = datetime.fromisoformat(table.fitted_at.replace("Z", "+00:00")) if table.fitted_at else \
-        datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = (
+        datetime.fromisoformat(table.fitted_at.replace("Z", "+00:00"))
+        if table.fitted_at
+        else datetime(2026, 1, 1, tzinfo=UTC)
+    )
     out: list[dict[str, Any]] = []
     for i in range(n):
         at = start + timedelta(minutes=10 * (i + 1))
         task = f"SMOKE-{i:04d}"
-        out.append({"id": f"{task}-open", "type": "task.opened", "task": task, "region": region,
-                    "at": format_timestamp(at)})
+        out.append(
+            {"id": f"{task}-open", "type": "task.opened", "task": task, "region": region, "at": format_timestamp(at)}
+        )
         for config, score in ((a, 0.0), (b, 1.0)):
             cfg = Config.from_key(config).model_dump()
             stamp = format_timestamp(at + timedelta(minutes=1))
-            out.append({"id": f"{task}-{config}-attempt", "type": "task.attempted", "task": task, "config": cfg,
-                        "status": "success" if score else "failure", "cost_usd": rows[config].cost_usd,
-                        "at": stamp})
-            out.append({"id": f"{task}-{config}-gate", "type": "task.rated", "task": task, "config": cfg,
-                        "rater": {"kind": "gate", "name": "smoke"}, "score": score, "at": stamp})
+            out.append(
+                {
+                    "id": f"{task}-{config}-attempt",
+                    "type": "task.attempted",
+                    "task": task,
+                    "config": cfg,
+                    "status": "success" if score else "failure",
+                    "cost_usd": rows[config].cost_usd,
+                    "at": stamp,
+                }
+            )
+            out.append(
+                {
+                    "id": f"{task}-{config}-gate",
+                    "type": "task.rated",
+                    "task": task,
+                    "config": cfg,
+                    "rater": {"kind": "gate", "name": "smoke"},
+                    "score": score,
+                    "at": stamp,
+                }
+            )
     return out
 
 
-def smoke(*, tasks: int = DEFAULT_TASKS, evidence_tasks: int | None = None, seed: int = 0,
-          keep: str | os.PathLike | None = None, say: Callable[[str], None] | None = None) -> SmokeResult:
+def smoke(
+    *,
+    tasks: int = DEFAULT_TASKS,
+    evidence_tasks: int | None = None,
+    seed: int = 0,
+    keep: str | os.PathLike | None = None,
+    say: Callable[[str], None] | None = None,
+) -> SmokeResult:
     """Run the smoke test in a temporary directory (or in ``keep``, which must be empty or absent)."""
     if keep is not None:
         root = Path(keep).absolute()
@@ -123,8 +154,10 @@ def _run(home: Home, tasks: int, evidence_tasks: int | None, seed: int, say, *, 
     region = _pick_region(first)
     before = router.route(region)
     a = before.config
-    others = sorted((m for m in first.regions[region].members if m.config != a),
-                    key=lambda m: (m.cost_usd is None, m.cost_usd or 0.0, m.config))
+    others = sorted(
+        (m for m in first.regions[region].members if m.config != a),
+        key=lambda m: (m.cost_usd is None, m.cost_usd or 0.0, m.config),
+    )
     b = others[0].config
     n = evidence_tasks if evidence_tasks is not None else max(40, tasks // 3)
     step(f"routed {region}: {a} ({before.reason})")
@@ -143,5 +176,14 @@ def _run(home: Home, tasks: int, evidence_tasks: int | None, seed: int, say, *, 
         verdict = f"VERDICT: NO CHANGE — router stayed on {a}: {after.reason}"
     else:
         verdict = f"VERDICT: NO CHANGE — router moved {a} -> {after.config}, not to {b} that the evidence favours"
-    return SmokeResult(learned=learned, verdict=verdict, region=region, before=before.to_dict(), after=explained,
-                       evidence_for=b, evidence_tasks=n, steps=steps, home=str(home.root) if kept else None)
+    return SmokeResult(
+        learned=learned,
+        verdict=verdict,
+        region=region,
+        before=before.to_dict(),
+        after=explained,
+        evidence_for=b,
+        evidence_tasks=n,
+        steps=steps,
+        home=str(home.root) if kept else None,
+    )

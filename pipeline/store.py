@@ -5,6 +5,7 @@ of :data:`pipeline.families.VIEWS` exists with its columns even when its family
 has no rows. Views are one row per event; retractions are NOT applied (the
 fitter applies them).
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ from .families import COLUMNS, VIEWS, empty_select
 from .home import Home
 from .manifest import Manifest, load_manifest, manifest_numbers, newest_manifest_number
 
-__all__ = ["Store", "open_store", "newest_manifest_number"]
+__all__ = ["Store", "newest_manifest_number", "open_store"]
 
 
 def _quote(text: str) -> str:
@@ -61,7 +62,7 @@ class Store:
     def close(self) -> None:
         self.con.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -77,8 +78,13 @@ def family_select(family: str, paths: list[Path]) -> str:
     return f"SELECT {cols} FROM read_parquet([{files}], hive_partitioning = false)"
 
 
-def open_store(home: str | os.PathLike | Home | None = None, manifest: int | None = None, *,
-               read_only: bool = False, threads: int | None = None) -> Store:
+def open_store(
+    home: str | os.PathLike | Home | None = None,
+    manifest: int | None = None,
+    *,
+    read_only: bool = False,
+    threads: int | None = None,
+) -> Store:
     """Open the store at manifest ``manifest`` (the newest when None).
 
     With no manifest at all the views exist with no rows and ``manifest_number`` is None.
@@ -121,7 +127,7 @@ def _plain(value: Any) -> Any:
     import math
 
     if isinstance(value, dt.datetime):
-        moment = value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+        moment = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
         return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()
@@ -149,8 +155,10 @@ def run_sql(home: str | os.PathLike | Home | None, sql: str, *, manifest: int | 
     if manifest is not None and manifest not in manifest_numbers(home):
         # A number the user typed is bad input (exit 2), not a corrupt store (load_manifest's StoreCorrupt, exit 1).
         newest = newest_manifest_number(home)
-        raise PipelineError(f"no manifest {manifest} in this store "
-                            f"({'nothing compacted yet' if newest is None else f'newest: {newest}'})")
+        raise PipelineError(
+            f"no manifest {manifest} in this store "
+            f"({'nothing compacted yet' if newest is None else f'newest: {newest}'})"
+        )
     with open_store(home, manifest, read_only=True) as store:
         try:
             names, rows = store.query(sql)

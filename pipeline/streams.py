@@ -18,6 +18,7 @@ Lock protocol, the same for every writer in any language (the README repeats it)
 
 Readers take no lock: they stop at the last newline.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -27,11 +28,23 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any, Literal
 
 from .errors import InvalidBatch, InvalidEvent
-from .events import (DEFAULT_MAX_LINE_BYTES, KNOWN, AnyEvent, Event, decode_line, encode_line, format_timestamp,
-                     parse_line, stream_of, validate_object, with_head)
+from .events import (
+    DEFAULT_MAX_LINE_BYTES,
+    KNOWN,
+    AnyEvent,
+    Event,
+    decode_line,
+    encode_line,
+    format_timestamp,
+    parse_line,
+    stream_of,
+    validate_object,
+    with_head,
+)
 from .home import STREAMS, Home, fsync_dir
 
 FsyncPolicy = Literal["always", "batch", "never"]
@@ -114,8 +127,9 @@ class Batch:
 Item = AnyEvent | Mapping[str, Any] | bytes | str
 
 
-def prepare(events: Iterable[Item], *, source: str = "<input>",
-            max_bytes: int = DEFAULT_MAX_LINE_BYTES, now: str | None = None) -> Batch:
+def prepare(
+    events: Iterable[Item], *, source: str = "<input>", max_bytes: int = DEFAULT_MAX_LINE_BYTES, now: str | None = None
+) -> Batch:
     """Validate a whole batch and render its lines; raise :class:`InvalidBatch` with every bad item.
 
     An item is an event model, a mapping (what a dispatcher passes) or one raw JSON line
@@ -244,8 +258,14 @@ def _write_lines(fd: int, lines: list[bytes], fsync: FsyncPolicy) -> None:
         os.fsync(fd)
 
 
-def append(home: str | os.PathLike | Home | None, events: Iterable[Item], *, fsync: FsyncPolicy = "batch",
-           source: str = "<input>", max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> AppendResult:
+def append(
+    home: str | os.PathLike | Home | None,
+    events: Iterable[Item],
+    *,
+    fsync: FsyncPolicy = "batch",
+    source: str = "<input>",
+    max_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> AppendResult:
     """Validate the whole batch, fill ``id`` and ``at`` where absent, and append each event to its stream.
 
     All or nothing on validation: an invalid item raises :class:`InvalidBatch` and no byte is
@@ -273,9 +293,9 @@ def append(home: str | os.PathLike | Home | None, events: Iterable[Item], *, fsy
 
 
 def _utcnow():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def repair(home: str | os.PathLike | Home | None = None) -> list[str]:
@@ -299,8 +319,9 @@ class RawLine:
     raw: bytes  # without the trailing newline
 
 
-def read_lines(home: str | os.PathLike | Home | None, stream: str, *, start: int = 0,
-               start_line: int = 1) -> Iterator[RawLine]:
+def read_lines(
+    home: str | os.PathLike | Home | None, stream: str, *, start: int = 0, start_line: int = 1
+) -> Iterator[RawLine]:
     """Yield the complete lines of a stream from byte ``start``; bytes after the last newline are never yielded."""
     path = Home.resolve(home).stream(stream)
     if not path.exists():
@@ -323,8 +344,13 @@ def read_lines(home: str | os.PathLike | Home | None, stream: str, *, start: int
                 line_no += 1
 
 
-def read(home: str | os.PathLike | Home | None, stream: str, *, errors: Literal["raise", "skip"] = "raise",
-         max_bytes: int | None = None) -> Iterator[AnyEvent]:
+def read(
+    home: str | os.PathLike | Home | None,
+    stream: str,
+    *,
+    errors: Literal["raise", "skip"] = "raise",
+    max_bytes: int | None = None,
+) -> Iterator[AnyEvent]:
     """Yield the events of a stream in order. Invalid lines raise :class:`InvalidEvent` or are skipped."""
     home = Home.resolve(home)
     source = str(home.stream(stream))

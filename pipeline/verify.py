@@ -12,6 +12,7 @@ Checked, naming every mismatch:
   the rows per family and the id index add up; the stored events across all manifests
   equal the rows of the store; ids are unique in the store.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -90,8 +91,10 @@ def verify(home: str | os.PathLike | Home | None = None) -> VerifyResult:
             where = f"manifest {manifest.number} stream {stream}"
             end, next_line, dl_bytes = ends.get(stream, (0, 1, 0))
             if (rng.start, rng.line_start) != (end, next_line):
-                problems.append(f"{where}: range starts at byte {rng.start} line {rng.line_start}, "
-                                f"the previous one ended at byte {end} line {next_line}")
+                problems.append(
+                    f"{where}: range starts at byte {rng.start} line {rng.line_start}, "
+                    f"the previous one ended at byte {end} line {next_line}"
+                )
             out = rng.outcomes
             if out.stored + out.duplicate + out.conflict + out.invalid != out.lines:
                 problems.append(f"{where}: outcomes {out.model_dump()} do not add up to its {out.lines} lines")
@@ -103,18 +106,24 @@ def verify(home: str | os.PathLike | Home | None = None) -> VerifyResult:
             else:
                 digest, lines = _range_digest(path, rng.start, rng.end)
                 if digest != rng.sha256:
-                    problems.append(f"{where}: sha256 of bytes {rng.start}..{rng.end} is {digest}, "
-                                    f"the manifest says {rng.sha256}")
+                    problems.append(
+                        f"{where}: sha256 of bytes {rng.start}..{rng.end} is {digest}, the manifest says {rng.sha256}"
+                    )
                 if lines != out.lines:
-                    problems.append(f"{where}: {lines} lines in bytes {rng.start}..{rng.end}, the manifest says {out.lines}")
+                    problems.append(
+                        f"{where}: {lines} lines in bytes {rng.start}..{rng.end}, the manifest says {out.lines}"
+                    )
             records = _deadletter_records(home.deadletter / f"{stream}.jsonl", dl_bytes, rng.deadletter_bytes)
             if records is None:
-                problems.append(f"{where}: deadletter/{stream}.jsonl is shorter than the {rng.deadletter_bytes} "
-                                "bytes recorded")
+                problems.append(
+                    f"{where}: deadletter/{stream}.jsonl is shorter than the {rng.deadletter_bytes} bytes recorded"
+                )
             else:
                 if len(records) != out.invalid + out.conflict:
-                    problems.append(f"{where}: {len(records)} dead letters, the manifest counts "
-                                    f"{out.invalid} invalid + {out.conflict} conflicts")
+                    problems.append(
+                        f"{where}: {len(records)} dead letters, the manifest counts "
+                        f"{out.invalid} invalid + {out.conflict} conflicts"
+                    )
                 outside = [r["line_no"] for r in records if not rng.start <= r.get("byte_offset", -1) < rng.end]
                 if outside:
                     problems.append(f"{where}: dead letters of lines {outside[:5]} lie outside its byte range")
@@ -124,8 +133,13 @@ def verify(home: str | os.PathLike | Home | None = None) -> VerifyResult:
     if newest is not None:
         files = len(newest.files) + len(newest.index)
         problems += _check_files(home, newest, stored)
-    return VerifyResult(ok=not problems, manifests=len(numbers), newest=newest.number if newest else None,
-                        files=files, problems=problems)
+    return VerifyResult(
+        ok=not problems,
+        manifests=len(numbers),
+        newest=newest.number if newest else None,
+        files=files,
+        problems=problems,
+    )
 
 
 def _check_files(home: Home, manifest: Manifest, stored: int) -> list[str]:
@@ -140,7 +154,9 @@ def _check_files(home: Home, manifest: Manifest, stored: int) -> list[str]:
             problems.append(f"{where}: file {entry.path} is missing")
             continue
         if path.stat().st_size != entry.bytes:
-            problems.append(f"{where}: file {entry.path} has {path.stat().st_size} bytes, the manifest says {entry.bytes}")
+            problems.append(
+                f"{where}: file {entry.path} has {path.stat().st_size} bytes, the manifest says {entry.bytes}"
+            )
             continue
         if file_sha256(path) != entry.sha256:
             problems.append(f"{where}: file {entry.path} does not have the sha256 the manifest records")
@@ -152,8 +168,9 @@ def _check_files(home: Home, manifest: Manifest, stored: int) -> list[str]:
     index_rows = per_family.pop("_index", 0)
     for family, rows in sorted(manifest.rows.items()):
         if per_family.get(family, 0) != rows:
-            problems.append(f"{where}: family {family} has {per_family.get(family, 0)} rows in its files, "
-                            f"the manifest says {rows}")
+            problems.append(
+                f"{where}: family {family} has {per_family.get(family, 0)} rows in its files, the manifest says {rows}"
+            )
     total = sum(manifest.rows.values())
     if index_rows != total:
         problems.append(f"{where}: the id index holds {index_rows} ids for {total} stored events")
@@ -172,7 +189,8 @@ def _check_unique_ids(home: Home, manifest: Manifest) -> list[str]:
     try:
         dupes = con.execute(
             f"SELECT id, count(*) FROM read_parquet([{paths}], hive_partitioning = false, union_by_name = true) "
-            "GROUP BY id HAVING count(*) > 1 ORDER BY id LIMIT 5").fetchall()
+            "GROUP BY id HAVING count(*) > 1 ORDER BY id LIMIT 5"
+        ).fetchall()
     finally:
         con.close()
     return [f"manifest {manifest.number}: id {i!r} is stored {n} times" for i, n in dupes]

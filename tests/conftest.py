@@ -1,4 +1,5 @@
 """Shared fixtures. Areas keep their own shared fixtures in ``tests/fixtures_<area>.py``, listed here."""
+
 from __future__ import annotations
 
 from pathlib import Path

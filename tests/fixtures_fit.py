@@ -6,13 +6,15 @@ inputs go through the same SQL as a compacted store. Event helpers return ``(fam
 Times are hours after ``T0``. Plain helpers (no fixtures): tests import them with
 ``from fixtures_fit import ...`` (``tests/`` is on the path through its conftest).
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
 import polars as pl
+
 from pipeline import families
 from pipeline.events import Config, format_timestamp
 from pipeline.fit.inputs import FitInputs, load_inputs
@@ -22,9 +24,15 @@ A = "a/-/m1/-"
 B = "b/-/m2/-"
 C = "c/-/m3/-"
 
-_TYPES = {"tasks": "task.opened", "attempts": "task.attempted", "ratings": "task.rated",
-          "rejections": "task.rejected", "retractions": "rating.retracted", "decisions": "route.decided",
-          "closures": "task.closed"}
+_TYPES = {
+    "tasks": "task.opened",
+    "attempts": "task.attempted",
+    "ratings": "task.rated",
+    "rejections": "task.rejected",
+    "retractions": "rating.retracted",
+    "decisions": "route.decided",
+    "closures": "task.closed",
+}
 Event = tuple[str, dict[str, Any]]
 
 
@@ -32,28 +40,75 @@ def at(hours: float) -> datetime:
     return T0 + timedelta(hours=hours)
 
 
-def opened(task: str, region: str = "general", hours: float = 0, thread: str | None = None,
-           id: str | None = None) -> Event:
-    return "tasks", {"id": id or f"open-{task}-{hours}", "task": task, "region": region, "thread": thread,
-                     "at": at(hours)}
+def opened(
+    task: str, region: str = "general", hours: float = 0, thread: str | None = None, id: str | None = None
+) -> Event:
+    return "tasks", {
+        "id": id or f"open-{task}-{hours}",
+        "task": task,
+        "region": region,
+        "thread": thread,
+        "at": at(hours),
+    }
 
 
-def rated(id: str, task: str, config: str, score: float, hours: float = 1, *, kind: str = "gate",
-          precision: float = 1.0, confidence: float = 1.0, importance: float = 1.0) -> Event:
-    return "ratings", {"id": id, "task": task, "config_key": config, "score": score, "at": at(hours),
-                       "rater_kind": kind, "rater_name": f"{kind}-1", "precision": precision,
-                       "confidence": confidence, "importance": importance}
+def rated(
+    id: str,
+    task: str,
+    config: str,
+    score: float,
+    hours: float = 1,
+    *,
+    kind: str = "gate",
+    precision: float = 1.0,
+    confidence: float = 1.0,
+    importance: float = 1.0,
+) -> Event:
+    return "ratings", {
+        "id": id,
+        "task": task,
+        "config_key": config,
+        "score": score,
+        "at": at(hours),
+        "rater_kind": kind,
+        "rater_name": f"{kind}-1",
+        "precision": precision,
+        "confidence": confidence,
+        "importance": importance,
+    }
 
 
 def rejected(id: str, task: str, config: str, hours: float = 1, weight: float = 1.0) -> Event:
-    return "rejections", {"id": id, "task": task, "config_key": config, "at": at(hours), "rater_kind": "reviewer",
-                          "rater_name": "reviewer-1", "claim": "does not build", "weight": weight}
+    return "rejections", {
+        "id": id,
+        "task": task,
+        "config_key": config,
+        "at": at(hours),
+        "rater_kind": "reviewer",
+        "rater_name": "reviewer-1",
+        "claim": "does not build",
+        "weight": weight,
+    }
 
 
-def attempted(id: str, task: str, config: str, hours: float = 0.5, cost: float | None = None,
-              status: str = "success", **trace: Any) -> Event:
-    return "attempts", {"id": id, "task": task, "config_key": config, "at": at(hours), "status": status,
-                        "cost_usd": cost, **trace}
+def attempted(
+    id: str,
+    task: str,
+    config: str,
+    hours: float = 0.5,
+    cost: float | None = None,
+    status: str = "success",
+    **trace: Any,
+) -> Event:
+    return "attempts", {
+        "id": id,
+        "task": task,
+        "config_key": config,
+        "at": at(hours),
+        "status": status,
+        "cost_usd": cost,
+        **trace,
+    }
 
 
 def retracted(id: str, rating: str, hours: float = 2) -> Event:
@@ -76,8 +131,10 @@ def memory_store(*events: Event) -> duckdb.DuckDBPyConnection:
             continue
         defaults = {"type": _TYPES[family], "v": 1, **families.DEFAULTS.get(family, {})}
         names = [c for c, _ in columns]
-        frame = pl.DataFrame([{c: {**defaults, **r}.get(c) for c in names} for r in rows[family]],
-                             schema={c: _polars_type(t) for c, t in columns})
+        frame = pl.DataFrame(
+            [{c: {**defaults, **r}.get(c) for c in names} for r in rows[family]],
+            schema={c: _polars_type(t) for c, t in columns},
+        )
         con.register("incoming", frame)
         con.execute(f'INSERT INTO "{family}" BY NAME SELECT * FROM incoming')
         con.unregister("incoming")
@@ -85,8 +142,14 @@ def memory_store(*events: Event) -> duckdb.DuckDBPyConnection:
 
 
 def _polars_type(sql: str) -> pl.DataType:
-    return {"VARCHAR": pl.String, "TIMESTAMP": pl.Datetime("us"), "BIGINT": pl.Int64, "DOUBLE": pl.Float64,
-            "BOOLEAN": pl.Boolean, "VARCHAR[]": pl.List(pl.String)}[sql]
+    return {
+        "VARCHAR": pl.String,
+        "TIMESTAMP": pl.Datetime("us"),
+        "BIGINT": pl.Int64,
+        "DOUBLE": pl.Float64,
+        "BOOLEAN": pl.Boolean,
+        "VARCHAR[]": pl.List(pl.String),
+    }[sql]
 
 
 def load(*events: Event, prm: bool = False, **kw: Any) -> FitInputs:
@@ -103,21 +166,33 @@ def worked_events() -> list[Event]:
     t2 B 2.00; t3 A 0.20; t3 B none (rated only: one attempt of unknown cost).
     """
     return [
-        opened("t1", "implement", 0), opened("t2", "implement", 10), opened("t3", "review", 20),
-        attempted("x1", "t1", A, 0.5, 0.10), attempted("x2", "t1", A, 0.6, 0.30), attempted("x3", "t1", B, 0.5, 1.00),
-        attempted("x4", "t2", A, 10.5, None), attempted("x5", "t2", B, 10.5, 2.00), attempted("x6", "t3", A, 20.5, 0.20),
-        rated("r1", "t1", A, 1.0, 1), rated("r2", "t1", A, 0.5, 1, kind="reviewer"), rejected("j1", "t1", B, 1, 2.0),
-        rated("r3", "t2", A, 0.8, 11, precision=0.5), rated("r4", "t2", B, 0.6, 11),
-        rated("r5", "t3", A, 0.2, 21), rated("r6", "t3", B, 1.0, 21),
+        opened("t1", "implement", 0),
+        opened("t2", "implement", 10),
+        opened("t3", "review", 20),
+        attempted("x1", "t1", A, 0.5, 0.10),
+        attempted("x2", "t1", A, 0.6, 0.30),
+        attempted("x3", "t1", B, 0.5, 1.00),
+        attempted("x4", "t2", A, 10.5, None),
+        attempted("x5", "t2", B, 10.5, 2.00),
+        attempted("x6", "t3", A, 20.5, 0.20),
+        rated("r1", "t1", A, 1.0, 1),
+        rated("r2", "t1", A, 0.5, 1, kind="reviewer"),
+        rejected("j1", "t1", B, 1, 2.0),
+        rated("r3", "t2", A, 0.8, 11, precision=0.5),
+        rated("r4", "t2", B, 0.6, 11),
+        rated("r5", "t3", A, 0.2, 21),
+        rated("r6", "t3", B, 1.0, 21),
     ]
-
 
 
 def as_event(event: Event) -> dict[str, Any]:
     """The v1 event (a JSON-ready dict) that compaction turns into ``event``'s store row."""
     family, row = event
-    out: dict[str, Any] = {"id": row["id"], "type": _TYPES[family],
-                           "at": format_timestamp(row["at"].replace(tzinfo=timezone.utc))}
+    out: dict[str, Any] = {
+        "id": row["id"],
+        "type": _TYPES[family],
+        "at": format_timestamp(row["at"].replace(tzinfo=UTC)),
+    }
     fields = {k: v for k, v in row.items() if k not in ("id", "at") and v is not None}
     if "config_key" in fields:
         out["config"] = Config.from_key(fields.pop("config_key")).model_dump()

@@ -2,6 +2,7 @@
 
 ``tiny_events`` is the hand-checkable store of ``tests/fit/test_run.py`` (its numbers are worked out there).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,16 @@ X, Y = "c/-/x/-", "c/-/y/-"
 COST = {"x": 0.1, "y": 0.2}
 #: day -> scores of x and y on task T<day> (region r); each rating has one attempt at COST.
 RATED: dict[int, dict[str, float]] = {
-    1: {"x": 1.0, "y": 1.0}, 2: {"x": 0.5}, 3: {"y": 1.0}, 4: {"x": 1.0},
-    5: {"x": 0.0, "y": 1.0}, 6: {"x": 1.0, "y": 1.0}, 7: {"x": 1.0},
-    8: {"x": 1.0, "y": 1.0}, 9: {"x": 0.0, "y": 1.0}, 10: {"x": 1.0, "y": 0.0},
+    1: {"x": 1.0, "y": 1.0},
+    2: {"x": 0.5},
+    3: {"y": 1.0},
+    4: {"x": 1.0},
+    5: {"x": 0.0, "y": 1.0},
+    6: {"x": 1.0, "y": 1.0},
+    7: {"x": 1.0},
+    8: {"x": 1.0, "y": 1.0},
+    9: {"x": 0.0, "y": 1.0},
+    10: {"x": 1.0, "y": 0.0},
 }
 #: The shipped prior of x (selector of three segments); y has none, so it takes the measured prior.
 SHIPPED = {"priors": [{"selector": "c/-/x", "region": "*", "quality": 0.5}]}
@@ -47,14 +55,40 @@ def tiny_events(rated: dict[int, dict[str, float]] | None = None, *, late: bool 
         task = f"T{day:02d}"
         events.append({"type": "task.opened", "task": task, "region": "r", "at": at(day), "id": f"open-{task}"})
         for model, score in scores.items():
-            events.append({"type": "task.attempted", "task": task, "config": config(model), "status": "success",
-                           "cost_usd": COST[model], "at": at(day, 1), "id": f"att-{task}-{model}"})
-            events.append({"type": "task.rated", "task": task, "config": config(model),
-                           "rater": {"kind": "gate", "name": "pytest"}, "score": score, "at": at(day, 2),
-                           "id": f"rate-{task}-{model}"})
+            events.append(
+                {
+                    "type": "task.attempted",
+                    "task": task,
+                    "config": config(model),
+                    "status": "success",
+                    "cost_usd": COST[model],
+                    "at": at(day, 1),
+                    "id": f"att-{task}-{model}",
+                }
+            )
+            events.append(
+                {
+                    "type": "task.rated",
+                    "task": task,
+                    "config": config(model),
+                    "rater": {"kind": "gate", "name": "pytest"},
+                    "score": score,
+                    "at": at(day, 2),
+                    "id": f"rate-{task}-{model}",
+                }
+            )
     if late:
-        events.append({"type": "task.rated", "task": "T02", "config": config("y"),
-                       "rater": {"kind": "reviewer", "name": "late"}, "score": 0.0, "at": at(9, 5), "id": "late"})
+        events.append(
+            {
+                "type": "task.rated",
+                "task": "T02",
+                "config": config("y"),
+                "rater": {"kind": "reviewer", "name": "late"},
+                "score": 0.0,
+                "at": at(9, 5),
+                "id": "late",
+            }
+        )
     return events
 
 
@@ -79,8 +113,9 @@ def fit_home(tmp_path_factory) -> Callable[..., tuple[Path, FitResult]]:
     """Build and fit a home from events (memoised per session by ``name``)."""
     done: dict[str, tuple[Path, FitResult]] = {}
 
-    def build(name: str, events: list[dict[str, Any]], options: FitOptions = PINNED,
-              shipped: dict[str, Any] | None = None) -> tuple[Path, FitResult]:
+    def build(
+        name: str, events: list[dict[str, Any]], options: FitOptions = PINNED, shipped: dict[str, Any] | None = None
+    ) -> tuple[Path, FitResult]:
         if name not in done:
             home = make_home(tmp_path_factory.mktemp(name) / "home", events, shipped)
             done[name] = (home, run_fit(home, options))
@@ -103,7 +138,7 @@ def simulated(root: Path, *, tasks: int, seed: int, drift: bool = True, flat: bo
     if flat:
         for spec in data["configs"]:
             mean = sum(spec["quality"].values()) / len(spec["quality"])
-            spec["quality"] = {region: mean for region in spec["quality"]}
+            spec["quality"] = dict.fromkeys(spec["quality"], mean)
         data["regions"] = [{**region, "cost_multiplier": 1.0} for region in data["regions"]]
     simulate(root, Scenario.model_validate(data), seed=seed)
     return root
@@ -120,8 +155,9 @@ def sim_fit(tmp_path_factory) -> tuple[Path, FitResult]:
 def flat_fit(tmp_path_factory) -> tuple[Path, FitResult]:
     """2,000 simulated tasks where regions carry no signal; constants pinned (calibration is what matters)."""
     home = simulated(tmp_path_factory.mktemp("flat") / "home", tasks=2000, seed=3, flat=True)
-    return home, run_fit(home, FitOptions(prior_source="shipped", prior_weight=3, exploration=0.0,
-                                          half_life_days="inf"))
+    return home, run_fit(
+        home, FitOptions(prior_source="shipped", prior_weight=3, exploration=0.0, half_life_days="inf")
+    )
 
 
 @pytest.fixture(scope="session")

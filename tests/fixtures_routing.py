@@ -1,4 +1,5 @@
 """Hand-built routing tables for the router, policy, doctor and pin tests."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -11,16 +12,36 @@ from pipeline.routing.table import Constants, Ladder, Member, Region, RoutingTab
 A, B, C, D = "claude-code/anthropic/opus/high", "codex/openai/gpt-5/medium", "kimi/moonshot/k2/-", "glm/zai/glm-4.6/-"
 
 
-def member(config: str, quality: float, cost: float | None = 0.1, n: int = 10, ra: float | None = 0.5,
-           wr: float | None = None, weight: float | None = None) -> Member:
+def member(
+    config: str,
+    quality: float,
+    cost: float | None = 0.1,
+    n: int = 10,
+    ra: float | None = 0.5,
+    wr: float | None = None,
+    weight: float | None = None,
+) -> Member:
     """A member whose value is quality per dollar q / cost (quality alone without cost)."""
     value = quality if cost is None else quality / cost
-    return Member(config=config, quality=quality, cost_usd=cost, value=round(value, 9),
-                  weight=float(n) if weight is None else weight, n_ratings=n, relative_advantage=ra, win_rate=wr)
+    return Member(
+        config=config,
+        quality=quality,
+        cost_usd=cost,
+        value=round(value, 9),
+        weight=float(n) if weight is None else weight,
+        n_ratings=n,
+        relative_advantage=ra,
+        win_rate=wr,
+    )
 
 
-def build_table(regions: dict[str, list[Member]], *, static: dict[str, Any] | None = None,
-                ladders: dict[str, list[str]] | None = None, **constants: Any) -> RoutingTable:
+def build_table(
+    regions: dict[str, list[Member]],
+    *,
+    static: dict[str, Any] | None = None,
+    ladders: dict[str, list[str]] | None = None,
+    **constants: Any,
+) -> RoutingTable:
     ladders = ladders or {}
     regions = dict(regions)
     regions.setdefault("*", [])

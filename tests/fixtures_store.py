@@ -1,4 +1,5 @@
 """Fixtures of the store area: event factories and a snapshot of a whole store's content."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,14 +12,27 @@ CONFIG = {"cli": "claude-code", "route": "anthropic", "model": "opus", "effort":
 
 def rating(i: int, *, task: str | None = None, score: float = 1.0, day: int = 1, **extra: Any) -> dict[str, Any]:
     """A valid ``task.rated`` event with id ``R-<i>``."""
-    return {"id": f"R-{i}", "type": "task.rated", "at": f"2026-01-{day:02d}T10:00:{i % 60:02d}Z",
-            "task": task or f"T-{i}", "config": CONFIG, "rater": {"kind": "gate", "name": "pytest"},
-            "score": score, **extra}
+    return {
+        "id": f"R-{i}",
+        "type": "task.rated",
+        "at": f"2026-01-{day:02d}T10:00:{i % 60:02d}Z",
+        "task": task or f"T-{i}",
+        "config": CONFIG,
+        "rater": {"kind": "gate", "name": "pytest"},
+        "score": score,
+        **extra,
+    }
 
 
 def opened(i: int, *, day: int = 1, **extra: Any) -> dict[str, Any]:
-    return {"id": f"O-{i}", "type": "task.opened", "at": f"2026-01-{day:02d}T09:00:00Z", "task": f"T-{i}",
-            "region": "implement", **extra}
+    return {
+        "id": f"O-{i}",
+        "type": "task.opened",
+        "at": f"2026-01-{day:02d}T09:00:00Z",
+        "task": f"T-{i}",
+        "region": "implement",
+        **extra,
+    }
 
 
 def store_snapshot(home: Path) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 """``python -m bench`` runs the named benchmarks in their own processes and counts the failures."""
+
 from __future__ import annotations
 
 from bench.__main__ import SMALL, main

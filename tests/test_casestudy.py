@@ -1,4 +1,5 @@
 """Case-study pages rendered from hand-made stats (tests/data/stats-sample.json) and from a real fit."""
+
 from __future__ import annotations
 
 import json
@@ -153,8 +154,10 @@ def test_absent_sections_say_not_computed_and_unknown_costs_rank_by_quality(tmp_
     for key in ("signals", "ladders", "frontier", "policies"):
         assert f"Not computed: the stats file has no {key} section" in text
     assert "ranked by quality alone" in text and "ranking is by quality alone" in text
-    assert "route by: cheapest" not in text and "cheapest" not in text.split("Against the baselines")[1].split(
-        "Sequential replay")[0]  # no costs: no cheapest row of n/a
+    assert (
+        "route by: cheapest" not in text
+        and "cheapest" not in text.split("Against the baselines")[1].split("Sequential replay")[0]
+    )  # no costs: no cheapest row of n/a
     assert not (directory / "frontier.svg").exists()  # the stale figure of the first render is gone
     assert "frontier.svg" not in html + readme
 
@@ -169,10 +172,13 @@ def test_ladder_with_the_target_as_gate_is_an_upper_bound(tmp_path, page):
     assert "upper bound for a perfect verifier" in readme
 
 
-@pytest.mark.parametrize("name, link", [
-    ("routerbench", "https://github.com/withmartian/routerbench"),
-    ("livecodebench", "https://github.com/LiveCodeBench/livecodebench.github.io"),
-])
+@pytest.mark.parametrize(
+    "name, link",
+    [
+        ("routerbench", "https://github.com/withmartian/routerbench"),
+        ("livecodebench", "https://github.com/LiveCodeBench/livecodebench.github.io"),
+    ],
+)
 def test_real_data_sources_are_credited(tmp_path, name, link):
     stats = sample()
     stats["name"] = name
@@ -206,8 +212,7 @@ def test_cli_renders_and_reports_a_missing_stats_file(tmp_path):
     make_home(tmp_path, sample())
     result = CliRunner().invoke(cli, ["case-study", NAME, "--home", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["files"] == ["index.html", "README.md", "frontier.svg", "grid.svg",
-                                                  "priors.svg"]
+    assert json.loads(result.output)["files"] == ["index.html", "README.md", "frontier.svg", "grid.svg", "priors.svg"]
     result = CliRunner().invoke(cli, ["case-study", "nope", "--home", str(tmp_path)])
     assert result.exit_code == 2
     assert "case-studies/nope/stats.json: no stats.json; run `fit-routing --case-study nope` first" in result.output
@@ -230,9 +235,8 @@ def test_a_default_policy_held_back_by_the_gate_is_explained(tmp_path, page):
     stats = sample()
     policies = stats["policies"]
     policies["workflow_default"] = dict(policies["learning_governed"])
-    stats["policies"] = {"protocol": "each eligible held-out task routed by a learned-only table",
-                         "policies": policies}
-    html, readme, _ = render(tmp_path, stats)
+    stats["policies"] = {"protocol": "each eligible held-out task routed by a learned-only table", "policies": policies}
+    html, _readme, _ = render(tmp_path, stats)
     text = text_of(html)
     assert "It did exactly what the static choice (workflow_default) does: the evidence gate" in text
     assert "the quality_per_dollar policy hit 65.0%" in text
@@ -242,10 +246,14 @@ def test_a_default_policy_held_back_by_the_gate_is_explained(tmp_path, page):
 
 def test_empty_signals_are_one_line_and_commands_name_the_home(tmp_path):
     stats = sample()
-    stats["signals"] = {**(stats["signals"] or {}), "decisions": [], "prompt_versions": None,
-                        "off_policy": {"n": 0, "ips": None, "reason": "no resolved decision carries a propensity"}}
+    stats["signals"] = {
+        **(stats["signals"] or {}),
+        "decisions": [],
+        "prompt_versions": None,
+        "off_policy": {"n": 0, "ips": None, "reason": "no resolved decision carries a propensity"},
+    }
     stats["source"]["command"] = "fit-routing --home 'build/my home' --case-study routing-by-rating"
-    html, readme, _ = render(tmp_path, stats)
+    html, _readme, _ = render(tmp_path, stats)
     text = text_of(html)
     assert "Nothing to show in this data for: decisions, off policy, prompt versions." in text
     assert "ratings case-study routing-by-rating --home 'build/my home'" in text
@@ -257,16 +265,22 @@ def test_a_ladder_below_the_best_single_says_so(tmp_path, page):
     stats = sample()
     summary = stats["ladders"]["summary"]
     summary.update(held_out_quality=0.5, best_single_quality=0.8)
-    html, readme, _ = render(tmp_path, stats)
-    assert "The ladders did NOT reach that configuration's quality on the held-out tasks (0.500 against 0.800)." \
+    html, _readme, _ = render(tmp_path, stats)
+    assert (
+        "The ladders did NOT reach that configuration's quality on the held-out tasks (0.500 against 0.800)."
         in text_of(html)
+    )
 
 
 def test_calibration_reason_only_when_it_adds_something(tmp_path, page):
     assert "Per-region quality lowers the held-out mean squared error" not in page[0]  # it restates the numbers
     stats = sample()
-    stats["calibration"].update(regions_mse=None, difference_ci95=None, recommendation="insufficient-evidence",
-                                reason="no held-out rating falls in a fitted region")
+    stats["calibration"].update(
+        regions_mse=None,
+        difference_ci95=None,
+        recommendation="insufficient-evidence",
+        reason="no held-out rating falls in a fitted region",
+    )
     html, _, _ = render(tmp_path, stats)
     assert "Verdict: insufficient-evidence. No held-out rating falls in a fitted region." in text_of(html)
 
@@ -277,6 +291,8 @@ def test_cli_rejects_a_case_study_name_outside_the_home(tmp_path, command):
     home.mkdir(parents=True)
     result = CliRunner().invoke(cli, [*command, "--home", str(home)])
     assert result.exit_code == 2
-    assert "case study '../../evil': a name is one directory under case-studies/ (no '/', not '.' or '..')" \
+    assert (
+        "case study '../../evil': a name is one directory under case-studies/ (no '/', not '.' or '..')"
         in result.output
+    )
     assert not (tmp_path / "evil").exists()

@@ -1,4 +1,5 @@
 """The ``ratings`` CLI: append and repair through click's runner, help of every command, a light start-up."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,10 @@ from pipeline.cli import cli
 from pipeline.streams import read
 
 OPENED = '{"type":"task.opened","task":"T-1","region":"implement"}'
-RATED = ('{"type":"task.rated","task":"T-1","config":{"cli":"claude-code","route":"anthropic","model":"opus",'
-         '"effort":"high"},"rater":{"kind":"gate","name":"pytest"},"score":1}')
+RATED = (
+    '{"type":"task.rated","task":"T-1","config":{"cli":"claude-code","route":"anthropic","model":"opus",'
+    '"effort":"high"},"rater":{"kind":"gate","name":"pytest"},"score":1}'
+)
 HEAVY = ("polars", "duckdb", "pyarrow", "scipy", "matplotlib")
 
 
@@ -36,16 +39,20 @@ def test_append_notes_an_unknown_type_on_stderr(home):
     result = run("append", "--home", str(home), '{"type":"task.rate","task":"T-1"}')
     assert result.exit_code == 0
     assert result.stdout == "appended 1 event(s): 1 to tasks\n"
-    assert result.stderr == ("note: 1 event(s) of type 'task.rate', which v1 does not know: kept (family 'other'), "
-                             "ignored by the fit\n")
+    assert result.stderr == (
+        "note: 1 event(s) of type 'task.rate', which v1 does not know: kept (family 'other'), ignored by the fit\n"
+    )
 
 
-@pytest.mark.parametrize("stdin, expected", [
-    (f"{OPENED}\n{RATED}\n", {"appended": 2, "streams": {"tasks": 1, "ratings": 1}}),
-    (f"{RATED}\n{RATED}", {"appended": 2, "streams": {"ratings": 2}}),  # no final newline
-    (f"{OPENED}\r\n", {"appended": 1, "streams": {"tasks": 1}}),  # CRLF
-    ("", {"appended": 0, "streams": {}}),
-])
+@pytest.mark.parametrize(
+    "stdin, expected",
+    [
+        (f"{OPENED}\n{RATED}\n", {"appended": 2, "streams": {"tasks": 1, "ratings": 1}}),
+        (f"{RATED}\n{RATED}", {"appended": 2, "streams": {"ratings": 2}}),  # no final newline
+        (f"{OPENED}\r\n", {"appended": 1, "streams": {"tasks": 1}}),  # CRLF
+        ("", {"appended": 0, "streams": {}}),
+    ],
+)
 def test_append_stdin_json(home, stdin, expected):
     result = run("append", "--home", str(home), "--json", stdin=stdin)
     assert result.exit_code == 0, result.output
@@ -57,16 +64,27 @@ def test_append_uses_ratings_home(home):
     assert result.exit_code == 0 and len(list(read(home, "tasks"))) == 1
 
 
-@pytest.mark.parametrize("args, stdin, errors", [
-    ((), f'{OPENED}\nnot json\n{RATED}\n[]\n',
-     ["<stdin>:2: -: not valid JSON: Expecting value: line 1 column 1 (char 0)",
-      "<stdin>:4: -: expected a JSON object, got an array"]),
-    ((), f'{OPENED}\n\n', ["<stdin>:2: -: empty line"]),
-    ((), b'{"type":"x","s":"\xff"}\n', ["<stdin>:1: -: not valid UTF-8 at byte 17"]),
-    ((OPENED, '{"type":"task.rated","task":"T","score":2}'),
-     None, ["<arg>:2: config: required field is missing (and 2 more problems)"]),
-    (("--max-line-bytes", "140", OPENED, RATED), None, ["<arg>:2: -: line is 166 bytes, over the limit of 140"]),
-])
+@pytest.mark.parametrize(
+    "args, stdin, errors",
+    [
+        (
+            (),
+            f"{OPENED}\nnot json\n{RATED}\n[]\n",
+            [
+                "<stdin>:2: -: not valid JSON: Expecting value: line 1 column 1 (char 0)",
+                "<stdin>:4: -: expected a JSON object, got an array",
+            ],
+        ),
+        ((), f"{OPENED}\n\n", ["<stdin>:2: -: empty line"]),
+        ((), b'{"type":"x","s":"\xff"}\n', ["<stdin>:1: -: not valid UTF-8 at byte 17"]),
+        (
+            (OPENED, '{"type":"task.rated","task":"T","score":2}'),
+            None,
+            ["<arg>:2: config: required field is missing (and 2 more problems)"],
+        ),
+        (("--max-line-bytes", "140", OPENED, RATED), None, ["<arg>:2: -: line is 166 bytes, over the limit of 140"]),
+    ],
+)
 def test_append_bad_lines_exit_2_and_append_nothing(home, args, stdin, errors):
     result = run("append", "--home", str(home), *args, stdin=stdin)
     assert result.exit_code == 2

@@ -1,4 +1,5 @@
 """Compaction: incremental, idempotent, deduplicating, crash- and fault-safe (DESIGN 4)."""
+
 from __future__ import annotations
 
 import base64
@@ -52,11 +53,15 @@ def test_duplicates_are_dropped_once_and_conflicts_dead_lettered(home):
     assert result.streams["ratings"].duplicate == 1 and result.streams["ratings"].stored == 2
     append(home, [rating(1), rating(2, score=0.0)])  # duplicate across runs, and a conflict
     result = compact(home)
-    assert result.streams["ratings"].model_dump() == {"lines": 2, "stored": 0, "duplicate": 1, "conflict": 1,
-                                                      "invalid": 0}
+    assert result.streams["ratings"].model_dump() == {
+        "lines": 2,
+        "stored": 0,
+        "duplicate": 1,
+        "conflict": 1,
+        "invalid": 0,
+    }
     with open_store(home) as store:
-        assert store.con.execute("SELECT id, score FROM ratings ORDER BY id").fetchall() == [("R-1", 1.0),
-                                                                                             ("R-2", 1.0)]
+        assert store.con.execute("SELECT id, score FROM ratings ORDER BY id").fetchall() == [("R-1", 1.0), ("R-2", 1.0)]
     letters = [json.loads(x) for x in (home / "deadletter" / "ratings.jsonl").read_text().splitlines()]
     assert [(d["line_no"], d["reason"].split(":")[0:2]) for d in letters] == [(5, ["id", " conflict"])]
 
@@ -78,8 +83,13 @@ def test_invalid_lines_go_to_the_dead_letters_with_position_and_raw_bytes(home):
 
 
 def test_unknown_fields_and_types_are_kept(home):
-    append(home, [rating(1, note={"why": "x"}), {"id": "X-1", "type": "custom.event", "at": "2026-01-01T00:00:00Z",
-                                                  "payload": [1, 2]}])
+    append(
+        home,
+        [
+            rating(1, note={"why": "x"}),
+            {"id": "X-1", "type": "custom.event", "at": "2026-01-01T00:00:00Z", "payload": [1, 2]},
+        ],
+    )
     compact(home)
     with open_store(home) as store:
         assert store.con.execute("SELECT extra FROM ratings").fetchone() == ('{"note":{"why":"x"}}',)
@@ -122,14 +132,42 @@ TRICKY = [
     {**rating(3), "at": "2026-01-01T10:00:00.123456Z"},
     {**rating(4), "at": "2026-01-01T12:00:00+02:00"},  # another zone: the slow path normalises it
     {**rating(5), "id": None},
-    opened(6), opened(7, labels={"b": "2", "a": "1"}), opened(8, title=None, thread="t"),
-    {"id": "A-1", "type": "task.attempted", "at": "2026-01-01T09:30:00Z", "task": "T-1", "status": "failure",
-     "config": {"cli": "c", "route": None, "model": "m/x", "effort": "-"}, "cost_usd": 0, "tool_calls": 3},
-    {"id": "D-1", "type": "route.decided", "at": "2026-01-01T09:00:00Z", "task": "T-1", "policy": "p",
-     "chosen": "a/b/c/d", "candidates": ["a/b/c/d", "x/-/y/-"], "propensity": 1, "table": None, "explored": True},
+    opened(6),
+    opened(7, labels={"b": "2", "a": "1"}),
+    opened(8, title=None, thread="t"),
+    {
+        "id": "A-1",
+        "type": "task.attempted",
+        "at": "2026-01-01T09:30:00Z",
+        "task": "T-1",
+        "status": "failure",
+        "config": {"cli": "c", "route": None, "model": "m/x", "effort": "-"},
+        "cost_usd": 0,
+        "tool_calls": 3,
+    },
+    {
+        "id": "D-1",
+        "type": "route.decided",
+        "at": "2026-01-01T09:00:00Z",
+        "task": "T-1",
+        "policy": "p",
+        "chosen": "a/b/c/d",
+        "candidates": ["a/b/c/d", "x/-/y/-"],
+        "propensity": 1,
+        "table": None,
+        "explored": True,
+    },
     {"id": "C-1", "type": "task.closed", "at": "2026-01-01T09:00:00Z", "task": "T-1", "outcome": "done"},
-    {"id": "J-1", "type": "task.rejected", "at": "2026-01-01T09:00:00Z", "task": "T-1", "config": CONFIG,
-     "rater": {"kind": "human", "name": "ann"}, "claim": "wrong", "evidence": []},
+    {
+        "id": "J-1",
+        "type": "task.rejected",
+        "at": "2026-01-01T09:00:00Z",
+        "task": "T-1",
+        "config": CONFIG,
+        "rater": {"kind": "human", "name": "ann"},
+        "claim": "wrong",
+        "evidence": [],
+    },
     {"id": "X-1", "type": "rating.retracted", "at": "2026-01-01T09:00:00Z", "rating": "R-1", "reason": "typo"},
     {"id": "U-1", "type": "mystery", "at": "2026-01-01T09:00:00Z", "z": 1},
 ]
@@ -151,11 +189,13 @@ BAD_LINES = [
     b'{"id":"B-8","type":"task.attempted","task":"T","config":{"cli":"c","model":"m"},"status":"ok"}',
     b'{"id":"B-9","type":"task.attempted","task":"T","config":{"cli":"c","model":"m"},"status":"success",'
     b'"duration_ms":1.0}',
-    b'{"id":"B-10","type":"route.decided","task":"T","policy":"p","chosen":"c","candidates":["c",""],'
-    b'"propensity":0}',
+    b'{"id":"B-10","type":"route.decided","task":"T","policy":"p","chosen":"c","candidates":["c",""],"propensity":0}',
     b'{"id":"B-11","type":"task.closed","task":"T","outcome":"done","outcome":"done"}',  # valid: the last key wins
     b'{"id":"B-12","type":"task.closed","task":"T","outcome":"done"} trailing',
-    b"", b"   ", b"[1,2]", b'{"type":"task.closed","task":"T","outcome":"done","at":"2026-01-01 10:00:00Z"}',  # valid
+    b"",
+    b"   ",
+    b"[1,2]",
+    b'{"type":"task.closed","task":"T","outcome":"done","at":"2026-01-01 10:00:00Z"}',  # valid
     b'{"id":"B-13","type":"task.rated","task":"T","config":{"cli":"c","model":"m"},"rater":{"kind":"gate",'
     b'"name":"g"},"score":1,"importance":1e400}',
     b'{"type":"task.closed","task":"T","outcome":"done","v":0}',
@@ -165,13 +205,13 @@ BAD_LINES = [
 def _lines_of(events, bad):
     from pipeline.events import to_json_line, validate_object
 
-    good = [to_json_line(validate_object({k: v for k, v in e.items()})) for e in events]
+    good = [to_json_line(validate_object(dict(e.items()))) for e in events]
     mixed = []
     for i, line in enumerate(good):
         mixed.append(line)
         if i < len(bad):
             mixed.append(bad[i] + b"\n")
-    mixed += [b + b"\n" for b in bad[len(good):]]
+    mixed += [b + b"\n" for b in bad[len(good) :]]
     return b"".join(mixed)
 
 
@@ -305,14 +345,13 @@ FAULT_TARGETS = [(os, "write"), (os, "fsync"), (os, "rename"), (os, "link"), (pq
 
 
 @pytest.mark.parametrize("target, attr", FAULT_TARGETS, ids=[a for _, a in FAULT_TARGETS])
-def test_io_faults_on_the_kth_call_leave_a_verifiable_store_and_a_clean_rerun(base, tmp_path, snapshot, target,
-                                                                              attr):
+def test_io_faults_on_the_kth_call_leave_a_verifiable_store_and_a_clean_rerun(base, tmp_path, snapshot, target, attr):
     home_base, reference = base
     expected = snapshot(reference)
     calls = _count_calls(_fresh(home_base, tmp_path, "count"), target, attr)
     assert calls >= 1
     for k in range(1, calls + 1):
-        for code in ((errno.ENOSPC, errno.EIO) if k == 1 else (errno.ENOSPC,)):
+        for code in (errno.ENOSPC, errno.EIO) if k == 1 else (errno.ENOSPC,):
             home = _fresh(home_base, tmp_path, f"fault-{k}-{code}")
             original = getattr(target, attr)
             seen = [0]
@@ -375,8 +414,10 @@ def test_duplicates_are_counted_once_across_files_runs_and_reimports(home, tmp_p
     from pipeline.imports import import_table
 
     path = tmp_path / "t.csv"
-    path.write_text("task_id,config,score,cost_usd,region,at\nT1,m,1,0.1,r,2026-01-01T00:00:00Z\n"
-                    "T2,m,0,0.1,r,2026-01-01T00:00:00Z\n")
+    path.write_text(
+        "task_id,config,score,cost_usd,region,at\nT1,m,1,0.1,r,2026-01-01T00:00:00Z\n"
+        "T2,m,0,0.1,r,2026-01-01T00:00:00Z\n"
+    )
     copy = tmp_path / "copy.csv"
     copy.write_bytes(path.read_bytes())
     import_table(home, path, rater_name="x")
@@ -397,7 +438,12 @@ def test_the_id_hash_is_pinned():
 
     ids = pa.array(["a", "R-1", "abcdefghi", "é" * 40, "01K00000000000000000000000"])
     assert [hex(int(h)) for h in hash_ids(ids)] == [
-        "0x405337e338614e91", "0x44b7bffbfde83935", "0x950763e0dd50ae4b", "0xd0541298974f156c", "0x8e2486e716b0abd6"]
+        "0x405337e338614e91",
+        "0x44b7bffbfde83935",
+        "0x950763e0dd50ae4b",
+        "0xd0541298974f156c",
+        "0x8e2486e716b0abd6",
+    ]
     assert hash_ids(ids.take(pa.array([4, 0]))).tolist() == hash_ids(ids).tolist()[4::-4]
 
 
@@ -412,8 +458,13 @@ def test_small_chunks_and_buffers_give_the_same_store(tmp_path, snapshot):
     one = compact(big)
     many = compact(small, chunk_bytes=600, buffer_rows=7, merge_threshold=3)
     assert many.streams == one.streams
-    assert one.streams["ratings"].model_dump() == {"lines": 62, "stored": 40, "duplicate": 20, "conflict": 1,
-                                                   "invalid": 1}
+    assert one.streams["ratings"].model_dump() == {
+        "lines": 62,
+        "stored": 40,
+        "duplicate": 20,
+        "conflict": 1,
+        "invalid": 1,
+    }
     assert snapshot(small) == snapshot(big)
     assert verify(small).ok
 

@@ -1,4 +1,5 @@
 """``ratings compare`` on homes built from hand-made stats, shipped files and routing tables."""
+
 from __future__ import annotations
 
 import json
@@ -42,17 +43,35 @@ def make_home(root: Path, stats: dict[str, Any] | None, *, shipped: dict[str, An
     return root
 
 
-def table(choice: str, *, fitted_at: str, value: float, ladder: list[str] | None = None,
-          source: str = "fitted", evaluation: dict[str, Any] | None = None) -> RoutingTable:
+def table(
+    choice: str,
+    *,
+    fitted_at: str,
+    value: float,
+    ladder: list[str] | None = None,
+    source: str = "fitted",
+    evaluation: dict[str, Any] | None = None,
+) -> RoutingTable:
     from pipeline.routing.table import Ladder
 
-    members = [Member(config=OPUS, quality=0.86, cost_usd=0.4, value=2.15, weight=400, n_ratings=455),
-               Member(config=SONNET, quality=0.78, cost_usd=0.1, value=value, weight=200, n_ratings=201)]
-    regions = {"*": Region(members=members, choice=choice, ladder=Ladder(rungs=ladder) if ladder else None),
-               "implement": Region(members=members, choice=SONNET)}
-    return RoutingTable(fitted_at=fitted_at, source=Source(manifest=3), objective="quality_per_dollar",
-                        constants=Constants(prior_weight=8, exploration=0.05, half_life_days=30),
-                        constants_source=source, static=Static(), regions=regions, evaluation=evaluation or {})
+    members = [
+        Member(config=OPUS, quality=0.86, cost_usd=0.4, value=2.15, weight=400, n_ratings=455),
+        Member(config=SONNET, quality=0.78, cost_usd=0.1, value=value, weight=200, n_ratings=201),
+    ]
+    regions = {
+        "*": Region(members=members, choice=choice, ladder=Ladder(rungs=ladder) if ladder else None),
+        "implement": Region(members=members, choice=SONNET),
+    }
+    return RoutingTable(
+        fitted_at=fitted_at,
+        source=Source(manifest=3),
+        objective="quality_per_dollar",
+        constants=Constants(prior_weight=8, exploration=0.05, half_life_days=30),
+        constants_source=source,
+        static=Static(),
+        regions=regions,
+        evaluation=evaluation or {},
+    )
 
 
 def test_a_wrong_prior_is_flagged(tmp_path):
@@ -61,8 +80,9 @@ def test_a_wrong_prior_is_flagged(tmp_path):
     assert flagged == [("claude-code/anthropic/sonnet", "implement"), ("qwen-code", "*")]
     assert result.disagreements == 2
     text = result.text()
-    assert (f"{DISAGREE} claude-code/anthropic/sonnet in implement: shipped 0.85, measured 0.702, weight 188.00, "
-            "n 201.") in text
+    assert (
+        f"{DISAGREE} claude-code/anthropic/sonnet in implement: shipped 0.85, measured 0.702, weight 188.00, n 201."
+    ) in text
     assert "Priors: 2 of 6 disagree with the ratings" in text
     # The gpt-5-mini prior is 0.29 off but rests on 2 ratings (< min samples 3): not flagged.
     mini = next(p for p in result.priors if p.selector == "codex/openai/gpt-5-mini")
@@ -78,10 +98,14 @@ def test_nothing_flagged_when_the_ratings_agree(tmp_path):
 
 def test_the_shipped_file_is_judged_against_the_fits_measurement(tmp_path):
     """An owner who edits shipped.json after the fit sees the edit judged against the same measured quality."""
-    shipped = {"constants": {"exploration": 0.2},
-               "priors": [{"selector": "claude-code/anthropic/opus", "region": "*", "quality": 0.5},
-                          {"selector": "claude-code/anthropic/sonnet", "region": "implement", "quality": 0.72},
-                          {"selector": "kimi-cli", "region": "*", "quality": 0.6}]}
+    shipped = {
+        "constants": {"exploration": 0.2},
+        "priors": [
+            {"selector": "claude-code/anthropic/opus", "region": "*", "quality": 0.5},
+            {"selector": "claude-code/anthropic/sonnet", "region": "implement", "quality": 0.72},
+            {"selector": "kimi-cli", "region": "*", "quality": 0.6},
+        ],
+    }
     result = compare(make_home(tmp_path, agreeing(), shipped=shipped))
     rows = {p.selector: p for p in result.priors}
     assert rows["claude-code/anthropic/opus"].disagrees  # 0.5 against 0.85 measured, n 455
@@ -112,12 +136,20 @@ def test_side_by_side_constants_hit_rates_and_the_published_choice(tmp_path):
 
 def test_without_stats_the_tables_evaluation_is_used(tmp_path):
     home = make_home(tmp_path, None)
-    evaluation = {"hit_rate": {"shipped": 0.5, "fitted": 0.6}, "difference": {"value": 0.1, "ci95": [0.02, 0.18]},
-                  "eligible_held_out": 90, "recommendation": "adopt", "reason": "fitted wins",
-                  "fitted_constants": {"prior_weight": 8.0}, "selected_on": {"prior_weight": "validation"},
-                  "calibration": "keep"}
-    publish(table(OPUS, fitted_at="2026-11-01T00:00:00Z", value=7.8, evaluation=evaluation),
-            home / "fits" / "routing-table.json")
+    evaluation = {
+        "hit_rate": {"shipped": 0.5, "fitted": 0.6},
+        "difference": {"value": 0.1, "ci95": [0.02, 0.18]},
+        "eligible_held_out": 90,
+        "recommendation": "adopt",
+        "reason": "fitted wins",
+        "fitted_constants": {"prior_weight": 8.0},
+        "selected_on": {"prior_weight": "validation"},
+        "calibration": "keep",
+    }
+    publish(
+        table(OPUS, fitted_at="2026-11-01T00:00:00Z", value=7.8, evaluation=evaluation),
+        home / "fits" / "routing-table.json",
+    )
     result = compare(home)
     assert result.stats_file is None and result.routing.fitted.hit_rate == 0.6 and result.routing.fitted.n == 90
     assert result.priors == [] and result.calibration_recommendation == "keep"
@@ -132,15 +164,21 @@ def test_previous_fit_shows_changed_regions_and_value_moves(tmp_path):
     (history / f"{old.version}.json").write_bytes((history / "old.json").read_bytes())
     (history / "old.json").unlink()
     (history / "routing-table.schema.json").unlink()
-    new = publish(table(SONNET, fitted_at="2026-11-01T00:00:00Z", value=7.8, ladder=[SONNET, OPUS]),
-                  home / "fits" / "routing-table.json")
+    new = publish(
+        table(SONNET, fitted_at="2026-11-01T00:00:00Z", value=7.8, ladder=[SONNET, OPUS]),
+        home / "fits" / "routing-table.json",
+    )
     (history / f"{new.version}.json").write_bytes(canonical_json(new.to_json_dict()))
     result = compare(home, previous=True)
     p = result.previous
     assert (p.previous_version, p.current_version, p.changed) == (old.version, new.version, 1)
     star, implement = p.regions
-    assert (star.region, star.choice_before, star.choice_after, star.ladder_after) == ("*", OPUS, SONNET,
-                                                                                      [SONNET, OPUS])
+    assert (star.region, star.choice_before, star.choice_after, star.ladder_after) == (
+        "*",
+        OPUS,
+        SONNET,
+        [SONNET, OPUS],
+    )
     assert (star.value_before, star.value_after, star.changed) == (2.15, 7.8, True)
     assert star.value_delta == pytest.approx(5.65)
     assert (implement.changed, implement.value_before, implement.value_delta) == (False, 7.0, pytest.approx(0.8))
@@ -159,9 +197,25 @@ def test_cli_json_shape_is_stable_and_errors_exit_2(tmp_path):
     result = CliRunner().invoke(cli, ["compare", "--home", str(home), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert list(data) == ["stats_file", "table_file", "shipped_file", "objective", "published", "published_from",
-                          "constants", "routing", "recommendation", "reason", "calibration_recommendation",
-                          "calibration_reason", "priors", "disagreements", "policies", "notes", "previous"]
+    assert list(data) == [
+        "stats_file",
+        "table_file",
+        "shipped_file",
+        "objective",
+        "published",
+        "published_from",
+        "constants",
+        "routing",
+        "recommendation",
+        "reason",
+        "calibration_recommendation",
+        "calibration_reason",
+        "priors",
+        "disagreements",
+        "policies",
+        "notes",
+        "previous",
+    ]
     assert data["disagreements"] == 2 and data["previous"] is None
     assert list(data["priors"][0]) == ["selector", "region", "shipped", "measured", "weight", "n", "disagrees"]
     text = CliRunner().invoke(cli, ["compare", "--home", str(home), "--stats", str(SAMPLE)])

@@ -1,4 +1,5 @@
 """``ratings doctor``: each [LIVE] check on a hand-built home, OPEN when stale, pinned is not stale."""
+
 from __future__ import annotations
 
 import json
@@ -21,10 +22,26 @@ CONFIG = {"cli": "claude-code", "route": "anthropic", "model": "opus", "effort":
 def events(first: int, count: int) -> list[dict]:
     out = []
     for i in range(first, first + count):
-        out.append({"id": f"O-{i}", "type": "task.opened", "at": "2026-01-01T09:00:00Z", "task": f"T-{i}",
-                    "region": "implement"})
-        out.append({"id": f"R-{i}", "type": "task.rated", "at": "2026-01-01T10:00:00Z", "task": f"T-{i}",
-                    "config": CONFIG, "rater": {"kind": "gate", "name": "pytest"}, "score": 1.0})
+        out.append(
+            {
+                "id": f"O-{i}",
+                "type": "task.opened",
+                "at": "2026-01-01T09:00:00Z",
+                "task": f"T-{i}",
+                "region": "implement",
+            }
+        )
+        out.append(
+            {
+                "id": f"R-{i}",
+                "type": "task.rated",
+                "at": "2026-01-01T10:00:00Z",
+                "task": f"T-{i}",
+                "config": CONFIG,
+                "rater": {"kind": "gate", "name": "pytest"},
+                "score": 1.0,
+            }
+        )
     return out
 
 
@@ -53,8 +70,15 @@ def live(report, name):
 
 def test_live_checks_pass_on_a_freshly_fitted_home(fitted_home):
     report = doctor(fitted_home)
-    for name in ("streams parse", "store views exist", "ratings has rows", "routing table exists",
-                 "routing table loads", "routing table matches its schema", "routing table is fresh"):
+    for name in (
+        "streams parse",
+        "store views exist",
+        "ratings has rows",
+        "routing table exists",
+        "routing table loads",
+        "routing table matches its schema",
+        "routing table is fresh",
+    ):
         assert live(report, name).status == "ok", live(report, name)
     assert report.stale_events == 0
 

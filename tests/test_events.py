@@ -1,4 +1,5 @@
 """Events v1 (DESIGN 3): models, the config key, the one line parser and its error messages."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,26 @@ from pydantic import ValidationError
 
 from pipeline.errors import InvalidEvent
 from pipeline.events import (
-    FAMILY, KNOWN, MAX_NESTING, Config, OtherEvent, RatingRetracted, RouteDecided, TaskAttempted, TaskClosed,
-    TaskOpened, TaskRated, TaskRejected, config_key, decode_line, encode_line, events_schema_text, parse_line,
-    stream_of, to_json_line, validate_object,
+    FAMILY,
+    KNOWN,
+    MAX_NESTING,
+    Config,
+    OtherEvent,
+    RatingRetracted,
+    RouteDecided,
+    TaskAttempted,
+    TaskClosed,
+    TaskOpened,
+    TaskRated,
+    TaskRejected,
+    config_key,
+    decode_line,
+    encode_line,
+    events_schema_text,
+    parse_line,
+    stream_of,
+    to_json_line,
+    validate_object,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,17 +42,35 @@ RATER = {"kind": "gate", "name": "pytest"}
 MINIMAL = {
     "task.opened": {"type": "task.opened", "task": "T-1"},
     "task.attempted": {"type": "task.attempted", "task": "T-1", "config": CONFIG, "status": "success", "cost_usd": 0.5},
-    "route.decided": {"type": "route.decided", "task": "T-1", "policy": "greedy", "chosen": "a/-/m/-",
-                      "candidates": ["a/-/m/-", "b/-/m/-"], "propensity": 1},
+    "route.decided": {
+        "type": "route.decided",
+        "task": "T-1",
+        "policy": "greedy",
+        "chosen": "a/-/m/-",
+        "candidates": ["a/-/m/-", "b/-/m/-"],
+        "propensity": 1,
+    },
     "task.closed": {"type": "task.closed", "task": "T-1", "outcome": "done"},
     "task.rated": {"type": "task.rated", "task": "T-1", "config": CONFIG, "rater": RATER, "score": 0.75},
-    "task.rejected": {"type": "task.rejected", "task": "T-1", "config": CONFIG, "rater": RATER,
-                      "claim": "tests fail", "evidence": ["log line 3"]},
+    "task.rejected": {
+        "type": "task.rejected",
+        "task": "T-1",
+        "config": CONFIG,
+        "rater": RATER,
+        "claim": "tests fail",
+        "evidence": ["log line 3"],
+    },
     "rating.retracted": {"type": "rating.retracted", "rating": "01ABC", "reason": "wrong task"},
 }
-MODEL = {"task.opened": TaskOpened, "task.attempted": TaskAttempted, "route.decided": RouteDecided,
-         "task.closed": TaskClosed, "task.rated": TaskRated, "task.rejected": TaskRejected,
-         "rating.retracted": RatingRetracted}
+MODEL = {
+    "task.opened": TaskOpened,
+    "task.attempted": TaskAttempted,
+    "route.decided": RouteDecided,
+    "task.closed": TaskClosed,
+    "task.rated": TaskRated,
+    "task.rejected": TaskRejected,
+    "rating.retracted": RatingRetracted,
+}
 
 
 def line(obj) -> bytes:
@@ -47,8 +83,9 @@ def test_every_type_parses_into_its_model_and_stream(event_type):
     event = parse_line(line(MINIMAL[event_type]))
     assert type(event) is MODEL[event_type] is KNOWN[event_type]
     assert event.type == event_type and event.v == 1 and event.id is None and event.at is None
-    assert stream_of(event_type) == ("ratings" if event_type in ("task.rated", "task.rejected",
-                                                                 "rating.retracted") else "tasks")
+    assert stream_of(event_type) == (
+        "ratings" if event_type in ("task.rated", "task.rejected", "rating.retracted") else "tasks"
+    )
     assert event_type in FAMILY
 
 
@@ -68,13 +105,16 @@ def test_events_are_frozen():
         event.score = 0.1
 
 
-@pytest.mark.parametrize("given, stored", [
-    ("2026-01-31T12:00:00Z", "2026-01-31T12:00:00Z"),
-    ("2026-01-31T14:00:00+02:00", "2026-01-31T12:00:00Z"),
-    ("2026-01-31t12:00:00.5z", "2026-01-31T12:00:00.500000Z"),
-    ("2026-01-31 12:00:00.123456789-00:30", "2026-01-31T12:30:00.123456Z"),
-    ("0999-01-01T00:00:00Z", "0999-01-01T00:00:00Z"),
-])
+@pytest.mark.parametrize(
+    "given, stored",
+    [
+        ("2026-01-31T12:00:00Z", "2026-01-31T12:00:00Z"),
+        ("2026-01-31T14:00:00+02:00", "2026-01-31T12:00:00Z"),
+        ("2026-01-31t12:00:00.5z", "2026-01-31T12:00:00.500000Z"),
+        ("2026-01-31 12:00:00.123456789-00:30", "2026-01-31T12:30:00.123456Z"),
+        ("0999-01-01T00:00:00Z", "0999-01-01T00:00:00Z"),
+    ],
+)
 def test_times_are_normalised_to_utc(given, stored):
     assert parse_line(line({**MINIMAL["task.closed"], "at": given})).at == stored
 
@@ -99,19 +139,27 @@ def test_unknown_type_becomes_other_event_in_tasks_stream():
 
 
 def test_to_json_line_is_compact_utf8_with_common_fields_first():
-    event = parse_line(line({**MINIMAL["task.opened"], "title": "Grüße", "at": "2026-01-01T01:00:00+01:00",
-                             "id": "e1"}))
-    assert to_json_line(event) == ('{"id":"e1","type":"task.opened","at":"2026-01-01T00:00:00Z","v":1,'
-                                   '"task":"T-1","title":"Grüße"}\n').encode()
+    event = parse_line(
+        line({**MINIMAL["task.opened"], "title": "Grüße", "at": "2026-01-01T01:00:00+01:00", "id": "e1"})
+    )
+    assert (
+        to_json_line(event)
+        == (
+            '{"id":"e1","type":"task.opened","at":"2026-01-01T00:00:00Z","v":1,"task":"T-1","title":"Grüße"}\n'
+        ).encode()
+    )
 
 
 # --------------------------------------------------------------------------- config key
-@pytest.mark.parametrize("config, key", [
-    (("claude-code", "anthropic", "opus", "high"), "claude-code/anthropic/opus/high"),
-    (("qwen", None, "480B/A35B", None), "qwen/-/480B%2FA35B/-"),
-    (("c", "-", "m", "50%"), "c/%2D/m/50%25"),
-    (("c", "", "m%2F", "a-b"), "c//m%252F/a-b"),
-])
+@pytest.mark.parametrize(
+    "config, key",
+    [
+        (("claude-code", "anthropic", "opus", "high"), "claude-code/anthropic/opus/high"),
+        (("qwen", None, "480B/A35B", None), "qwen/-/480B%2FA35B/-"),
+        (("c", "-", "m", "50%"), "c/%2D/m/50%25"),
+        (("c", "", "m%2F", "a-b"), "c//m%252F/a-b"),
+    ],
+)
 def test_config_key_examples(config, key):
     cli, route, model, effort = config
     assert config_key(cli, route, model, effort) == key
@@ -119,8 +167,7 @@ def test_config_key_examples(config, key):
     assert parsed.key == key and Config.from_key(key) == parsed
 
 
-@given(cli=st.text(min_size=1), route=st.none() | st.text(), model=st.text(min_size=1),
-       effort=st.none() | st.text())
+@given(cli=st.text(min_size=1), route=st.none() | st.text(), model=st.text(min_size=1), effort=st.none() | st.text())
 @example(cli="%", route="-", model="/", effort="%2D")
 @example(cli="-a", route="%2F", model="--", effort="")
 def test_config_key_round_trip(cli, route, model, effort):
@@ -151,48 +198,84 @@ INVALID = [
     (line({"type": "task.closed", "outcome": "done"}), "task", "required field is missing"),
     (line({"type": "task.closed", "task": 5, "outcome": "done"}), "task", "Input should be a valid string"),
     (line({"type": "task.closed", "task": "", "outcome": "done"}), "task", "String should have at least 1 character"),
-    (line({"type": "task.closed", "task": "T", "outcome": "won"}), "outcome",
-     "Input should be 'done', 'escalated' or 'abandoned'"),
+    (
+        line({"type": "task.closed", "task": "T", "outcome": "won"}),
+        "outcome",
+        "Input should be 'done', 'escalated' or 'abandoned'",
+    ),
     (line({**RATED, "score": 1.5}), "score", "Input should be less than or equal to 1"),
     (line({**RATED, "score": "0.5"}), "score", "Input should be a valid number"),
     (line({**RATED, "score": True}), "score", "Input should be a valid number"),
     (line({**RATED, "precision": 0}), "precision", "Input should be greater than 0"),
     (line({**RATED, "importance": -1}), "importance", "Input should be greater than or equal to 0"),
-    (line({**RATED, "rater": {"kind": "bot", "name": "x"}}), "rater.kind",
-     "Input should be 'gate', 'reviewer' or 'human'"),
+    (
+        line({**RATED, "rater": {"kind": "bot", "name": "x"}}),
+        "rater.kind",
+        "Input should be 'gate', 'reviewer' or 'human'",
+    ),
     (line({**RATED, "config": {**CONFIG, "gpu": "a100"}}), "config.gpu", "Extra inputs are not permitted"),
-    (line({**RATED, "config": "claude-code/anthropic/opus/high"}), "config",
-     "Input should be a valid dictionary or instance of Config"),
-    (line({**RATED, "score": 2, "precision": 2}), "score",
-     "Input should be less than or equal to 1 (and 1 more problem)"),
+    (
+        line({**RATED, "config": "claude-code/anthropic/opus/high"}),
+        "config",
+        "Input should be a valid dictionary or instance of Config",
+    ),
+    (
+        line({**RATED, "score": 2, "precision": 2}),
+        "score",
+        "Input should be less than or equal to 1 (and 1 more problem)",
+    ),
     (line({**MINIMAL["route.decided"], "propensity": 0}), "propensity", "Input should be greater than 0"),
-    (line({**MINIMAL["route.decided"], "candidates": ["a", ""]}), "candidates.1",
-     "String should have at least 1 character"),
+    (
+        line({**MINIMAL["route.decided"], "candidates": ["a", ""]}),
+        "candidates.1",
+        "String should have at least 1 character",
+    ),
     (line({**MINIMAL["task.attempted"], "tool_calls": -1}), "tool_calls", "Input should be greater than or equal to 0"),
-    (line({**MINIMAL["task.attempted"], "duration_ms": 1 << 63}), "duration_ms",
-     "Input should be less than or equal to 9223372036854775807"),
+    (
+        line({**MINIMAL["task.attempted"], "duration_ms": 1 << 63}),
+        "duration_ms",
+        "Input should be less than or equal to 9223372036854775807",
+    ),
     (line({**MINIMAL["task.attempted"], "cost_usd": -0.01}), "cost_usd", "Input should be greater than or equal to 0"),
     (line({**MINIMAL["task.opened"], "labels": {"a": 1}}), "labels.a", "Input should be a valid string"),
     (line({**MINIMAL["task.opened"], "v": 0}), "v", "Input should be greater than or equal to 1"),
     (line({**MINIMAL["task.opened"], "id": ""}), "id", "String should have at least 1 character"),
-    (line({**MINIMAL["task.opened"], "at": "2026-01-31"}), "at",
-     "not an RFC 3339 timestamp with a time zone (e.g. 2026-01-31T12:00:00Z)"),
-    (line({**MINIMAL["task.opened"], "at": "2026-02-30T00:00:00Z"}), "at",
-     "not a valid date or time: day is out of range for month"),
-    (line({**MINIMAL["task.opened"], "at": "9999-12-31T23:00:00-02:00"}), "at",
-     "the time in UTC is outside the years 1 to 9999"),
+    (
+        line({**MINIMAL["task.opened"], "at": "2026-01-31"}),
+        "at",
+        "not an RFC 3339 timestamp with a time zone (e.g. 2026-01-31T12:00:00Z)",
+    ),
+    (
+        line({**MINIMAL["task.opened"], "at": "2026-02-30T00:00:00Z"}),
+        "at",
+        "not a valid date or time: day is out of range for month",
+    ),
+    (
+        line({**MINIMAL["task.opened"], "at": "9999-12-31T23:00:00-02:00"}),
+        "at",
+        "the time in UTC is outside the years 1 to 9999",
+    ),
     (b'{"type":"task.rated","score":NaN}', "-", "NaN is not allowed (JSON numbers must be finite)"),
     (b'{"type":"x","big":-Infinity}', "-", "-Infinity is not allowed (JSON numbers must be finite)"),
     (b'{"type":"x","big":1e999}', "-", "number 1e999 does not fit a 64-bit float"),
-    (b'{"type":"x","s":"\\udc00"}', "-",
-     "contains an escaped lone UTF-16 surrogate (\\ud800-\\udfff), which is not text"),
+    (
+        b'{"type":"x","s":"\\udc00"}',
+        "-",
+        "contains an escaped lone UTF-16 surrogate (\\ud800-\\udfff), which is not text",
+    ),
     (b'{"type":"x","s":"\xff"}', "-", "not valid UTF-8 at byte 17"),
     (b'{"type":"x","s":"\xed\xa0\x80"}', "-", "not valid UTF-8 at byte 17"),  # an encoded surrogate
-    (b'{"type":"x","deep":' + b"[" * MAX_NESTING + b"]" * MAX_NESTING + b"}", "-",
-     f"JSON nested deeper than {MAX_NESTING} levels"),
+    (
+        b'{"type":"x","deep":' + b"[" * MAX_NESTING + b"]" * MAX_NESTING + b"}",
+        "-",
+        f"JSON nested deeper than {MAX_NESTING} levels",
+    ),
     (b"[" * 100_000 + b"]" * 100_000, "-", f"JSON nested deeper than {MAX_NESTING} levels"),
-    (b'{"type":"x","pad":"' + b"x" * (1 << 20) + b'"}', "-", f"line is {(1 << 20) + 21} bytes, over the limit of "
-                                                            f"{1 << 20}"),
+    (
+        b'{"type":"x","pad":"' + b"x" * (1 << 20) + b'"}',
+        "-",
+        f"line is {(1 << 20) + 21} bytes, over the limit of {1 << 20}",
+    ),
 ]
 
 
@@ -225,8 +308,11 @@ def test_a_message_without_line_names_the_source():
 
 # --------------------------------------------------------------------------- fuzz: parse or InvalidEvent, never else
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
 field_names = st.sampled_from(sorted({name for m in MODEL.values() for name in m.model_fields} | {"rater", "x"}))
 
 
@@ -238,8 +324,12 @@ raw_lines = st.one_of(
     st.binary(max_size=300),
     json_values.map(lambda v: json.dumps(v, allow_nan=True).encode()),
     st.builds(_mutated, st.sampled_from(list(MINIMAL.values())), field_names, json_values),
-    st.builds(lambda base, cut, junk: line(base)[:cut] + junk + line(base)[cut:],
-              st.sampled_from(list(MINIMAL.values())), st.integers(0, 60), st.binary(min_size=1, max_size=4)),
+    st.builds(
+        lambda base, cut, junk: line(base)[:cut] + junk + line(base)[cut:],
+        st.sampled_from(list(MINIMAL.values())),
+        st.integers(0, 60),
+        st.binary(min_size=1, max_size=4),
+    ),
     st.integers(1, 3000).map(lambda n: b'{"type":"x","d":' + b"[" * n + b"]" * n + b"}"),
     st.integers(1, 400).map(lambda n: b'{"type":"x","f":1' + b"0" * n + b".5}"),
 )
@@ -271,8 +361,9 @@ def test_fuzz_small_line_limits(raw, max_bytes):
 
 
 @settings(max_examples=150, deadline=None)
-@given(obj=json_values | st.dictionaries(st.text(max_size=8), json_values, max_size=6).map(
-    lambda d: {"type": "x", **d}))
+@given(
+    obj=json_values | st.dictionaries(st.text(max_size=8), json_values, max_size=6).map(lambda d: {"type": "x", **d})
+)
 def test_fuzz_objects_validate_or_are_rejected(obj):
     """The dict path (what a dispatcher passes): validate, then encode, never anything but InvalidEvent."""
     try:
@@ -287,7 +378,8 @@ def test_fuzz_objects_validate_or_are_rejected(obj):
 def test_committed_schema_is_in_sync():
     committed = (ROOT / "streams" / "events-v1.schema.json").read_text(encoding="utf-8")
     assert committed == events_schema_text(), (
-        "streams/events-v1.schema.json is out of date: run `make schema` (python -m pipeline.events)")
+        "streams/events-v1.schema.json is out of date: run `make schema` (python -m pipeline.events)"
+    )
 
 
 def test_schema_has_one_branch_per_type_and_one_for_the_rest():

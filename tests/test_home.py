@@ -1,4 +1,5 @@
 """The home layout: case-study names stay one directory under case-studies/."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,17 +8,20 @@ from pipeline.errors import PipelineError
 from pipeline.home import Home, case_study_name
 
 
-@pytest.mark.parametrize("name, ok", [
-    ("routing-by-rating", True),
-    ("january.2026", True),
-    ("..", False),
-    (".", False),
-    ("", False),
-    ("../../evil", False),
-    ("a/b", False),
-    ("/tmp/evil", False),
-    ("a\\b", False),
-])
+@pytest.mark.parametrize(
+    "name, ok",
+    [
+        ("routing-by-rating", True),
+        ("january.2026", True),
+        ("..", False),
+        (".", False),
+        ("", False),
+        ("../../evil", False),
+        ("a/b", False),
+        ("/tmp/evil", False),
+        ("a\\b", False),
+    ],
+)
 def test_a_case_study_name_is_one_directory(tmp_path, name, ok):
     home = Home.resolve(tmp_path)
     if ok:

@@ -1,4 +1,5 @@
 """Backfill import of long tables: the real samples import cleanly; bad rows are named; re-import adds nothing."""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,10 @@ def test_livecodebench_sample_blank_costs_and_labels(home):
         assert store.con.execute("SELECT count(*) FROM attempts WHERE cost_usd IS NOT NULL").fetchone() == (0,)
         labels, thread = store.con.execute("SELECT labels, thread FROM tasks LIMIT 1").fetchone()
         assert json.loads(labels)["platform"] in {"leetcode", "atcoder", "codeforces"} and thread == "lcb"
-        statuses = dict(store.con.execute(
-            "SELECT status, count(*) FROM attempts a JOIN ratings r USING (id) GROUP BY 1").fetchall() or [])
+        statuses = dict(
+            store.con.execute("SELECT status, count(*) FROM attempts a JOIN ratings r USING (id) GROUP BY 1").fetchall()
+            or []
+        )
     assert statuses == {}  # attempt and rating ids differ: one event each
 
 
@@ -69,14 +72,19 @@ def test_reimport_adds_nothing_after_compaction(home):
 
 
 def test_status_follows_the_score_and_config_keys_are_parsed(home, tmp_path):
-    path = _csv(tmp_path, "T1,claude-code/anthropic/opus/high,0.5,0.01,code,2026-01-01T00:00:00Z\n"
-                          "T1,Qwen/Qwen2-72B,0.49,,code,2026-01-01T00:00:00Z\n")
+    path = _csv(
+        tmp_path,
+        "T1,claude-code/anthropic/opus/high,0.5,0.01,code,2026-01-01T00:00:00Z\n"
+        "T1,Qwen/Qwen2-72B,0.49,,code,2026-01-01T00:00:00Z\n",
+    )
     import_table(home, path, rater_kind="human", rater_name="ann")
     compact(home)
     with open_store(home) as store:
         rows = store.con.execute("SELECT cli, route, model, effort, status, cost_usd FROM attempts ORDER BY model")
-        assert rows.fetchall() == [("import", None, "Qwen/Qwen2-72B", None, "failure", None),
-                                   ("claude-code", "anthropic", "opus", "high", "success", 0.01)]
+        assert rows.fetchall() == [
+            ("import", None, "Qwen/Qwen2-72B", None, "failure", None),
+            ("claude-code", "anthropic", "opus", "high", "success", 0.01),
+        ]
         assert store.con.execute("SELECT DISTINCT rater_kind, rater_name FROM ratings").fetchall() == [("human", "ann")]
 
 
@@ -89,16 +97,19 @@ def test_blank_scores_are_skipped_and_counted(home, tmp_path):
         assert store.con.execute("SELECT task, region FROM tasks").fetchall() == [("T2", "general")]
 
 
-@pytest.mark.parametrize("row, column, reason", [
-    ("T1,m,1.5,0.1,code,2026-01-01T00:00:00Z", "score", "1.5 is not in [0, 1]"),
-    ("T1,m,abc,0.1,code,2026-01-01T00:00:00Z", "score", "'abc' is not a number"),
-    ("T1,m,1,-2,code,2026-01-01T00:00:00Z", "cost_usd", "-2 is not >= 0"),
-    ("T1,m,1,0.1,code,yesterday", "at", "not an RFC 3339 timestamp"),
-    (",m,1,0.1,code,2026-01-01T00:00:00Z", "task_id", "must not be blank"),
-    ("T1,,1,0.1,code,2026-01-01T00:00:00Z", "config", "must not be blank"),
-    ("T1,/route/model/effort,1,0.1,code,2026-01-01T00:00:00Z", "config", None),  # a key with an empty cli
-    ("T1,m,nan,0.1,code,2026-01-01T00:00:00Z", "score", "'nan' is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "row, column, reason",
+    [
+        ("T1,m,1.5,0.1,code,2026-01-01T00:00:00Z", "score", "1.5 is not in [0, 1]"),
+        ("T1,m,abc,0.1,code,2026-01-01T00:00:00Z", "score", "'abc' is not a number"),
+        ("T1,m,1,-2,code,2026-01-01T00:00:00Z", "cost_usd", "-2 is not >= 0"),
+        ("T1,m,1,0.1,code,yesterday", "at", "not an RFC 3339 timestamp"),
+        (",m,1,0.1,code,2026-01-01T00:00:00Z", "task_id", "must not be blank"),
+        ("T1,,1,0.1,code,2026-01-01T00:00:00Z", "config", "must not be blank"),
+        ("T1,/route/model/effort,1,0.1,code,2026-01-01T00:00:00Z", "config", None),  # a key with an empty cli
+        ("T1,m,nan,0.1,code,2026-01-01T00:00:00Z", "score", "'nan' is not a finite number"),
+    ],
+)
 def test_a_bad_row_names_row_and_column_and_nothing_is_appended(home, tmp_path, row, column, reason):
     path = _csv(tmp_path, f"T0,m,1,0.1,code,2026-01-01T00:00:00Z\n{row}\n")
     with pytest.raises(InvalidBatch) as caught:
@@ -126,8 +137,20 @@ def test_missing_columns_are_named(home, tmp_path):
 
 def test_parquet_input(home, tmp_path):
     path = tmp_path / "t.parquet"
-    pq.write_table(pa.table({"task_id": ["T1"], "config": ["m"], "score": [1.0], "cost_usd": [None],
-                             "region": ["r"], "at": ["2026-01-01T00:00:00Z"], "suite": [7]}), path)
+    pq.write_table(
+        pa.table(
+            {
+                "task_id": ["T1"],
+                "config": ["m"],
+                "score": [1.0],
+                "cost_usd": [None],
+                "region": ["r"],
+                "at": ["2026-01-01T00:00:00Z"],
+                "suite": [7],
+            }
+        ),
+        path,
+    )
     result = import_table(home, path)
     assert result.imported_rows == 1
     compact(home)
@@ -154,13 +177,19 @@ def _truncated_gzip(path: Path) -> None:
     path.write_bytes(whole[: len(whole) // 2])
 
 
-@pytest.mark.parametrize("name, write, reason", [
-    ("plain.csv.gz", lambda p: p.write_bytes(b"task_id,config\n"), "Not a gzipped file"),
-    ("cut.csv.gz", _truncated_gzip, "Compressed file ended before the end-of-stream marker was reached"),
-    ("latin.csv", lambda p: p.write_bytes((HEADER + "\nT\xe9,m,1,0.1,code,2026-01-01T00:00:00Z\n").encode("latin-1")),
-     "'utf-8' codec can't decode byte 0xe9"),
-    ("text.parquet", lambda p: p.write_bytes(b"not parquet at all"), "Parquet"),
-])
+@pytest.mark.parametrize(
+    "name, write, reason",
+    [
+        ("plain.csv.gz", lambda p: p.write_bytes(b"task_id,config\n"), "Not a gzipped file"),
+        ("cut.csv.gz", _truncated_gzip, "Compressed file ended before the end-of-stream marker was reached"),
+        (
+            "latin.csv",
+            lambda p: p.write_bytes((HEADER + "\nT\xe9,m,1,0.1,code,2026-01-01T00:00:00Z\n").encode("latin-1")),
+            "'utf-8' codec can't decode byte 0xe9",
+        ),
+        ("text.parquet", lambda p: p.write_bytes(b"not parquet at all"), "Parquet"),
+    ],
+)
 def test_an_unreadable_file_is_bad_input_not_a_traceback(home, tmp_path, name, write, reason):
     path = tmp_path / name
     write(path)

@@ -1,4 +1,5 @@
 """Reading a person's JSON file into a model: the same messages for shipped.json, scenarios and tables."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,12 +13,15 @@ class Point(BaseModel):
     x: int
 
 
-@pytest.mark.parametrize("text, missing, error, message", [
-    (None, "no such file here", TableSchemaError, "{path}: no such file here"),
-    ("{nope", None, FitError, "{path}: not valid JSON: Expecting property name enclosed in double quotes"),
-    ('{"x": "a"}', None, FitError, "{path}: x: Input should be a valid integer"),
-    ("[1]", None, FitError, "{path}: -: Input should be a valid dictionary or instance of Point"),
-])
+@pytest.mark.parametrize(
+    "text, missing, error, message",
+    [
+        (None, "no such file here", TableSchemaError, "{path}: no such file here"),
+        ("{nope", None, FitError, "{path}: not valid JSON: Expecting property name enclosed in double quotes"),
+        ('{"x": "a"}', None, FitError, "{path}: x: Input should be a valid integer"),
+        ("[1]", None, FitError, "{path}: -: Input should be a valid dictionary or instance of Point"),
+    ],
+)
 def test_bad_files_raise_the_callers_error_naming_path_and_field(tmp_path, text, missing, error, message):
     path = tmp_path / "f.json"
     if text is not None:
@@ -35,12 +39,23 @@ def test_a_missing_file_without_a_message_is_left_to_the_caller(tmp_path):
     assert validate(Point, read_json(path, FitError), path, FitError) == Point(x=3)
 
 
-@pytest.mark.parametrize("command, file, content, message", [
-    (["compare", "--stats", "{tmp}/s.json"], "s.json", '{"name": 3}',
-     "error: {tmp}/s.json: not a case-study-stats/v1 file: name: Input should be a valid string"),
-    (["case-study", "x"], "case-studies/x/stats.json", '{"name": "x"',
-     "error: {tmp}/case-studies/x/stats.json: not a case-study-stats/v1 file: Expecting"),
-])
+@pytest.mark.parametrize(
+    "command, file, content, message",
+    [
+        (
+            ["compare", "--stats", "{tmp}/s.json"],
+            "s.json",
+            '{"name": 3}',
+            "error: {tmp}/s.json: not a case-study-stats/v1 file: name: Input should be a valid string",
+        ),
+        (
+            ["case-study", "x"],
+            "case-studies/x/stats.json",
+            '{"name": "x"',
+            "error: {tmp}/case-studies/x/stats.json: not a case-study-stats/v1 file: Expecting",
+        ),
+    ],
+)
 def test_cli_names_the_first_problem_of_a_broken_file_on_one_line(tmp_path, command, file, content, message):
     from click.testing import CliRunner
 

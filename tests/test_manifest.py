@@ -1,4 +1,5 @@
 """Manifests: a broken one is a failed check (exit 1) named on one line, not a pydantic report."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,10 +14,13 @@ from pipeline.streams import append
 from tests.fixtures_store import rating
 
 
-@pytest.mark.parametrize("content, reason", [
-    (b"{\n", "-: Invalid JSON: EOF while parsing an object at line 2 column 0"),
-    (b'{"number": "x"}', "Input should be a valid integer"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"{\n", "-: Invalid JSON: EOF while parsing an object at line 2 column 0"),
+        (b'{"number": "x"}', "Input should be a valid integer"),
+    ],
+)
 def test_a_broken_manifest_is_one_line(home, content, reason):
     append(home, [rating(1)])
     compact(home)

@@ -1,4 +1,5 @@
 """``ratings pin``: roll back to a fit in fits/history/, record the pin, follow the newest again."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,9 @@ def history(home):
     """Two fits in the history, the second one newer and published."""
     versions = []
     for i, quality in enumerate((0.5, 0.8)):
-        table = publish(build_table({"*": [member(A, quality, 0.1), member(B, 0.6, 0.1)]}),
-                        home / "fits" / "routing-table.json")
+        table = publish(
+            build_table({"*": [member(A, quality, 0.1), member(B, 0.6, 0.1)]}), home / "fits" / "routing-table.json"
+        )
         path = home / "fits" / "history" / f"{table.version}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes((home / "fits" / "routing-table.json").read_bytes())
@@ -42,17 +44,22 @@ def test_pin_rolls_back_and_latest_follows_the_newest_again(home, history):
     assert result.exit_code == 0, result.output
     assert result.output == f"pinned routing table {old} (from fits/history/{old}.json)\n"
     assert live_version(home) == old and pinned_version(home) == old
-    assert (home / "fits" / "routing-table.json").read_bytes() == (home / "fits" / "history" / f"{old}.json").read_bytes()
+    assert (home / "fits" / "routing-table.json").read_bytes() == (
+        home / "fits" / "history" / f"{old}.json"
+    ).read_bytes()
     result = run("pin", "--home", str(home), "--latest", "--json")
     assert json.loads(result.output) == {"pinned": None, "table": new, "history": f"history/{new}.json"}
     assert live_version(home) == new and read_pin(home) is None
 
 
-@pytest.mark.parametrize("args,message", [
-    (["nope"], "error: no fit with version 'nope'"),
-    ([], "give either VERSION or --latest"),
-    (["--latest", "x"], "give either VERSION or --latest"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["nope"], "error: no fit with version 'nope'"),
+        ([], "give either VERSION or --latest"),
+        (["--latest", "x"], "give either VERSION or --latest"),
+    ],
+)
 def test_pin_errors(home, history, args, message):
     result = run("pin", "--home", str(home), *args)
     assert result.exit_code == 2 and message in result.output

@@ -1,4 +1,5 @@
 """The simulator: deterministic, valid, honest about its truth, and exact about the damage it injects."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,9 @@ DEFAULT_FILES = ["streams/tasks.jsonl", "streams/ratings.jsonl", "fits/shipped.j
 
 def _files(home: Path) -> dict[str, bytes]:
     return {name: (home / "streams" / f"{name}.jsonl").read_bytes() for name in ("tasks", "ratings")} | {
-        "truth": (home / "truth.json").read_bytes(), "shipped": (home / "fits" / "shipped.json").read_bytes()}
+        "truth": (home / "truth.json").read_bytes(),
+        "shipped": (home / "fits" / "shipped.json").read_bytes(),
+    }
 
 
 def _lines(home: Path, stream: str) -> list[bytes]:
@@ -75,12 +78,28 @@ def test_chunking_and_corruption_keep_the_clean_lines(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the embedded default data
 def test_default_data_is_in_sync_with_the_generator(tmp_path: Path) -> None:
     """`make default-data` (ratings simulate --preset backlog --seed 7 --out . --truth fits/truth.json --force)."""
-    result = CliRunner().invoke(cli, ["simulate", "--preset", "backlog", "--seed", "7", "--out", str(tmp_path),
-                                      "--truth", "fits/truth.json", "--force", "--json"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "simulate",
+            "--preset",
+            "backlog",
+            "--seed",
+            "7",
+            "--out",
+            str(tmp_path),
+            "--truth",
+            "fits/truth.json",
+            "--force",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     for name in DEFAULT_FILES:
         assert (tmp_path / name).read_bytes() == (REPO / name).read_bytes(), f"{name} is stale: run `make default-data`"
-    assert "simulate --preset backlog --seed 7 --out . --truth fits/truth.json --force" in (REPO / "Makefile").read_text()
+    assert (
+        "simulate --preset backlog --seed 7 --out . --truth fits/truth.json --force" in (REPO / "Makefile").read_text()
+    )
 
 
 def test_default_backlog_every_line_is_a_canonical_v1_event() -> None:
@@ -105,8 +124,12 @@ def test_default_backlog_every_line_is_a_canonical_v1_event() -> None:
 
 def test_default_shipped_file() -> None:
     shipped = json.loads((REPO / "fits" / "shipped.json").read_text())
-    assert shipped["constants"] == {"prior_weight": 3, "exploration": 0.3, "min_samples": 3,
-                                    "objective": "quality_per_dollar"}
+    assert shipped["constants"] == {
+        "prior_weight": 3,
+        "exploration": 0.3,
+        "min_samples": 3,
+        "objective": "quality_per_dollar",
+    }
     keys = set(BACKLOG.config_keys)
     assert {shipped["default_config"], shipped["cheap_config"], shipped["frontier_config"]} <= keys
     assert shipped["pinned"] and set(shipped["pinned"].values()) <= keys
@@ -159,8 +182,10 @@ def _gate_estimates(home: Path) -> tuple[dict, float]:
         cell[1] += 1
     g = truth["gate_noise"]
     # A gate flips the outcome with probability g: E[score] = g + (1 - 2g) Q, so Q = (mean - g) / (1 - 2g).
-    errors = [((s / n - g) / (1 - 2 * g)) - truth["quality"][period][key][region] for (key, region, period), (s, n)
-              in sums.items()]
+    errors = [
+        ((s / n - g) / (1 - 2 * g)) - truth["quality"][period][key][region]
+        for (key, region, period), (s, n) in sums.items()
+    ]
     return sums, math.sqrt(sum(e * e for e in errors) / len(errors))
 
 
@@ -224,8 +249,11 @@ def test_rated_quality_is_what_the_weighted_ratings_converge_to(big_home: Path) 
         if key == truth["drift"]["config"] and task >= truth["drift"]["first_task"]:
             continue
         region = truth["regions"][truth["assignments"][task][0]]
-        w, s = (e.get("weight", 1.0), 0.0) if e["type"] == "task.rejected" else (
-            e.get("precision", 1.0) * e.get("confidence", 1.0) * e.get("importance", 1.0), e["score"])
+        w, s = (
+            (e.get("weight", 1.0), 0.0)
+            if e["type"] == "task.rejected"
+            else (e.get("precision", 1.0) * e.get("confidence", 1.0) * e.get("importance", 1.0), e["score"])
+        )
         sums[(key, region)][0] += w * s
         sums[(key, region)][1] += w
     errors = [s / w - truth["rated_quality"]["before"][k][r] for (k, r), (s, w) in sums.items()]
@@ -305,7 +333,9 @@ def test_corruption_counts_are_exact(tmp_path: Path) -> None:
     assert truth["counts"]["corruption"] == result.corruption
     assert result.expected_compaction == {
         "dead_letters": result.corruption["torn"] + result.corruption["invalid"] + result.corruption["conflicts"],
-        "duplicates": result.corruption["duplicates"], "quarantined": 2}
+        "duplicates": result.corruption["duplicates"],
+        "quarantined": 2,
+    }
 
 
 def test_default_backlog_compacts_with_zero_dead_letters(tmp_path: Path) -> None:
@@ -319,7 +349,9 @@ def test_default_backlog_compacts_with_zero_dead_letters(tmp_path: Path) -> None
     for stream, outcome in result.streams.items():
         assert (outcome.duplicate, outcome.conflict, outcome.invalid) == (0, 0, 0)
         assert outcome.stored == outcome.lines == truth["counts"]["lines"][stream]
-    assert not (tmp_path / "deadletter").exists() or all(p.stat().st_size == 0 for p in (tmp_path / "deadletter").iterdir())
+    assert not (tmp_path / "deadletter").exists() or all(
+        p.stat().st_size == 0 for p in (tmp_path / "deadletter").iterdir()
+    )
 
 
 def test_corrupted_backlog_compacts_to_exactly_the_injected_damage(tmp_path: Path) -> None:
@@ -335,8 +367,10 @@ def test_corrupted_backlog_compacts_to_exactly_the_injected_damage(tmp_path: Pat
         assert outcome.duplicate == counts["duplicates"]
         assert outcome.conflict == counts["conflicts"]
         assert outcome.invalid == counts["torn"] + counts["invalid"]
-        assert outcome.stored == sim.lines[stream] - counts["torn"] - counts["invalid"] - counts["conflicts"] \
-            - counts["duplicates"]
+        assert (
+            outcome.stored
+            == sim.lines[stream] - counts["torn"] - counts["invalid"] - counts["conflicts"] - counts["duplicates"]
+        )
     dead = sum(len((tmp_path / "deadletter" / f"{s}.jsonl").read_bytes().splitlines()) for s in ("tasks", "ratings"))
     assert dead == sim.expected_compaction["dead_letters"]
     assert len(repair(tmp_path)) == sim.expected_compaction["quarantined"] == 2
@@ -366,8 +400,23 @@ def test_cli_simulate(tmp_path: Path) -> None:
     scenario = tmp_path / "s.json"
     scenario.write_text(BACKLOG.model_copy(update={"name": "mine", "drift": None}).model_dump_json())
     out = tmp_path / "home"
-    result = runner.invoke(cli, ["simulate", "--out", str(out), "--scenario", str(scenario), "--tasks", "50",
-                                 "--seed", "3", "--gate-noise", "0.1", "--json"])
+    result = runner.invoke(
+        cli,
+        [
+            "simulate",
+            "--out",
+            str(out),
+            "--scenario",
+            str(scenario),
+            "--tasks",
+            "50",
+            "--seed",
+            "3",
+            "--gate-noise",
+            "0.1",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert summary["scenario"] == "mine" and summary["tasks"] == 50 and summary["events"]["task.opened"] == 50

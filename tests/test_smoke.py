@@ -1,4 +1,5 @@
 """``ratings smoke``: the real loop learns on a small simulated backlog; NO CHANGE exits 1 with why."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -27,17 +28,23 @@ def test_smoke_observes_learning_and_leaves_the_users_home_alone(tmp_path, monke
 
 def test_no_change_exits_1_with_the_gate_checks(monkeypatch, tmp_path):
     # Two members, no relative advantage: learning_governed stays on the static config whatever the evidence.
-    table = build_table({"implement": [member(A, 0.9, 1.0, ra=None), member(B, 0.5, 0.1, ra=None)],
-                         "*": [member(A, 0.9, 1.0, ra=None), member(B, 0.5, 0.1, ra=None)]},
-                        static={"default_config": A})
+    table = build_table(
+        {
+            "implement": [member(A, 0.9, 1.0, ra=None), member(B, 0.5, 0.1, ra=None)],
+            "*": [member(A, 0.9, 1.0, ra=None), member(B, 0.5, 0.1, ra=None)],
+        },
+        static={"default_config": A},
+    )
     monkeypatch.setattr(smoke_module, "_simulate", lambda home, tasks, seed: None)
     monkeypatch.setattr(smoke_module, "_fit", lambda home, seed: SimpleNamespace(table=table))
     result = CliRunner().invoke(cli, ["smoke", "--tasks", "50", "--keep", str(tmp_path / "kept")])
     assert result.exit_code == 1
     lines = result.output.splitlines()
-    assert lines[-2] == (f"VERDICT: NO CHANGE — router stayed on {A}: gate not met in implement: {B} has no "
-                         f"relative advantage (null); in *: {B} has no relative advantage (null); static: "
-                         f"default_config {A}")
+    assert lines[-2] == (
+        f"VERDICT: NO CHANGE — router stayed on {A}: gate not met in implement: {B} has no "
+        f"relative advantage (null); in *: {B} has no relative advantage (null); static: "
+        f"default_config {A}"
+    )
     assert '"advantage_ok": false' in lines[-1]
     assert (tmp_path / "kept" / "streams" / "tasks.jsonl").exists()  # --keep keeps the throwaway home
 

@@ -1,4 +1,5 @@
 """The store: views over exactly the manifest's files, with the column contract, empty or not."""
+
 from __future__ import annotations
 
 import json
@@ -21,20 +22,36 @@ def test_empty_home_has_every_view_with_its_columns_and_no_rows(home):
             cursor = store.con.execute(f'SELECT * FROM "{view}"')
             assert [d[0] for d in cursor.description] == [c for c, _ in COLUMNS[view]]
             assert cursor.fetchall() == []
-        assert store.event_counts() == {v: 0 for v in VIEWS}
+        assert store.event_counts() == dict.fromkeys(VIEWS, 0)
 
 
 def test_views_have_the_contract_columns_and_types(home):
-    append(home, [opened(1), rating(1), {"id": "A-1", "type": "task.attempted", "at": "2026-01-01T09:30:00Z",
-                                         "task": "T-1", "config": CONFIG, "status": "success", "cost_usd": None}])
+    append(
+        home,
+        [
+            opened(1),
+            rating(1),
+            {
+                "id": "A-1",
+                "type": "task.attempted",
+                "at": "2026-01-01T09:30:00Z",
+                "task": "T-1",
+                "config": CONFIG,
+                "status": "success",
+                "cost_usd": None,
+            },
+        ],
+    )
     compact(home)
     with open_store(home) as store:
         for view in VIEWS:
             described = store.con.execute(f'DESCRIBE "{view}"').fetchall()
             assert [(r[0], r[1]) for r in described] == COLUMNS[view]
         assert store.event_counts()["ratings"] == 1
-        assert store.con.execute('SELECT config_key, "at" FROM ratings').fetchall()[0][0] == \
-            "claude-code/anthropic/opus/high"
+        assert (
+            store.con.execute('SELECT config_key, "at" FROM ratings').fetchall()[0][0]
+            == "claude-code/anthropic/opus/high"
+        )
 
 
 def test_the_store_reads_the_listed_files_never_a_glob(home):
@@ -78,8 +95,9 @@ def test_cli_sql_prints_json_rows_with_rfc3339_times(home):
 
     append(home, [rating(1), rating(2, day=2)])
     compact(home)
-    out = CliRunner().invoke(cli, ["sql", "--home", str(home), "--json",
-                                   'SELECT id, "at", score, config_key FROM ratings ORDER BY id'])
+    out = CliRunner().invoke(
+        cli, ["sql", "--home", str(home), "--json", 'SELECT id, "at", score, config_key FROM ratings ORDER BY id']
+    )
     assert out.exit_code == 0, out.output
     assert json.loads(out.output) == [
         {"id": "R-1", "at": "2026-01-01T10:00:01Z", "score": 1.0, "config_key": "claude-code/anthropic/opus/high"},
@@ -89,8 +107,9 @@ def test_cli_sql_prints_json_rows_with_rfc3339_times(home):
     assert table.output.splitlines() == ["n", "-", "2"]
 
 
-@pytest.mark.parametrize("query", ["COPY ratings TO '{out}'", "SELECT * FROM read_csv('/etc/passwd')",
-                                   "SELECT * FROM read_parquet('{out}')"])
+@pytest.mark.parametrize(
+    "query", ["COPY ratings TO '{out}'", "SELECT * FROM read_csv('/etc/passwd')", "SELECT * FROM read_parquet('{out}')"]
+)
 def test_cli_sql_cannot_write_or_read_outside_the_store(home, tmp_path, query):
     from click.testing import CliRunner
 
@@ -104,10 +123,13 @@ def test_cli_sql_cannot_write_or_read_outside_the_store(home, tmp_path, query):
     assert not (tmp_path / "x.parquet").exists()
 
 
-@pytest.mark.parametrize("compacted, expected", [
-    (False, "error: no manifest 3 in this store (nothing compacted yet)"),
-    (True, "error: no manifest 3 in this store (newest: 1)"),
-])
+@pytest.mark.parametrize(
+    "compacted, expected",
+    [
+        (False, "error: no manifest 3 in this store (nothing compacted yet)"),
+        (True, "error: no manifest 3 in this store (newest: 1)"),
+    ],
+)
 def test_cli_sql_unknown_manifest_is_bad_input(home, compacted, expected):
     from click.testing import CliRunner
 
@@ -121,10 +143,13 @@ def test_cli_sql_unknown_manifest_is_bad_input(home, compacted, expected):
     assert out.output.strip() == expected
 
 
-@pytest.mark.parametrize("query, message", [
-    ("SELEC 1", 'error: query failed: Parser Error: syntax error at or near "SELEC"'),
-    ("SELECT x FROM ratings", 'error: query failed: Binder Error: Referenced column "x" not found in FROM clause!'),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("SELEC 1", 'error: query failed: Parser Error: syntax error at or near "SELEC"'),
+        ("SELECT x FROM ratings", 'error: query failed: Binder Error: Referenced column "x" not found in FROM clause!'),
+    ],
+)
 def test_cli_sql_a_bad_query_is_one_line(home, query, message):
     from click.testing import CliRunner
 

@@ -1,4 +1,5 @@
 """The append-only streams (DESIGN 4): all-or-nothing batches, routing, locking, torn tails, faults."""
+
 from __future__ import annotations
 
 import errno
@@ -45,33 +46,67 @@ def fragments(home: Path) -> list[Path]:
 
 
 # --------------------------------------------------------------------------- batches
-@pytest.mark.parametrize("batch, tasks, ratings", [
-    ([OPENED], 1, 0),
-    ([RATED], 0, 1),
-    ([OPENED, RATED, {"type": "rating.retracted", "rating": "r1", "reason": "typo"}], 1, 2),
-    ([{"type": "task.rejected", "task": "T", "config": CONFIG, "rater": {"kind": "human", "name": "ana"},
-       "claim": "c", "evidence": []}], 0, 1),
-    ([{"type": "route.decided", "task": "T", "policy": "p", "chosen": "a/-/m/-", "candidates": ["a/-/m/-"],
-       "propensity": 0.5}, {"type": "task.closed", "task": "T", "outcome": "done"}], 2, 0),
-    ([{"type": "deploy.finished"}], 1, 0),  # unknown types go to tasks
-])
+@pytest.mark.parametrize(
+    "batch, tasks, ratings",
+    [
+        ([OPENED], 1, 0),
+        ([RATED], 0, 1),
+        ([OPENED, RATED, {"type": "rating.retracted", "rating": "r1", "reason": "typo"}], 1, 2),
+        (
+            [
+                {
+                    "type": "task.rejected",
+                    "task": "T",
+                    "config": CONFIG,
+                    "rater": {"kind": "human", "name": "ana"},
+                    "claim": "c",
+                    "evidence": [],
+                }
+            ],
+            0,
+            1,
+        ),
+        (
+            [
+                {
+                    "type": "route.decided",
+                    "task": "T",
+                    "policy": "p",
+                    "chosen": "a/-/m/-",
+                    "candidates": ["a/-/m/-"],
+                    "propensity": 0.5,
+                },
+                {"type": "task.closed", "task": "T", "outcome": "done"},
+            ],
+            2,
+            0,
+        ),
+        ([{"type": "deploy.finished"}], 1, 0),  # unknown types go to tasks
+    ],
+)
 def test_events_are_routed_by_type(home, batch, tasks, ratings):
     result = append(home, batch, fsync="never")
-    assert result.summary() == {"appended": tasks + ratings,
-                                "streams": {k: n for k, n in (("tasks", tasks), ("ratings", ratings)) if n}}
-    assert [e.type for e in read(home, "tasks")] == [e["type"] for e in batch if e["type"] not in
-                                                     ("task.rated", "task.rejected", "rating.retracted")]
+    assert result.summary() == {
+        "appended": tasks + ratings,
+        "streams": {k: n for k, n in (("tasks", tasks), ("ratings", ratings)) if n},
+    }
+    assert [e.type for e in read(home, "tasks")] == [
+        e["type"] for e in batch if e["type"] not in ("task.rated", "task.rejected", "rating.retracted")
+    ]
     assert len(list(read(home, "ratings"))) == ratings
 
 
-@pytest.mark.parametrize("bad_items, lines", [
-    ([{"type": "task.rated", "task": "T"}], [2]),
-    (["[1]", {"type": "task.closed", "task": "T", "outcome": "lost"}], [2, 3]),
-    ([b'{"type":"x","n":NaN}'], [2]),
-    ([42], [2]),
-    ([{"type": "x", "n": 10 ** 4400}], [2]),  # a line the reader could not read back
-    ([{"type": "x", "deep": nested(70)}], [2]),  # deeper than the reader accepts
-])
+@pytest.mark.parametrize(
+    "bad_items, lines",
+    [
+        ([{"type": "task.rated", "task": "T"}], [2]),
+        (["[1]", {"type": "task.closed", "task": "T", "outcome": "lost"}], [2, 3]),
+        ([b'{"type":"x","n":NaN}'], [2]),
+        ([42], [2]),
+        ([{"type": "x", "n": 10**4400}], [2]),  # a line the reader could not read back
+        ([{"type": "x", "deep": nested(70)}], [2]),  # deeper than the reader accepts
+    ],
+)
 def test_a_bad_item_appends_nothing_and_names_every_bad_item(home, bad_items, lines):
     append(home, [OPENED], fsync="never")
     before = stream_bytes(home, "tasks")
@@ -90,6 +125,7 @@ def test_id_and_at_are_assigned_when_absent_and_kept_when_given(home):
     assert ULID.fullmatch(first.id) and result.ids == [first.id, "mine-1"]
     stamped = first.at.replace("Z", "+00:00")
     from datetime import datetime
+
     assert started - 1 <= datetime.fromisoformat(stamped).timestamp() <= time.time() + 1
     assert (second.id, second.at) == ("mine-1", "2026-01-01T00:00:00Z")
 
@@ -103,8 +139,11 @@ def test_every_kind_of_item_is_accepted(home):
 
 
 def test_unknown_fields_survive_the_dict_path(home):
-    append(home, [{**RATED, "trace": {"steps": [1, {"a": None}]}, "rater": {"kind": "gate", "name": "ci", "v": 2}}],
-           fsync="never")
+    append(
+        home,
+        [{**RATED, "trace": {"steps": [1, {"a": None}]}, "rater": {"kind": "gate", "name": "ci", "v": 2}}],
+        fsync="never",
+    )
     line = json.loads(stream_bytes(home, "ratings"))
     assert line["trace"] == {"steps": [1, {"a": None}]} and line["rater"]["v"] == 2
     assert list(line)[:4] == ["id", "type", "at", "v"]
@@ -135,7 +174,7 @@ def test_new_ids_are_unique_across_threads_and_forks(monkeypatch):
     os.close(writer)
     with os.fdopen(reader, "rb") as handle:
         raw = handle.read().decode()
-    ids += [raw[i:i + 26] for i in range(0, len(raw), 26)]
+    ids += [raw[i : i + 26] for i in range(0, len(raw), 26)]
     assert len(ids) == len(set(ids)) == 20_200
 
 
@@ -144,11 +183,14 @@ def test_bad_fsync_policy(home):
         append(home, [OPENED], fsync="sometimes")
 
 
-@pytest.mark.parametrize("policy, lines, fsyncs", [
-    ("never", 3, 0),
-    ("batch", 3, 1),
-    ("always", 3, 3),
-])
+@pytest.mark.parametrize(
+    "policy, lines, fsyncs",
+    [
+        ("never", 3, 0),
+        ("batch", 3, 1),
+        ("always", 3, 3),
+    ],
+)
 def test_fsync_policy(home, monkeypatch, policy, lines, fsyncs):
     append(home, [OPENED], fsync="never")  # the stream exists: no directory fsync
     calls = []
@@ -159,13 +201,16 @@ def test_fsync_policy(home, monkeypatch, policy, lines, fsyncs):
 
 
 # --------------------------------------------------------------------------- torn tails
-@pytest.mark.parametrize("initial, fragment", [
-    (b"", None),
-    (b'{"type":"x"}\n', None),
-    (b'{"type":"x"}\n{"type":"y","pad":"abc', b'{"type":"y","pad":"abc'),
-    (b'{"type":"x","pad":"abc', b'{"type":"x","pad":"abc'),
-    (b'{"type":"x"}\n' + b"z" * 200_000, b"z" * 200_000),  # longer than one read chunk
-])
+@pytest.mark.parametrize(
+    "initial, fragment",
+    [
+        (b"", None),
+        (b'{"type":"x"}\n', None),
+        (b'{"type":"x"}\n{"type":"y","pad":"abc', b'{"type":"y","pad":"abc'),
+        (b'{"type":"x","pad":"abc', b'{"type":"x","pad":"abc'),
+        (b'{"type":"x"}\n' + b"z" * 200_000, b"z" * 200_000),  # longer than one read chunk
+    ],
+)
 def test_append_quarantines_a_torn_tail_and_starts_on_a_fresh_line(home, initial, fragment):
     (home / "streams").mkdir()
     (home / "streams" / "tasks.jsonl").write_bytes(initial)
@@ -173,7 +218,7 @@ def test_append_quarantines_a_torn_tail_and_starts_on_a_fresh_line(home, initial
     assert [r.raw for r in read_lines(home, "tasks")] == keep.splitlines()  # readers stop at the last newline
     result = append(home, [OPENED], fsync="batch")
     content = stream_bytes(home, "tasks")
-    assert content.startswith(keep) and parse_line(content[len(keep):]).task == "T-1"
+    assert content.startswith(keep) and parse_line(content[len(keep) :]).task == "T-1"
     found = fragments(home)
     assert [p.read_bytes() for p in found] == ([fragment] if fragment else [])
     assert result.quarantined == [str(p) for p in found]
@@ -197,8 +242,9 @@ def test_read_lines_offsets_and_long_lines(home):
     append(home, [OPENED, big, OPENED], fsync="never", max_bytes=2_000_000)
     content = stream_bytes(home, "tasks")
     got = list(read_lines(home, "tasks"))
-    assert [(r.line_no, content[r.offset:r.offset + len(r.raw)]) for r in got] == [
-        (i + 1, r.raw) for i, r in enumerate(got)]
+    assert [(r.line_no, content[r.offset : r.offset + len(r.raw)]) for r in got] == [
+        (i + 1, r.raw) for i, r in enumerate(got)
+    ]
     assert b"\n".join(r.raw for r in got) + b"\n" == content
     assert [r.line_no for r in read_lines(home, "tasks", start=got[2].offset, start_line=3)] == [3]
 
@@ -228,12 +274,15 @@ def _failing_write(fail_at: int, short_first: bool):
     return write
 
 
-@pytest.mark.parametrize("fail_at, short_first, whole_lines", [
-    (1, False, 0),   # the first line fails outright
-    (3, False, 2),   # two lines in, the third fails
-    (2, True, 0),    # the first line is written short, finishing it fails
-    (5, True, 3),    # three lines, the fourth short then failing
-])
+@pytest.mark.parametrize(
+    "fail_at, short_first, whole_lines",
+    [
+        (1, False, 0),  # the first line fails outright
+        (3, False, 2),  # two lines in, the third fails
+        (2, True, 0),  # the first line is written short, finishing it fails
+        (5, True, 3),  # three lines, the fourth short then failing
+    ],
+)
 def test_disk_full_leaves_whole_lines(home, monkeypatch, fail_at, short_first, whole_lines):
     append(home, [{**OPENED, "task": "before"}], fsync="never")
     before = stream_bytes(home, "tasks")
@@ -266,12 +315,24 @@ def test_disk_full_while_quarantining_keeps_the_tail_for_next_time(home, monkeyp
 # --------------------------------------------------------------------------- fuzz: never corrupts the stream
 raw_items = st.one_of(
     st.binary(max_size=200),
-    st.dictionaries(st.sampled_from(["type", "task", "score", "config", "rater", "at", "id", "x"]),
-                    st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=10)
-                    | st.just(CONFIG) | st.just("task.rated") | st.just("task.opened"), max_size=6),
-    st.builds(lambda base, key, value: {**base, key: value}, st.sampled_from([OPENED, RATED]),
-              st.sampled_from(["score", "task", "at", "extra", "id", "v"]),
-              st.floats() | st.integers() | st.text(max_size=30) | st.lists(st.integers(), max_size=3)),
+    st.dictionaries(
+        st.sampled_from(["type", "task", "score", "config", "rater", "at", "id", "x"]),
+        st.none()
+        | st.booleans()
+        | st.floats()
+        | st.integers()
+        | st.text(max_size=10)
+        | st.just(CONFIG)
+        | st.just("task.rated")
+        | st.just("task.opened"),
+        max_size=6,
+    ),
+    st.builds(
+        lambda base, key, value: {**base, key: value},
+        st.sampled_from([OPENED, RATED]),
+        st.sampled_from(["score", "task", "at", "extra", "id", "v"]),
+        st.floats() | st.integers() | st.text(max_size=30) | st.lists(st.integers(), max_size=3),
+    ),
 )
 
 
@@ -288,9 +349,12 @@ def test_fuzz_append_never_corrupts(home, item):
     grown = [s for s in before if stream_bytes(home, s) != before[s]]
     assert len(grown) == 1
     new = stream_bytes(home, grown[0])
-    assert new.startswith(before[grown[0]]) and new.endswith(b"\n") and new.count(b"\n") == \
-        before[grown[0]].count(b"\n") + 1
-    parse_line(new[len(before[grown[0]]):])
+    assert (
+        new.startswith(before[grown[0]])
+        and new.endswith(b"\n")
+        and new.count(b"\n") == before[grown[0]].count(b"\n") + 1
+    )
+    parse_line(new[len(before[grown[0]]) :])
 
 
 # --------------------------------------------------------------------------- concurrency
@@ -300,7 +364,7 @@ WRITERS, PER_WRITER = 8, 500
 def _writer(home: str, writer: int) -> None:
     rng = random.Random(writer)
     for seq in range(PER_WRITER):
-        event = ({**RATED, "task": f"W{writer}"} if seq % 3 else {**OPENED, "task": f"W{writer}"})
+        event = {**RATED, "task": f"W{writer}"} if seq % 3 else {**OPENED, "task": f"W{writer}"}
         event = {**event, "writer": writer, "seq": seq}
         if seq % 60 == 7:  # some lines up to ~1 MB
             event["pad"] = "x" * rng.randint(100_000, 1_000_000)
@@ -344,15 +408,21 @@ def _crashing_appender(home: str, torn: multiprocessing.Event | None) -> None:
         streams.os.write = half_then_hang
     rng = random.Random(os.getpid())
     while True:
-        append(home, [{**OPENED, "task": f"T-{rng.randrange(10**6)}", "pad": "y" * rng.randint(20_000, 400_000)}],
-               fsync="never")
+        append(
+            home,
+            [{**OPENED, "task": f"T-{rng.randrange(10**6)}", "pad": "y" * rng.randint(20_000, 400_000)}],
+            fsync="never",
+        )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode, rounds", [
-    ("torn", 12),  # killed while holding the lock with half a line written: a torn tail every time
-    ("random", 8),  # killed at a random moment of a real append loop: a torn tail sometimes
-])
+@pytest.mark.parametrize(
+    "mode, rounds",
+    [
+        ("torn", 12),  # killed while holding the lock with half a line written: a torn tail every time
+        ("random", 8),  # killed at a random moment of a real append loop: a torn tail sometimes
+    ],
+)
 def test_sigkill_mid_write_many_times(home, mode, rounds):
     rng = random.Random(5)
     stream = home / "streams" / "tasks.jsonl"
@@ -372,7 +442,7 @@ def test_sigkill_mid_write_many_times(home, mode, rounds):
         content = stream.read_bytes() if stream.exists() else b""
         assert content.startswith(prefix), "the valid prefix changed"
         whole = content[: content.rfind(b"\n") + 1]
-        tail = content[len(whole):]
+        tail = content[len(whole) :]
         if mode == "torn":
             assert tail, "the torn writer left no torn tail"
         assert all(parse_line(r.raw) for r in read_lines(home, "tasks", start=len(prefix)))
@@ -387,7 +457,7 @@ def test_sigkill_mid_write_many_times(home, mode, rounds):
         content = stream.read_bytes() if stream.exists() else b""
         assert content.startswith(whole) and (content == b"" or content.endswith(b"\n"))
         if round_no % 2:
-            assert parse_line(content[len(whole):]).task == f"after-{round_no}"
+            assert parse_line(content[len(whole) :]).task == f"after-{round_no}"
         prefix = content
     assert len(list(read(home, "tasks"))) == prefix.count(b"\n")
     assert Home.resolve(home).quarantine.exists() == bool(seen_fragments)

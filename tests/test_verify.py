@@ -1,4 +1,5 @@
 """``ratings verify``: passes on an honest store, names every mismatch and exits 1."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ is built once as a :class:`~pipeline.casestudy.doc.Document` (headline in
 words, then sections and figures) and written twice, as HTML and Markdown,
 with the figures as SVG files beside them. Same stats, same bytes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,8 +40,12 @@ class Rendered:
 
 def build_document(stats: Stats, plots: dict) -> Document:
     s = stats.split
-    subtitle = (f"Routing by rating, checked on {fmt.count(s.held_out_tasks)} held-out tasks after "
-                f"{s.cutoff_at or 'the cutoff'}; objective ", Code(stats.objective), ".")
+    subtitle = (
+        f"Routing by rating, checked on {fmt.count(s.held_out_tasks)} held-out tasks after "
+        f"{s.cutoff_at or 'the cutoff'}; objective ",
+        Code(stats.objective),
+        ".",
+    )
     return Document(
         title=f"Case study: {stats.name}",
         subtitle=subtitle,

@@ -6,6 +6,7 @@ also recognised by name anywhere in ``source``, ``name`` or ``notes`` and
 credited with links to their sources, so a page on RouterBench or
 LiveCodeBench data always says where the data came from.
 """
+
 from __future__ import annotations
 
 import json

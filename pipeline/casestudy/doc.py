@@ -3,6 +3,7 @@
 Building the page once and rendering it twice is what guarantees that the
 README and the HTML say the same numbers in the same words.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

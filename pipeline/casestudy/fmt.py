@@ -1,4 +1,5 @@
 """How numbers read on a case-study page and in ``ratings compare``: one place, so both say the same."""
+
 from __future__ import annotations
 
 import math
@@ -68,4 +69,3 @@ def constant(name: str, value) -> str:
     if name == "cost_floor_usd":
         return "$" + f"{value:.12f}".rstrip("0").rstrip(".")
     return str(value)
-

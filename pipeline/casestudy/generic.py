@@ -4,6 +4,7 @@ A mapping of scalars becomes a two-column table; a mapping of mappings of
 scalars, or a list of such mappings, becomes one table with a row each;
 anything deeper becomes a sub-heading per key, two levels at most, then JSON.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,9 @@ def blocks_for(value: Any, level: int = 3, key_name: str = "name") -> list[Block
         return [table([key_name, "value"], [[k, scalar(v)] for k, v in value.items()])]
     if value is None or value == [] or value == {}:
         return [para("none")]
-    if isinstance(value, dict) and all(isinstance(v, dict) and all(_flat(x) for x in v.values())
-                                       for v in value.values()):
+    if isinstance(value, dict) and all(
+        isinstance(v, dict) and all(_flat(x) for x in v.values()) for v in value.values()
+    ):
         return [_rows_table(list(value.items()), key_name)]
     if isinstance(value, list) and all(isinstance(v, dict) and all(_flat(x) for x in v.values()) for v in value):
         return [_rows_table([(str(i + 1), v) for i, v in enumerate(value)], "#")]

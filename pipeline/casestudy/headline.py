@@ -3,6 +3,7 @@
 Every number a reader should leave with is said here, with its n and its
 interval; the figures and tables below only support it.
 """
+
 from __future__ import annotations
 
 from ..fit.stats import Stats
@@ -32,12 +33,19 @@ def routing_lead(stats: Stats) -> list[Block]:
     expected = (r.shipped.model_extra or {}).get("expected_hit_rate_with_exploration")
     blocks: list[Block] = [
         para(
-            Strong("Routing: "), f"of {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks, the ",
-            Strong("fitted"), f" constants routed {hit_phrase(r.fitted)} to a best configuration; the ",
-            Strong("shipped"), f" constants routed {hit_phrase(r.shipped)}. Fitted minus shipped: "
+            Strong("Routing: "),
+            f"of {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks, the ",
+            Strong("fitted"),
+            f" constants routed {hit_phrase(r.fitted)} to a best configuration; the ",
+            Strong("shipped"),
+            f" constants routed {hit_phrase(r.shipped)}. Fitted minus shipped: "
             f"{fmt.points(r.difference.value)} (95% CI {fmt.points_interval(r.difference.ci95)}).",
-            (f" With their exploration of {fmt.constant('exploration', c.shipped.exploration)}, the shipped constants "
-             f"would be expected to hit {fmt.pct(expected)}." if expected is not None else ""),
+            (
+                f" With their exploration of {fmt.constant('exploration', c.shipped.exploration)}, the shipped constants "
+                f"would be expected to hit {fmt.pct(expected)}."
+                if expected is not None
+                else ""
+            ),
             _best_single_phrase(stats),
             lead=True,
         ),
@@ -47,9 +55,13 @@ def routing_lead(stats: Stats) -> list[Block]:
         blocks.append(para(Strong(verdict), lead=True))
     else:
         blocks.append(Note((verdict,)))
-    blocks.append(para(Strong(f"Recommendation: {r.recommendation}. "),
-                       f"{fmt.sentence(r.reason)} The published routing table uses the {c.published} constants.",
-                       lead=True))
+    blocks.append(
+        para(
+            Strong(f"Recommendation: {r.recommendation}. "),
+            f"{fmt.sentence(r.reason)} The published routing table uses the {c.published} constants.",
+            lead=True,
+        )
+    )
     return blocks
 
 
@@ -60,11 +72,15 @@ def _best_single_phrase(stats: Stats) -> str:
         return ""
     fitted = stats.baselines.fitted
     costs = best.mean_cost_usd is not None and fitted.mean_cost_usd is not None
-    return (f" Sending every task to the best single configuration of the learned tasks "
-            f"({short_config(best.config)}) would have hit {fmt.pct(best.hit_rate)}, with mean quality "
-            f"{fmt.num(best.mean_quality, 3)}" + (f" at {fmt.usd(best.mean_cost_usd)} per task" if costs else "")
-            + f" against {fmt.num(fitted.mean_quality, 3)}"
-            + (f" at {fmt.usd(fitted.mean_cost_usd)}" if costs else "") + " for the fitted constants.")
+    return (
+        f" Sending every task to the best single configuration of the learned tasks "
+        f"({short_config(best.config)}) would have hit {fmt.pct(best.hit_rate)}, with mean quality "
+        f"{fmt.num(best.mean_quality, 3)}"
+        + (f" at {fmt.usd(best.mean_cost_usd)} per task" if costs else "")
+        + f" against {fmt.num(fitted.mean_quality, 3)}"
+        + (f" at {fmt.usd(fitted.mean_cost_usd)}" if costs else "")
+        + " for the fitted constants."
+    )
 
 
 def calibration_lead(stats: Stats) -> list[Block]:
@@ -75,13 +91,21 @@ def calibration_lead(stats: Stats) -> list[Block]:
         f"{fmt.num(cal.regions_mse)} against {fmt.num(cal.plain_mean_mse)} for the plain mean"
         + (f" (difference 95% CI {fmt.signed(ci[0])} to {fmt.signed(ci[1])})" if ci else "")
         + f"; mean absolute error {fmt.num(cal.regions_mae)} against {fmt.num(cal.plain_mean_mae)}"
-        + (f", over {fmt.count(cal.n)} ratings" if cal.n else "") + ". Verdict: "
+        + (f", over {fmt.count(cal.n)} ratings" if cal.n else "")
+        + ". Verdict: "
     )
     verdict = CALIBRATION_VERDICT[cal.recommendation]
     # With every figure defined the fitter's reason only restates them; otherwise it says why one is missing.
     complete = None not in (cal.regions_mse, cal.plain_mean_mse, cal.regions_mae, cal.plain_mean_mae, ci)
-    blocks: list[Block] = [para(Strong("Calibration: "), text, Strong(cal.recommendation), "."
-                                + ("" if complete else f" {fmt.sentence(cal.reason)}"), lead=True)]
+    blocks: list[Block] = [
+        para(
+            Strong("Calibration: "),
+            text,
+            Strong(cal.recommendation),
+            "." + ("" if complete else f" {fmt.sentence(cal.reason)}"),
+            lead=True,
+        )
+    ]
     blocks.append(para(Strong(verdict), lead=True) if cal.recommendation == "adopt" else Note((verdict,)))
     return blocks
 
@@ -95,26 +119,41 @@ def ladder_lead(stats: Stats) -> list[Block]:
     at, their = "", ""
     if first(s, "held_out_cost_usd") is not None and first(s, "cost_ratio") is not None:
         at = f" at {fmt.usd(s['held_out_cost_usd'])} per task"
-        their = f" at {fmt.usd(first(s, 'best_single_cost_usd'))} ({fmt.pct(s['cost_ratio'])} of it spent by the ladders)"
+        their = (
+            f" at {fmt.usd(first(s, 'best_single_cost_usd'))} ({fmt.pct(s['cost_ratio'])} of it spent by the ladders)"
+        )
     compared = (stats.ladders or {}).get("held_out_tasks_compared")
     on = f"{fmt.count(compared)} held-out tasks" if compared is not None else "the held-out tasks"
-    blocks: list[Block] = [para(
-        Strong("Escalation ladders: "),
-        f"{chain} reached held-out quality {fmt.num(first(s, 'held_out_quality'), 3)}{at}, against "
-        f"{fmt.num(first(s, 'best_single_quality'), 3)}{their} for "
-        f"{short_config(str(first(s, 'best_single_config') or 'n/a'))}, the best single configuration on the tasks "
-        f"the ladders were searched on; measured on {on} where every rung they ran "
-        f"was observed ({fmt.pct(first(s, 'coverage'))} of held-out tasks; the rest are not counted).",
-        lead=True,
-    )]
+    blocks: list[Block] = [
+        para(
+            Strong("Escalation ladders: "),
+            f"{chain} reached held-out quality {fmt.num(first(s, 'held_out_quality'), 3)}{at}, against "
+            f"{fmt.num(first(s, 'best_single_quality'), 3)}{their} for "
+            f"{short_config(str(first(s, 'best_single_config') or 'n/a'))}, the best single configuration on the tasks "
+            f"the ladders were searched on; measured on {on} where every rung they ran "
+            f"was observed ({fmt.pct(first(s, 'coverage'))} of held-out tasks; the rest are not counted).",
+            lead=True,
+        )
+    ]
     reached, single = first(s, "held_out_quality"), first(s, "best_single_quality")
     if reached is not None and single is not None and reached < single:
-        blocks.append(Note((f"The ladders did NOT reach that configuration's quality on the held-out tasks "
-                            f"({fmt.num(reached, 3)} against {fmt.num(single, 3)}).",)))
+        blocks.append(
+            Note(
+                (
+                    f"The ladders did NOT reach that configuration's quality on the held-out tasks "
+                    f"({fmt.num(reached, 3)} against {fmt.num(single, 3)}).",
+                )
+            )
+        )
     if s.get("gate_is_target"):
-        blocks.append(Note((
-            "This ladder figure is an upper bound for a perfect verifier: its gate ratings are the same ratings that "
-            "measure quality, so escalation never misses a failure the way a real gate would.",)))
+        blocks.append(
+            Note(
+                (
+                    "This ladder figure is an upper bound for a perfect verifier: its gate ratings are the same ratings that "
+                    "measure quality, so escalation never misses a failure the way a real gate would.",
+                )
+            )
+        )
     return blocks
 
 
@@ -124,22 +163,36 @@ def policy_lead(stats: Stats) -> list[Block]:
     if not default:
         return []
     hits, n = first(default, "hits"), first(default, "n")
-    counted = f"{fmt.count(hits)} of {fmt.count(n)} ({fmt.pct(first(default, 'hit_rate'))})" if hits is not None \
-        and n is not None else fmt.pct(first(default, "hit_rate"))
+    counted = (
+        f"{fmt.count(hits)} of {fmt.count(n)} ({fmt.pct(first(default, 'hit_rate'))})"
+        if hits is not None and n is not None
+        else fmt.pct(first(default, "hit_rate"))
+    )
     parts: list = [
-        Strong("Default policy: "), Code("learning_governed"),
+        Strong("Default policy: "),
+        Code("learning_governed"),
         f" routed {counted} held-out tasks to a best configuration, mean quality "
         f"{fmt.num(first(default, 'mean_quality'), 3)}"
-        + (f" at {fmt.usd(first(default, 'mean_cost_usd'))} per task" if first(default, "mean_cost_usd") is not None
-           else "") + ".",
+        + (
+            f" at {fmt.usd(first(default, 'mean_cost_usd'))} per task"
+            if first(default, "mean_cost_usd") is not None
+            else ""
+        )
+        + ".",
     ]
     static, greedy = rows.get("workflow_default"), rows.get("quality_per_dollar")
     if static and _same_figures(default, static) and not (greedy and _same_figures(default, greedy)):
-        parts.append(" It did exactly what the static choice (workflow_default) does: the evidence gate (at least "
-                     "min_samples ratings and a relative advantage above 0 in the region) did not let the learned "
-                     "choice override it"
-                     + (f"; without the gate, the quality_per_dollar policy hit {fmt.pct(first(greedy, 'hit_rate'))}"
-                        if greedy else "") + ".")
+        parts.append(
+            " It did exactly what the static choice (workflow_default) does: the evidence gate (at least "
+            "min_samples ratings and a relative advantage above 0 in the region) did not let the learned "
+            "choice override it"
+            + (
+                f"; without the gate, the quality_per_dollar policy hit {fmt.pct(first(greedy, 'hit_rate'))}"
+                if greedy
+                else ""
+            )
+            + "."
+        )
     return [para(*parts, lead=True)]
 
 
@@ -151,6 +204,12 @@ def _same_figures(a: dict, b: dict) -> bool:
 def headline(stats: Stats) -> list[Block]:
     blocks = routing_lead(stats) + calibration_lead(stats) + ladder_lead(stats) + policy_lead(stats)
     if not stats.cost_known:
-        blocks.append(Note(("Costs are unknown in this data: every configuration was ranked by quality alone, and "
-                            "no cost figure is shown.",)))
+        blocks.append(
+            Note(
+                (
+                    "Costs are unknown in this data: every configuration was ranked by quality alone, and "
+                    "no cost figure is shown.",
+                )
+            )
+        )
     return blocks

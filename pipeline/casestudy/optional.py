@@ -5,6 +5,7 @@ accept the spellings a stage may reasonably use (``ladder`` or ``rungs``,
 ``mean_cost_usd`` or ``cost_usd``, points grouped by series or tagged with a
 ``kind``) and never fail on a missing piece: a page with less is still a page.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -55,9 +56,11 @@ def ladder_summary(stats: Stats) -> dict[str, Any] | None:
 def ladder_regions(stats: Stats) -> dict[str, dict[str, Any]]:
     """Region -> its ladder row (``*`` first), whether the stage nests them under ``regions`` or not."""
     ladders = stats.ladders or {}
-    regions = ladders.get("regions") if isinstance(ladders.get("regions"), dict) else {
-        k: v for k, v in ladders.items() if k != "summary" and isinstance(v, dict)
-    }
+    regions = (
+        ladders.get("regions")
+        if isinstance(ladders.get("regions"), dict)
+        else {k: v for k, v in ladders.items() if k != "summary" and isinstance(v, dict)}
+    )
     return dict(sorted(regions.items(), key=lambda kv: (kv[0] != "*", kv[0])))
 
 
@@ -65,8 +68,12 @@ def _point(kind: str, row: dict[str, Any], label: str | None = None) -> Point:
     if label is None:
         lam = first(row, "lambda", "lambda_")
         label = first(row, "config", "label", "name") or (f"λ={lam:g}" if lam is not None else kind)
-    return Point(kind, str(label), first(row, "mean_quality", "quality", "held_out_quality"),
-                 first(row, "mean_cost_usd", "cost_usd", "held_out_cost_usd", "cost"))
+    return Point(
+        kind,
+        str(label),
+        first(row, "mean_quality", "quality", "held_out_quality"),
+        first(row, "mean_cost_usd", "cost_usd", "held_out_cost_usd", "cost"),
+    )
 
 
 def _series(frontier: dict[str, Any], name: str) -> list[dict[str, Any]]:
@@ -103,8 +110,9 @@ def frontier_points(stats: Stats) -> list[Point]:
     points += [_point("router", p) for p in _series(frontier, "router")]
     b = stats.baselines
     if not points:  # no frontier stage: the single baselines are still single configurations
-        points += [Point("single", x.config, x.mean_quality, x.mean_cost_usd)
-                   for x in (b.best_single, b.cheapest) if x.config]
+        points += [
+            Point("single", x.config, x.mean_quality, x.mean_cost_usd) for x in (b.best_single, b.cheapest) if x.config
+        ]
     summary = ladder_summary(stats)
     if summary:
         label = " → ".join(short_config(k) for k in rungs(summary)) or "ladder"
@@ -112,8 +120,11 @@ def frontier_points(stats: Stats) -> list[Point]:
     points.append(Point("shipped", "shipped", b.shipped.mean_quality, b.shipped.mean_cost_usd))
     points.append(Point("fitted", "fitted", b.fitted.mean_quality, b.fitted.mean_cost_usd))
     oracle = frontier.get("oracle") if isinstance(frontier.get("oracle"), dict) else None
-    points.append(_point("oracle", oracle, "oracle") if oracle else
-                  Point("oracle", "oracle", b.oracle.mean_quality, b.oracle.mean_cost_usd))
+    points.append(
+        _point("oracle", oracle, "oracle")
+        if oracle
+        else Point("oracle", "oracle", b.oracle.mean_quality, b.oracle.mean_cost_usd)
+    )
     return points
 
 

@@ -5,6 +5,7 @@ No pyplot (no global figure state, no GUI backend): each figure is a
 the hash salt (element ids), the font and text-as-text, and drops the date, so
 two renders of the same stats give the same bytes.
 """
+
 from __future__ import annotations
 
 import io
@@ -91,8 +92,18 @@ def grid_heatmap(stats: Stats) -> Plot | None:
         from matplotlib.patches import Rectangle
 
         x, y = weights.index(consts.prior_weight), explorations.index(consts.exploration)
-        ax.add_patch(Rectangle((x - 0.46, y - 0.46), 0.92, 0.92, fill=False, edgecolor=color, linewidth=2.6,
-                               linestyle=style, label=label))
+        ax.add_patch(
+            Rectangle(
+                (x - 0.46, y - 0.46),
+                0.92,
+                0.92,
+                fill=False,
+                edgecolor=color,
+                linewidth=2.6,
+                linestyle=style,
+                label=label,
+            )
+        )
 
     def draw(fig):
         import numpy as np
@@ -105,15 +116,23 @@ def grid_heatmap(stats: Stats) -> Plot | None:
             for (s, e, w), v in cells.items():
                 if s == source:
                     grid[explorations.index(e), weights.index(w)] = v
-            image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=lo, vmax=hi, aspect="auto",
-                              origin="lower")
+            image = ax.imshow(
+                np.ma.masked_invalid(grid), cmap="viridis", vmin=lo, vmax=hi, aspect="auto", origin="lower"
+            )
             for y in range(len(explorations)):
                 for x in range(len(weights)):
                     v = grid[y, x]
                     if not math.isnan(v):
                         dark = (v - lo) / ((hi - lo) or 1) < 0.6
-                        ax.text(x, y, f"{100 * v:.0f}", ha="center", va="center", fontsize=9,
-                                color="white" if dark else "black")
+                        ax.text(
+                            x,
+                            y,
+                            f"{100 * v:.0f}",
+                            ha="center",
+                            va="center",
+                            fontsize=9,
+                            color="white" if dark else "black",
+                        )
             mark(ax, source, shipped, SHIPPED_COLOR, "--", "shipped")
             mark(ax, source, fitted, FITTED_COLOR, "-", "fitted")
             ax.set_xticks(range(len(weights)), [fmt.constant("prior_weight", w) for w in weights])
@@ -129,8 +148,15 @@ def grid_heatmap(stats: Stats) -> Plot | None:
         handles, labels = list(legend.values()), list(legend)
         if handles:
             fig.legend(handles, labels, loc="outside upper right", ncols=2, frameon=False)
-        fig.colorbar(image, ax=list(axes), label="held-out hit rate (diagnostic)", location="bottom", shrink=0.8,
-                     aspect=40, format=lambda v, _: f"{100 * v:.0f}%")
+        fig.colorbar(
+            image,
+            ax=list(axes),
+            label="held-out hit rate (diagnostic)",
+            location="bottom",
+            shrink=0.8,
+            aspect=40,
+            format=lambda v, _: f"{100 * v:.0f}%",
+        )
 
     f, s = stats.constants.fitted, stats.constants.shipped
     fitted_cell = cells.get((f.prior_source, f.exploration, f.prior_weight))
@@ -155,15 +181,21 @@ def frontier_plot(stats: Stats) -> Plot | None:
     decades = math.log10(max(costs) / min(costs)) if costs else 0.0
     log_x = decades > math.log10(20)
     styles = {
-        "single": dict(marker="o", color="#757575", s=36, zorder=3),
-        "router": dict(marker="o", color="#1565c0", s=30, zorder=4),
-        "ladder": dict(marker="^", color="#6a1b9a", s=110, zorder=6),
-        "shipped": dict(marker="s", color=SHIPPED_COLOR, s=70, zorder=5),
-        "fitted": dict(marker="D", color=FITTED_COLOR, s=70, zorder=5),
-        "oracle": dict(marker="*", color="#ef6c00", s=180, zorder=5),
+        "single": {"marker": "o", "color": "#757575", "s": 36, "zorder": 3},
+        "router": {"marker": "o", "color": "#1565c0", "s": 30, "zorder": 4},
+        "ladder": {"marker": "^", "color": "#6a1b9a", "s": 110, "zorder": 6},
+        "shipped": {"marker": "s", "color": SHIPPED_COLOR, "s": 70, "zorder": 5},
+        "fitted": {"marker": "D", "color": FITTED_COLOR, "s": 70, "zorder": 5},
+        "oracle": {"marker": "*", "color": "#ef6c00", "s": 180, "zorder": 5},
     }
-    names = {"single": "single configurations", "router": "router (λ sweep)", "ladder": "ladder",
-             "shipped": "shipped constants", "fitted": "fitted constants", "oracle": "oracle"}
+    names = {
+        "single": "single configurations",
+        "router": "router (λ sweep)",
+        "ladder": "ladder",
+        "shipped": "shipped constants",
+        "fitted": "fitted constants",
+        "oracle": "oracle",
+    }
 
     def draw(fig):
         fig.set_size_inches(WIDTH_IN, 4.4)
@@ -174,8 +206,7 @@ def frontier_plot(stats: Stats) -> Plot | None:
                 continue
             if kind == "router" and len(group) > 1:
                 ordered = sorted(group, key=lambda p: p.cost)
-                ax.plot([p.cost for p in ordered], [p.quality for p in ordered], color=style["color"], lw=1.5,
-                        zorder=2)
+                ax.plot([p.cost for p in ordered], [p.quality for p in ordered], color=style["color"], lw=1.5, zorder=2)
             ax.scatter([p.cost for p in group], [p.quality for p in group], label=names[kind], **style)
         if log_x:
             from matplotlib.ticker import LogLocator, NullFormatter
@@ -196,8 +227,10 @@ def frontier_plot(stats: Stats) -> Plot | None:
         return "; ".join(f"{p.label}: quality {fmt.num(p.quality, 3)} at {fmt.usd(p.cost)}" for p in group)
 
     parts = [f"{names[k]}: {where(k)}" for k in styles if k != "single" and where(k)]
-    alt = ("Cost against quality on the held-out tasks. " + ". ".join(parts) + ". "
-           f"{sum(p.kind == 'single' for p in costed)} single configurations are drawn as grey points.")
+    alt = (
+        "Cost against quality on the held-out tasks. " + ". ".join(parts) + ". "
+        f"{sum(p.kind == 'single' for p in costed)} single configurations are drawn as grey points."
+    )
     return _draw("frontier.svg", alt, draw)
 
 
@@ -217,14 +250,23 @@ def _label_singles(ax, singles) -> None:
         x, y = to_axes.transform((p.cost, p.quality))
         width = 0.019 * len(label)
         right = x + 0.012 + width <= 1.02  # else the label goes to the left of its point
-        box = (x + 0.012, y - 0.075, x + 0.012 + width, y - 0.02) if right else (x - 0.012 - width, y - 0.075,
-                                                                                   x - 0.012, y - 0.02)
-        if box[0] < -0.02 or any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
-                                 for b in placed):
+        box = (
+            (x + 0.012, y - 0.075, x + 0.012 + width, y - 0.02)
+            if right
+            else (x - 0.012 - width, y - 0.075, x - 0.012, y - 0.02)
+        )
+        if box[0] < -0.02 or any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
             continue
         placed.append(box)
-        ax.annotate(label, (p.cost, p.quality), xytext=(4 if right else -4, -10), textcoords="offset points",
-                    fontsize=8, color="#424242", ha="left" if right else "right")
+        ax.annotate(
+            label,
+            (p.cost, p.quality),
+            xytext=(4 if right else -4, -10),
+            textcoords="offset points",
+            fontsize=8,
+            color="#424242",
+            ha="left" if right else "right",
+        )
 
 
 # --------------------------------------------------------------------------- priors
@@ -241,16 +283,36 @@ def priors_plot(stats: Stats) -> Plot | None:
         for y, row in enumerate(rows):
             color = SHIPPED_COLOR if row.disagrees else "#455a64"
             ax.text(0, y - 0.32, f"{row.selector} @ {row.region}", fontsize=9, va="bottom", color="#212121")
-            ax.scatter([row.shipped], [y], marker="|", s=160, color=color, linewidths=2.5, zorder=4,
-                       label="shipped prior" if y == 0 else None)
+            ax.scatter(
+                [row.shipped],
+                [y],
+                marker="|",
+                s=160,
+                color=color,
+                linewidths=2.5,
+                zorder=4,
+                label="shipped prior" if y == 0 else None,
+            )
             if row.measured is None:
                 ax.annotate("no ratings", (row.shipped, y), xytext=(8, -3), textcoords="offset points", fontsize=9)
                 continue
             ax.plot([row.shipped, row.measured], [y, y], color=color, lw=1.2, zorder=3)
-            ax.scatter([row.measured], [y], s=16 + 6 * math.sqrt(row.n), color=color, zorder=5,
-                       label="measured (size: n)" if y == 0 else None)
-            ax.annotate(f"n={row.n:,}, w={row.weight:g}", (max(row.shipped, row.measured), y), xytext=(9, -3),
-                        textcoords="offset points", fontsize=9, color="#424242")
+            ax.scatter(
+                [row.measured],
+                [y],
+                s=16 + 6 * math.sqrt(row.n),
+                color=color,
+                zorder=5,
+                label="measured (size: n)" if y == 0 else None,
+            )
+            ax.annotate(
+                f"n={row.n:,}, w={row.weight:g}",
+                (max(row.shipped, row.measured), y),
+                xytext=(9, -3),
+                textcoords="offset points",
+                fontsize=9,
+                color="#424242",
+            )
         ax.set_yticks([])
         ax.set_ylim(len(rows) - 0.5, -0.75)
         ax.spines["left"].set_visible(False)
@@ -260,10 +322,14 @@ def priors_plot(stats: Stats) -> Plot | None:
         ax.grid(True, axis="x", color="#e0e0e0", linewidth=0.6)
 
     disagree = [r for r in rows if r.disagrees]
-    alt = (f"Shipped against measured prior for {len(rows)} shipped priors. "
-           + (" ".join(f"The ratings disagree with the prior {r.selector} in {r.region}: shipped "
-                       f"{fmt.num(r.shipped, 2)}, measured {fmt.num(r.measured, 3)} over n={r.n:,}." for r in disagree)
-              or "None disagrees by more than 0.1 with enough samples."))
+    alt = f"Shipped against measured prior for {len(rows)} shipped priors. " + (
+        " ".join(
+            f"The ratings disagree with the prior {r.selector} in {r.region}: shipped "
+            f"{fmt.num(r.shipped, 2)}, measured {fmt.num(r.measured, 3)} over n={r.n:,}."
+            for r in disagree
+        )
+        or "None disagrees by more than 0.1 with enough samples."
+    )
     return _draw("priors.svg", alt, draw)
 
 

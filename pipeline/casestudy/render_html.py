@@ -3,6 +3,7 @@
 Readable on a phone (fluid width, tables that wrap long keys) and in a
 terminal browser (real headings, paragraphs, tables, alt text on every image).
 """
+
 from __future__ import annotations
 
 from html import escape
@@ -73,12 +74,16 @@ def _table(t: Table) -> str:
 
     head = "".join(f'<th scope="col"{cls(i)}>{escape(c)}</th>' for i, c in enumerate(t.columns))
     labels = [escape(c, quote=True) for c in t.columns]
-    rows = "".join("<tr>" + "".join(f'<td{cls(i)} data-label="{labels[i]}">{escape(v)}</td>' for i, v in enumerate(r))
-                   + "</tr>\n" for r in t.rows)
+    rows = "".join(
+        "<tr>" + "".join(f'<td{cls(i)} data-label="{labels[i]}">{escape(v)}</td>' for i, v in enumerate(r)) + "</tr>\n"
+        for r in t.rows
+    )
     caption = f"<caption>{escape(t.caption)}</caption>" if t.caption else ""
     wide = ' class="wide"' if len(t.columns) > 4 else ""  # more than four columns do not fit a phone's width
-    return (f'<div class="table"><table{wide}>{caption}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}'
-            "</tbody></table></div>")
+    return (
+        f'<div class="table"><table{wide}>{caption}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}'
+        "</tbody></table></div>"
+    )
 
 
 def block(b: Block) -> str:
@@ -94,8 +99,10 @@ def block(b: Block) -> str:
     if isinstance(b, Table):
         return _table(b)
     if isinstance(b, Figure):
-        return (f'<figure><img src="{escape(b.file)}" alt="{escape(b.alt)}" loading="lazy">\n'
-                f"<figcaption>{inline(b.caption)}</figcaption></figure>")
+        return (
+            f'<figure><img src="{escape(b.file)}" alt="{escape(b.alt)}" loading="lazy">\n'
+            f"<figcaption>{inline(b.caption)}</figcaption></figure>"
+        )
     raise TypeError(f"no HTML for {type(b).__name__}")
 
 

@@ -1,4 +1,5 @@
 """The same page as GitHub-flavoured Markdown (``README.md`` beside ``index.html``)."""
+
 from __future__ import annotations
 
 from .doc import Block, Bullets, Code, Document, Figure, Heading, Inline, Link, Note, Para, Strong, Table
@@ -17,7 +18,7 @@ def inline(parts: tuple[Inline, ...]) -> str:
             out.append(f"{fence}{p.text}{fence}")
         elif isinstance(p, Strong):  # no space inside the markers, or CommonMark does not see the emphasis
             core = p.text.rstrip()
-            out.append(f"**{_text(core)}**{p.text[len(core):]}")
+            out.append(f"**{_text(core)}**{p.text[len(core) :]}")
         elif isinstance(p, Link):
             out.append(f"[{_text(p.text)}]({p.href})")
         else:
@@ -33,8 +34,10 @@ def _table(t: Table) -> str:
     def rule(i: int) -> str:
         return "---:" if i < len(t.numeric) and t.numeric[i] else "---"
 
-    lines = ["| " + " | ".join(_cell(c) for c in t.columns) + " |",
-             "|" + "|".join(rule(i) for i in range(len(t.columns))) + "|"]
+    lines = [
+        "| " + " | ".join(_cell(c) for c in t.columns) + " |",
+        "|" + "|".join(rule(i) for i in range(len(t.columns))) + "|",
+    ]
     lines += ["| " + " | ".join(_cell(v) for v in r) + " |" for r in t.rows]
     if t.caption:
         lines += ["", f"_{_text(t.caption)}_"]

@@ -14,6 +14,7 @@ line costs a few re-reads of its neighbourhood, not the chunk.
 The rows produced are equal to :func:`pipeline.compact.rows.event_row` of the
 same line; ``tests/test_compact.py`` checks both paths against each other.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,42 +34,92 @@ _COMMON = [("id", _S), ("type", _S), ("at", _S), ("v", _I)]
 #: The JSON fields of each known type, as Arrow reads them (``labels`` is left out: free keys go the slow way).
 FIELDS: dict[str, list[tuple[str, pa.DataType]]] = {
     "task.opened": [("task", _S), ("region", _S), ("title", _S), ("thread", _S)],
-    "task.attempted": [("task", _S), ("config", _CONFIG), ("status", _S), ("cost_usd", _F), ("duration_ms", _I),
-                       ("node", _S), ("prompt_version", _S), ("reviewer_verdict", _S), ("tool_calls", _I),
-                       ("files_read", _I), ("files_written", _I)],
-    "route.decided": [("task", _S), ("policy", _S), ("chosen", _S), ("candidates", _LIST), ("propensity", _F),
-                      ("table", _S), ("explored", _B), ("reason", _S), ("predicted_quality", _F)],
+    "task.attempted": [
+        ("task", _S),
+        ("config", _CONFIG),
+        ("status", _S),
+        ("cost_usd", _F),
+        ("duration_ms", _I),
+        ("node", _S),
+        ("prompt_version", _S),
+        ("reviewer_verdict", _S),
+        ("tool_calls", _I),
+        ("files_read", _I),
+        ("files_written", _I),
+    ],
+    "route.decided": [
+        ("task", _S),
+        ("policy", _S),
+        ("chosen", _S),
+        ("candidates", _LIST),
+        ("propensity", _F),
+        ("table", _S),
+        ("explored", _B),
+        ("reason", _S),
+        ("predicted_quality", _F),
+    ],
     "task.closed": [("task", _S), ("outcome", _S)],
-    "task.rated": [("task", _S), ("config", _CONFIG), ("rater", _RATER), ("score", _F), ("precision", _F),
-                   ("confidence", _F), ("importance", _F)],
-    "task.rejected": [("task", _S), ("config", _CONFIG), ("rater", _RATER), ("claim", _S), ("evidence", _LIST),
-                      ("weight", _F)],
+    "task.rated": [
+        ("task", _S),
+        ("config", _CONFIG),
+        ("rater", _RATER),
+        ("score", _F),
+        ("precision", _F),
+        ("confidence", _F),
+        ("importance", _F),
+    ],
+    "task.rejected": [
+        ("task", _S),
+        ("config", _CONFIG),
+        ("rater", _RATER),
+        ("claim", _S),
+        ("evidence", _LIST),
+        ("weight", _F),
+    ],
     "rating.retracted": [("rating", _S), ("reason", _S)],
 }
 _SCHEMA = {t: pa.schema(_COMMON + f) for t, f in FIELDS.items()}
 
 #: Fields that must be present and not null.
 _REQUIRED = {
-    "task.opened": ["task"], "task.attempted": ["task", "config", "status"],
-    "route.decided": ["task", "policy", "chosen", "candidates", "propensity"], "task.closed": ["task", "outcome"],
-    "task.rated": ["task", "config", "rater", "score"], "task.rejected": ["task", "config", "rater", "claim", "evidence"],
+    "task.opened": ["task"],
+    "task.attempted": ["task", "config", "status"],
+    "route.decided": ["task", "policy", "chosen", "candidates", "propensity"],
+    "task.closed": ["task", "outcome"],
+    "task.rated": ["task", "config", "rater", "score"],
+    "task.rejected": ["task", "config", "rater", "claim", "evidence"],
     "rating.retracted": ["rating", "reason"],
 }
 #: Fields with a default but no ``None``: an explicit ``null`` is invalid, so such lines go the slow way.
 _DEFAULTED = {
-    "task.opened": ["region"], "route.decided": ["explored", "reason"],
-    "task.rated": ["precision", "confidence", "importance"], "task.rejected": ["weight"],
+    "task.opened": ["region"],
+    "route.decided": ["explored", "reason"],
+    "task.rated": ["precision", "confidence", "importance"],
+    "task.rejected": ["weight"],
 }
 #: Strings that must not be empty (when present).
 _NON_EMPTY = ["id", "task", "region", "policy", "chosen", "claim", "rating"]
 #: Closed (lower, upper) intervals; None is unbounded. Open bounds are in _OPEN_LOW.
-_RANGES = {"score": (0.0, 1.0), "precision": (0.0, 1.0), "confidence": (0.0, 1.0), "importance": (0.0, None),
-           "weight": (0.0, None), "cost_usd": (0.0, None), "propensity": (0.0, 1.0), "predicted_quality": (0.0, 1.0),
-           "duration_ms": (0, None), "tool_calls": (0, None), "files_read": (0, None), "files_written": (0, None),
-           "v": (1, None)}
+_RANGES = {
+    "score": (0.0, 1.0),
+    "precision": (0.0, 1.0),
+    "confidence": (0.0, 1.0),
+    "importance": (0.0, None),
+    "weight": (0.0, None),
+    "cost_usd": (0.0, None),
+    "propensity": (0.0, 1.0),
+    "predicted_quality": (0.0, 1.0),
+    "duration_ms": (0, None),
+    "tool_calls": (0, None),
+    "files_read": (0, None),
+    "files_written": (0, None),
+    "v": (1, None),
+}
 _OPEN_LOW = {"precision", "confidence", "propensity"}
-_ENUMS = {"status": ["success", "failure", "vacuous", "blocked", "escalated", "unknown"],
-          "outcome": ["done", "escalated", "abandoned"]}
+_ENUMS = {
+    "status": ["success", "failure", "vacuous", "blocked", "escalated", "unknown"],
+    "outcome": ["done", "escalated", "abandoned"],
+}
 _RATER_KINDS = ["gate", "reviewer", "human"]
 _CANONICAL_AT = r"^([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$"
 _TYPE = r'"type"\s*:\s*"(?P<t>[a-z._]+)"'
@@ -78,8 +129,9 @@ _GIVE_UP = 4096  # a failed block at least this big whose halves both fail goes 
 
 def lines_array(block: bytes, starts: np.ndarray) -> pa.LargeBinaryArray:
     """Line ``i`` of ``block`` is ``block[starts[i]:starts[i+1]]`` (with its newline), without copying."""
-    return pa.Array.from_buffers(pa.large_binary(), len(starts) - 1,
-                                 [None, pa.py_buffer(starts.astype(np.int64)), pa.py_buffer(block)])
+    return pa.Array.from_buffers(
+        pa.large_binary(), len(starts) - 1, [None, pa.py_buffer(starts.astype(np.int64)), pa.py_buffer(block)]
+    )
 
 
 def event_types(lines: pa.LargeBinaryArray) -> pa.Array:
@@ -118,8 +170,9 @@ def parse_fast(lines: pa.LargeBinaryArray, candidate: np.ndarray, stream: str, o
     return out
 
 
-def _parse_group(name: str, lines: pa.LargeBinaryArray, picked: np.ndarray, stream: str, offsets: np.ndarray,
-                 out: FastResult) -> None:
+def _parse_group(
+    name: str, lines: pa.LargeBinaryArray, picked: np.ndarray, stream: str, offsets: np.ndarray, out: FastResult
+) -> None:
     read = _read(name, lines, picked)
     if read is None:
         if len(picked) <= _MIN_BISECT:
@@ -153,8 +206,11 @@ def _read(name: str, lines: pa.LargeBinaryArray, picked: np.ndarray) -> tuple[pa
     data = taken.buffers()[2].slice(int(offs[0]), int(offs[-1] - offs[0]))
     options = pj.ParseOptions(explicit_schema=_SCHEMA[name], unexpected_field_behavior="error")
     try:
-        table = pj.read_json(pa.BufferReader(data), parse_options=options,
-                             read_options=pj.ReadOptions(block_size=max(1 << 22, 2 * int(np.diff(offs).max()))))
+        table = pj.read_json(
+            pa.BufferReader(data),
+            parse_options=options,
+            read_options=pj.ReadOptions(block_size=max(1 << 22, 2 * int(np.diff(offs).max()))),
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     if table.num_rows != len(picked):  # Arrow skips a blank line: go line by line
@@ -198,8 +254,9 @@ def _row_checks(name: str, table: pa.Table, raw: pa.LargeBinaryArray) -> tuple[n
     for field, non_empty in (("candidates", True), ("evidence", False)):
         if field in cols:
             flat = pc.list_flatten(table[field])
-            bad_items = pc.is_null(flat) if not non_empty else pc.or_kleene(pc.is_null(flat),
-                                                                      pc.equal(pc.utf8_length(flat), 0))
+            bad_items = (
+                pc.is_null(flat) if not non_empty else pc.or_kleene(pc.is_null(flat), pc.equal(pc.utf8_length(flat), 0))
+            )
             parents = pc.list_parent_indices(table[field]).to_numpy()
             ok[parents[_all_valid(bad_items)]] = False
     at = table["at"].combine_chunks()
@@ -208,7 +265,7 @@ def _row_checks(name: str, table: pa.Table, raw: pa.LargeBinaryArray) -> tuple[n
     ok &= canonical | no_at
     times = _timestamps(at if canonical.all() else pc.if_else(pa.array(canonical), at, pa.scalar(None, _S)))
     ok &= _all_valid(pc.is_valid(times)) | no_at  # 2026-02-30 matches the pattern but is no date
-    defaulted = _DEFAULTED.get(name, []) + ["v"]
+    defaulted = [*_DEFAULTED.get(name, []), "v"]
     maybe_null = np.zeros(table.num_rows, bool)
     for field in defaulted:
         maybe_null |= _all_valid(pc.is_null(table[field]))
@@ -251,14 +308,18 @@ def config_keys(config: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "/")
 
 
-def _to_family(family: str, table: pa.Table, times: pa.Array, picked: np.ndarray, stream: str,
-               offsets: np.ndarray) -> pa.Table:
+def _to_family(
+    family: str, table: pa.Table, times: pa.Array, picked: np.ndarray, stream: str, offsets: np.ndarray
+) -> pa.Table:
     ids = table["id"].combine_chunks()
     if ids.null_count:
         fallback = pa.array([f"{stream}@{int(o)}" for o in offsets[picked]], _S)
         ids = pc.if_else(pc.is_null(ids), fallback, ids)
     columns: dict[str, pa.Array] = {
-        "id": ids, "type": table["type"], "at": times, "v": pc.fill_null(table["v"], 1),
+        "id": ids,
+        "type": table["type"],
+        "at": times,
+        "v": pc.fill_null(table["v"], 1),
     }
     defaults = {**DEFAULTS.get(family, {}), **({"region": "general"} if family == "tasks" else {})}
     config = table["config"].combine_chunks() if "config" in table.column_names else None

@@ -1,4 +1,5 @@
 """Durable Parquet files and dead letters: temp name, fsync, rename (DESIGN 4)."""
+
 from __future__ import annotations
 
 import base64
@@ -34,8 +35,14 @@ def write_parquet(table: pa.Table, path: Path) -> None:
 
 
 def entry_for(store: Path, path: Path, family: str, partition: str, rows: int) -> FileEntry:
-    return FileEntry(path=path.relative_to(store).as_posix(), family=family, partition=partition, rows=rows,
-                     bytes=path.stat().st_size, sha256=file_sha256(path))
+    return FileEntry(
+        path=path.relative_to(store).as_posix(),
+        family=family,
+        partition=partition,
+        rows=rows,
+        bytes=path.stat().st_size,
+        sha256=file_sha256(path),
+    )
 
 
 def fsync_dirs(paths: set[Path]) -> None:
@@ -46,8 +53,13 @@ def fsync_dirs(paths: set[Path]) -> None:
 
 def deadletter_record(stream: str, offset: int, line_no: int, reason: str, raw: bytes) -> bytes:
     """One dead-letter line: ``{stream, byte_offset, line_no, reason, raw_b64}``."""
-    record = {"stream": stream, "byte_offset": offset, "line_no": line_no, "reason": reason,
-              "raw_b64": base64.b64encode(raw).decode("ascii")}
+    record = {
+        "stream": stream,
+        "byte_offset": offset,
+        "line_no": line_no,
+        "reason": reason,
+        "raw_b64": base64.b64encode(raw).decode("ascii"),
+    }
     return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
@@ -71,7 +83,7 @@ class DeadLetters:
     def write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            view = view[os.write(self.fd, view):]
+            view = view[os.write(self.fd, view) :]
         self.size += len(data)
         self.written += len(data)
 

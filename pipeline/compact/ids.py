@@ -16,6 +16,7 @@ Segments are Parquet files under ``store/_index/`` listed in the manifest; each
 compaction adds one segment (sorted by ``h``) and merges them when there are
 many; in memory the index is one sorted array.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,11 +69,11 @@ def hash_ids(ids: pa.Array) -> np.ndarray:
         width = max(8, (length + 7) // 8 * 8)
         step = max(1, _GATHER // width)
         for begin in range(0, len(same), step):
-            rows = same[begin:begin + step]
+            rows = same[begin : begin + step]
             matrix = np.zeros((len(rows), width), np.uint8)
             first = int(offsets[rows[0]])
             if rows[-1] - rows[0] == len(rows) - 1 and int(offsets[rows[-1] + 1]) - first == len(rows) * length:
-                matrix[:, :length] = data[first:first + len(rows) * length].reshape(len(rows), length)  # contiguous
+                matrix[:, :length] = data[first : first + len(rows) * length].reshape(len(rows), length)  # contiguous
             elif length:
                 matrix[:, :length] = data[offsets[rows][:, None] + np.arange(length)[None, :]]
             words = matrix.view("<u8")
@@ -105,7 +106,7 @@ class LineReader:
             block = os.pread(fd, 1 << 16, offset + len(out))
             cut = block.find(b"\n")
             if cut >= 0 or not block:
-                return out + block[:cut if cut >= 0 else len(block)]
+                return out + block[: cut if cut >= 0 else len(block)]
             out += block
 
     def close(self) -> None:
@@ -124,7 +125,7 @@ class IdIndex:
         self.h, self.pos = h[order], pos[order]
 
     @classmethod
-    def from_tables(cls, tables: list[pa.Table]) -> "IdIndex":
+    def from_tables(cls, tables: list[pa.Table]) -> IdIndex:
         if not tables:
             return cls()
         table = pa.concat_tables(tables)

@@ -3,6 +3,7 @@
 :func:`parse_lines_slow` validates line by line with :func:`pipeline.events.parse_line`
 (the reference: its reason text is the one dead letters carry).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ class Chunk:
     first_line: int
 
     @classmethod
-    def of(cls, stream: str, block: bytes, offset: int, first_line: int) -> "Chunk":
+    def of(cls, stream: str, block: bytes, offset: int, first_line: int) -> Chunk:
         """The lines of ``block`` (which ends with a newline) found at stream byte ``offset``."""
         ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 10) + 1
         starts = np.concatenate([np.zeros(1, np.int64), ends.astype(np.int64)])
@@ -43,7 +44,7 @@ class Chunk:
 
     def line(self, i: int) -> bytes:
         """Line ``i`` without its newline."""
-        return self.block[self.starts[i]:self.starts[i + 1] - 1]
+        return self.block[self.starts[i] : self.starts[i + 1] - 1]
 
 
 @dataclass

@@ -5,6 +5,7 @@ column contract). :func:`event_row` is the reference conversion of one
 validated event; the vectorised fast path (``fastpath.py``) must produce the
 same values, which the tests check.
 """
+
 from __future__ import annotations
 
 import json

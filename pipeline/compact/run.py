@@ -15,6 +15,7 @@ Steps, each safe to interrupt:
 A crash before step 5 leaves only invisible files; the next run redoes the same
 bytes and reaches the same store content.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -85,16 +86,28 @@ def compact_lock(home: Home) -> Iterator[None]:
         os.close(fd)
 
 
-def compact(home: str | os.PathLike | Home | None = None, *, progress: bool = False,
-            merge_threshold: int = DEFAULT_MERGE_THRESHOLD, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-            buffer_rows: int = DEFAULT_BUFFER_ROWS, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> CompactResult:
+def compact(
+    home: str | os.PathLike | Home | None = None,
+    *,
+    progress: bool = False,
+    merge_threshold: int = DEFAULT_MERGE_THRESHOLD,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    buffer_rows: int = DEFAULT_BUFFER_ROWS,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> CompactResult:
     """Compact the new bytes of every stream into the store; a run with no new input changes nothing."""
     if merge_threshold < 2:
         raise ValueError("merge_threshold must be at least 2")
     home = Home.resolve(home)
     with compact_lock(home):
-        run = _Run(home, merge_threshold=merge_threshold, chunk_bytes=chunk_bytes, buffer_rows=buffer_rows,
-                   max_line_bytes=max_line_bytes, progress=progress)
+        run = _Run(
+            home,
+            merge_threshold=merge_threshold,
+            chunk_bytes=chunk_bytes,
+            buffer_rows=buffer_rows,
+            max_line_bytes=max_line_bytes,
+            progress=progress,
+        )
         try:
             return run.run()
         finally:
@@ -115,8 +128,16 @@ def _last_newline_end(handle, start: int, size: int) -> int:
 
 
 class _Run:
-    def __init__(self, home: Home, *, merge_threshold: int, chunk_bytes: int, buffer_rows: int,
-                 max_line_bytes: int, progress: bool):
+    def __init__(
+        self,
+        home: Home,
+        *,
+        merge_threshold: int,
+        chunk_bytes: int,
+        buffer_rows: int,
+        max_line_bytes: int,
+        progress: bool,
+    ):
         self.home = home
         self.store = home.store
         self.merge_threshold = merge_threshold
@@ -137,7 +158,8 @@ class _Run:
         self.new_pos: list[np.ndarray] = []
         self.reader = LineReader(home)
         self.index = IdIndex.from_tables(
-            [pq.read_table(self.store / e.path) for e in self.prev.index] if self.prev else [])
+            [pq.read_table(self.store / e.path) for e in self.prev.index] if self.prev else []
+        )
 
     # ------------------------------------------------------------------ the run
     def run(self) -> CompactResult:
@@ -160,8 +182,11 @@ class _Run:
         merged = self._merge()
         fsync_dirs(self.dirs)
         manifest = Manifest(
-            number=self.number, event_schema_version=SCHEMA_VERSION, streams=ranges,
-            files=sorted(self.files, key=lambda e: e.path), index=index,
+            number=self.number,
+            event_schema_version=SCHEMA_VERSION,
+            streams=ranges,
+            files=sorted(self.files, key=lambda e: e.path),
+            index=index,
             rows={family: sum(e.rows for e in self.files if e.family == family) for family in COLUMNS},
             merged=merged,
         )
@@ -170,12 +195,16 @@ class _Run:
         fault_hook("after-manifest")
         return self._result(manifest, created=True, streams=ranges, merged=len(merged))
 
-    def _result(self, manifest: Manifest | None, *, created: bool, streams: dict[str, StreamRange],
-                merged: int) -> CompactResult:
+    def _result(
+        self, manifest: Manifest | None, *, created: bool, streams: dict[str, StreamRange], merged: int
+    ) -> CompactResult:
         return CompactResult(
-            manifest=manifest.number if manifest else None, created=created,
-            streams={s: r.outcomes for s, r in streams.items()}, files_written=len(self.new_files) if created else 0,
-            files_merged=merged, rows=dict(manifest.rows) if manifest else {family: 0 for family in COLUMNS},
+            manifest=manifest.number if manifest else None,
+            created=created,
+            streams={s: r.outcomes for s, r in streams.items()},
+            files_written=len(self.new_files) if created else 0,
+            files_merged=merged,
+            rows=dict(manifest.rows) if manifest else dict.fromkeys(COLUMNS, 0),
         )
 
     @contextmanager
@@ -195,8 +224,9 @@ class _Run:
         path = self.home.stream(stream)
         size = path.stat().st_size if path.exists() else 0
         if size < start:
-            raise StoreCorrupt(f"{path} has {size} bytes but the store already consumed {start}: "
-                               "the stream was truncated or replaced")
+            raise StoreCorrupt(
+                f"{path} has {size} bytes but the store already consumed {start}: the stream was truncated or replaced"
+            )
         if size == start:
             return stream, start, start, prev_range
         with open(path, "rb") as handle:
@@ -205,8 +235,11 @@ class _Run:
     def _consume(self, stream: str, start: int, end: int, prev_range: StreamRange | None, bar) -> StreamRange:
         line_start = prev_range.next_line if prev_range else 1
         keep = prev_range.deadletter_bytes if prev_range else 0
-        letters = DeadLetters(self.home.deadletter, stream, keep) if (
-            keep or (self.home.deadletter / f"{stream}.jsonl").exists() or end > start) else None
+        letters = (
+            DeadLetters(self.home.deadletter, stream, keep)
+            if (keep or (self.home.deadletter / f"{stream}.jsonl").exists() or end > start)
+            else None
+        )
         outcomes = Outcomes()
         digest = hashlib.sha256()
         try:
@@ -228,11 +261,16 @@ class _Run:
         if letters is not None:
             letters.sync_and_close()
             dl_bytes = letters.size
-        return StreamRange(start=start, end=end, sha256=digest.hexdigest(), line_start=line_start,
-                           outcomes=outcomes, deadletter_bytes=dl_bytes)
+        return StreamRange(
+            start=start,
+            end=end,
+            sha256=digest.hexdigest(),
+            line_start=line_start,
+            outcomes=outcomes,
+            deadletter_bytes=dl_bytes,
+        )
 
-    def _settle(self, item: tuple[Chunk, Future], digest, outcomes: Outcomes, letters: DeadLetters | None,
-                bar) -> None:
+    def _settle(self, item: tuple[Chunk, Future], digest, outcomes: Outcomes, letters: DeadLetters | None, bar) -> None:
         chunk, parsed = item
         digest.update(chunk.block)
         self._take(chunk, parsed.result(), outcomes, letters)
@@ -277,8 +315,10 @@ class _Run:
             outcomes.stored += int(new.sum())
             outcomes.duplicate += int((verdict == DUPLICATE).sum())
             outcomes.conflict += int((verdict == CONFLICT).sum())
-            rejected += [(int(lines[k]), f"id: conflict: {ids[int(k)].as_py()!r} is already stored with a different "
-                          "payload") for k in np.flatnonzero(verdict == CONFLICT)]
+            rejected += [
+                (int(lines[k]), f"id: conflict: {ids[int(k)].as_py()!r} is already stored with a different payload")
+                for k in np.flatnonzero(verdict == CONFLICT)
+            ]
             keep = np.zeros(len(chunk), bool)
             keep[lines[new]] = True
             for family in families:
@@ -291,8 +331,9 @@ class _Run:
             if letters is None:
                 raise StoreCorrupt(f"no dead-letter file open for {chunk.stream}")
             for i, reason in sorted(rejected):
-                letters.write(deadletter_record(chunk.stream, int(chunk.offsets[i]), chunk.first_line + i, reason,
-                                                chunk.line(i)))
+                letters.write(
+                    deadletter_record(chunk.stream, int(chunk.offsets[i]), chunk.first_line + i, reason, chunk.line(i))
+                )
 
     # ------------------------------------------------------------------ writing
     def _buffer(self, family: str, table: pa.Table) -> None:
@@ -311,7 +352,9 @@ class _Run:
 
     def _path(self, family: str, partition: str, tag: str) -> Path:
         self.seq += 1
-        return self.store / family / f"date={partition}" / f"{self.number:020d}-{self.run_id}-{self.seq:05d}{tag}.parquet"
+        return (
+            self.store / family / f"date={partition}" / f"{self.number:020d}-{self.run_id}-{self.seq:05d}{tag}.parquet"
+        )
 
     def _flush(self) -> None:
         """Write one file per buffered partition (in parallel: the Parquet writer releases the GIL)."""

@@ -10,6 +10,7 @@
 
 Quality is the task value q_t,c of the chosen config; cost its cost_t,c (column ``cost_t``); hit: it is in the best set.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,11 +20,14 @@ import polars as pl
 
 def ranked_choice(best: pl.DataFrame, ranking: Sequence[str]) -> pl.DataFrame:
     """Per task the member that comes first in ``ranking`` (members not ranked come after, in key order)."""
-    order = pl.DataFrame({"config_key": list(ranking), "_rank": list(range(len(ranking)))},
-                         schema={"config_key": pl.String, "_rank": pl.Int64})
+    order = pl.DataFrame(
+        {"config_key": list(ranking), "_rank": list(range(len(ranking)))},
+        schema={"config_key": pl.String, "_rank": pl.Int64},
+    )
     ranked = best.join(order, on="config_key", how="left").with_columns(pl.col("_rank").fill_null(len(ranking)))
     return (
-        ranked.sort(["task", "_rank", "config_key"]).group_by("task", maintain_order=True)
+        ranked.sort(["task", "_rank", "config_key"])
+        .group_by("task", maintain_order=True)
         .agg(pl.col("config_key").first().alias("chosen"))
     )
 
@@ -47,24 +51,35 @@ def baselines(
     by_quality = [c for c, _ in sorted(learned_quality, key=lambda x: (-x[1], x[0]))]
     by_cost = [c for c, _ in sorted(learned_cost, key=lambda x: (x[1] is None, x[1] or 0.0, x[0]))]
     out = {
-        "best_single": score_choice(best, ranked_choice(best, by_quality), cost_known=cost_known,
-                                    config=by_quality[0] if by_quality else None),
+        "best_single": score_choice(
+            best, ranked_choice(best, by_quality), cost_known=cost_known, config=by_quality[0] if by_quality else None
+        ),
         # without any known cost there is no cheapest config: every figure is null
-        "cheapest": score_choice(best, ranked_choice(best, by_cost), cost_known=cost_known,
-                                 config=by_cost[0] if by_cost else None) if cost_known else _summary(
-            pl.Series([], dtype=pl.Float64), pl.Series([], dtype=pl.Float64), pl.Series([], dtype=pl.Float64),
-            cost_known=False),
+        "cheapest": score_choice(
+            best, ranked_choice(best, by_cost), cost_known=cost_known, config=by_cost[0] if by_cost else None
+        )
+        if cost_known
+        else _summary(
+            pl.Series([], dtype=pl.Float64),
+            pl.Series([], dtype=pl.Float64),
+            pl.Series([], dtype=pl.Float64),
+            cost_known=False,
+        ),
     }
     per_task_random = best.group_by("task").agg(
         pl.col("best").cast(pl.Float64).mean().alias("hit"), pl.col("value").mean(), pl.col("cost_t").mean()
     )
-    out["random"] = _summary(per_task_random["hit"], per_task_random["value"], per_task_random["cost_t"],
-                             cost_known=cost_known)
-    per_task_oracle = best.filter(pl.col("best")).group_by("task").agg(
-        pl.lit(1.0).alias("hit"), pl.col("value").mean(), pl.col("cost_t").mean()
+    out["random"] = _summary(
+        per_task_random["hit"], per_task_random["value"], per_task_random["cost_t"], cost_known=cost_known
     )
-    out["oracle"] = _summary(per_task_oracle["hit"], per_task_oracle["value"], per_task_oracle["cost_t"],
-                             cost_known=cost_known)
+    per_task_oracle = (
+        best.filter(pl.col("best"))
+        .group_by("task")
+        .agg(pl.lit(1.0).alias("hit"), pl.col("value").mean(), pl.col("cost_t").mean())
+    )
+    out["oracle"] = _summary(
+        per_task_oracle["hit"], per_task_oracle["value"], per_task_oracle["cost_t"], cost_known=cost_known
+    )
     out["shipped"] = score_choice(best, shipped, cost_known=cost_known)
     out["fitted"] = score_choice(best, fitted, cost_known=cost_known)
     return out

@@ -8,6 +8,7 @@ error (the Brier score for 0/1 scores); the mean absolute error is reported
 beside it. The interval of ``MSE(regions) - MSE(plain)`` is a paired bootstrap
 over held-out tasks.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,8 +45,14 @@ def calibrate(held_out_ratings: pl.DataFrame, model: Any, *, seed: int) -> Calib
     targets = held_out_ratings.filter(pl.col("origin") != "prm").select("task", "region", "config_key", "score")
     if targets.height == 0 or model.global_quality is None:
         return CalibrationResult(
-            regions_mse=None, plain_mean_mse=None, regions_mae=None, plain_mean_mae=None, difference_ci95=None,
-            recommendation="insufficient-evidence", n=0, tasks=0,
+            regions_mse=None,
+            plain_mean_mse=None,
+            regions_mae=None,
+            plain_mean_mae=None,
+            difference_ci95=None,
+            recommendation="insufficient-evidence",
+            n=0,
+            tasks=0,
             reason="no held-out ratings to predict" if targets.height == 0 else "no learned ratings to predict from",
         )
     predicted = model.lookup(targets).select("region", "config_key", pl.col("quality").alias("q_regions"))
@@ -71,8 +78,15 @@ def calibrate(held_out_ratings: pl.DataFrame, model: Any, *, seed: int) -> Calib
     tasks = per_task.height
     recommendation, reason = _verdict(mse_r, mse_p, ci, tasks, n)
     return CalibrationResult(
-        regions_mse=mse_r, plain_mean_mse=mse_p, regions_mae=mae_r, plain_mean_mae=mae_p, difference_ci95=ci,
-        recommendation=recommendation, reason=reason, n=n, tasks=tasks,
+        regions_mse=mse_r,
+        plain_mean_mse=mse_p,
+        regions_mae=mae_r,
+        plain_mean_mae=mae_p,
+        difference_ci95=ci,
+        recommendation=recommendation,
+        reason=reason,
+        n=n,
+        tasks=tasks,
     )
 
 

@@ -4,11 +4,12 @@
 figure the stats file reports; :mod:`pipeline.fit.run` adds the I/O (lock, compaction, publishing).
 Nothing here reads the clock or the disk.
 """
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
@@ -20,7 +21,12 @@ from .baselines import baselines
 from .calibration import CalibrationResult, calibrate
 from .inputs import FitInputs, restrict, task_values
 from .metrics import (
-    contains_zero, eligible, expected_hit, hit_summary, mark_best, paired_bootstrap_ci,
+    contains_zero,
+    eligible,
+    expected_hit,
+    hit_summary,
+    mark_best,
+    paired_bootstrap_ci,
 )
 from .model import FittedModel, Shipped, fit_model
 from .replay import ReplayResult, replay, start_from
@@ -82,7 +88,9 @@ def _slim(part: FitInputs) -> FitInputs:
         part,
         ratings=part.ratings.select("task", "region", "config_key", "at", "score", "w", "rater_kind", "origin"),
         attempts=part.attempts.select("task", "region", "config_key", "at", "cost_usd"),
-        decisions=part.decisions.clear(), closures=part.closures.clear())
+        decisions=part.decisions.clear(),
+        closures=part.closures.clear(),
+    )
 
 
 def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel, *, floor: float) -> Part:
@@ -99,8 +107,16 @@ def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel
     return make_part(fit_inputs, best, scored.tasks.select("task", "region", "first_at"), values)
 
 
-def evaluate(inputs: FitInputs, *, shipped: Shipped, shipped_constants: Constants, pins: Pins, objective: str,
-             fraction: float, seed: int) -> Evaluation:
+def evaluate(
+    inputs: FitInputs,
+    *,
+    shipped: Shipped,
+    shipped_constants: Constants,
+    pins: Pins,
+    objective: str,
+    fraction: float,
+    seed: int,
+) -> Evaluation:
     """Run DESIGN 6 on ``inputs``; ``shipped_constants`` already carry the cost floor, min samples and lambda."""
     outer, learned, held, inner, inner_learned, validation = parts(inputs, fraction)
     # Costs are known when some learned (task, config) has every attempt priced: the model's own rule
@@ -128,26 +144,39 @@ def evaluate(inputs: FitInputs, *, shipped: Shipped, shipped_constants: Constant
     val_part = scored_part(inner_learned, validation, fit(inner_learned, shipped_constants), floor=floor)
     held_part = scored_part(learned, held, fit(learned, shipped_constants), floor=floor)
     found: SearchResult = search(
-        val_part, held_part, fit=fit, start=start, shipped=shipped_constants, pins=pins, objective=effective,
-        lambda_scale=lambda_scale(task_values(learned)), has_shipped_priors=bool(shipped.priors), seed=seed,
+        val_part,
+        held_part,
+        fit=fit,
+        start=start,
+        shipped=shipped_constants,
+        pins=pins,
+        objective=effective,
+        lambda_scale=lambda_scale(task_values(learned)),
+        has_shipped_priors=bool(shipped.priors),
+        seed=seed,
     )
     fitted = found.constants
     models = {"shipped": fit(learned, shipped_constants), "fitted": fit(learned, fitted)}
     hits = {name: greedy_hits(model, held_part) for name, model in models.items()}
-    val_hits = {name: hit_summary(greedy_hits(fit(inner_learned, c), val_part))["hit_rate"]
-                for name, c in (("shipped", shipped_constants), ("fitted", fitted))}
+    val_hits = {
+        name: hit_summary(greedy_hits(fit(inner_learned, c), val_part))["hit_rate"]
+        for name, c in (("shipped", shipped_constants), ("fitted", fitted))
+    }
     replays = {
         name: _replay(models[name], held_part, constants, start, seed)
         for name, constants in (("shipped", shipped_constants), ("fitted", fitted))
     }
     routing = _routing(hits, val_hits, shipped_constants, fitted, seed)
-    if _same(shipped_constants.model_copy(update={"exploration": fitted.exploration}), fitted) \
-            and shipped_constants.exploration != fitted.exploration:
+    if (
+        _same(shipped_constants.model_copy(update={"exploration": fitted.exploration}), fitted)
+        and shipped_constants.exploration != fitted.exploration
+    ):
         routing["reason"] += (
             f". The constants differ only in exploration ({fitted.exploration:g} fitted vs "
             f"{shipped_constants.exploration:g} shipped), which greedy routing does not see; the held-out replay "
             f"realized {_num(replays['fitted']['realized_value'])} (fitted) vs "
-            f"{_num(replays['shipped']['realized_value'])} (shipped)")
+            f"{_num(replays['shipped']['realized_value'])} (shipped)"
+        )
     cal = calibrate(held.ratings, models["fitted"], seed=seed)
     star = models["fitted"].members.filter(pl.col("region") == "*")
     base = baselines(
@@ -166,10 +195,19 @@ def evaluate(inputs: FitInputs, *, shipped: Shipped, shipped_constants: Constant
         "validation_tasks": inner.held_out.len(),
     }
     return Evaluation(
-        objective=effective, cost_known=cost_known, split=split, shipped=shipped_constants, fitted=fitted,
-        selected_on=found.selected_on, routing=routing, replay=replays, calibration=cal, baselines=base,
+        objective=effective,
+        cost_known=cost_known,
+        split=split,
+        shipped=shipped_constants,
+        fitted=fitted,
+        selected_on=found.selected_on,
+        routing=routing,
+        replay=replays,
+        calibration=cal,
+        baselines=base,
         priors=prior_rows(shipped, learned, min_samples=int(shipped_constants.min_samples)),
-        grid=found.rows, learned_members=models["fitted"].members,
+        grid=found.rows,
+        learned_members=models["fitted"].members,
     )
 
 
@@ -191,23 +229,35 @@ def lambda_scale(values: pl.DataFrame) -> float | None:
 
 
 def _replay(model: FittedModel, part: Part, constants: Constants, start, seed: int) -> dict:
-    result: ReplayResult = replay(start(model, part, constants), part.tasks, part.outcomes,
-                                  exploration=float(constants.exploration), seed=seed)
+    result: ReplayResult = replay(
+        start(model, part, constants), part.tasks, part.outcomes, exploration=float(constants.exploration), seed=seed
+    )
     return result.model_dump()
 
 
-def _routing(hits: dict[str, pl.DataFrame], val_hits: dict[str, float | None], shipped: Constants,
-             fitted: Constants, seed: int) -> dict[str, Any]:
+def _routing(
+    hits: dict[str, pl.DataFrame], val_hits: dict[str, float | None], shipped: Constants, fitted: Constants, seed: int
+) -> dict[str, Any]:
     """Greedy hit rates of shipped and fitted on held-out, their paired difference and the recommendation."""
     s, f = hit_summary(hits["shipped"]), hit_summary(hits["fitted"])
     s["expected_hit_rate_with_exploration"] = expected_hit(hits["shipped"], float(shipped.exploration))
-    paired = hits["shipped"].select("task", pl.col("hit").cast(pl.Float64).alias("s")).join(
-        hits["fitted"].select("task", pl.col("hit").cast(pl.Float64).alias("f")), on="task").sort("task")
+    paired = (
+        hits["shipped"]
+        .select("task", pl.col("hit").cast(pl.Float64).alias("s"))
+        .join(hits["fitted"].select("task", pl.col("hit").cast(pl.Float64).alias("f")), on="task")
+        .sort("task")
+    )
     ci = paired_bootstrap_ci(paired["f"].to_numpy(), paired["s"].to_numpy(), seed=seed)
     diff = None if f["hit_rate"] is None or s["hit_rate"] is None else f["hit_rate"] - s["hit_rate"]
     recommendation, reason = recommend(diff, ci, f["n"], val_hits, same=_same(shipped, fitted))
-    return {"shipped": s, "fitted": f, "difference": {"value": diff, "ci95": ci}, "validation": val_hits,
-            "recommendation": recommendation, "reason": reason}
+    return {
+        "shipped": s,
+        "fitted": f,
+        "difference": {"value": diff, "ci95": ci},
+        "validation": val_hits,
+        "recommendation": recommendation,
+        "reason": reason,
+    }
 
 
 def _num(x: float | None) -> str:
@@ -218,13 +268,15 @@ def _same(a: Constants, b: Constants) -> bool:
     return a.model_dump() == b.model_dump()
 
 
-def recommend(diff: float | None, ci: tuple[float, float] | None, n: int, val: dict[str, float | None], *,
-              same: bool) -> tuple[str, str]:
+def recommend(
+    diff: float | None, ci: tuple[float, float] | None, n: int, val: dict[str, float | None], *, same: bool
+) -> tuple[str, str]:
     """adopt / keep / insufficient-evidence of DESIGN 6, with a sentence that gives the numbers."""
     if diff is None or n < MIN_ELIGIBLE:
         return "insufficient-evidence", (
             f"only {n} eligible held-out task(s) (tasks done by two or more configs with some value > 0); "
-            f"at least {MIN_ELIGIBLE} are needed to compare fitted and shipped constants")
+            f"at least {MIN_ELIGIBLE} are needed to compare fitted and shipped constants"
+        )
     ci_text = "undefined" if ci is None else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"
     numbers = f"held-out hit rate fitted minus shipped {diff:+.4f} (95% CI {ci_text}, n = {n})"
     if same:
@@ -256,11 +308,17 @@ def prior_rows(shipped: Shipped, learned: FitInputs, *, min_samples: int) -> lis
         weight = float(covered["w"].sum()) if covered.height else 0.0
         measured = float((covered["w"] * covered["score"]).sum()) / weight if weight > 0 else None
         n = covered.height
-        rows.append({
-            "selector": prior.selector, "region": prior.region, "shipped": prior.quality, "measured": measured,
-            "weight": weight, "n": n,
-            "disagrees": measured is not None and n >= min_samples and abs(measured - prior.quality) > 0.1,
-        })
+        rows.append(
+            {
+                "selector": prior.selector,
+                "region": prior.region,
+                "shipped": prior.quality,
+                "measured": measured,
+                "weight": weight,
+                "n": n,
+                "disagrees": measured is not None and n >= min_samples and abs(measured - prior.quality) > 0.1,
+            }
+        )
     return rows
 
 
@@ -268,4 +326,4 @@ def cutoff_text(moment: datetime | None) -> str | None:
     """A store time (naive UTC) in the one textual form of DESIGN 3."""
     if moment is None:
         return None
-    return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc))
+    return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))

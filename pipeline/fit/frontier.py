@@ -15,6 +15,7 @@ AIQ (Average Improvement in Quality, RouterBench, Hu et al. 2024) of a set of po
 with ``[c_min, c_max]`` the cost range of the single configurations (the pool's range, the same for the
 router and the singles so their AIQs compare). Costs unknown: points carry null costs and AIQ is null.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,19 +61,25 @@ def _pool(members: pl.DataFrame, task_values: pl.DataFrame) -> pl.DataFrame:
     for every lambda, so the frontier builds it once)."""
     region_rows = members.filter(pl.col("region") != "*").select("region", "config_key", q="quality", c="cost_usd")
     star = members.filter(pl.col("region") == "*").select("config_key", q_star="quality", c_star="cost_usd")
-    return (task_values.select("task", "region", "config_key")
-            .join(region_rows, on=["region", "config_key"], how="left")
-            .join(star, on="config_key", how="left")
-            .with_columns(q=pl.coalesce("q", "q_star"), c=pl.coalesce("c", "c_star").fill_null(0.0))
-            .filter(pl.col("q").is_not_null())
-            .select("task", "config_key", "q", "c"))
+    return (
+        task_values.select("task", "region", "config_key")
+        .join(region_rows, on=["region", "config_key"], how="left")
+        .join(star, on="config_key", how="left")
+        .with_columns(q=pl.coalesce("q", "q_star"), c=pl.coalesce("c", "c_star").fill_null(0.0))
+        .filter(pl.col("q").is_not_null())
+        .select("task", "config_key", "q", "c")
+    )
 
 
 def _route(pool: pl.DataFrame, lam: float) -> pl.DataFrame:
     """Per task the pool row maximizing ``lam * q - c`` (ties: higher q, lower c, key order)."""
-    return (pool.with_columns(u=lam * pl.col("q") - pl.col("c"))
-            .sort(["task", "u", "q", "c", "config_key"], descending=[False, True, True, False, False])
-            .group_by("task", maintain_order=True).first().select("task", "config_key"))
+    return (
+        pool.with_columns(u=lam * pl.col("q") - pl.col("c"))
+        .sort(["task", "u", "q", "c", "config_key"], descending=[False, True, True, False, False])
+        .group_by("task", maintain_order=True)
+        .first()
+        .select("task", "config_key")
+    )
 
 
 def _point(frame: pl.DataFrame) -> tuple[float | None, float | None, int]:
@@ -123,10 +130,14 @@ def aiq(points: list[tuple[float, float]], c_min: float, c_max: float) -> float 
     return area / (c_max - c_min)
 
 
-def frontier_section(task_values_heldout: pl.DataFrame, lambdas: list[float] | None, *,
-                     members: pl.DataFrame | None = None,
-                     choose: Callable[[float], pl.DataFrame] | None = None,
-                     cost_estimates: dict[str, float] | None = None) -> dict[str, Any]:
+def frontier_section(
+    task_values_heldout: pl.DataFrame,
+    lambdas: list[float] | None,
+    *,
+    members: pl.DataFrame | None = None,
+    choose: Callable[[float], pl.DataFrame] | None = None,
+    cost_estimates: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """The ``frontier`` object of ``stats.json``: ``router`` (one point per lambda), ``singles``,
     ``oracle``, and ``aiq`` for the router and the singles.
 
@@ -135,23 +146,32 @@ def frontier_section(task_values_heldout: pl.DataFrame, lambdas: list[float] | N
     when unknown, ``cost_estimates[config]`` (the fitted cost(c, r)) fills it, never 0.
     """
     tv = task_values_heldout.filter(pl.col("value").is_not_null())
-    est = pl.DataFrame({"config_key": list((cost_estimates or {}).keys()),
-                        "_est": list((cost_estimates or {}).values())},
-                       schema={"config_key": pl.String, "_est": pl.Float64})
+    est = pl.DataFrame(
+        {"config_key": list((cost_estimates or {}).keys()), "_est": list((cost_estimates or {}).values())},
+        schema={"config_key": pl.String, "_est": pl.Float64},
+    )
     tv = tv.join(est, on="config_key", how="left").with_columns(cost=pl.coalesce("cost_usd", "_est"))
     singles = []
     for (config,), frame in sorted(tv.group_by("config_key"), key=lambda g: g[0][0]):
         q, c, n = _point(frame)
         singles.append({"config": config, "quality": _r(q), "cost_usd": _r(c), "tasks": n})
-    best = tv.sort(["task", "value", "cost", "config_key"], descending=[False, True, False, False],
-                   nulls_last=True).group_by("task", maintain_order=True).first()
+    best = (
+        tv.sort(["task", "value", "cost", "config_key"], descending=[False, True, False, False], nulls_last=True)
+        .group_by("task", maintain_order=True)
+        .first()
+    )
     oq, oc, on = _point(best)
     oracle = {"quality": _r(oq), "cost_usd": _r(oc), "tasks": on}
     router = []
     if lambdas is None:
-        return {"lambdas": None, "router": [], "singles": singles, "oracle": oracle,
-                "aiq": {"router": None, "singles": None},
-                "reason": "no costs: the utility objective degrades to quality and has no frontier"}
+        return {
+            "lambdas": None,
+            "router": [],
+            "singles": singles,
+            "oracle": oracle,
+            "aiq": {"router": None, "singles": None},
+            "reason": "no costs: the utility objective degrades to quality and has no frontier",
+        }
     pool = _pool(members, tv) if choose is None and members is not None else None
     for lam in lambdas:
         if choose is not None:
@@ -163,21 +183,43 @@ def frontier_section(task_values_heldout: pl.DataFrame, lambdas: list[float] | N
         realized = chosen.select("task", "config_key").join(tv, on=["task", "config_key"], how="inner")
         q, c, n = _point(realized)
         router.append({"lambda": _r(lam), "quality": _r(q), "cost_usd": _r(c), "tasks": n})
+
     def known(points: list[dict]) -> list[tuple[float, float]]:
         return [(p["cost_usd"], p["quality"]) for p in points if p["cost_usd"] is not None and p["quality"] is not None]
 
     single_pts, router_pts = known(singles), known(router)
     if not single_pts:
-        return {"lambdas": [_r(x) for x in lambdas], "router": router, "singles": singles, "oracle": oracle,
-                "aiq": {"router": None, "singles": None}, "reason": "no single configuration has known costs"}
+        return {
+            "lambdas": [_r(x) for x in lambdas],
+            "router": router,
+            "singles": singles,
+            "oracle": oracle,
+            "aiq": {"router": None, "singles": None},
+            "reason": "no single configuration has known costs",
+        }
     c_min, c_max = min(c for c, _ in single_pts), max(c for c, _ in single_pts)
     tasks = tv["task"].n_unique()
     partial = [s["config"] for s in singles if s["tasks"] < tasks]
-    note = None if not partial else (
-        f"{len(partial)} of {len(singles)} configurations did only some of the {tasks} held-out tasks (logged "
-        "data): each single's point is its mean over the tasks it did, so singles and router compare "
-        "different task sets")
-    return {"lambdas": [_r(x) for x in lambdas], "router": router, "singles": singles, "oracle": oracle,
-            "aiq": {"router": _r(aiq(router_pts, c_min, c_max)), "singles": _r(aiq(single_pts, c_min, c_max)),
-                    "cost_range_usd": [_r(c_min), _r(c_max)]},
-            "held_out_tasks": tasks, "reason": None, "note": note}
+    note = (
+        None
+        if not partial
+        else (
+            f"{len(partial)} of {len(singles)} configurations did only some of the {tasks} held-out tasks (logged "
+            "data): each single's point is its mean over the tasks it did, so singles and router compare "
+            "different task sets"
+        )
+    )
+    return {
+        "lambdas": [_r(x) for x in lambdas],
+        "router": router,
+        "singles": singles,
+        "oracle": oracle,
+        "aiq": {
+            "router": _r(aiq(router_pts, c_min, c_max)),
+            "singles": _r(aiq(single_pts, c_min, c_max)),
+            "cost_range_usd": [_r(c_min), _r(c_max)],
+        },
+        "held_out_tasks": tasks,
+        "reason": None,
+        "note": note,
+    }

@@ -14,12 +14,13 @@ so a time cut can honour only earlier retractions) and ``prm``; ``tasks`` also h
 ``attempts`` and ``unknown_cost``; its ``cost_usd`` is the known part of cost_t,c, completed by
 :meth:`pipeline.fit.model.FittedModel.task_costs`.
 """
+
 from __future__ import annotations
 
 import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -74,7 +75,7 @@ def _connection(store: Any):
 
 
 def _naive_utc(moment: datetime) -> datetime:
-    return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
 
 
 # Each task's first task.opened: its region, thread and time (the task time is completed from the
@@ -114,8 +115,7 @@ FROM decisions ORDER BY "at", id
 _CLOSURES_SQL = 'SELECT id, task, "at", outcome FROM closures ORDER BY "at", id'
 
 
-def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None,
-                since: datetime | None = None) -> FitInputs:
+def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None, since: datetime | None = None) -> FitInputs:
     """Read the store into :class:`FitInputs`.
 
     ``store`` is a DuckDB connection with the store's views (``tasks``, ``attempts``, ``ratings``,
@@ -131,22 +131,39 @@ def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None,
     attempts = con.sql(_ATTEMPTS_SQL).pl()
     decisions = con.sql(_DECISIONS_SQL).pl()
     closures = con.sql(_CLOSURES_SQL).pl()
-    tasks = _tasks(opened, [all_ratings, attempts, decisions, closures], thread=thread,
-                   since=_naive_utc(since) if since is not None else None)
-    return _assemble(tasks, all_ratings, attempts, decisions, closures, before=None, prm=prm,
-                     every_task=thread is None and since is None)
+    tasks = _tasks(
+        opened,
+        [all_ratings, attempts, decisions, closures],
+        thread=thread,
+        since=_naive_utc(since) if since is not None else None,
+    )
+    return _assemble(
+        tasks,
+        all_ratings,
+        attempts,
+        decisions,
+        closures,
+        before=None,
+        prm=prm,
+        every_task=thread is None and since is None,
+    )
 
 
-def _tasks(opened: pl.DataFrame, frames: list[pl.DataFrame], *, thread: str | None,
-           since: datetime | None) -> pl.DataFrame:
+def _tasks(
+    opened: pl.DataFrame, frames: list[pl.DataFrame], *, thread: str | None, since: datetime | None
+) -> pl.DataFrame:
     """The ``tasks`` frame: every task with an event of any kind, its time ``first_at`` (its first event:
     the first of each frame's first time and its first task.opened), region and thread of its first
     task.opened (``'general'``/null without one), kept by ``thread`` and ``since``, by (first_at, task)."""
-    firsts = pl.concat([opened.select("task", at="opened_at")]
-                       + [f.group_by("task").agg(pl.col("at").min()) for f in frames])
-    out = (firsts.group_by("task").agg(first_at=pl.col("at").min())
-           .join(opened, on="task", how="left")
-           .select("task", pl.col("region").fill_null("general"), "thread", "first_at", "opened_at"))
+    firsts = pl.concat(
+        [opened.select("task", at="opened_at")] + [f.group_by("task").agg(pl.col("at").min()) for f in frames]
+    )
+    out = (
+        firsts.group_by("task")
+        .agg(first_at=pl.col("at").min())
+        .join(opened, on="task", how="left")
+        .select("task", pl.col("region").fill_null("general"), "thread", "first_at", "opened_at")
+    )
     if thread is not None:
         out = out.filter(pl.col("thread") == thread)
     if since is not None:
@@ -172,16 +189,34 @@ def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, before: d
             thread=pl.when(opened_late).then(pl.lit(None, pl.String)).otherwise(pl.col("thread")),
             opened_at=pl.when(opened_late).then(pl.lit(None, pl.Datetime("us"))).otherwise(pl.col("opened_at")),
         )
-    real = (inputs.ratings.lazy().filter(pl.col("origin") != "prm")
-            .with_columns(retracted_at=pl.lit(None, pl.Datetime("us"))))
+    real = (
+        inputs.ratings.lazy()
+        .filter(pl.col("origin") != "prm")
+        .with_columns(retracted_at=pl.lit(None, pl.Datetime("us")))
+    )
     all_ratings = pl.concat([real, inputs.retracted.lazy()], how="vertical_relaxed").drop("region")
-    return _assemble(task_frame, all_ratings, inputs.attempts.drop("region"), inputs.decisions.drop("region"),
-                     inputs.closures, before=before, prm=inputs.prm)
+    return _assemble(
+        task_frame,
+        all_ratings,
+        inputs.attempts.drop("region"),
+        inputs.decisions.drop("region"),
+        inputs.closures,
+        before=before,
+        prm=inputs.prm,
+    )
 
 
-def _assemble(tasks: pl.DataFrame, all_ratings: pl.DataFrame | pl.LazyFrame, attempts: pl.DataFrame,
-              decisions: pl.DataFrame, closures: pl.DataFrame, *, before: datetime | None, prm: bool,
-              every_task: bool = False) -> FitInputs:
+def _assemble(
+    tasks: pl.DataFrame,
+    all_ratings: pl.DataFrame | pl.LazyFrame,
+    attempts: pl.DataFrame,
+    decisions: pl.DataFrame,
+    closures: pl.DataFrame,
+    *,
+    before: datetime | None,
+    prm: bool,
+    every_task: bool = False,
+) -> FitInputs:
     """Filter every frame to ``tasks`` and ``at < before``, attach regions, split off retractions.
 
     ``every_task``: ``tasks`` holds every task of the frames (the whole store), so only time cuts.
@@ -201,10 +236,13 @@ def _assemble(tasks: pl.DataFrame, all_ratings: pl.DataFrame | pl.LazyFrame, att
     retracted_now = pl.col("retracted_at").is_not_null()
     if before is not None:
         retracted_now = retracted_now & (pl.col("retracted_at") < before)
-    ratings = (all_ratings.filter(~retracted_now).join(regions, on="task", how="left")
-               .select(RATING_COLUMNS))
-    retracted = (all_ratings.filter(retracted_now).join(regions, on="task", how="left")
-                 .select(*RATING_COLUMNS, "retracted_at").sort("at", "id", maintain_order=True))
+    ratings = all_ratings.filter(~retracted_now).join(regions, on="task", how="left").select(RATING_COLUMNS)
+    retracted = (
+        all_ratings.filter(retracted_now)
+        .join(regions, on="task", how="left")
+        .select(*RATING_COLUMNS, "retracted_at")
+        .sort("at", "id", maintain_order=True)
+    )
     attempts = _with_region(cut(attempts), regions)
     if prm:
         from .signals import prm_ratings
@@ -213,18 +251,33 @@ def _assemble(tasks: pl.DataFrame, all_ratings: pl.DataFrame | pl.LazyFrame, att
     ratings = ratings.sort("at", "id", maintain_order=True)
     decisions = _with_region(cut(decisions), regions)
     closures = cut(closures)
-    times = [tasks["first_at"].max(), tasks["opened_at"].max(), ratings["at"].max(), retracted["retracted_at"].max(),
-             attempts["at"].max(), decisions["at"].max(), closures["at"].max()]
+    times = [
+        tasks["first_at"].max(),
+        tasks["opened_at"].max(),
+        ratings["at"].max(),
+        retracted["retracted_at"].max(),
+        attempts["at"].max(),
+        decisions["at"].max(),
+        closures["at"].max(),
+    ]
     known = [t for t in times if t is not None]
-    return FitInputs(tasks=tasks, ratings=ratings, retracted=retracted, attempts=attempts, decisions=decisions,
-                     closures=closures, newest_at=max(known) if known else None, prm=prm)
+    return FitInputs(
+        tasks=tasks,
+        ratings=ratings,
+        retracted=retracted,
+        attempts=attempts,
+        decisions=decisions,
+        closures=closures,
+        newest_at=max(known) if known else None,
+        prm=prm,
+    )
 
 
 def _with_region(frame: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
     """``region`` (of the task) as the third column."""
     out = frame.join(regions, on="task", how="left")
     cols = list(frame.columns)
-    return out.select(cols[:2] + ["region"] + cols[2:])
+    return out.select([*cols[:2], "region", *cols[2:]])
 
 
 def recency_weight(at: pl.Expr, newest_at: datetime | None, half_life_days: float | None) -> pl.Expr:
@@ -276,8 +329,10 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
         .select("at", "w", "score", "rater_kind", "origin", g=codes)
         .with_columns(w=w)
         .with_columns(ws=pl.col("w") * pl.col("score"), is_gate=is_gate)
-        .with_columns(gate_w=pl.when("is_gate").then(pl.col("w")).otherwise(0.0),
-                      gate_ws=pl.when("is_gate").then(pl.col("ws")).otherwise(0.0))
+        .with_columns(
+            gate_w=pl.when("is_gate").then(pl.col("w")).otherwise(0.0),
+            gate_ws=pl.when("is_gate").then(pl.col("ws")).otherwise(0.0),
+        )
         .group_by("g")
         .agg(
             weight=pl.col("w").sum(),
@@ -289,18 +344,25 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
         .collect()
     )
     out = groups.with_columns(sums.get_column(c) for c in ("weight", "wscore", "gate_w", "gate_ws")).select(
-        "task", "region", "config_key", "first_at",
+        "task",
+        "region",
+        "config_key",
+        "first_at",
         value=pl.when(pl.col("weight") > 0).then(pl.col("wscore") / pl.col("weight")),
-        weight="weight", wscore="wscore", n="n", cost_usd="cost_usd", attempts="attempts",
+        weight="weight",
+        wscore="wscore",
+        n="n",
+        cost_usd="cost_usd",
+        attempts="attempts",
         unknown_cost="unknown_cost",
         gate=pl.when(pl.col("gate_w") > 0).then(pl.col("gate_ws") / pl.col("gate_w")),
-        at="at", prm="prm",
+        at="at",
+        prm="prm",
     )
     inputs._values[("prm", key)] = out["prm"]
     out = out.drop("prm")
     inputs._values[key] = out
     return out
-
 
 
 def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
@@ -316,15 +378,21 @@ def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
         inputs.attempts.lazy()
         .group_by("task", "config_key")
         .agg(known=pl.col("cost_usd").count(), cost_usd=pl.col("cost_usd").sum(), attempts=pl.len())
-        .with_columns(cost_usd=pl.when(pl.col("known") > 0).then(pl.col("cost_usd")),
-                      unknown=pl.col("attempts") - pl.col("known"))
+        .with_columns(
+            cost_usd=pl.when(pl.col("known") > 0).then(pl.col("cost_usd")), unknown=pl.col("attempts") - pl.col("known")
+        )
     )
     groups = (
         inputs.ratings.lazy()
         .select("task", "config_key", "at", "origin", g=codes)
         .group_by("g")
-        .agg(pl.col("task").first(), pl.col("config_key").first(), n=pl.len(), at=pl.col("at").max(),
-             prm=(pl.col("origin") == "prm").any())
+        .agg(
+            pl.col("task").first(),
+            pl.col("config_key").first(),
+            n=pl.len(),
+            at=pl.col("at").max(),
+            prm=(pl.col("origin") == "prm").any(),
+        )
         .join(costs, on=["task", "config_key"], how="left")
         .join(inputs.tasks.lazy().select("task", "region", "first_at"), on="task", how="left")
         .with_columns(
@@ -332,8 +400,9 @@ def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
             unknown_cost=pl.when(pl.col("attempts").is_null()).then(1).otherwise(pl.col("unknown")).cast(pl.Int64),
             n=pl.col("n").cast(pl.Int64),
         )
-        .select("g", "task", "region", "config_key", "first_at", "n", "cost_usd", "attempts", "unknown_cost", "at",
-                "prm")
+        .select(
+            "g", "task", "region", "config_key", "first_at", "n", "cost_usd", "attempts", "unknown_cost", "at", "prm"
+        )
         .sort("first_at", "task", "config_key")
         .collect()
     )

@@ -12,6 +12,7 @@ Task values are pivoted once into task x config matrices (numpy); a ladder's run
 vector operations per rung. No Python loop over tasks or ratings. Fitting, choosing and reporting
 ladders is :mod:`pipeline.fit.ladders`.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -55,25 +56,28 @@ class TaskMatrix:
 
 def _filled_costs(tv: pl.DataFrame, cost_estimates: dict[str, float] | None) -> tuple[pl.DataFrame, bool]:
     """Add ``cost`` = known cost + (attempts of unknown cost) x the config's estimate (see :class:`TaskMatrix`)."""
-    unknown = (pl.col("unknown_cost") if "unknown_cost" in tv.columns
-               else pl.col("cost_usd").is_null().cast(pl.Int64))
+    unknown = pl.col("unknown_cost") if "unknown_cost" in tv.columns else pl.col("cost_usd").is_null().cast(pl.Int64)
     tv = tv.with_columns(_unknown=unknown.fill_null(1))
     known = tv.filter((pl.col("_unknown") == 0) & pl.col("cost_usd").is_not_null())
     if known.is_empty() and not cost_estimates:
         return tv.with_columns(cost=pl.lit(None, pl.Float64)), False
     global_mean = known["cost_usd"].mean() if not known.is_empty() else float(np.mean(list(cost_estimates.values())))
     if cost_estimates:
-        est = pl.DataFrame({"config_key": list(cost_estimates), "_est": list(cost_estimates.values())},
-                           schema={"config_key": pl.String, "_est": pl.Float64})
+        est = pl.DataFrame(
+            {"config_key": list(cost_estimates), "_est": list(cost_estimates.values())},
+            schema={"config_key": pl.String, "_est": pl.Float64},
+        )
     else:
         est = known.group_by("config_key").agg(_est=pl.col("cost_usd").mean())
     tv = tv.join(est, on="config_key", how="left").with_columns(
-        cost=pl.col("cost_usd").fill_null(0.0) + pl.col("_unknown") * pl.col("_est").fill_null(global_mean))
+        cost=pl.col("cost_usd").fill_null(0.0) + pl.col("_unknown") * pl.col("_est").fill_null(global_mean)
+    )
     return tv, True
 
 
-def task_matrix(task_values: pl.DataFrame, configs: tuple[str, ...] | None = None,
-                cost_estimates: dict[str, float] | None = None) -> TaskMatrix:
+def task_matrix(
+    task_values: pl.DataFrame, configs: tuple[str, ...] | None = None, cost_estimates: dict[str, float] | None = None
+) -> TaskMatrix:
     """Pivot ``task_values`` (task, region, config_key, value, gate, cost_usd[, unknown_cost]) to a matrix."""
     tv = task_values.filter(pl.col("value").is_not_null())
     tv, cost_known = _filled_costs(tv, cost_estimates)
@@ -91,18 +95,25 @@ def task_matrix(task_values: pl.DataFrame, configs: tuple[str, ...] | None = Non
         out[ti, ci] = cells[column].cast(pl.Float64).fill_null(np.nan).to_numpy()
         return out
 
-    return TaskMatrix(tasks=tasks["task"].to_numpy(), regions=tasks["region"].to_numpy(), configs=tuple(configs),
-                      value=grid("value"), gate=grid("gate"), cost=grid("cost"), cost_known=cost_known)
+    return TaskMatrix(
+        tasks=tasks["task"].to_numpy(),
+        regions=tasks["region"].to_numpy(),
+        configs=tuple(configs),
+        value=grid("value"),
+        gate=grid("gate"),
+        cost=grid("cost"),
+        cost_known=cost_known,
+    )
 
 
 @dataclass(frozen=True)
 class Run:
     """A ladder run over every task of a matrix (arrays of length T)."""
 
-    quality: np.ndarray   # task value at the stopping rung (NaN where not observed)
-    cost: np.ndarray      # summed cost of the rungs run (NaN where unknown)
-    calls: np.ndarray     # rungs run
-    stop: np.ndarray      # index into the ladder of the stopping rung
+    quality: np.ndarray  # task value at the stopping rung (NaN where not observed)
+    cost: np.ndarray  # summed cost of the rungs run (NaN where unknown)
+    calls: np.ndarray  # rungs run
+    stop: np.ndarray  # index into the ladder of the stopping rung
     observed: np.ndarray  # every rung run was observed
 
 
@@ -110,7 +121,7 @@ class Run:
 class _Partial:
     """A ladder's run after its first rungs, none of them the last (the escalation rule's running state)."""
 
-    active: np.ndarray    # still escalating (every gate so far failed)
+    active: np.ndarray  # still escalating (every gate so far failed)
     observed: np.ndarray
     quality: np.ndarray
     cost: np.ndarray
@@ -119,33 +130,51 @@ class _Partial:
 
 
 def _start(n: int) -> _Partial:
-    return _Partial(active=np.ones(n, dtype=bool), observed=np.ones(n, dtype=bool), quality=np.full(n, np.nan),
-                    cost=np.zeros(n), calls=np.zeros(n, dtype=np.int64), stop=np.zeros(n, dtype=np.int64))
+    return _Partial(
+        active=np.ones(n, dtype=bool),
+        observed=np.ones(n, dtype=bool),
+        quality=np.full(n, np.nan),
+        cost=np.zeros(n),
+        calls=np.zeros(n, dtype=np.int64),
+        stop=np.zeros(n, dtype=np.int64),
+    )
 
 
-def _step(p: _Partial, k: int, value: np.ndarray, gate: np.ndarray, cost: np.ndarray, *, last: bool,
-          pass_threshold: float) -> _Partial:
+def _step(
+    p: _Partial, k: int, value: np.ndarray, gate: np.ndarray, cost: np.ndarray, *, last: bool, pass_threshold: float
+) -> _Partial:
     """Rung ``k`` (columns ``value``/``gate``/``cost`` of its config): the escalation rule of the module docstring."""
     n = len(value)
     seen = ~np.isnan(value) & (last | ~np.isnan(gate))
     passed = np.full(n, True) if last else (gate >= pass_threshold)
     stopping = p.active & passed
-    return _Partial(active=p.active & ~passed, observed=p.observed & (~p.active | seen),
-                    quality=np.where(stopping, value, p.quality), cost=p.cost + np.where(p.active, cost, 0.0),
-                    calls=p.calls + p.active, stop=np.where(stopping, k, p.stop))
+    return _Partial(
+        active=p.active & ~passed,
+        observed=p.observed & (~p.active | seen),
+        quality=np.where(stopping, value, p.quality),
+        cost=p.cost + np.where(p.active, cost, 0.0),
+        calls=p.calls + p.active,
+        stop=np.where(stopping, k, p.stop),
+    )
 
 
 def _finish(p: _Partial) -> Run:
-    return Run(quality=np.where(p.observed, p.quality, np.nan), cost=np.where(p.observed, p.cost, np.nan),
-               calls=p.calls, stop=p.stop, observed=p.observed)
+    return Run(
+        quality=np.where(p.observed, p.quality, np.nan),
+        cost=np.where(p.observed, p.cost, np.nan),
+        calls=p.calls,
+        stop=p.stop,
+        observed=p.observed,
+    )
 
 
 def run_ladder(m: TaskMatrix, rungs: tuple[int, ...], pass_threshold: float) -> Run:
     """Run a ladder (column indexes of ``m``) on every task: the escalation rule of the module docstring."""
     state = _start(len(m.tasks))
     for k, j in enumerate(rungs):
-        state = _step(state, k, m.value[:, j], m.gate[:, j], m.cost[:, j], last=k == len(rungs) - 1,
-                      pass_threshold=pass_threshold)
+        state = _step(
+            state, k, m.value[:, j], m.gate[:, j], m.cost[:, j], last=k == len(rungs) - 1, pass_threshold=pass_threshold
+        )
     return _finish(state)
 
 
@@ -163,8 +192,15 @@ class _Runner:
         self.prefixes: dict[tuple[int, ...], _Partial] = {(): _start(len(m.tasks))}
 
     def _step(self, prefix: tuple[int, ...], j: int, *, last: bool) -> _Partial:
-        return _step(self._prefix(prefix), len(prefix), self.value[j], self.gate[j], self.cost[j], last=last,
-                     pass_threshold=self.pass_threshold)
+        return _step(
+            self._prefix(prefix),
+            len(prefix),
+            self.value[j],
+            self.gate[j],
+            self.cost[j],
+            last=last,
+            pass_threshold=self.pass_threshold,
+        )
 
     def _prefix(self, rungs: tuple[int, ...]) -> _Partial:
         state = self.prefixes.get(rungs)
@@ -180,8 +216,15 @@ class _Runner:
 
 def _take_rows(m: TaskMatrix, rows: np.ndarray) -> TaskMatrix:
     """The matrix of the ``rows`` tasks only (a run is row by row, so a search on them needs no other row)."""
-    return TaskMatrix(tasks=m.tasks[rows], regions=m.regions[rows], configs=m.configs, value=m.value[rows],
-                      gate=m.gate[rows], cost=m.cost[rows], cost_known=m.cost_known)
+    return TaskMatrix(
+        tasks=m.tasks[rows],
+        regions=m.regions[rows],
+        configs=m.configs,
+        value=m.value[rows],
+        gate=m.gate[rows],
+        cost=m.cost[rows],
+        cost_known=m.cost_known,
+    )
 
 
 @dataclass(frozen=True)
@@ -209,9 +252,14 @@ def mean_or_none(x: np.ndarray) -> float | None:
 def score(run: Run, rows: np.ndarray, cost_known: bool) -> Score:
     ok = rows & run.observed
     n = int(rows.sum())
-    return Score(quality=mean_or_none(run.quality[ok]), cost=mean_or_none(run.cost[ok]) if cost_known else None,
-                 calls=mean_or_none(run.calls[ok].astype(float)), coverage=(int(ok.sum()) / n) if n else 0.0, n=n,
-                 n_observed=int(ok.sum()))
+    return Score(
+        quality=mean_or_none(run.quality[ok]),
+        cost=mean_or_none(run.cost[ok]) if cost_known else None,
+        calls=mean_or_none(run.calls[ok].astype(float)),
+        coverage=(int(ok.sum()) / n) if n else 0.0,
+        n=n,
+        n_observed=int(ok.sum()),
+    )
 
 
 # -------------------------------------------------------------------------------------------- search
@@ -237,31 +285,34 @@ def dominated_configs(m: TaskMatrix, rows: np.ndarray, pass_threshold: float) ->
     spend = m.cost if m.cost_known else np.zeros_like(m.value)
     # gate state per (task, config): 0 unobserved, 1 fails, 2 passes
     state = np.where(np.isnan(m.gate), 0, np.where(m.gate >= pass_threshold, 2, 1))
-    covers = np.ones((n, n), dtype=bool)   # covers[a, b]: a at least as good as b on every task of b
+    covers = np.ones((n, n), dtype=bool)  # covers[a, b]: a at least as good as b on every task of b
     strict = np.zeros((n, n), dtype=bool)
     idx = np.flatnonzero(rows)
     for start in range(0, idx.size, 4096):  # blocks of tasks bound the memory, not a loop over ratings
-        r = idx[start:start + 4096]
+        r = idx[start : start + 4096]
         v, g, c = m.value[r], state[r], spend[r]
         seen_b = ~np.isnan(v)[:, None, :]
         seen_a = ~np.isnan(v)[:, :, None]
         top = np.nanmax(np.where(np.isnan(v), -np.inf, v), axis=1)[:, None, None]
         same_way = (g[:, :, None] == g[:, None, :]) | (
-            (g[:, :, None] == 2) & (g[:, None, :] == 1) & (v[:, :, None] >= top))
+            (g[:, :, None] == 2) & (g[:, None, :] == 1) & (v[:, :, None] >= top)
+        )
         ge = (v[:, :, None] >= v[:, None, :]) & (c[:, :, None] <= c[:, None, :]) & same_way
         covers &= np.all(~seen_b | (seen_a & ge), axis=0)
         gt = (v[:, :, None] > v[:, None, :]) | (c[:, :, None] < c[:, None, :]) | (g[:, :, None] != g[:, None, :])
         strict |= np.any(seen_b & seen_a & gt, axis=0)
     tie = covers & covers.T & ~strict & ~strict.T
-    dom = covers & (strict | np.triu(tie, k=1))   # among identical columns the first key survives
+    dom = covers & (strict | np.triu(tie, k=1))  # among identical columns the first key survives
     np.fill_diagonal(dom, False)
     return dom.any(axis=0)
 
 
 def _pareto(items: list[tuple[tuple[int, ...], Score]]) -> list[tuple[tuple[int, ...], Score]]:
     """Ladders no other ladder beats in both spend and quality; sorted by spend (ties: fewer rungs, order)."""
-    ranked = sorted((it for it in items if it[1].quality is not None),
-                    key=lambda it: (it[1].spend, -it[1].quality, len(it[0]), it[0]))
+    ranked = sorted(
+        (it for it in items if it[1].quality is not None),
+        key=lambda it: (it[1].spend, -it[1].quality, len(it[0]), it[0]),
+    )
     front, best = [], -math.inf
     for item in ranked:
         if item[1].quality > best + _EPS:
@@ -285,8 +336,15 @@ class SearchResult:
     evaluated: int
 
 
-def search_ladders(m: TaskMatrix, rows: np.ndarray, pass_threshold: float, *, strategy: str = "beam",
-                   max_rungs: int = MAX_RUNGS, beam: int = BEAM) -> SearchResult:
+def search_ladders(
+    m: TaskMatrix,
+    rows: np.ndarray,
+    pass_threshold: float,
+    *,
+    strategy: str = "beam",
+    max_rungs: int = MAX_RUNGS,
+    beam: int = BEAM,
+) -> SearchResult:
     """Candidate ladders on the learn rows of ``m``.
 
     ``beam`` (the default): dominated configs (:func:`dominated_configs`) are pruned from the rungs;
@@ -324,9 +382,12 @@ def search_ladders(m: TaskMatrix, rows: np.ndarray, pass_threshold: float, *, st
         pruned = tuple(m.configs[j] for j in range(n) if dominated[j])
         level = [(j,) for j in keep]
         for depth in range(2, max_rungs + 1):
-            parents = ([(lad, scored[lad]) for lad in level] if depth == 2
-                       else _thin(_pareto([(lad, scored[lad]) for lad in level]), beam))
-            level = [lad + (j,) for lad, _s in parents for j in keep if j not in lad]
+            parents = (
+                [(lad, scored[lad]) for lad in level]
+                if depth == 2
+                else _thin(_pareto([(lad, scored[lad]) for lad in level]), beam)
+            )
+            level = [(*lad, j) for lad, _s in parents for j in keep if j not in lad]
             evaluate(level)
     else:
         raise ValueError(f"unknown ladder search strategy {strategy!r}")

@@ -10,6 +10,7 @@ the validation frame by the target rule, first for all tasks (``'*'``) and then 
 region ladder replaces the global one only when validation shows it better by more than two standard
 errors. :func:`ladders_section` reports the chosen ladders on held-out tasks for ``stats.json``.
 """
+
 from __future__ import annotations
 
 import math
@@ -106,12 +107,26 @@ def _paired(a: Run, b: Run, rows: np.ndarray, cost_known: bool) -> dict[str, flo
     def se(d: np.ndarray) -> float:
         return float(np.std(d, ddof=1) / math.sqrt(d.size)) if d.size > 1 else math.inf
 
-    return {"n": n, "qa": mean_or_none(a.quality[ok]), "qb": mean_or_none(b.quality[ok]), "dq": mean_or_none(dq) or 0.0,
-            "dc": mean_or_none(dc) or 0.0, "se_q": se(dq), "se_c": se(dc)}
+    return {
+        "n": n,
+        "qa": mean_or_none(a.quality[ok]),
+        "qb": mean_or_none(b.quality[ok]),
+        "dq": mean_or_none(dq) or 0.0,
+        "dc": mean_or_none(dc) or 0.0,
+        "se_q": se(dq),
+        "se_c": se(dc),
+    }
 
 
-def _choose(m_val: TaskMatrix, rows: np.ndarray, candidates: list[tuple[int, ...]], singles: list[int],
-            target: Target, budget: float | None, pass_threshold: float) -> tuple[tuple[int, ...], dict[str, Any], str]:
+def _choose(
+    m_val: TaskMatrix,
+    rows: np.ndarray,
+    candidates: list[tuple[int, ...]],
+    singles: list[int],
+    target: Target,
+    budget: float | None,
+    pass_threshold: float,
+) -> tuple[tuple[int, ...], dict[str, Any], str]:
     """Apply the target rule on validation rows.
 
     ``best-single``: the cheapest candidate whose validated quality reaches, on the same tasks, the
@@ -147,30 +162,57 @@ def _choose(m_val: TaskMatrix, rows: np.ndarray, candidates: list[tuple[int, ...
             pick = min(rows_out, key=lambda r: (r[1].spend, -r[1].quality, len(r[0]), names(r[0])))
             why = f"no candidate within {budget} USD per task on validation: the cheapest one"
     if pick is None:
-        return (singles[0],), {"target_quality": None, "score": score(bases[0], rows, m_val.cost_known)}, \
-            "no candidate observed on validation: the best single"
+        return (
+            (singles[0],),
+            {"target_quality": None, "score": score(bases[0], rows, m_val.cost_known)},
+            "no candidate observed on validation: the best single",
+        )
     return pick[0], {"target_quality": pick[2]["qb"], "score": pick[1]}, why
 
 
-def _choice(region: str, m_learn: TaskMatrix, m_val: TaskMatrix, learn_rows: np.ndarray, lad: tuple[int, ...],
-            info: dict[str, Any], source: str, reason: str, pass_threshold: float) -> LadderChoice:
+def _choice(
+    region: str,
+    m_learn: TaskMatrix,
+    m_val: TaskMatrix,
+    learn_rows: np.ndarray,
+    lad: tuple[int, ...],
+    info: dict[str, Any],
+    source: str,
+    reason: str,
+    pass_threshold: float,
+) -> LadderChoice:
     learned = score(run_ladder(m_learn, lad, pass_threshold), learn_rows, m_learn.cost_known)
     s: Score = info["score"]
     return LadderChoice(
-        region=region, rungs=[m_learn.configs[j] for j in lad], source=source, learned_quality=_r(learned.quality),
-        learned_cost_usd=_r(learned.cost), validated_quality=_r(s.quality), validated_cost_usd=_r(s.cost),
-        validated_calls=_r(s.calls), validated_coverage=_r(s.coverage) or 0.0, validated_tasks=s.n_observed,
-        target_quality=_r(info["target_quality"]), reason=reason)
+        region=region,
+        rungs=[m_learn.configs[j] for j in lad],
+        source=source,
+        learned_quality=_r(learned.quality),
+        learned_cost_usd=_r(learned.cost),
+        validated_quality=_r(s.quality),
+        validated_cost_usd=_r(s.cost),
+        validated_calls=_r(s.calls),
+        validated_coverage=_r(s.coverage) or 0.0,
+        validated_tasks=s.n_observed,
+        target_quality=_r(info["target_quality"]),
+        reason=reason,
+    )
 
 
 def _r(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), _ROUND)
 
 
-def fit_ladders(task_values_learn: pl.DataFrame, task_values_validation: pl.DataFrame, *,
-                target: Target = "best-single", budget_usd: float | None = None,
-                pass_threshold: float = DEFAULT_PASS_THRESHOLD, strategy: str = "beam",
-                gate_is_target_override: bool | None = None) -> LadderFit:
+def fit_ladders(
+    task_values_learn: pl.DataFrame,
+    task_values_validation: pl.DataFrame,
+    *,
+    target: Target = "best-single",
+    budget_usd: float | None = None,
+    pass_threshold: float = DEFAULT_PASS_THRESHOLD,
+    strategy: str = "beam",
+    gate_is_target_override: bool | None = None,
+) -> LadderFit:
     """Fit the global ladder and the per-region ladders (see the module docstring).
 
     ``task_values_learn`` / ``task_values_validation``: :func:`pipeline.fit.inputs.task_values` of the inner
@@ -184,14 +226,19 @@ def fit_ladders(task_values_learn: pl.DataFrame, task_values_validation: pl.Data
     """
     if target == "budget" and budget_usd is None:
         raise ValueError("the budget ladder target needs budget_usd (mean cost per task)")
-    configs = tuple(sorted(set(task_values_learn["config_key"].unique().to_list())
-                           | set(task_values_validation["config_key"].unique().to_list())))
+    configs = tuple(
+        sorted(
+            set(task_values_learn["config_key"].unique().to_list())
+            | set(task_values_validation["config_key"].unique().to_list())
+        )
+    )
     m_learn = task_matrix(task_values_learn, configs)
     m_val = task_matrix(task_values_validation, configs)
     cost_known = m_learn.cost_known
     if not cost_known:  # spend is then the number of calls, on both sides
-        m_val = TaskMatrix(m_val.tasks, m_val.regions, m_val.configs, m_val.value, m_val.gate,
-                           np.full_like(m_val.value, np.nan), False)
+        m_val = TaskMatrix(
+            m_val.tasks, m_val.regions, m_val.configs, m_val.value, m_val.gate, np.full_like(m_val.value, np.nan), False
+        )
     if target == "budget" and not cost_known:
         raise ValueError("the budget ladder target needs costs, and these task values have none")
     git = gate_is_target(task_values_learn) if gate_is_target_override is None else gate_is_target_override
@@ -203,16 +250,25 @@ def fit_ladders(task_values_learn: pl.DataFrame, task_values_validation: pl.Data
         if single is None:
             return None
         found = search_ladders(m_learn, learn_rows, pass_threshold, strategy=strategy)
-        lad, info, why = _choose(m_val, val_rows, [c for c, _ in found.candidates], [single, *also], target,
-                                 budget_usd, pass_threshold)
+        lad, info, why = _choose(
+            m_val, val_rows, [c for c, _ in found.candidates], [single, *also], target, budget_usd, pass_threshold
+        )
         return single, found, lad, info, why
 
     all_learn = np.ones(len(m_learn.tasks), dtype=bool)
     all_val = np.ones(len(m_val.tasks), dtype=bool)
     fitted = fit_rows("*", all_learn, all_val, [])
     if fitted is None:
-        return LadderFit(target=target, budget_usd=budget_usd, pass_threshold=pass_threshold, cost_known=cost_known,
-                         gate_is_target=git, best_single=None, ladders={}, search=search_info)
+        return LadderFit(
+            target=target,
+            budget_usd=budget_usd,
+            pass_threshold=pass_threshold,
+            cost_known=cost_known,
+            gate_is_target=git,
+            best_single=None,
+            ladders={},
+            search=search_info,
+        )
     single, found, global_lad, info, why = fitted
     ladders["*"] = _choice("*", m_learn, m_val, all_learn, global_lad, info, "global", why, pass_threshold)
     search_info.update(pruned=list(found.pruned), evaluated=found.evaluated, candidates=len(found.candidates))
@@ -233,25 +289,57 @@ def fit_ladders(task_values_learn: pl.DataFrame, task_values_validation: pl.Data
             reached = rinfo["score"].quality or 0.0
             reaches = rinfo["target_quality"] is not None and reached >= rinfo["target_quality"] - _EPS
             better = (better_q and p["dc"] <= NOISE_SE * p["se_c"]) or (
-                p["n"] >= MIN_PAIRED and p["dc"] < -NOISE_SE * p["se_c"] and p["dq"] >= 0.0 and reaches)
-        paired = (f"paired on {p['n']} validation tasks: quality {p['dq']:+.4f} (se {p['se_q']:.4f}), "
-                  f"{'cost' if cost_known else 'calls'} {p['dc']:+.6g} (se {p['se_c']:.4g})")
+                p["n"] >= MIN_PAIRED and p["dc"] < -NOISE_SE * p["se_c"] and p["dq"] >= 0.0 and reaches
+            )
+        paired = (
+            f"paired on {p['n']} validation tasks: quality {p['dq']:+.4f} (se {p['se_q']:.4f}), "
+            f"{'cost' if cost_known else 'calls'} {p['dc']:+.6g} (se {p['se_c']:.4g})"
+        )
         if better and tuple(lad) != tuple(global_lad):
-            ladders[region] = _choice(region, m_learn, m_val, learn_rows, lad, rinfo, "region",
-                                      f"{rwhy}; beats the global ladder beyond 2 se, {paired}", pass_threshold)
+            ladders[region] = _choice(
+                region,
+                m_learn,
+                m_val,
+                learn_rows,
+                lad,
+                rinfo,
+                "region",
+                f"{rwhy}; beats the global ladder beyond 2 se, {paired}",
+                pass_threshold,
+            )
         else:
             ginfo = {"target_quality": rinfo["target_quality"], "score": score(global_val, val_rows, cost_known)}
-            ladders[region] = _choice(region, m_learn, m_val, learn_rows, global_lad, ginfo, "global",
-                                      f"the region's own ladder {[configs[j] for j in lad]} is not better "
-                                      f"beyond its noise ({paired})", pass_threshold)
-    return LadderFit(target=target, budget_usd=budget_usd, pass_threshold=pass_threshold, cost_known=cost_known,
-                     gate_is_target=git, best_single=configs[single], ladders=ladders, search=search_info)
+            ladders[region] = _choice(
+                region,
+                m_learn,
+                m_val,
+                learn_rows,
+                global_lad,
+                ginfo,
+                "global",
+                f"the region's own ladder {[configs[j] for j in lad]} is not better beyond its noise ({paired})",
+                pass_threshold,
+            )
+    return LadderFit(
+        target=target,
+        budget_usd=budget_usd,
+        pass_threshold=pass_threshold,
+        cost_known=cost_known,
+        gate_is_target=git,
+        best_single=configs[single],
+        ladders=ladders,
+        search=search_info,
+    )
 
 
 # --------------------------------------------------------------------------------------- evaluation
-def evaluate_ladder(rungs: list[str], task_values: pl.DataFrame, *,
-                    pass_threshold: float = DEFAULT_PASS_THRESHOLD,
-                    cost_estimates: dict[str, float] | None = None) -> pl.DataFrame:
+def evaluate_ladder(
+    rungs: list[str],
+    task_values: pl.DataFrame,
+    *,
+    pass_threshold: float = DEFAULT_PASS_THRESHOLD,
+    cost_estimates: dict[str, float] | None = None,
+) -> pl.DataFrame:
     """Per task: ``task, region, stopped_at, calls, quality, cost_usd, observed`` of one ladder.
 
     ``quality``/``cost_usd`` are null where a needed rung was not observed (``observed`` false); a
@@ -260,34 +348,54 @@ def evaluate_ladder(rungs: list[str], task_values: pl.DataFrame, *,
     configs = tuple(sorted(set(task_values["config_key"].unique().to_list()) | set(rungs)))
     m = task_matrix(task_values, configs, cost_estimates)
     run = run_ladder(m, tuple(configs.index(c) for c in rungs), pass_threshold)
-    return pl.DataFrame({
-        "task": m.tasks, "region": m.regions,
-        "stopped_at": [rungs[k] for k in run.stop.tolist()],
-        "calls": run.calls, "quality": run.quality, "cost_usd": run.cost if m.cost_known else np.full(len(m.tasks),
-                                                                                                      np.nan),
-        "observed": run.observed,
-    }, schema={"task": pl.String, "region": pl.String, "stopped_at": pl.String, "calls": pl.Int64,
-               "quality": pl.Float64, "cost_usd": pl.Float64, "observed": pl.Boolean}).with_columns(
-        pl.col("quality").fill_nan(None), pl.col("cost_usd").fill_nan(None))
+    return pl.DataFrame(
+        {
+            "task": m.tasks,
+            "region": m.regions,
+            "stopped_at": [rungs[k] for k in run.stop.tolist()],
+            "calls": run.calls,
+            "quality": run.quality,
+            "cost_usd": run.cost if m.cost_known else np.full(len(m.tasks), np.nan),
+            "observed": run.observed,
+        },
+        schema={
+            "task": pl.String,
+            "region": pl.String,
+            "stopped_at": pl.String,
+            "calls": pl.Int64,
+            "quality": pl.Float64,
+            "cost_usd": pl.Float64,
+            "observed": pl.Boolean,
+        },
+    ).with_columns(pl.col("quality").fill_nan(None), pl.col("cost_usd").fill_nan(None))
 
 
-def published_runs(fit: LadderFit, task_values: pl.DataFrame,
-                   cost_estimates: dict[str, float] | None = None) -> pl.DataFrame:
+def published_runs(
+    fit: LadderFit, task_values: pl.DataFrame, cost_estimates: dict[str, float] | None = None
+) -> pl.DataFrame:
     """:func:`evaluate_ladder` per task with the ladder its region publishes (own, else ``'*'``), plus
     ``best_quality``/``best_cost_usd``: the best single config's value and cost on the same task."""
     used = fit.published()
     regions = sorted(task_values["region"].unique().to_list())
-    parts = [evaluate_ladder(used.get(r, used["*"]), task_values.filter(pl.col("region") == r),
-                             pass_threshold=fit.pass_threshold, cost_estimates=cost_estimates)
-             for r in regions]
+    parts = [
+        evaluate_ladder(
+            used.get(r, used["*"]),
+            task_values.filter(pl.col("region") == r),
+            pass_threshold=fit.pass_threshold,
+            cost_estimates=cost_estimates,
+        )
+        for r in regions
+    ]
     runs = pl.concat(parts).sort("task") if parts else evaluate_ladder(used["*"], task_values)
     single = evaluate_ladder([fit.best_single], task_values, cost_estimates=cost_estimates).select(
-        "task", best_quality="quality", best_cost_usd="cost_usd", best_observed="observed")
+        "task", best_quality="quality", best_cost_usd="cost_usd", best_observed="observed"
+    )
     return runs.join(single, on="task", how="left")
 
 
-def ladders_section(fit: LadderFit, task_values_heldout: pl.DataFrame,
-                    cost_estimates: dict[str, float] | None = None) -> dict[str, Any]:
+def ladders_section(
+    fit: LadderFit, task_values_heldout: pl.DataFrame, cost_estimates: dict[str, float] | None = None
+) -> dict[str, Any]:
     """The ``ladders`` object of ``stats.json``.
 
     ``regions``: per region and ``'*'``, the ladder used, where it comes from, its validated and held-out
@@ -298,8 +406,13 @@ def ladders_section(fit: LadderFit, task_values_heldout: pl.DataFrame,
     itself, so the figures are an upper bound for a perfect verifier.
     """
     if not fit.ladders or fit.best_single is None or task_values_heldout.is_empty():
-        return {"target": fit.target, "pass_threshold": fit.pass_threshold, "regions": {}, "summary": None,
-                "reason": "no ladder fitted or no held-out task values"}
+        return {
+            "target": fit.target,
+            "pass_threshold": fit.pass_threshold,
+            "regions": {},
+            "summary": None,
+            "reason": "no ladder fitted or no held-out task values",
+        }
     runs = published_runs(fit, task_values_heldout, cost_estimates)
     both = runs.filter(pl.col("observed") & pl.col("best_observed"))
     cost_known = fit.cost_known
@@ -313,35 +426,60 @@ def ladders_section(fit: LadderFit, task_values_heldout: pl.DataFrame,
     regions: dict[str, Any] = {}
     for region, choice in sorted(fit.ladders.items()):
         if region == "*":
-            rows = evaluate_ladder(choice.rungs, task_values_heldout, pass_threshold=fit.pass_threshold,
-                                   cost_estimates=cost_estimates)
+            rows = evaluate_ladder(
+                choice.rungs, task_values_heldout, pass_threshold=fit.pass_threshold, cost_estimates=cost_estimates
+            )
         else:
             rows = runs.filter(pl.col("region") == region)
         seen = rows.filter(pl.col("observed"))
         regions[region] = {
-            "ladder": choice.rungs, "source": choice.source, "reason": choice.reason,
-            "validated_quality": choice.validated_quality, "validated_cost_usd": choice.validated_cost_usd,
-            "held_out_quality": mean(seen, "quality"), "held_out_cost_usd": mean(seen, "cost_usd"),
+            "ladder": choice.rungs,
+            "source": choice.source,
+            "reason": choice.reason,
+            "validated_quality": choice.validated_quality,
+            "validated_cost_usd": choice.validated_cost_usd,
+            "held_out_quality": mean(seen, "quality"),
+            "held_out_cost_usd": mean(seen, "cost_usd"),
             "held_out_calls": mean(seen, "calls"),
-            "coverage": _r(seen.height / rows.height) if rows.height else None, "held_out_tasks": rows.height,
+            "coverage": _r(seen.height / rows.height) if rows.height else None,
+            "held_out_tasks": rows.height,
         }
     quality, cost = mean(both, "quality"), mean(both, "cost_usd")
     best_q, best_c = mean(both, "best_quality"), mean(both, "best_cost_usd")
     summary = {
-        "held_out_quality": quality, "held_out_cost_usd": cost, "best_single_config": fit.best_single,
-        "best_single_quality": best_q, "best_single_cost_usd": best_c,
-        "quality_ratio": ratio(quality, best_q), "cost_ratio": ratio(cost, best_c),
-        "coverage": _r(runs["observed"].mean()) if runs.height else None, "gate_is_target": fit.gate_is_target,
+        "held_out_quality": quality,
+        "held_out_cost_usd": cost,
+        "best_single_config": fit.best_single,
+        "best_single_quality": best_q,
+        "best_single_cost_usd": best_c,
+        "quality_ratio": ratio(quality, best_q),
+        "cost_ratio": ratio(cost, best_c),
+        "coverage": _r(runs["observed"].mean()) if runs.height else None,
+        "gate_is_target": fit.gate_is_target,
     }
-    return {"target": fit.target, "budget_usd": fit.budget_usd, "pass_threshold": fit.pass_threshold,
-            "cost_known": cost_known, "search": fit.search, "regions": regions, "summary": summary,
-            "held_out_tasks_compared": both.height}
+    return {
+        "target": fit.target,
+        "budget_usd": fit.budget_usd,
+        "pass_threshold": fit.pass_threshold,
+        "cost_known": cost_known,
+        "search": fit.search,
+        "regions": regions,
+        "summary": summary,
+        "held_out_tasks_compared": both.height,
+    }
 
 
 def table_ladders(fit: LadderFit) -> dict[str, Any]:
     """``{region: pipeline.routing.table.Ladder}`` for the routing table: ``'*'`` and replaced regions."""
     from ..routing.table import Ladder
 
-    return {r: Ladder(rungs=c.rungs, pass_threshold=fit.pass_threshold, validated_quality=c.validated_quality,
-                      validated_cost_usd=c.validated_cost_usd)
-            for r, c in sorted(fit.ladders.items()) if r == "*" or c.source == "region"}
+    return {
+        r: Ladder(
+            rungs=c.rungs,
+            pass_threshold=fit.pass_threshold,
+            validated_quality=c.validated_quality,
+            validated_cost_usd=c.validated_cost_usd,
+        )
+        for r, c in sorted(fit.ladders.items())
+        if r == "*" or c.source == "region"
+    }

@@ -4,6 +4,7 @@ Everything works on the task-value frame of :func:`pipeline.fit.inputs.task_valu
 (one row per ``task, config_key``: ``value`` = q_t,c, ``cost_usd`` = cost_t,c)
 and a ``chosen`` frame (one row per ``task``) produced by any chooser.
 """
+
 from __future__ import annotations
 
 import math
@@ -102,24 +103,31 @@ class BestIndex:
     tasks: pl.Series  # per task
 
     @classmethod
-    def of(cls, best: pl.DataFrame) -> "BestIndex":
+    def of(cls, best: pl.DataFrame) -> BestIndex:
         rows = best.sort(["task", "config_key"])
         pairs = rows.select("region", "config_key").unique().sort(["region", "config_key"]).with_row_index("pair")
         coded = rows.join(pairs, on=["region", "config_key"], how="left", maintain_order="left")
-        per_task = rows.group_by("task", maintain_order=True).agg(
-            pl.len().alias("n"), pl.col("best").sum().alias("b"))
+        per_task = rows.group_by("task", maintain_order=True).agg(pl.len().alias("n"), pl.col("best").sum().alias("b"))
         counts = per_task["n"].to_numpy().astype(np.int64)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        return cls(best=rows, pairs=pairs, pair_code=coded["pair"].to_numpy().astype(np.int64), starts=starts,
-                   counts=counts, is_best=rows["best"].to_numpy().astype(bool),
-                   n_best=per_task["b"].to_numpy().astype(np.int64), tasks=per_task["task"])
+        return cls(
+            best=rows,
+            pairs=pairs,
+            pair_code=coded["pair"].to_numpy().astype(np.int64),
+            starts=starts,
+            counts=counts,
+            is_best=rows["best"].to_numpy().astype(bool),
+            n_best=per_task["b"].to_numpy().astype(np.int64),
+            tasks=per_task["task"],
+        )
 
     def route(self, ranking: pl.DataFrame) -> pl.DataFrame:
         """Per task the member first in ``ranking`` (rows ``region, config_key`` in preference order, every pair of
         :attr:`pairs` present); the same frame as :func:`route_hits`."""
         if self.best.height == 0:
-            return pl.DataFrame(schema={"task": pl.String, "chosen": pl.String, "hit": pl.Boolean,
-                                        "share_best_others": pl.Float64})
+            return pl.DataFrame(
+                schema={"task": pl.String, "chosen": pl.String, "hit": pl.Boolean, "share_best_others": pl.Float64}
+            )
         order = ranking.select("region", "config_key").with_row_index("rank")
         rank_of_pair = self.pairs.join(order, on=["region", "config_key"], how="left").sort("pair")["rank"]
         row_rank = rank_of_pair.to_numpy().astype(np.int64)[self.pair_code]
@@ -129,8 +137,14 @@ class BestIndex:
         others = self.counts - 1
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.where(others > 0, (self.n_best - hit) / np.maximum(others, 1), 0.0)
-        return pl.DataFrame({"task": self.tasks, "chosen": self.best["config_key"].gather(chosen_rows),
-                             "hit": hit, "share_best_others": share.astype(float)})
+        return pl.DataFrame(
+            {
+                "task": self.tasks,
+                "chosen": self.best["config_key"].gather(chosen_rows),
+                "hit": hit,
+                "share_best_others": share.astype(float),
+            }
+        )
 
 
 def expected_hit(per_task: pl.DataFrame, exploration: float) -> float | None:
@@ -181,7 +195,7 @@ def paired_bootstrap_ci(
         idx = rng.integers(0, n, size=(size, n))
         den = w[idx].sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            stats[start:start + size] = diff[idx].sum(axis=1) / den
+            stats[start : start + size] = diff[idx].sum(axis=1) / den
     stats = stats[np.isfinite(stats)]
     if stats.size == 0:
         return None

@@ -6,6 +6,7 @@ Ratings are aggregated once to task values (:func:`pipeline.fit.inputs.task_valu
 (config, region) sums here; every formula below is one polars expression over those frames,
 evaluated for all members at once.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,8 +20,18 @@ from ..routing.table import Constants, Static
 from .inputs import FitInputs, task_values
 from .shipped import Prior, Shipped, load_shipped, priors_frame, shipped_prior
 
-__all__ = ["GLOBAL", "OBJECTIVES", "FittedModel", "Objective", "Prior", "Shipped", "fit_model", "fit_values",
-           "load_shipped", "static_choice"]
+__all__ = [
+    "GLOBAL",
+    "OBJECTIVES",
+    "FittedModel",
+    "Objective",
+    "Prior",
+    "Shipped",
+    "fit_model",
+    "fit_values",
+    "load_shipped",
+    "static_choice",
+]
 
 Objective = Literal["quality_per_dollar", "utility", "quality"]
 OBJECTIVES: tuple[str, ...] = ("quality_per_dollar", "utility", "quality")
@@ -109,14 +120,14 @@ class FittedModel:
 
         The pairs are ranked once in the greedy order; each task then takes its best-ranked row.
         """
-        ranked = (self.lookup(candidates)
-                  .sort(_CHOICE_BY + ["region"], descending=_CHOICE_DESC + [False], nulls_last=True)
-                  .with_row_index("rank")
-                  .select("region", "config_key", "rank"))
+        ranked = (
+            self.lookup(candidates)
+            .sort([*_CHOICE_BY, "region"], descending=[*_CHOICE_DESC, False], nulls_last=True)
+            .with_row_index("rank")
+            .select("region", "config_key", "rank")
+        )
         scored = candidates.select("task", "region", "config_key").join(ranked, on=["region", "config_key"])
-        return (scored.group_by("task")
-                .agg(chosen=pl.col("config_key").get(pl.col("rank").arg_min()))
-                .sort("task"))
+        return scored.group_by("task").agg(chosen=pl.col("config_key").get(pl.col("rank").arg_min())).sort("task")
 
     def task_costs(self, values: pl.DataFrame) -> pl.DataFrame:
         """``values`` (task values) with ``cost_t``: cost_t,c = known cost + unknown attempts * cost(c, r).
@@ -128,24 +139,31 @@ class FittedModel:
         if not self.cost_known:
             return values.with_columns(cost_t=pl.lit(None, pl.Float64))
         estimate = self.lookup(values).select("region", "config_key", estimate="cost_usd")
-        return (values.join(estimate, on=["region", "config_key"], how="left", maintain_order="left")
-                .with_columns(cost_t=pl.col("cost_usd").fill_null(0.0) + pl.col("unknown_cost") * pl.col("estimate"))
-                .drop("estimate"))
+        return (
+            values.join(estimate, on=["region", "config_key"], how="left", maintain_order="left")
+            .with_columns(cost_t=pl.col("cost_usd").fill_null(0.0) + pl.col("unknown_cost") * pl.col("estimate"))
+            .drop("estimate")
+        )
 
     def most_rated(self) -> str | None:
         """The config with the most fitted ratings (ties: key order); None without ratings."""
         pool = self.members.filter(pl.col("region") == GLOBAL).sort(
-            ["n_ratings", "config_key"], descending=[True, False])
+            ["n_ratings", "config_key"], descending=[True, False]
+        )
         return pool["config_key"][0] if pool.height else None
 
     def _evaluate(self, keys: pl.DataFrame) -> pl.DataFrame:
         c = self.constants
         k = float(c.prior_weight)
-        frame = (keys.join(self.pairs, on=["config_key", "region"], how="left")
-                 .join(self.configs, on="config_key", how="left")
-                 .with_columns(pl.col("weight", "wscore").fill_null(0.0),
-                               n_ratings=pl.col("n_ratings").fill_null(0).cast(pl.Int64),
-                               measured=pl.col("measured").fill_null(pl.lit(self.global_quality, pl.Float64))))
+        frame = (
+            keys.join(self.pairs, on=["config_key", "region"], how="left")
+            .join(self.configs, on="config_key", how="left")
+            .with_columns(
+                pl.col("weight", "wscore").fill_null(0.0),
+                n_ratings=pl.col("n_ratings").fill_null(0).cast(pl.Int64),
+                measured=pl.col("measured").fill_null(pl.lit(self.global_quality, pl.Float64)),
+            )
+        )
         # Prior p(c, r): the most specific matching shipped prior (source 'shipped'), else measured:
         # c's weighted mean over all regions, or the global weighted mean for a config never rated.
         if c.prior_source == "shipped" and self.priors.height:
@@ -157,12 +175,14 @@ class FittedModel:
         frame = frame.with_columns(
             quality=pl.when(k + pl.col("weight") > 0)
             .then((k * pl.col("prior") + pl.col("wscore")) / (k + pl.col("weight")))
-            .otherwise(pl.col("prior")))
+            .otherwise(pl.col("prior"))
+        )
         # Cost cost(c, r): mean known cost_t,c of c in r, else c's mean over all regions, else the
         # global mean; floored at cost_floor_usd. Null everywhere when no cost is known.
         if self.cost_known:
-            cost = pl.max_horizontal(pl.coalesce("cost_mean", "cost_config", pl.lit(self.global_cost)),
-                                     pl.lit(float(c.cost_floor_usd)))
+            cost = pl.max_horizontal(
+                pl.coalesce("cost_mean", "cost_config", pl.lit(self.global_cost)), pl.lit(float(c.cost_floor_usd))
+            )
         else:
             cost = pl.lit(None, pl.Float64)
         frame = frame.with_columns(cost_usd=cost)
@@ -182,8 +202,9 @@ def _objective(objective: str, constants: Constants) -> pl.Expr:
     raise FitError(f"unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}")
 
 
-def fit_model(inputs: FitInputs, constants: Constants, shipped: Shipped,
-              objective: str = "quality_per_dollar") -> FittedModel:
+def fit_model(
+    inputs: FitInputs, constants: Constants, shipped: Shipped, objective: str = "quality_per_dollar"
+) -> FittedModel:
     """Fit DESIGN 5 on ``inputs`` (already restricted to the fitted tasks and time).
 
     Task values are memoised per half-life on ``inputs``, so a grid over the other constants
@@ -192,8 +213,9 @@ def fit_model(inputs: FitInputs, constants: Constants, shipped: Shipped,
     return fit_values(task_values(inputs, half_life_days=constants.half_life_days), constants, shipped, objective)
 
 
-def fit_values(values: pl.DataFrame, constants: Constants, shipped: Shipped,
-               objective: str = "quality_per_dollar") -> FittedModel:
+def fit_values(
+    values: pl.DataFrame, constants: Constants, shipped: Shipped, objective: str = "quality_per_dollar"
+) -> FittedModel:
     """:func:`fit_model` from task values (:func:`pipeline.fit.inputs.task_values` rows).
 
     Costs come from the rated (task, config) rows: cost_t,c counts as known when every attempt of c
@@ -202,23 +224,36 @@ def fit_values(values: pl.DataFrame, constants: Constants, shipped: Shipped,
     """
     _objective(objective, constants)  # refuse a bad objective or a missing lambda up front
     known = pl.col("unknown_cost") == 0  # cost_t,c is known when every attempt of c on t has a cost
-    sums = [pl.col("weight").sum(), pl.col("wscore").sum(), pl.col("n").sum().cast(pl.Int64).alias("n_ratings"),
-            pl.col("cost_usd").filter(known).mean().alias("cost_mean")]
+    sums = [
+        pl.col("weight").sum(),
+        pl.col("wscore").sum(),
+        pl.col("n").sum().cast(pl.Int64).alias("n_ratings"),
+        pl.col("cost_usd").filter(known).mean().alias("cost_mean"),
+    ]
     by_region = values.group_by("config_key", "region").agg(sums)
     by_config = values.group_by("config_key").agg(sums).with_columns(region=pl.lit(GLOBAL))
     pairs = pl.concat([by_region, by_config.select(by_region.columns)]).sort("region", "config_key")
-    totals = values.select(W=pl.col("weight").sum(), S=pl.col("wscore").sum(),
-                           cost=pl.col("cost_usd").filter(known).mean()).row(0, named=True)
+    totals = values.select(
+        W=pl.col("weight").sum(), S=pl.col("wscore").sum(), cost=pl.col("cost_usd").filter(known).mean()
+    ).row(0, named=True)
     global_quality = totals["S"] / totals["W"] if totals["W"] else None
     # Measured prior: c's weighted mean S_c / W_c over all regions; the global mean when W_c = 0.
     configs = by_config.select(
         "config_key",
         measured=pl.when(pl.col("weight") > 0).then(pl.col("wscore") / pl.col("weight")),
-        cost_config="cost_mean")
+        cost_config="cost_mean",
+    )
     model = FittedModel(
-        members=pl.DataFrame(), objective=objective, cost_known=totals["cost"] is not None, constants=constants,
-        global_quality=global_quality, global_cost=totals["cost"], pairs=pairs, configs=configs,
-        priors=priors_frame(shipped.priors))
+        members=pl.DataFrame(),
+        objective=objective,
+        cost_known=totals["cost"] is not None,
+        constants=constants,
+        global_quality=global_quality,
+        global_cost=totals["cost"],
+        pairs=pairs,
+        configs=configs,
+        priors=priors_frame(shipped.priors),
+    )
     members = model._evaluate(pairs.select("config_key", "region")).sort("region", "config_key")
     return FittedModel(**{**model.__dict__, "members": members})
 

@@ -18,6 +18,7 @@ Realized objective over the routed tasks: total quality / total cost for
 quality per dollar, mean ``lambda * q - cost`` for utility, mean quality for
 quality.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -55,13 +56,19 @@ class ReplayStart:
 def start_from(model: Any, fitted_task_values: pl.DataFrame, regions: Sequence[str]) -> ReplayStart:
     """A replay starting from ``model`` (a :class:`pipeline.fit.model.FittedModel`) for tasks of ``regions``."""
     pool = model.members.filter(pl.col("region") == "*")["config_key"].to_list()
-    pairs = pl.DataFrame({"config_key": [c for c in pool for _ in regions], "region": [r for _ in pool for r in regions]},
-                         schema={"config_key": pl.String, "region": pl.String})
+    pairs = pl.DataFrame(
+        {"config_key": [c for c in pool for _ in regions], "region": [r for _ in pool for r in regions]},
+        schema={"config_key": pl.String, "region": pl.String},
+    )
     rows = model.lookup(pairs).select("config_key", "region", "prior", "cost_usd").iter_rows()
     c = model.constants
     return ReplayStart(
-        fitted_task_values=fitted_task_values, pool=pool, lookup={(k, r): (p, cost) for k, r, p, cost in rows},
-        prior_weight=float(c.prior_weight), objective=model.effective_objective, floor=float(c.cost_floor_usd),
+        fitted_task_values=fitted_task_values,
+        pool=pool,
+        lookup={(k, r): (p, cost) for k, r, p, cost in rows},
+        prior_weight=float(c.prior_weight),
+        objective=model.effective_objective,
+        floor=float(c.cost_floor_usd),
         lam=c.lambda_,
     )
 
@@ -96,18 +103,31 @@ def replay_many(
     ordered = tasks.select("task", "region", "first_at").sort(["first_at", "task"])
     n_tasks = ordered.height
     if k_pool == 0:
-        return [ReplayResult(exploration=eps, realized_value=None, tasks_routed=0, tasks_skipped=n_tasks,
-                             explored=0) for eps in explorations]
+        return [
+            ReplayResult(exploration=eps, realized_value=None, tasks_routed=0, tasks_skipped=n_tasks, explored=0)
+            for eps in explorations
+        ]
     regions = sorted(set(ordered["region"].to_list()))
     task_region = ordered["region"].replace_strict(regions, list(range(len(regions))), return_dtype=pl.Int64)
     matrix = _outcome_matrix(ordered, outcomes, pool)
     state = _initial_state(start.fitted_task_values)
-    return [_run(start, pool, regions, task_region.to_list(), matrix, state, exploration=eps, seed=seed)
-            for eps in explorations]
+    return [
+        _run(start, pool, regions, task_region.to_list(), matrix, state, exploration=eps, seed=seed)
+        for eps in explorations
+    ]
 
 
-def _run(start: ReplayStart, pool: list[str], regions: list[str], task_region: list[int], matrix, state, *,
-         exploration: float, seed: int) -> ReplayResult:
+def _run(
+    start: ReplayStart,
+    pool: list[str],
+    regions: list[str],
+    task_region: list[int],
+    matrix,
+    state,
+    *,
+    exploration: float,
+    seed: int,
+) -> ReplayResult:
     k_pool = len(pool)
     rng = np.random.default_rng(seed)
     draws_u = rng.random(len(task_region)).tolist()
@@ -157,8 +177,11 @@ def _run(start: ReplayStart, pool: list[str], regions: list[str], task_region: l
         keys[r][chosen] = key(r, chosen)
         greedy[r] = max(range(k_pool), key=keys[r].__getitem__)
     return ReplayResult(
-        exploration=exploration, realized_value=_realized(start, routed, total_q, total_cost, total_utility),
-        tasks_routed=routed, tasks_skipped=skipped, explored=explored,
+        exploration=exploration,
+        realized_value=_realized(start, routed, total_q, total_cost, total_utility),
+        tasks_routed=routed,
+        tasks_skipped=skipped,
+        explored=explored,
     )
 
 
@@ -171,7 +194,9 @@ def _outcome_matrix(ordered: pl.DataFrame, outcomes: pl.DataFrame, pool: list[st
         .join(ordered.select("task").with_row_index("ti"), on="task")
         .join(pl.DataFrame({"config_key": pool, "ci": list(range(k_pool))}), on="config_key")
         .select(
-            (pl.col("ti").cast(pl.Int64) * k_pool + pl.col("ci")).alias("cell"), "value", "weight",
+            (pl.col("ti").cast(pl.Int64) * k_pool + pl.col("ci")).alias("cell"),
+            "value",
+            "weight",
             pl.col("cost_t").cast(pl.Float64).fill_null(float("nan")).alias("cost_t"),
             ((pl.col("unknown_cost") == 0) & pl.col("cost_t").is_not_null()).alias("known"),
         )

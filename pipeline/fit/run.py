@@ -6,6 +6,7 @@ table's ``source.manifest`` says which snapshot it used. Same store, same
 options: byte-identical ``fits/routing-table.json`` and ``stats.json`` (every
 time comes from the store, floats are rounded to 9 decimals, JSON keys sorted).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -86,8 +87,13 @@ class FitOptions(BaseModel):
             if isinstance(value, bool):
                 words.append(flag)
             else:
-                text = value.isoformat() if isinstance(value, datetime) else f"{value:g}" if isinstance(
-                    value, float) else str(value)
+                text = (
+                    value.isoformat()
+                    if isinstance(value, datetime)
+                    else f"{value:g}"
+                    if isinstance(value, float)
+                    else str(value)
+                )
                 words += [flag, text]
         return " ".join(shlex.quote(w) for w in words)
 
@@ -106,12 +112,26 @@ class FitOptions(BaseModel):
 
 #: FitOptions field -> its fit-routing option (booleans are flags that flip the default).
 _FLAGS = {
-    "split": "--split", "seed": "--seed", "case_study": "--case-study", "shipped": "--shipped",
-    "objective": "--objective", "lambda_": "--lambda", "cost_floor_usd": "--cost-floor",
-    "prior_source": "--prior-source", "prior_weight": "--prior-weight", "exploration": "--exploration",
-    "half_life_days": "--half-life-days", "min_samples": "--min-samples", "thread": "--thread", "since": "--since",
-    "prm": "--no-prm", "pass_threshold": "--pass-threshold", "ladder_budget_usd": "--ladder-budget",
-    "writeback": "--no-writeback", "no_compact": "--no-compact", "wait": "--wait",
+    "split": "--split",
+    "seed": "--seed",
+    "case_study": "--case-study",
+    "shipped": "--shipped",
+    "objective": "--objective",
+    "lambda_": "--lambda",
+    "cost_floor_usd": "--cost-floor",
+    "prior_source": "--prior-source",
+    "prior_weight": "--prior-weight",
+    "exploration": "--exploration",
+    "half_life_days": "--half-life-days",
+    "min_samples": "--min-samples",
+    "thread": "--thread",
+    "since": "--since",
+    "prm": "--no-prm",
+    "pass_threshold": "--pass-threshold",
+    "ladder_budget_usd": "--ladder-budget",
+    "writeback": "--no-writeback",
+    "no_compact": "--no-compact",
+    "wait": "--wait",
 }
 
 
@@ -139,8 +159,10 @@ class FitResult:
         ]
         for name in ("shipped", "fitted"):
             run = getattr(s.replay, name)
-            lines.append(f"replay ({name}, exploration {run.exploration}): realized {_fmt(run.realized_value)}, "
-                         f"{run.tasks_routed} routed, {run.tasks_skipped} skipped")
+            lines.append(
+                f"replay ({name}, exploration {run.exploration}): realized {_fmt(run.realized_value)}, "
+                f"{run.tasks_routed} routed, {run.tasks_skipped} skipped"
+            )
         lines.append("baselines (eligible held-out): hit rate / mean quality / mean cost")
         for name in ("best_single", "cheapest", "random", "oracle", "shipped", "fitted"):
             b = getattr(s.baselines, name)
@@ -151,11 +173,13 @@ class FitResult:
             lad, rungs = ladders["summary"], ladders["regions"]["*"]["ladder"]
             replaced = sorted(r for r, v in ladders["regions"].items() if v["source"] == "region")
             where = f"; own ladders in {', '.join(replaced)}" if replaced else ""
-            lines.append(f"published ladders (global {' > '.join(rungs)}{where}): held-out quality "
-                         f"{_fmt(lad['held_out_quality'])} at "
-                         f"{_fmt(lad['held_out_cost_usd'])} USD/task vs best single {lad['best_single_config']} "
-                         f"{_fmt(lad['best_single_quality'])} at {_fmt(lad['best_single_cost_usd'])} "
-                         f"(coverage {_fmt(lad['coverage'])})")
+            lines.append(
+                f"published ladders (global {' > '.join(rungs)}{where}): held-out quality "
+                f"{_fmt(lad['held_out_quality'])} at "
+                f"{_fmt(lad['held_out_cost_usd'])} USD/task vs best single {lad['best_single_config']} "
+                f"{_fmt(lad['best_single_quality'])} at {_fmt(lad['best_single_cost_usd'])} "
+                f"(coverage {_fmt(lad['coverage'])})"
+            )
         lines.extend(s.notes)
         return lines
 
@@ -171,14 +195,21 @@ def fit_lock(home: Home, *, wait: bool) -> Iterator[None]:
         except BlockingIOError:
             raise StoreConflict(
                 f"another fit is running on {home.root} (it holds fits/.fit.lock); "
-                "wait for it to finish or run again with --wait") from None
+                "wait for it to finish or run again with --wait"
+            ) from None
         yield
     finally:
         os.close(fd)
 
 
-def run_fit(home: str | os.PathLike | Home | None, options: FitOptions | None = None, *,
-            progress: bool = False, command: str | None = None, render: bool = False) -> FitResult:
+def run_fit(
+    home: str | os.PathLike | Home | None,
+    options: FitOptions | None = None,
+    *,
+    progress: bool = False,
+    command: str | None = None,
+    render: bool = False,
+) -> FitResult:
     """Compact (unless ``no_compact``), fit, evaluate, publish the table and write the case-study stats.
 
     ``command`` is recorded as ``stats.source.command`` (default: :meth:`FitOptions.command_line` without
@@ -202,7 +233,7 @@ def run_fit(home: str | os.PathLike | Home | None, options: FitOptions | None = 
     return result
 
 
-def _fit(home: Home, options: FitOptions, say: "_Progress", command: str) -> FitResult:
+def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitResult:
     from ..store import open_store
     from .evaluate import cutoff_text, evaluate
     from .inputs import load_inputs
@@ -217,8 +248,10 @@ def _fit(home: Home, options: FitOptions, say: "_Progress", command: str) -> Fit
         manifest_sha = _manifest_sha(home, manifest_number)
         inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
     if inputs.ratings.height == 0:
-        raise FitError(f"no ratings in the store at {home.store} (manifest {manifest_number}); "
-                       "append task.rated events and compact first")
+        raise FitError(
+            f"no ratings in the store at {home.store} (manifest {manifest_number}); "
+            "append task.rated events and compact first"
+        )
     shipped = load_shipped(options.shipped if options.shipped is not None else home.fits / "shipped.json")
     objective = options.objective or shipped.constants.objective or "quality_per_dollar"
     overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
@@ -235,8 +268,15 @@ def _fit(home: Home, options: FitOptions, say: "_Progress", command: str) -> Fit
         if options.lambda_ or scale is not None:
             shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
     say("evaluating on the held-out split (validation search included)")
-    ev = evaluate(inputs, shipped=shipped, shipped_constants=shipped_constants, pins=Pins(options.pins()),
-                  objective=objective, fraction=options.split, seed=options.seed)
+    ev = evaluate(
+        inputs,
+        shipped=shipped,
+        shipped_constants=shipped_constants,
+        pins=Pins(options.pins()),
+        objective=objective,
+        fraction=options.split,
+        seed=options.seed,
+    )
     adopt = ev.routing["recommendation"] == "adopt"
     published = ev.fitted if adopt else ev.shipped
     say("refitting on all tasks and publishing")
@@ -246,15 +286,32 @@ def _fit(home: Home, options: FitOptions, say: "_Progress", command: str) -> Fit
     say("learning signals, escalation ladders and the cost-quality frontier")
     from .learning import LadderOptions, learning_stage
 
-    ladder = LadderOptions(pass_threshold=options.pass_threshold, budget_usd=options.ladder_budget_usd,
-                           target="budget" if options.ladder_budget_usd is not None else "best-single")
+    ladder = LadderOptions(
+        pass_threshold=options.pass_threshold,
+        budget_usd=options.ladder_budget_usd,
+        target="budget" if options.ladder_budget_usd is not None else "best-single",
+    )
     if not options.writeback:  # the fit ignores logged decisions: no writeback, no off-policy estimates
         inputs = dataclasses.replace(inputs, decisions=inputs.decisions.clear())
-    learning = learning_stage(inputs, model, constants=published, shipped=shipped, objective=ev.objective,
-                              fraction=options.split, ladder=ladder)
-    table = build_table(model, constants_source="fitted" if adopt else "shipped", static=shipped.static,
-                        signals=learning.member_signals, ladders=learning.ladders,
-                        source=source, fitted_at=inputs.newest_at, evaluation=rounded(summary))
+    learning = learning_stage(
+        inputs,
+        model,
+        constants=published,
+        shipped=shipped,
+        objective=ev.objective,
+        fraction=options.split,
+        ladder=ladder,
+    )
+    table = build_table(
+        model,
+        constants_source="fitted" if adopt else "shipped",
+        static=shipped.static,
+        signals=learning.member_signals,
+        ladders=learning.ladders,
+        source=source,
+        fitted_at=inputs.newest_at,
+        evaluation=rounded(summary),
+    )
     say("evaluating every routing policy on the held-out tasks")
     policies = held_out_policies(inputs, published, shipped, ev.objective, options.split, learning.ladders)
     from ..pin import pinned_version
@@ -266,19 +323,35 @@ def _fit(home: Home, options: FitOptions, say: "_Progress", command: str) -> Fit
         table = table.with_version()
         atomic_write(home.fits / "routing-table.schema.json", canonical_json(table_json_schema()))
     atomic_write(home.fits / "history" / f"{table.version}.json", canonical_json(table.to_json_dict()))
-    stats = _stats(ev, inputs, options, objective, {**source, "command": command, **({"credit": options.credit} if options.credit else {})}, published_source="fitted" if adopt else "shipped",
-                   sections={**learning.stats, "policies": policies},
-                   cutoff=cutoff_text(ev.split["cutoff_at"]))
+    stats = _stats(
+        ev,
+        inputs,
+        options,
+        objective,
+        {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
+        published_source="fitted" if adopt else "shipped",
+        sections={**learning.stats, "policies": policies},
+        cutoff=cutoff_text(ev.split["cutoff_at"]),
+    )
     if pinned is not None:
-        stats = stats.model_copy(update={"notes": [*stats.notes, (
-            f"fits/routing-table.json is pinned to {pinned} (ratings pin); this fit ({table.version}) was written "
-            "to fits/history/ only. Run `ratings pin --latest` to publish it.")]})
+        stats = stats.model_copy(
+            update={
+                "notes": [
+                    *stats.notes,
+                    (
+                        f"fits/routing-table.json is pinned to {pinned} (ratings pin); this fit ({table.version}) was written "
+                        "to fits/history/ only. Run `ratings pin --latest` to publish it."
+                    ),
+                ]
+            }
+        )
     atomic_write(home.case_study(options.case_study) / "stats.json", canonical_json(stats.to_json_dict()))
     return FitResult(table=table, stats=stats, evaluation=ev)
 
 
-def held_out_policies(inputs, constants: Constants, shipped, objective: str, fraction: float,
-                      ladders: dict) -> dict[str, Any]:
+def held_out_policies(
+    inputs, constants: Constants, shipped, objective: str, fraction: float, ladders: dict
+) -> dict[str, Any]:
     """The ``policies`` section: every built-in routing policy scored on the held-out tasks (issue 7).
 
     The router runs on a table built from the learned tasks only (model, member signals and the ladders
@@ -296,14 +369,22 @@ def held_out_policies(inputs, constants: Constants, shipped, objective: str, fra
 
     _outer, learned, held, *_ = parts(inputs, fraction)
     model = fit_model(learned, constants, shipped, objective)
-    table = build_table(model, constants_source="fitted", static=shipped.static, source={"manifest": None},
-                        fitted_at=learned.newest_at, ladders=ladders,
-                        signals=member_signals(task_values(learned), learned.newest_at))
+    table = build_table(
+        model,
+        constants_source="fitted",
+        static=shipped.static,
+        source={"manifest": None},
+        fitted_at=learned.newest_at,
+        ladders=ladders,
+        signals=member_signals(task_values(learned), learned.newest_at),
+    )
     figures = evaluate_policies(table, _targets(held, model), policies=BUILTIN)
     return {
-        "protocol": ("each eligible held-out task routed as new by a table fitted on the learned tasks only "
-                     "(the published constants; ladders chosen on validation), greedy, pool = the configs that "
-                     "did the task; ladder and trace_governed escalate on a failed gate"),
+        "protocol": (
+            "each eligible held-out task routed as new by a table fitted on the learned tasks only "
+            "(the published constants; ladders chosen on validation), greedy, pool = the configs that "
+            "did the task; ladder and trace_governed escalate on a failed gate"
+        ),
         "policies": figures,
     }
 
@@ -341,11 +422,14 @@ def _evaluation_summary(ev, cutoff: str | None, options: FitOptions, home: Home)
     stats_path = home.case_study(options.case_study) / "stats.json"
     return {
         "case_study": options.case_study,
-        "stats": stats_path.relative_to(home.root).as_posix() if stats_path.is_relative_to(home.root)
+        "stats": stats_path.relative_to(home.root).as_posix()
+        if stats_path.is_relative_to(home.root)
         else str(stats_path),
-        "protocol": (f"chronological split {options.split} by task time (seed {options.seed}); constants chosen "
-                     "on the last part of the learned tasks, refit on all learned tasks, scored once on the "
-                     "held-out tasks; this table is refit on all tasks"),
+        "protocol": (
+            f"chronological split {options.split} by task time (seed {options.seed}); constants chosen "
+            "on the last part of the learned tasks, refit on all learned tasks, scored once on the "
+            "held-out tasks; this table is refit on all tasks"
+        ),
         "cutoff_at": cutoff,
         "learned_tasks": ev.split["learned_tasks"],
         "held_out_tasks": ev.split["held_out_tasks"],
@@ -360,8 +444,17 @@ def _evaluation_summary(ev, cutoff: str | None, options: FitOptions, home: Home)
     }
 
 
-def _stats(ev, inputs, options: FitOptions, requested: str, source: dict, *, published_source: str,
-           cutoff: str | None, sections: dict[str, Any] | None = None) -> Stats:
+def _stats(
+    ev,
+    inputs,
+    options: FitOptions,
+    requested: str,
+    source: dict,
+    *,
+    published_source: str,
+    cutoff: str | None,
+    sections: dict[str, Any] | None = None,
+) -> Stats:
     """``sections``: the ``signals``, ``ladders`` and ``frontier`` objects of :func:`pipeline.fit.learning.learning_stage`."""
     import polars as pl
 
@@ -369,20 +462,28 @@ def _stats(ev, inputs, options: FitOptions, requested: str, source: dict, *, pub
     kinds = real.group_by("rater_kind").len().sort("rater_kind")
     notes = []
     if not ev.cost_known:
-        notes.append(f"No attempt in the store carries a cost, so the ranking used quality alone (the "
-                     f"{requested} objective degrades to quality) and every cost figure is null.")
+        notes.append(
+            f"No attempt in the store carries a cost, so the ranking used quality alone (the "
+            f"{requested} objective degrades to quality) and every cost figure is null."
+        )
     data = {
         "name": options.case_study,
         "source": source,
         "objective": ev.objective,
         "objective_requested": requested,
         "cost_known": ev.cost_known,
-        "ratings": {"total": real.height, "by_rater_kind": dict(kinds.iter_rows()),
-                    "retracted": inputs.retracted.height},
+        "ratings": {
+            "total": real.height,
+            "by_rater_kind": dict(kinds.iter_rows()),
+            "retracted": inputs.retracted.height,
+        },
         "split": {**ev.split, "cutoff_at": cutoff},
-        "constants": {"shipped": _constant_set(ev.shipped, ev.objective),
-                      "fitted": _constant_set(ev.fitted, ev.objective),
-                      "selected_on": ev.selected_on, "published": published_source},
+        "constants": {
+            "shipped": _constant_set(ev.shipped, ev.objective),
+            "fitted": _constant_set(ev.fitted, ev.objective),
+            "selected_on": ev.selected_on,
+            "published": published_source,
+        },
         "routing": ev.routing,
         "replay": ev.replay,
         "calibration": ev.calibration.model_dump(),
@@ -395,8 +496,10 @@ def _stats(ev, inputs, options: FitOptions, requested: str, source: dict, *, pub
     }
     ladder_summary = ((sections or {}).get("ladders") or {}).get("summary") or {}
     if ladder_summary.get("gate_is_target"):
-        notes.append("The ladder gates are the same ratings that measure quality (as in an imported benchmark "
-                     "table): the ladder figures are an upper bound, reached only with a perfect verifier.")
+        notes.append(
+            "The ladder gates are the same ratings that measure quality (as in an imported benchmark "
+            "table): the ladder figures are an upper bound, reached only with a perfect verifier."
+        )
     return Stats.model_validate(rounded(data))
 
 

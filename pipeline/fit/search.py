@@ -17,6 +17,7 @@ Every evaluated set is also scored on the held-out tasks, fitted on all learned
 tasks, and listed in the grid rows labelled ``diagnostic``: those numbers never
 choose anything.
 """
+
 from __future__ import annotations
 
 import math
@@ -91,7 +92,7 @@ _GREEDY_BY = ["region", "value", "quality", "cost_usd", "config_key"]
 _GREEDY_DESC = [False, True, True, False, False]
 
 
-def greedy_hits(model: Any, part: "Part | pl.DataFrame") -> pl.DataFrame:
+def greedy_hits(model: Any, part: Part | pl.DataFrame) -> pl.DataFrame:
     """Route every scored task greedily among the configs that did it; per-task hit frame (:func:`route_hits`)."""
     if isinstance(part, pl.DataFrame) or part.index is None:
         best = part if isinstance(part, pl.DataFrame) else part.best
@@ -106,15 +107,19 @@ def greedy_hits(model: Any, part: "Part | pl.DataFrame") -> pl.DataFrame:
     return part.index.route(known.sort(_GREEDY_BY, descending=_GREEDY_DESC, nulls_last=True))
 
 
-def candidate_sets(shipped: Constants, pins: Pins, *, objective: str, lambda_scale: float | None,
-                   has_shipped_priors: bool) -> list[Constants]:
+def candidate_sets(
+    shipped: Constants, pins: Pins, *, objective: str, lambda_scale: float | None, has_shipped_priors: bool
+) -> list[Constants]:
     """The grid of non-exploration constants, pinned ones fixed, in a fixed order.
 
     Without any shipped prior, source ``shipped`` falls back to the measured prior everywhere (DESIGN 5),
     so only ``shipped`` is evaluated.
     """
-    sources = [pins["prior_source"]] if "prior_source" in pins else (
-        list(PRIOR_SOURCES) if has_shipped_priors else ["shipped"])
+    sources = (
+        [pins["prior_source"]]
+        if "prior_source" in pins
+        else (list(PRIOR_SOURCES) if has_shipped_priors else ["shipped"])
+    )
     weights = [float(pins["prior_weight"])] if "prior_weight" in pins else list(PRIOR_WEIGHTS)
     lives = [pins["half_life_days"]] if "half_life_days" in pins else list(HALF_LIVES)
     if objective != "utility":
@@ -125,15 +130,28 @@ def candidate_sets(shipped: Constants, pins: Pins, *, objective: str, lambda_sca
         lambdas = lambda_grid(lambda_scale or 1.0)
     exploration = pins.get("exploration", shipped.exploration)
     return [
-        shipped.model_copy(update={"prior_source": s, "prior_weight": k, "half_life_days": h, "lambda_": lam,
-                                   "exploration": exploration})
+        shipped.model_copy(
+            update={
+                "prior_source": s,
+                "prior_weight": k,
+                "half_life_days": h,
+                "lambda_": lam,
+                "exploration": exploration,
+            }
+        )
         for s, k, h, lam in product(sources, weights, lives, lambdas)
     ]
 
 
 def _tie_key(c: Constants, shipped: Constants) -> tuple:
-    differ = sum([c.prior_source != shipped.prior_source, c.prior_weight != shipped.prior_weight,
-                  c.half_life_days != shipped.half_life_days, c.lambda_ != shipped.lambda_])
+    differ = sum(
+        [
+            c.prior_source != shipped.prior_source,
+            c.prior_weight != shipped.prior_weight,
+            c.half_life_days != shipped.half_life_days,
+            c.lambda_ != shipped.lambda_,
+        ]
+    )
     life = math.inf if c.half_life_days is None else c.half_life_days
     return (differ, c.prior_weight, c.prior_source != "shipped", -life, c.lambda_ or 0.0)
 
@@ -153,8 +171,9 @@ def search(
 ) -> SearchResult:
     """Choose the constants on ``validation``; score each evaluated set on ``held_out`` as a diagnostic."""
     fit = _memo(fit)
-    candidates = candidate_sets(shipped, pins, objective=objective, lambda_scale=lambda_scale,
-                                has_shipped_priors=has_shipped_priors)
+    candidates = candidate_sets(
+        shipped, pins, objective=objective, lambda_scale=lambda_scale, has_shipped_priors=has_shipped_priors
+    )
     selected_on = {name: ("pinned" if name in pins else "validation") for name in SEARCHED}
     if objective != "utility":
         selected_on.pop("lambda")
@@ -164,8 +183,15 @@ def search(
         val_hits = greedy_hits(fit(validation.fit_inputs, constants), validation)
         held_hits = greedy_hits(fit(held_out.fit_inputs, constants), held_out)
         val = hit_summary(val_hits)["hit_rate"]
-        rows.append(_row(constants, kind="greedy_hit_rate", validation=val,
-                         held_out=hit_summary(held_hits)["hit_rate"], exploration=None))
+        rows.append(
+            _row(
+                constants,
+                kind="greedy_hit_rate",
+                validation=val,
+                held_out=hit_summary(held_hits)["hit_rate"],
+                exploration=None,
+            )
+        )
         score = -1.0 if val is None else val
         scored.append((score, _tie_key(constants, shipped), constants, val_hits))
     best_score = max(s for s, *_ in scored)
@@ -179,8 +205,11 @@ def search(
         held_model = fit(held_out.fit_inputs, chosen)
         held_runs = run_replays(start(held_model, held_out, chosen), held_out, seed)
         for (eps, run), held in zip(runs, held_runs):
-            rows.append(_row(chosen, kind="replay", validation=run.realized_value,
-                             held_out=held.realized_value, exploration=eps))
+            rows.append(
+                _row(
+                    chosen, kind="replay", validation=run.realized_value, held_out=held.realized_value, exploration=eps
+                )
+            )
 
         def eps_key(item: tuple[float, ReplayResult]):
             eps, run = item
@@ -223,13 +252,21 @@ def _heat_map(validation: Part, held_out: Part, fit: FitFn, chosen: Constants, p
         val_hits = greedy_hits(fit(validation.fit_inputs, constants), validation)
         held_hits = greedy_hits(fit(held_out.fit_inputs, constants), held_out)
         for eps in EXPLORATIONS:
-            rows.append(_row(constants, kind="expected_hit_rate", validation=expected_hit(val_hits, eps),
-                             held_out=expected_hit(held_hits, eps), exploration=eps))
+            rows.append(
+                _row(
+                    constants,
+                    kind="expected_hit_rate",
+                    validation=expected_hit(val_hits, eps),
+                    held_out=expected_hit(held_hits, eps),
+                    exploration=eps,
+                )
+            )
     return rows
 
 
-def _row(c: Constants, *, kind: str, validation: float | None, held_out: float | None,
-         exploration: float | None) -> dict:
+def _row(
+    c: Constants, *, kind: str, validation: float | None, held_out: float | None, exploration: float | None
+) -> dict:
     return {
         "kind": kind,
         "prior_source": c.prior_source,

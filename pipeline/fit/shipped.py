@@ -3,6 +3,7 @@
 Every key is optional; an absent file or key means prior weight 3, exploration
 0.3, min samples 3, no priors (the defaults of :class:`Constants`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -78,8 +79,12 @@ class Shipped(BaseModel):
 
     @property
     def static(self) -> Static:
-        return Static(default_config=self.default_config, cheap_config=self.cheap_config,
-                      frontier_config=self.frontier_config, pinned=dict(self.pinned))
+        return Static(
+            default_config=self.default_config,
+            cheap_config=self.cheap_config,
+            frontier_config=self.frontier_config,
+            pinned=dict(self.pinned),
+        )
 
 
 def load_shipped(path: str | Path | None) -> Shipped:
@@ -102,21 +107,30 @@ class PriorLike(Protocol):
     quality: float
 
 
-def priors_frame(priors: Sequence[PriorLike]) -> "pl.DataFrame":
+def priors_frame(priors: Sequence[PriorLike]) -> pl.DataFrame:
     """The priors as a frame for :func:`shipped_prior`: ``selector, prior_region, prior_quality, segments,
     order`` (``order``: position in the file, the last tie-break)."""
     import polars as pl
 
     return pl.DataFrame(
-        {"selector": [p.selector for p in priors], "prior_region": [p.region for p in priors],
-         "prior_quality": [float(p.quality) for p in priors],
-         "segments": [len(p.selector.split("/")) for p in priors], "order": list(range(len(priors)))},
-        schema={"selector": pl.String, "prior_region": pl.String, "prior_quality": pl.Float64,
-                "segments": pl.Int64, "order": pl.Int64},
+        {
+            "selector": [p.selector for p in priors],
+            "prior_region": [p.region for p in priors],
+            "prior_quality": [float(p.quality) for p in priors],
+            "segments": [len(p.selector.split("/")) for p in priors],
+            "order": list(range(len(priors))),
+        },
+        schema={
+            "selector": pl.String,
+            "prior_region": pl.String,
+            "prior_quality": pl.Float64,
+            "segments": pl.Int64,
+            "order": pl.Int64,
+        },
     )
 
 
-def shipped_prior(keys: "pl.DataFrame", priors: "pl.DataFrame") -> "pl.DataFrame":
+def shipped_prior(keys: pl.DataFrame, priors: pl.DataFrame) -> pl.DataFrame:
     """(config_key, region, shipped_prior): the most specific shipped prior matching each pair (DESIGN 5).
 
     A selector matches when it equals the first 1..4 segments of the key and its region is r or
@@ -128,9 +142,14 @@ def shipped_prior(keys: "pl.DataFrame", priors: "pl.DataFrame") -> "pl.DataFrame
 
     parts = pl.col("config_key").str.split("/")
     prefixes = pl.concat([keys.with_columns(selector=parts.list.head(n).list.join("/")) for n in range(1, 5)])
-    return (prefixes.join(priors, on="selector", how="inner")
-            .filter((pl.col("prior_region") == pl.col("region")) | (pl.col("prior_region") == EVERY_REGION))
-            .with_columns(exact=pl.col("prior_region") == pl.col("region"))
-            .group_by("config_key", "region")
-            .agg(shipped_prior=pl.col("prior_quality").sort_by(
-                ["segments", "exact", "order"], descending=[True, True, False]).first()))
+    return (
+        prefixes.join(priors, on="selector", how="inner")
+        .filter((pl.col("prior_region") == pl.col("region")) | (pl.col("prior_region") == EVERY_REGION))
+        .with_columns(exact=pl.col("prior_region") == pl.col("region"))
+        .group_by("config_key", "region")
+        .agg(
+            shipped_prior=pl.col("prior_quality")
+            .sort_by(["segments", "exact", "order"], descending=[True, True, False])
+            .first()
+        )
+    )

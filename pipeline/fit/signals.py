@@ -5,10 +5,11 @@ ratings). Each formula lives in exactly one function, written in its docstring. 
 the off-policy estimates live in :mod:`pipeline.fit.writeback`; :func:`signals_section` assembles the
 ``signals`` object of ``stats.json`` from all of them.
 """
+
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -48,8 +49,13 @@ def prm_ratings(attempts: pl.DataFrame, ratings: pl.DataFrame) -> pl.DataFrame:
     approved = success & pl.col("reviewer_verdict").str.to_lowercase().is_in(list(APPROVALS)).fill_null(False)
     timely = pl.col("duration_ms").is_between(1000, 600000).fill_null(False)
     paid = (pl.col("cost_usd") > 0).fill_null(False)
-    score = (0.40 * success.fill_null(False).cast(pl.Float64) + activity + 0.15 * approved.cast(pl.Float64)
-             + 0.10 * timely.cast(pl.Float64) + 0.05 * paid.cast(pl.Float64)).clip(0.0, 1.0)
+    score = (
+        0.40 * success.fill_null(False).cast(pl.Float64)
+        + activity
+        + 0.15 * approved.cast(pl.Float64)
+        + 0.10 * timely.cast(pl.Float64)
+        + 0.05 * paid.cast(pl.Float64)
+    ).clip(0.0, 1.0)
     rated = ratings.select("task", "config_key")  # an anti join needs no unique right side
     return (
         attempts.filter(traced)
@@ -59,9 +65,15 @@ def prm_ratings(attempts: pl.DataFrame, ratings: pl.DataFrame) -> pl.DataFrame:
         .join(rated, on=["task", "config_key"], how="anti")
         .select(
             id=pl.lit("prm:") + pl.col("id"),
-            task="task", region="region", config_key="config_key", at="at",
-            score=score.round(_ROUND), w=pl.lit(1.0),
-            rater_kind=pl.lit("gate"), rater_name=pl.lit("prm"), origin=pl.lit("prm"),
+            task="task",
+            region="region",
+            config_key="config_key",
+            at="at",
+            score=score.round(_ROUND),
+            w=pl.lit(1.0),
+            rater_kind=pl.lit("gate"),
+            rater_name=pl.lit("prm"),
+            origin=pl.lit("prm"),
         )
         .sort("at", "id")
     )
@@ -71,9 +83,9 @@ def _age_days(at: pl.Expr, newest_at: datetime, dtype: pl.DataType) -> pl.Expr:
     """Days from ``at`` to ``newest_at``; matches the column's time zone (the store's is naive UTC)."""
     tz = getattr(dtype, "time_zone", None)
     if tz is None and newest_at.tzinfo is not None:
-        newest_at = newest_at.astimezone(timezone.utc).replace(tzinfo=None)
+        newest_at = newest_at.astimezone(UTC).replace(tzinfo=None)
     elif tz is not None and newest_at.tzinfo is None:
-        newest_at = newest_at.replace(tzinfo=timezone.utc)
+        newest_at = newest_at.replace(tzinfo=UTC)
     return (pl.lit(newest_at, dtype) - at).dt.total_microseconds() / 86_400e6
 
 
@@ -87,7 +99,10 @@ def task_advantages(task_values: pl.DataFrame) -> pl.DataFrame:
     mean = pl.col("value").mean().over("task")
     std = pl.col("value").std(ddof=0).over("task")
     return rows.select(
-        "task", "region", "config_key", "at",
+        "task",
+        "region",
+        "config_key",
+        "at",
         z=pl.when((pl.len().over("task") >= 2) & (std > 0)).then((pl.col("value") - mean) / std).otherwise(0.0),
         configs=pl.len().over("task"),
     )
@@ -103,20 +118,26 @@ def relative_advantage(task_values: pl.DataFrame, newest_at: datetime | None) ->
     """
     adv = task_advantages(task_values)
     if adv.is_empty():
-        return pl.DataFrame(schema={"region": pl.String, "config_key": pl.String,
-                                    "relative_advantage": pl.Float64, "n_tasks": pl.Int64})
+        return pl.DataFrame(
+            schema={"region": pl.String, "config_key": pl.String, "relative_advantage": pl.Float64, "n_tasks": pl.Int64}
+        )
     newest = newest_at if newest_at is not None else adv["at"].max()
     u = (-math.log(2.0) * _age_days(pl.col("at"), newest, adv.schema["at"]) / ADVANTAGE_HALF_LIFE_DAYS).exp()
     adv = adv.with_columns(u=pl.when(pl.col("configs") >= 2).then(u).otherwise(0.0))
     both = pl.concat([adv, adv.with_columns(region=pl.lit("*"))])
     return (
         both.group_by("region", "config_key")
-        .agg(uz=(pl.col("u") * pl.col("z")).sum(), u=pl.col("u").sum(),
-             n_tasks=(pl.col("configs") >= 2).sum().cast(pl.Int64))
-        .select("region", "config_key",
-                relative_advantage=pl.when(pl.col("u") > 0).then(pl.col("uz") / pl.col("u")).otherwise(0.0)
-                .round(_ROUND),
-                n_tasks="n_tasks")
+        .agg(
+            uz=(pl.col("u") * pl.col("z")).sum(),
+            u=pl.col("u").sum(),
+            n_tasks=(pl.col("configs") >= 2).sum().cast(pl.Int64),
+        )
+        .select(
+            "region",
+            "config_key",
+            relative_advantage=pl.when(pl.col("u") > 0).then(pl.col("uz") / pl.col("u")).otherwise(0.0).round(_ROUND),
+            n_tasks="n_tasks",
+        )
         .sort("region", "config_key")
     )
 
@@ -160,8 +181,11 @@ def _rate(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return (
         frame.group_by(keys)
         .agg(pl.col("wins").sum(), pl.col("losses").sum(), pl.col("ties").sum(), n_tasks=pl.col("task").n_unique())
-        .with_columns(win_rate=pl.when(pl.col("wins") + pl.col("losses") > 0)
-                      .then(pl.col("wins") / (pl.col("wins") + pl.col("losses"))).round(_ROUND))
+        .with_columns(
+            win_rate=pl.when(pl.col("wins") + pl.col("losses") > 0)
+            .then(pl.col("wins") / (pl.col("wins") + pl.col("losses")))
+            .round(_ROUND)
+        )
         .with_columns(pl.col("n_tasks").cast(pl.Int64))
         .sort(keys)
     )
@@ -181,25 +205,44 @@ def win_rates(task_values: pl.DataFrame, attempts: pl.DataFrame | None = None) -
     rows = task_values.filter(pl.col("value").is_not_null()).select("task", "region", "config_key", "value")
     scored = _outcomes(rows)
     configs = _rate(pl.concat([scored, scored.with_columns(region=pl.lit("*"))]), ["region", "config_key"])
-    empty = pl.DataFrame(schema={"prompt_version": pl.String, "region": pl.String, "wins": pl.Int64,
-                                 "losses": pl.Int64, "ties": pl.Int64, "n_tasks": pl.Int64,
-                                 "win_rate": pl.Float64, "n": pl.Int64})
+    empty = pl.DataFrame(
+        schema={
+            "prompt_version": pl.String,
+            "region": pl.String,
+            "wins": pl.Int64,
+            "losses": pl.Int64,
+            "ties": pl.Int64,
+            "n_tasks": pl.Int64,
+            "win_rate": pl.Float64,
+            "n": pl.Int64,
+        }
+    )
     if attempts is None or attempts.is_empty() or attempts["prompt_version"].null_count() == attempts.height:
         return {"configs": configs, "prompt_versions": empty}
-    versions = (attempts.filter(pl.col("prompt_version").is_not_null()).sort("at", "id")
-                .group_by("task", "config_key", maintain_order=True).agg(pl.col("prompt_version").last()))
+    versions = (
+        attempts.filter(pl.col("prompt_version").is_not_null())
+        .sort("at", "id")
+        .group_by("task", "config_key", maintain_order=True)
+        .agg(pl.col("prompt_version").last())
+    )
     labelled = rows.join(versions, on=["task", "config_key"], how="left")
-    pairs = (labelled.filter(pl.col("prompt_version").is_not_null())
-             .join(labelled.select("task", other_value="value", other_version="prompt_version"), on="task")
-             .filter(pl.col("other_version").is_null() | (pl.col("other_version") != pl.col("prompt_version")))
-             .with_columns(wins=(pl.col("value") > pl.col("other_value")).cast(pl.Int64),
-                           losses=(pl.col("value") < pl.col("other_value")).cast(pl.Int64),
-                           ties=(pl.col("value") == pl.col("other_value")).cast(pl.Int64)))
+    pairs = (
+        labelled.filter(pl.col("prompt_version").is_not_null())
+        .join(labelled.select("task", other_value="value", other_version="prompt_version"), on="task")
+        .filter(pl.col("other_version").is_null() | (pl.col("other_version") != pl.col("prompt_version")))
+        .with_columns(
+            wins=(pl.col("value") > pl.col("other_value")).cast(pl.Int64),
+            losses=(pl.col("value") < pl.col("other_value")).cast(pl.Int64),
+            ties=(pl.col("value") == pl.col("other_value")).cast(pl.Int64),
+        )
+    )
     if pairs.is_empty():
         return {"configs": configs, "prompt_versions": empty}
     rho = _rate(pl.concat([pairs, pairs.with_columns(region=pl.lit("*"))]), ["prompt_version", "region"])
-    return {"configs": configs,
-            "prompt_versions": rho.with_columns(n=(pl.col("wins") + pl.col("losses")).cast(pl.Int64))}
+    return {
+        "configs": configs,
+        "prompt_versions": rho.with_columns(n=(pl.col("wins") + pl.col("losses")).cast(pl.Int64)),
+    }
 
 
 def rejection_counts(ratings: pl.DataFrame) -> pl.DataFrame:
@@ -210,13 +253,20 @@ def rejection_counts(ratings: pl.DataFrame) -> pl.DataFrame:
     """
     rej = ratings.filter(pl.col("origin") == "rejection")
     both = pl.concat([rej, rej.with_columns(region=pl.lit("*"))])
-    return (both.group_by("region", "config_key")
-            .agg(rejections=pl.len().cast(pl.Int64), weight=pl.col("w").sum().round(_ROUND))
-            .sort("region", "config_key"))
+    return (
+        both.group_by("region", "config_key")
+        .agg(rejections=pl.len().cast(pl.Int64), weight=pl.col("w").sum().round(_ROUND))
+        .sort("region", "config_key")
+    )
 
 
-def member_signals(task_values: pl.DataFrame, newest_at: datetime | None, *, advantage: pl.DataFrame | None = None,
-                   wins: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
+def member_signals(
+    task_values: pl.DataFrame,
+    newest_at: datetime | None,
+    *,
+    advantage: pl.DataFrame | None = None,
+    wins: dict[str, pl.DataFrame] | None = None,
+) -> pl.DataFrame:
     """``region, config_key, relative_advantage, win_rate``: the two per-member columns of the routing table.
 
     ``advantage`` / ``wins``: :func:`relative_advantage` / :func:`win_rates` of these task values when the
@@ -233,11 +283,18 @@ def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     return frame.to_dicts()
 
 
-def signals_section(*, task_values: pl.DataFrame, ratings: pl.DataFrame, attempts: pl.DataFrame | None,
-                    newest_at: datetime | None, writeback: dict[str, Any] | None = None,
-                    off_policy: dict[str, Any] | None = None, top: int = 3,
-                    advantage: pl.DataFrame | None = None, wins: dict[str, pl.DataFrame] | None = None
-                    ) -> dict[str, Any]:
+def signals_section(
+    *,
+    task_values: pl.DataFrame,
+    ratings: pl.DataFrame,
+    attempts: pl.DataFrame | None,
+    newest_at: datetime | None,
+    writeback: dict[str, Any] | None = None,
+    off_policy: dict[str, Any] | None = None,
+    top: int = 3,
+    advantage: pl.DataFrame | None = None,
+    wins: dict[str, pl.DataFrame] | None = None,
+) -> dict[str, Any]:
     """The ``signals`` object of ``stats.json``.
 
     ``counts`` (ratings by origin, tasks compared by the advantage, rejections, prompt versions),
@@ -250,9 +307,9 @@ def signals_section(*, task_values: pl.DataFrame, ratings: pl.DataFrame, attempt
     """
     adv = advantage if advantage is not None else relative_advantage(task_values, newest_at)
     wins = wins or win_rates(task_values, attempts)
-    members = adv.join(wins["configs"].rename({"n_tasks": "rated_tasks"}), on=["region", "config_key"], how="full",
-                       coalesce=True).with_columns(
-        pl.col("relative_advantage").fill_null(0.0), pl.col("n_tasks").fill_null(0))
+    members = adv.join(
+        wins["configs"].rename({"n_tasks": "rated_tasks"}), on=["region", "config_key"], how="full", coalesce=True
+    ).with_columns(pl.col("relative_advantage").fill_null(0.0), pl.col("n_tasks").fill_null(0))
     per_region: dict[str, Any] = {}
     for region in sorted(members["region"].unique().to_list()):
         rows = members.filter(pl.col("region") == region)
@@ -261,8 +318,9 @@ def signals_section(*, task_values: pl.DataFrame, ratings: pl.DataFrame, attempt
         per_region[region] = {"top": _rows(best), "bottom": _rows(worst)}
     by_origin = ratings.group_by("origin").agg(pl.len()).sort("origin")
     # tasks the advantage compares: those rated on two or more configs
-    compared = (task_values.filter(pl.col("value").is_not_null()).group_by("task").len()
-                .filter(pl.col("len") >= 2).height)
+    compared = (
+        task_values.filter(pl.col("value").is_not_null()).group_by("task").len().filter(pl.col("len") >= 2).height
+    )
     rejections = rejection_counts(ratings)
     return {
         "counts": {

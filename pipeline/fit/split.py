@@ -6,6 +6,7 @@ and the rest held out. The count is computed with exact rational arithmetic:
 ``0.7`` means 7/10, so ten tasks give seven learned ones, never six because
 ``10 * 0.7 == 6.999...`` in binary floating point.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,6 +4,7 @@ Every number that a case study page or ``ratings compare`` shows comes from
 here; nothing on a page is computed anywhere else. Undefined numbers are
 ``null`` (never NaN), with the reason in the neighbouring ``reason`` text.
 """
+
 from __future__ import annotations
 
 from typing import Any, Literal

@@ -4,10 +4,11 @@ Regions are every region with fitted ratings plus ``'*'``, the global pool. A re
 the configs rated in it, sorted by config key; its ``choice`` is the greedy choice of DESIGN 5 over
 those members. Published floats are rounded to 9 decimals, so the same fit gives the same bytes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import polars as pl
@@ -26,10 +27,17 @@ def rounded(x: float | None) -> float | None:
     return None if x is None else round(float(x), DECIMALS) + 0.0
 
 
-def build_table(model: FittedModel, *, constants_source: Literal["fitted", "shipped"], static: Static,
-                source: Source | Mapping[str, Any], fitted_at: datetime | None,
-                evaluation: Mapping[str, Any] | None = None, signals: pl.DataFrame | None = None,
-                ladders: Mapping[str, Ladder] | None = None) -> RoutingTable:
+def build_table(
+    model: FittedModel,
+    *,
+    constants_source: Literal["fitted", "shipped"],
+    static: Static,
+    source: Source | Mapping[str, Any],
+    fitted_at: datetime | None,
+    evaluation: Mapping[str, Any] | None = None,
+    signals: pl.DataFrame | None = None,
+    ladders: Mapping[str, Ladder] | None = None,
+) -> RoutingTable:
     """The routing table of ``model`` (unversioned: :func:`pipeline.routing.table.publish` stamps it).
 
     ``fitted_at`` is the newest event time of the fitted data (naive times are UTC).
@@ -40,14 +48,21 @@ def build_table(model: FittedModel, *, constants_source: Literal["fitted", "ship
     """
     members = model.members
     if members["quality"].null_count():
-        raise FitError("no fitted rating carries weight (every w = precision*confidence*importance is 0), "
-                       "so no quality can be estimated")
+        raise FitError(
+            "no fitted rating carries weight (every w = precision*confidence*importance is 0), "
+            "so no quality can be estimated"
+        )
     if signals is not None:
         present = [c for c in SIGNAL_COLUMNS if c in signals.columns]
-        members = members.join(signals.select("config_key", "region", *present), on=["config_key", "region"],
-                               how="left", maintain_order="left")
-    members = members.with_columns(pl.lit(None, pl.Float64).alias(c) for c in SIGNAL_COLUMNS
-                                   if c not in members.columns)
+        members = members.join(
+            signals.select("config_key", "region", *present),
+            on=["config_key", "region"],
+            how="left",
+            maintain_order="left",
+        )
+    members = members.with_columns(
+        pl.lit(None, pl.Float64).alias(c) for c in SIGNAL_COLUMNS if c not in members.columns
+    )
     choice = model.choose_frame(members.select(task="region", region="region", config_key="config_key"))
     chosen = dict(zip(choice["task"].to_list(), choice["chosen"].to_list()))
     regions: dict[str, Region] = {}
@@ -87,4 +102,4 @@ def _member(row: dict[str, Any]) -> Member:
 def _timestamp(moment: datetime | None) -> str | None:
     if moment is None:
         return None
-    return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc))
+    return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))

@@ -5,6 +5,7 @@ outcome a failure (0.0). From the resolved decisions: the realized score of each
 IPS / SNIPS estimates of what the published (target) policy would have scored, from the logged
 propensities. Pure functions over the ``decisions`` and ``closures`` frames of :class:`FitInputs`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,23 +34,41 @@ def resolve(decisions: pl.DataFrame, closures: pl.DataFrame) -> pl.DataFrame:
         out = left.with_columns(closed_at=pl.lit(None, left.schema["at"]), outcome=pl.lit(None, pl.String))
     else:
         right = right.with_columns(pl.col("closed_at").cast(left.schema["at"]))
-        out = left.join_asof(right, left_on="at", right_on="closed_at", by="task", strategy="forward",
-                             check_sortedness=False)
+        out = left.join_asof(
+            right, left_on="at", right_on="closed_at", by="task", strategy="forward", check_sortedness=False
+        )
     return out.with_columns(
-        reward=pl.when(pl.col("outcome").is_null()).then(None)
-        .when(pl.col("outcome") == "done").then(1.0).otherwise(0.0)
+        reward=pl.when(pl.col("outcome").is_null())
+        .then(None)
+        .when(pl.col("outcome") == "done")
+        .then(1.0)
+        .otherwise(0.0)
     ).sort("at", "id")
 
 
 def decision_writeback(decisions: pl.DataFrame, closures: pl.DataFrame) -> list[dict[str, Any]]:
     """Realized score per logging policy: ``decisions, resolved, unresolved, mean_reward`` (mean over resolved)."""
     resolved = resolve(decisions, closures)
-    rows = (resolved.group_by("policy")
-            .agg(decisions=pl.len(), resolved=pl.col("reward").is_not_null().sum(),
-                 unresolved=pl.col("reward").is_null().sum(), mean_reward=pl.col("reward").mean())
-            .sort("policy"))
-    return [{"policy": r["policy"], "decisions": int(r["decisions"]), "resolved": int(r["resolved"]),
-             "unresolved": int(r["unresolved"]), "mean_reward": _r(r["mean_reward"])} for r in rows.to_dicts()]
+    rows = (
+        resolved.group_by("policy")
+        .agg(
+            decisions=pl.len(),
+            resolved=pl.col("reward").is_not_null().sum(),
+            unresolved=pl.col("reward").is_null().sum(),
+            mean_reward=pl.col("reward").mean(),
+        )
+        .sort("policy")
+    )
+    return [
+        {
+            "policy": r["policy"],
+            "decisions": int(r["decisions"]),
+            "resolved": int(r["resolved"]),
+            "unresolved": int(r["unresolved"]),
+            "mean_reward": _r(r["mean_reward"]),
+        }
+        for r in rows.to_dicts()
+    ]
 
 
 def decision_candidates(decisions: pl.DataFrame, *, ordered: bool = True) -> pl.DataFrame:
@@ -61,8 +80,11 @@ def decision_candidates(decisions: pl.DataFrame, *, ordered: bool = True) -> pl.
     :func:`off_policy` as ``target_choice``. ``ordered=False`` skips the de-duplication and the sort by
     ``(task, config_key)``: the greedy choice of each pool is the same.
     """
-    rows = (decisions.select(task="id", region="region", config_key="candidates").explode("config_key")
-            .drop_nulls("config_key"))
+    rows = (
+        decisions.select(task="id", region="region", config_key="candidates")
+        .explode("config_key")
+        .drop_nulls("config_key")
+    )
     return rows.unique().sort("task", "config_key") if ordered else rows
 
 
@@ -83,14 +105,31 @@ def off_policy(decisions: pl.DataFrame, closures: pl.DataFrame, target_choice: p
     resolved = resolve(decisions, closures).filter(pl.col("reward").is_not_null() & pl.col("propensity").is_not_null())
     target = target_choice.select(id="task", target="chosen")
     rows = resolved.join(target, on="id", how="left").with_columns(
-        w=pl.when(pl.col("chosen") == pl.col("target")).then(1.0 / pl.col("propensity")).otherwise(0.0))
+        w=pl.when(pl.col("chosen") == pl.col("target")).then(1.0 / pl.col("propensity")).otherwise(0.0)
+    )
     n = rows.height
     if n == 0:
-        return {"n": 0, "matched": 0, "ips": None, "snips": None, "ess": 0.0,
-                "reason": "no resolved decision carries a propensity"}
-    sums = rows.select(sw=pl.col("w").sum(), swr=(pl.col("w") * pl.col("reward")).sum(),
-                       sw2=(pl.col("w") ** 2).sum(), matched=(pl.col("w") > 0).sum()).row(0, named=True)
+        return {
+            "n": 0,
+            "matched": 0,
+            "ips": None,
+            "snips": None,
+            "ess": 0.0,
+            "reason": "no resolved decision carries a propensity",
+        }
+    sums = rows.select(
+        sw=pl.col("w").sum(),
+        swr=(pl.col("w") * pl.col("reward")).sum(),
+        sw2=(pl.col("w") ** 2).sum(),
+        matched=(pl.col("w") > 0).sum(),
+    ).row(0, named=True)
     snips = sums["swr"] / sums["sw"] if sums["sw"] > 0 else None
     ess = sums["sw"] ** 2 / sums["sw2"] if sums["sw2"] > 0 else 0.0
-    return {"n": n, "matched": int(sums["matched"]), "ips": _r(sums["swr"] / n), "snips": _r(snips),
-            "ess": _r(ess), "reason": None if sums["matched"] else "no logged action matches the target policy"}
+    return {
+        "n": n,
+        "matched": int(sums["matched"]),
+        "ips": _r(sums["swr"] / n),
+        "snips": _r(snips),
+        "ess": _r(ess),
+        "reason": None if sums["matched"] else "no logged action matches the target policy",
+    }

@@ -5,6 +5,7 @@
     router = Router.load("fits/routing-table.json")
     decision = router.route("implement", pool=[...], role="implementer", rng=random.Random(0))
 """
+
 from .policies import BUILTIN as BUILTIN_POLICIES
 from .policies import register_policy
 from .router import DEFAULT_POLICY, Decision, Router

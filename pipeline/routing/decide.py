@@ -1,4 +1,5 @@
 """``ratings route``: one decision from a home's published table, optionally logged as ``route.decided``."""
+
 from __future__ import annotations
 
 import os
@@ -18,10 +19,19 @@ def table_path(home: str | os.PathLike | Home | None, table: str | os.PathLike |
     return Path(table) if table is not None else Home.resolve(home).fits / TABLE_FILE
 
 
-def decide(home: str | os.PathLike | Home | None, *, region: str, pool: Sequence[str] | None = None,
-           role: str | None = None, failures: Sequence[str] = (), policy: str | None = None,
-           seed: int | None = None, explain: bool = False, table: str | os.PathLike | None = None,
-           log_task: str | None = None) -> dict[str, Any]:
+def decide(
+    home: str | os.PathLike | Home | None,
+    *,
+    region: str,
+    pool: Sequence[str] | None = None,
+    role: str | None = None,
+    failures: Sequence[str] = (),
+    policy: str | None = None,
+    seed: int | None = None,
+    explain: bool = False,
+    table: str | os.PathLike | None = None,
+    log_task: str | None = None,
+) -> dict[str, Any]:
     """Route once and return the decision as a dict (with rows and gate checks when ``explain``).
 
     ``seed`` seeds the exploration draw (no seed: greedy, propensity 1). With ``log_task`` the decision is

@@ -25,6 +25,7 @@ Unknown costs: ``cost_t,c = cost_usd + unknown_cost * cost(c, r)`` with
 
 The loop is over tasks (a few thousand), never over ratings.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -51,17 +52,25 @@ def _with_costs(router: Router, values: pl.DataFrame) -> tuple[pl.DataFrame, boo
     pairs = values.select("region", "config_key").unique().sort("region", "config_key")
     est = [router.view(r).row(c).cost_usd for r, c in pairs.iter_rows()]
     estimates = pairs.with_columns(pl.Series("_est", est, dtype=pl.Float64))
-    unknown = pl.col("unknown_cost") if "unknown_cost" in values.columns else pl.col("cost_usd").is_null().cast(pl.Int64)
-    out = values.join(estimates, on=["region", "config_key"], how="left").with_columns(
-        cost=pl.col("cost_usd").fill_null(0.0) + unknown * pl.col("_est")
-    ).drop("_est")
+    unknown = (
+        pl.col("unknown_cost") if "unknown_cost" in values.columns else pl.col("cost_usd").is_null().cast(pl.Int64)
+    )
+    out = (
+        values.join(estimates, on=["region", "config_key"], how="left")
+        .with_columns(cost=pl.col("cost_usd").fill_null(0.0) + unknown * pl.col("_est"))
+        .drop("_est")
+    )
     known = out["cost"].null_count() < out.height and any(e is not None for e in est)
     return out, known
 
 
-def evaluate_policies(table_or_router: RoutingTable | Router, heldout_task_values: pl.DataFrame, *,
-                      policies: Sequence[str] | None = None,
-                      pass_threshold: float | None = None) -> dict[str, dict[str, Any]]:
+def evaluate_policies(
+    table_or_router: RoutingTable | Router,
+    heldout_task_values: pl.DataFrame,
+    *,
+    policies: Sequence[str] | None = None,
+    pass_threshold: float | None = None,
+) -> dict[str, dict[str, Any]]:
     """Per policy ``{hit_rate, hits, n, mean_quality, mean_cost_usd, mean_configs_run}`` on the held-out tasks.
 
     ``heldout_task_values`` is :func:`pipeline.fit.inputs.task_values` of the held-out tasks. Figures are null
@@ -74,12 +83,22 @@ def evaluate_policies(table_or_router: RoutingTable | Router, heldout_task_value
     names = list(policies) if policies is not None else list(POLICIES)
     rows = eligible(heldout_task_values)
     if rows.height == 0:
-        return {p: {"hit_rate": None, "hits": 0, "n": 0, "mean_quality": None, "mean_cost_usd": None,
-                    "mean_configs_run": None} for p in names}
+        return {
+            p: {
+                "hit_rate": None,
+                "hits": 0,
+                "n": 0,
+                "mean_quality": None,
+                "mean_cost_usd": None,
+                "mean_configs_run": None,
+            }
+            for p in names
+        }
     rows, cost_known = _with_costs(router, rows)
     objective = router.objective if cost_known else "quality"
-    best = mark_best(rows, objective=objective, floor=router.constants.cost_floor_usd,
-                     lam=router.constants.lambda_, cost="cost")
+    best = mark_best(
+        rows, objective=objective, floor=router.constants.cost_floor_usd, lam=router.constants.lambda_, cost="cost"
+    )
     if "gate" not in best.columns:
         best = best.with_columns(gate=pl.lit(None, pl.Float64))
     best = best.with_columns(passed_on=pl.coalesce("gate", "value")).sort("task", "config_key")
@@ -100,14 +119,20 @@ def evaluate_policies(table_or_router: RoutingTable | Router, heldout_task_value
             totals[2] += cost or 0.0
             totals[3] += ran
         n = len(tasks)
-        out[name] = {"hit_rate": _r(totals[0] / n), "hits": totals[0], "n": n, "mean_quality": _r(totals[1] / n),
-                     "mean_cost_usd": _r(totals[2] / n) if cost_known else None,
-                     "mean_configs_run": _r(totals[3] / n)}
+        out[name] = {
+            "hit_rate": _r(totals[0] / n),
+            "hits": totals[0],
+            "n": n,
+            "mean_quality": _r(totals[1] / n),
+            "mean_cost_usd": _r(totals[2] / n) if cost_known else None,
+            "mean_configs_run": _r(totals[3] / n),
+        }
     return out
 
 
-def _run(router: Router, policy: str, region: str, pool: tuple[str, ...], cells: dict,
-         pass_threshold: float | None) -> tuple[str, float, int]:
+def _run(
+    router: Router, policy: str, region: str, pool: tuple[str, ...], cells: dict, pass_threshold: float | None
+) -> tuple[str, float, int]:
     """Route one task; escalate on a failed gate for sequential policies. Returns (final config, cost, configs run)."""
     decision = router.route(region, pool=pool, policy=policy)
     config, cost, ran = decision.config, cells[decision.config][1] or 0.0, 1

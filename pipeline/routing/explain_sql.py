@@ -18,6 +18,7 @@ comes from the store's views, by the formulas of DESIGN 5:
 The fit reads the store at the manifest the table names; on a newer store the
 figures move by what was added since (``ratings doctor`` says how many events).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

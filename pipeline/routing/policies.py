@@ -10,6 +10,7 @@ Named static configurations (``cheap_config``, ``frontier_config``,
 same idea: the cheapest (lowest cost, then higher quality), the highest
 quality (then lower cost), or the static fallback of DESIGN 5.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,9 +70,15 @@ def learning_governed(router: Router, view: RegionView, pool: tuple, role, failu
         learned = level.best(pool)
         if _passes(level, learned, ms):
             row = level.rows[learned]
-            return learned, "".join(f"{m}; " for m in misses) + (
-                f"learned choice in {level.name}: n {row.n_ratings} >= {ms}, "
-                f"relative advantage {row.relative_advantage:.4g} > 0"), True
+            return (
+                learned,
+                "".join(f"{m}; " for m in misses)
+                + (
+                    f"learned choice in {level.name}: n {row.n_ratings} >= {ms}, "
+                    f"relative advantage {row.relative_advantage:.4g} > 0"
+                ),
+                True,
+            )
         misses.append(f"{'gate not met in ' if not misses else 'in '}{level.name}: {_why_not(level, learned, ms)}")
     config, static_why = router.static_choice(view, pool, role)
     return config, f"{'; '.join(misses)}; static: {static_why}", True
@@ -113,8 +120,15 @@ def _highest_quality(router: Router, view: RegionView, pool: tuple) -> str:
     return view.best_by(pool, lambda r: (-r.quality, math.inf if r.cost_usd is None else r.cost_usd))
 
 
-def _named(router: Router, view: RegionView, pool: tuple, name: str, config: str | None,
-           fallback: Callable[[Router, RegionView, tuple], str], fallback_label: str) -> tuple[str, str]:
+def _named(
+    router: Router,
+    view: RegionView,
+    pool: tuple,
+    name: str,
+    config: str | None,
+    fallback: Callable[[Router, RegionView, tuple], str],
+    fallback_label: str,
+) -> tuple[str, str]:
     if config is not None and config in pool:
         return config, f"{name} {config}"
     chosen = fallback(router, view, pool)
@@ -128,8 +142,9 @@ def cheap_only(router: Router, view: RegionView, pool: tuple, role, failures) ->
 
 
 def frontier_only(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
-    config, why = _named(router, view, pool, "frontier_config", router.static.frontier_config, _highest_quality,
-                         "highest-quality")
+    config, why = _named(
+        router, view, pool, "frontier_config", router.static.frontier_config, _highest_quality, "highest-quality"
+    )
     return config, why, False
 
 
@@ -160,10 +175,16 @@ def workflow_default(router: Router, view: RegionView, pool: tuple, role, failur
     return chosen, f"default_config {missing}; {why}", False
 
 
-for _name, _fn in (("learning_governed", learning_governed), ("quality_per_dollar", quality_per_dollar),
-                   ("ladder", ladder), ("workflow_default", workflow_default), ("frontier_only", frontier_only),
-                   ("cheap_only", cheap_only), ("static_hybrid", static_hybrid),
-                   ("trace_governed", trace_governed)):
+for _name, _fn in (
+    ("learning_governed", learning_governed),
+    ("quality_per_dollar", quality_per_dollar),
+    ("ladder", ladder),
+    ("workflow_default", workflow_default),
+    ("frontier_only", frontier_only),
+    ("cheap_only", cheap_only),
+    ("static_hybrid", static_hybrid),
+    ("trace_governed", trace_governed),
+):
     register_policy(_name, _fn)
 
 BUILTIN = tuple(POLICIES)
@@ -177,14 +198,23 @@ def gate_checks(router: Router, view: RegionView, pool: Sequence[str], role: str
         c = v.best(pool)
         row = v.rows[c]
         ra = row.relative_advantage
-        return {"region": v.name, "learned": c, "row_source": row.source, "n_ratings": row.n_ratings,
-                "min_samples": router.min_samples,
-                "n_ok": row.source == v.name and row.n_ratings >= router.min_samples,
-                "relative_advantage": ra, "advantage_ok": ra is not None and ra > 0.0,
-                "passes": _passes(v, c, router.min_samples)}
+        return {
+            "region": v.name,
+            "learned": c,
+            "row_source": row.source,
+            "n_ratings": row.n_ratings,
+            "min_samples": router.min_samples,
+            "n_ok": row.source == v.name and row.n_ratings >= router.min_samples,
+            "relative_advantage": ra,
+            "advantage_ok": ra is not None and ra > 0.0,
+            "passes": _passes(v, c, router.min_samples),
+        }
 
     pinned = router.static.pinned.get(role) if role else None
     static, why = router.static_choice(view, pool, role)
-    return {"pinned": pinned, "region_test": test(view),
-            "global_test": test(router.star) if view is not router.star else None,
-            "static": {"config": static, "why": why}}
+    return {
+        "pinned": pinned,
+        "region_test": test(view),
+        "global_test": test(router.star) if view is not router.star else None,
+        "static": {"config": static, "why": why},
+    }

@@ -26,6 +26,7 @@ Rules this module fixes (the README repeats them):
   other member; ``1`` when nothing can be explored (no rng, one member, a
   pinned role, a policy that does not explore).
 """
+
 from __future__ import annotations
 
 import math
@@ -62,9 +63,15 @@ class Decision(NamedTuple):
     def to_event(self, task: str) -> dict[str, Any]:
         """The ``route.decided`` event (DESIGN 3) for ``task``."""
         event: dict[str, Any] = {
-            "type": "route.decided", "task": task, "policy": self.policy, "chosen": self.config,
-            "candidates": list(self.candidates), "propensity": self.propensity,
-            "table": self.table_version or None, "explored": self.explored, "reason": self.reason,
+            "type": "route.decided",
+            "task": task,
+            "policy": self.policy,
+            "chosen": self.config,
+            "candidates": list(self.candidates),
+            "propensity": self.propensity,
+            "table": self.table_version or None,
+            "explored": self.explored,
+            "reason": self.reason,
         }
         if self.predicted_quality is not None:
             event["predicted_quality"] = self.predicted_quality
@@ -121,9 +128,9 @@ def _qpd_key(row: Row, floor: float) -> tuple:
 class RegionView:
     """One region's rows with their sort keys; ``members`` are the region's own configs in rank order."""
 
-    __slots__ = ("name", "rows", "keys", "qpd_keys", "members", "ladder", "_router")
+    __slots__ = ("_router", "keys", "ladder", "members", "name", "qpd_keys", "rows")
 
-    def __init__(self, name: str, rows: dict[str, Row], ladder, router: "Router"):
+    def __init__(self, name: str, rows: dict[str, Row], ladder, router: Router):
         self.name = name
         self.rows = rows
         self._router = router
@@ -203,14 +210,15 @@ class Router:
         self.most_rated = min(star_rows.values(), key=lambda r: (-r.n_ratings, r.config)).config if star_rows else None
 
     @classmethod
-    def load(cls, path: str | Path) -> "Router":
+    def load(cls, path: str | Path) -> Router:
         return cls(load(path))
 
     # ------------------------------------------------------------------ helpers policies use
     def prior_row(self, config: str) -> Row:
         q, cost = self._global_quality, self._global_cost
-        return Row(config, q, cost, objective_value(q, cost, self.objective, self.constants), 0.0, 0, None, None,
-                   "prior")
+        return Row(
+            config, q, cost, objective_value(q, cost, self.objective, self.constants), 0.0, 0, None, None, "prior"
+        )
 
     def view(self, region: str) -> RegionView:
         """The region's view; an unknown region uses the global pool ``*``."""
@@ -245,8 +253,15 @@ class Router:
         return fallback, f"{why} {config} not in pool; most-rated pool member {fallback}"
 
     # ------------------------------------------------------------------ the decision
-    def route(self, region: str, pool: Sequence[str] | None = None, role: str | None = None,
-              failures: Sequence[str] = (), policy: str | None = None, rng=None) -> Decision:
+    def route(
+        self,
+        region: str,
+        pool: Sequence[str] | None = None,
+        role: str | None = None,
+        failures: Sequence[str] = (),
+        policy: str | None = None,
+        rng=None,
+    ) -> Decision:
         """Decide the configuration for a task of ``region``. See the module doc for the rules.
 
         The greedy part is a pure function of the table and the arguments, so it is
@@ -269,13 +284,22 @@ class Router:
             if rng.random() < eps:
                 k = len(others)  # m - 1
                 config = others[min(int(rng.random() * k), k - 1)]
-                return Decision(config, name, f"{reason}; explored (epsilon {eps}) -> {config}", True, self.version,
-                                view.row(config).quality, eps / k, candidates)
+                return Decision(
+                    config,
+                    name,
+                    f"{reason}; explored (epsilon {eps}) -> {config}",
+                    True,
+                    self.version,
+                    view.row(config).quality,
+                    eps / k,
+                    candidates,
+                )
             return Decision(config, name, reason, False, self.version, quality, 1.0 - eps, candidates)
         return Decision(config, name, reason, False, self.version, quality, 1.0, candidates)
 
-    def _greedy(self, name: str, fn, region: str, pool: tuple[str, ...] | None, role: str | None,
-                failures: tuple[str, ...]) -> tuple[str, str, tuple[str, ...], tuple[str, ...], RegionView, float]:
+    def _greedy(
+        self, name: str, fn, region: str, pool: tuple[str, ...] | None, role: str | None, failures: tuple[str, ...]
+    ) -> tuple[str, str, tuple[str, ...], tuple[str, ...], RegionView, float]:
         """The policy's choice before exploration: (config, reason, others, candidates, view, predicted quality).
 
         ``others`` are the members an exploration draw picks from (key order); empty when the choice
@@ -307,8 +331,15 @@ class Router:
             others = tuple(sorted(c for c in candidates if c != config))
         return config, prefix + reason, others, candidates, view, view.row(config).quality
 
-    def explain(self, region: str, pool: Sequence[str] | None = None, role: str | None = None,
-                failures: Sequence[str] = (), policy: str | None = None, rng=None) -> dict[str, Any]:
+    def explain(
+        self,
+        region: str,
+        pool: Sequence[str] | None = None,
+        role: str | None = None,
+        failures: Sequence[str] = (),
+        policy: str | None = None,
+        rng=None,
+    ) -> dict[str, Any]:
         """The decision plus the table rows and gate checks that decided it (``ratings route --explain``)."""
         return self.describe(self.route(region, pool, role, failures, policy, rng), region, role)
 
@@ -334,8 +365,18 @@ class Router:
 
 
 def _row(member, source: str) -> Row:
-    return Row(member.config, member.quality, member.cost_usd, member.value, member.weight, member.n_ratings,
-               member.relative_advantage, member.win_rate, source, member.prior)
+    return Row(
+        member.config,
+        member.quality,
+        member.cost_usd,
+        member.value,
+        member.weight,
+        member.n_ratings,
+        member.relative_advantage,
+        member.win_rate,
+        source,
+        member.prior,
+    )
 
 
 def _global_means(members) -> tuple[float, float | None]:

@@ -4,6 +4,7 @@ This is the contract with dispatchers: a program in any language reads
 ``fits/routing-table.json`` with a JSON parser; Python dispatchers use
 :func:`load` and :class:`pipeline.routing.Router`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -111,7 +112,7 @@ class RoutingTable(BaseModel):
         body = {k: v for k, v in data.items() if k not in ("schema", "version", "fitted_at")}
         return hashlib.sha256(canonical_json(body)).hexdigest()[:16]
 
-    def with_version(self) -> "RoutingTable":
+    def with_version(self) -> RoutingTable:
         return self.model_copy(update={"version": self.content_hash()})
 
     def to_json_dict(self) -> dict[str, Any]:

@@ -4,12 +4,36 @@
 ``streams/ratings.jsonl``, ``fits/shipped.json`` and ``truth.json``;
 ``preset("backlog" | "scale", tasks)`` gives the built-in scenarios.
 """
+
 from .presets import preset
 from .run import SimResult, simulate
-from .scenario import ConfigSpec, Drift, GateSpec, Policy, Prior, RatingSpec, RegionSpec, ReviewerSpec, Scenario, load_scenario
+from .scenario import (
+    ConfigSpec,
+    Drift,
+    GateSpec,
+    Policy,
+    Prior,
+    RatingSpec,
+    RegionSpec,
+    ReviewerSpec,
+    Scenario,
+    load_scenario,
+)
 from .truth import load_truth
 
 __all__ = [
-    "ConfigSpec", "Drift", "GateSpec", "Policy", "Prior", "RatingSpec", "RegionSpec", "ReviewerSpec", "Scenario",
-    "SimResult", "load_scenario", "load_truth", "preset", "simulate",
+    "ConfigSpec",
+    "Drift",
+    "GateSpec",
+    "Policy",
+    "Prior",
+    "RatingSpec",
+    "RegionSpec",
+    "ReviewerSpec",
+    "Scenario",
+    "SimResult",
+    "load_scenario",
+    "load_truth",
+    "preset",
+    "simulate",
 ]

@@ -16,6 +16,7 @@ mid-append), which compaction or repair moves to quarantine.
 The damage is drawn from its own generator, so the valid lines of a corrupted
 backlog are exactly the lines of the clean one with the same seed.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,7 @@ N_INVALID_VARIANTS = 7
 
 
 def _zero() -> dict[str, int]:
-    return {k: 0 for k in (*KINDS, "torn_tail")}
+    return dict.fromkeys((*KINDS, "torn_tail"), 0)
 
 
 @dataclass

@@ -9,6 +9,7 @@ attempts; attempt (t, c) succeeds when ``sqrt(rho) z_t + sqrt(1 - rho) e_tc < Ph
 with ``e_tc ~ N(0, 1)``, so P(success) is exactly Q(c, r) over the population of
 tasks while the attempts on one task are correlated (hard tasks fail for all).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ class Static:
     drift_config: int  # -1 when none
 
     @classmethod
-    def of(cls, scenario: Scenario, start_s: int) -> "Static":
+    def of(cls, scenario: Scenario, start_s: int) -> Static:
         policy = LoggingPolicy.of(scenario)
         regions = scenario.region_names
         k, r = len(scenario.configs), len(regions)
@@ -65,13 +66,20 @@ class Static:
         threshold = np.vectorize(lambda q: -np.inf if q <= 0 else np.inf if q >= 1 else inv(q))(quality)
         shares = np.array([x.share for x in scenario.regions], dtype=float)
         return cls(
-            scenario=scenario, policy=policy, n_tasks=scenario.tasks, start_s=start_s,
-            span_s=int(round(scenario.days * 86400)), shares=shares / shares.sum(), threshold=threshold,
+            scenario=scenario,
+            policy=policy,
+            n_tasks=scenario.tasks,
+            start_s=start_s,
+            span_s=round(scenario.days * 86400),
+            shares=shares / shares.sum(),
+            threshold=threshold,
             cost_mean=np.array([[c.cost_usd * x.cost_multiplier for x in scenario.regions] for c in scenario.configs]),
             cost_sigma=np.array([c.cost_sigma for c in scenario.configs]),
             cost_missing=np.array([c.cost_missing for c in scenario.configs]),
-            greedy=np.array(policy.greedy), believed=np.array(policy.believed),
-            drift_first=drift_first, drift_config=drift_config,
+            greedy=np.array(policy.greedy),
+            believed=np.array(policy.believed),
+            drift_first=drift_first,
+            drift_config=drift_config,
         )
 
 
@@ -222,9 +230,30 @@ def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chun
     outcome = np.where(routed_success, 0, 1 + undone)
 
     return Chunk(
-        first=first, region=region, open_s=open_s, decide_s=decide_s, primary=primary, explored=explored,
-        propensity=propensity, close_s=last_end + close_delay, outcome=outcome,
-        a_task=a_task, a_slot=a_slot, a_cfg=a_cfg, a_success=success, a_status=status, a_cost=cost,
-        a_duration_ms=duration_ms, a_end_s=end_s, a_tools=tools, a_read=read, a_written=written,
-        a_prompt=prompt, a_verdict=verdict, gates=gates, review=review, human=human, reject=reject,
+        first=first,
+        region=region,
+        open_s=open_s,
+        decide_s=decide_s,
+        primary=primary,
+        explored=explored,
+        propensity=propensity,
+        close_s=last_end + close_delay,
+        outcome=outcome,
+        a_task=a_task,
+        a_slot=a_slot,
+        a_cfg=a_cfg,
+        a_success=success,
+        a_status=status,
+        a_cost=cost,
+        a_duration_ms=duration_ms,
+        a_end_s=end_s,
+        a_tools=tools,
+        a_read=read,
+        a_written=written,
+        a_prompt=prompt,
+        a_verdict=verdict,
+        gates=gates,
+        review=review,
+        human=human,
+        reject=reject,
     )

@@ -8,6 +8,7 @@ preset. Event ids are ``<task>.<suffix>``, deterministic and readable:
 ``.a1.rv`` (reviewer), ``.a1.rx`` (a retraction of it), ``.a1.rv2`` (the
 correction), ``.a1.h`` (human), ``.a1.rj`` (rejection), ``.close``.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,7 @@ class Fragments:
     human_tail: str
 
     @classmethod
-    def of(cls, st: Static, task_id_format: str) -> "Fragments":
+    def of(cls, st: Static, task_id_format: str) -> Fragments:
         sc = st.scenario
         return cls(
             task_id_format=task_id_format,
@@ -77,18 +78,30 @@ REJECTION_CLAIMS = [
     ("the change does not do what the task asks", "diff of {task} touches none of the files named in the task"),
     ("it cites a file that does not exist", "git ls-files has no match for the path cited in {task}"),
 ]
-_OPENED = '{"id":"%s.open","type":"task.opened","at":"%s","v":1,"task":"%s","region":%s,"title":"%s task %d","thread":%s}\n'
-_ROUTE = ('{"id":"%s.route","type":"route.decided","at":"%s","v":1,"task":"%s","policy":%s,"chosen":%s,'
-          '"candidates":%s,"propensity":%s,"table":null,"explored":%s,"reason":"%s","predicted_quality":%s}\n')
-_ATTEMPT = ('{"id":"%s.a%d","type":"task.attempted","at":"%s","v":1,"task":"%s","config":%s,"status":"%s",'
-            '"cost_usd":%s,"duration_ms":%d,"node":%s%s%s,"tool_calls":%d,"files_read":%d,"files_written":%d}\n')
+_OPENED = (
+    '{"id":"%s.open","type":"task.opened","at":"%s","v":1,"task":"%s","region":%s,"title":"%s task %d","thread":%s}\n'
+)
+_ROUTE = (
+    '{"id":"%s.route","type":"route.decided","at":"%s","v":1,"task":"%s","policy":%s,"chosen":%s,'
+    '"candidates":%s,"propensity":%s,"table":null,"explored":%s,"reason":"%s","predicted_quality":%s}\n'
+)
+_ATTEMPT = (
+    '{"id":"%s.a%d","type":"task.attempted","at":"%s","v":1,"task":"%s","config":%s,"status":"%s",'
+    '"cost_usd":%s,"duration_ms":%d,"node":%s%s%s,"tool_calls":%d,"files_read":%d,"files_written":%d}\n'
+)
 _CLOSED = '{"id":"%s.close","type":"task.closed","at":"%s","v":1,"task":"%s","outcome":"%s"}\n'
-_RATED = ('{"id":"%s.a%d.%s","type":"task.rated","at":"%s","v":1,"task":"%s","config":%s,"rater":%s,'
-          '"score":%s,"confidence":%s%s}\n')
-_REJECTED = ('{"id":"%s.a%d.rj","type":"task.rejected","at":"%s","v":1,"task":"%s","config":%s,"rater":%s,'
-             '"claim":%s,"evidence":%s}\n')
-_RETRACTED = ('{"id":"%s.a%d.rx","type":"rating.retracted","at":"%s","v":1,"rating":"%s.a%d.rv",'
-              '"reason":"the reviewer corrected its score"}\n')
+_RATED = (
+    '{"id":"%s.a%d.%s","type":"task.rated","at":"%s","v":1,"task":"%s","config":%s,"rater":%s,'
+    '"score":%s,"confidence":%s%s}\n'
+)
+_REJECTED = (
+    '{"id":"%s.a%d.rj","type":"task.rejected","at":"%s","v":1,"task":"%s","config":%s,"rater":%s,'
+    '"claim":%s,"evidence":%s}\n'
+)
+_RETRACTED = (
+    '{"id":"%s.a%d.rx","type":"rating.retracted","at":"%s","v":1,"rating":"%s.a%d.rv",'
+    '"reason":"the reviewer corrected its score"}\n'
+)
 _VERDICTS = (',"reviewer_verdict":"approve"', ',"reviewer_verdict":"request-changes"')
 
 
@@ -118,14 +131,27 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
     region = ch.region.tolist()
 
     at = timestamps(ch.open_s)
-    opened = [_OPENED % (t, a, t, fr.regions[r], fr.regions[r][1:-1], i, fr.thread)
-              for t, a, r, i in zip(tid, at, region, ordinal)]
+    opened = [
+        _OPENED % (t, a, t, fr.regions[r], fr.regions[r][1:-1], i, fr.thread)
+        for t, a, r, i in zip(tid, at, region, ordinal)
+    ]
 
     at = timestamps(ch.decide_s)
     chosen = ch.primary.tolist()
     routed = [
-        _ROUTE % (t, a, t, fr.policy, fr.keys[c], fr.candidates, repr(round(p, 9)),
-                  "true" if e else "false", "exploration" if e else "greedy on shipped priors", fr.believed[c][r])
+        _ROUTE
+        % (
+            t,
+            a,
+            t,
+            fr.policy,
+            fr.keys[c],
+            fr.candidates,
+            repr(round(p, 9)),
+            "true" if e else "false",
+            "exploration" if e else "greedy on shipped priors",
+            fr.believed[c][r],
+        )
         for t, a, c, p, e, r in zip(tid, at, chosen, ch.propensity.tolist(), ch.explored.tolist(), region)
     ]
 
@@ -139,23 +165,52 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
     prompt = ["" if p < 0 else fr.prompts[p] for p in ch.a_prompt.tolist()]
     verdict = ["" if v < 0 else _VERDICTS[v] for v in ch.a_verdict.tolist()]
     attempted = [
-        _ATTEMPT % row for row in zip(
-            a_tid, slot, at, a_tid, (fr.configs[c] for c in cfg), status, cost, ch.a_duration_ms.tolist(), node,
-            prompt, verdict, ch.a_tools.tolist(), ch.a_read.tolist(), ch.a_written.tolist())
+        _ATTEMPT % row
+        for row in zip(
+            a_tid,
+            slot,
+            at,
+            a_tid,
+            (fr.configs[c] for c in cfg),
+            status,
+            cost,
+            ch.a_duration_ms.tolist(),
+            node,
+            prompt,
+            verdict,
+            ch.a_tools.tolist(),
+            ch.a_read.tolist(),
+            ch.a_written.tolist(),
+        )
     ]
 
     at = timestamps(ch.close_s)
-    closed = [_CLOSED % (t, a, t, "done" if o == 0 else UNDONE_OUTCOMES[o - 1])
-              for t, a, o in zip(tid, at, ch.outcome.tolist())]
+    closed = [
+        _CLOSED % (t, a, t, "done" if o == 0 else UNDONE_OUTCOMES[o - 1])
+        for t, a, o in zip(tid, at, ch.outcome.tolist())
+    ]
 
-    tasks = _ordered([("task.opened", opened, ch.open_s), ("route.decided", routed, ch.decide_s),
-                      ("task.attempted", attempted, ch.a_end_s), ("task.closed", closed, ch.close_s)])
+    tasks = _ordered(
+        [
+            ("task.opened", opened, ch.open_s),
+            ("route.decided", routed, ch.decide_s),
+            ("task.attempted", attempted, ch.a_end_s),
+            ("task.closed", closed, ch.close_s),
+        ]
+    )
 
     parts: list[tuple[str, list[str], np.ndarray]] = []
     by_kind = {"gate": 0, "reviewer": 0, "human": 0}
 
-    def rated(att: np.ndarray, suffix: str | list[str], raters: list[str], score: np.ndarray,
-              conf: list[str], at_s: np.ndarray, tail: str = "") -> list[str]:
+    def rated(
+        att: np.ndarray,
+        suffix: str | list[str],
+        raters: list[str],
+        score: np.ndarray,
+        conf: list[str],
+        at_s: np.ndarray,
+        tail: str = "",
+    ) -> list[str]:
         ai = att.tolist()
         suffixes = suffix if isinstance(suffix, list) else [suffix] * len(ai)
         return [
@@ -179,8 +234,10 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
     fixes = rated(att[x], "rv2", [raters[i] for i in x.tolist()], score[x], _floats(conf[x]), fix_at)
     parts.append(("task.rated", fixes, fix_at))
     by_kind["reviewer"] += len(lines) + len(fixes)
-    retractions = [_RETRACTED % (a_tid[i], slot[i], a, a_tid[i], slot[i])
-                   for i, a in zip(att[x].tolist(), timestamps(retract_at[x]))]
+    retractions = [
+        _RETRACTED % (a_tid[i], slot[i], a, a_tid[i], slot[i])
+        for i, a in zip(att[x].tolist(), timestamps(retract_at[x]))
+    ]
     parts.append(("rating.retracted", retractions, retract_at[x]))
 
     att, who, score, at_s = ch.human
@@ -192,8 +249,19 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
     rejections = []
     for i, w, a in zip(att.tolist(), who.tolist(), timestamps(at_s)):
         claim, evidence = REJECTION_CLAIMS[i % len(REJECTION_CLAIMS)]
-        rejections.append(_REJECTED % (a_tid[i], slot[i], a, a_tid[i], fr.configs[cfg[i]], fr.reviewers[w],
-                                       _j(claim), _j([evidence.format(task=a_tid[i])])))
+        rejections.append(
+            _REJECTED
+            % (
+                a_tid[i],
+                slot[i],
+                a,
+                a_tid[i],
+                fr.configs[cfg[i]],
+                fr.reviewers[w],
+                _j(claim),
+                _j([evidence.format(task=a_tid[i])]),
+            )
+        )
     parts.append(("task.rejected", rejections, at_s))
 
     return tasks, _ordered(parts), by_kind
@@ -206,5 +274,6 @@ def assignment_rows(ch: Chunk) -> list[str]:
     for t, c, s in zip(ch.a_task.tolist(), ch.a_cfg.tolist(), ch.a_success.astype(int).tolist()):
         rows[t].append(c)
         outs[t].append(s)
-    return [f"[{r},[{','.join(map(str, c))}],[{','.join(map(str, o))}]]"
-            for r, c, o in zip(ch.region.tolist(), rows, outs)]
+    return [
+        f"[{r},[{','.join(map(str, c))}],[{','.join(map(str, o))}]]" for r, c, o in zip(ch.region.tolist(), rows, outs)
+    ]

@@ -6,6 +6,7 @@ explored with probability epsilon. Strong-believed configs are therefore
 over-represented where they were believed strong (the selection bias a fit
 must see through); the propensities below are what undoes it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,10 @@ def believed_priors(keys: list[str], regions: list[str], priors: list[Prior]) ->
 
     from ..fit.shipped import priors_frame, shipped_prior
 
-    pairs = pl.DataFrame({"config_key": [k for k in keys for _ in regions], "region": regions * len(keys)},
-                         schema={"config_key": pl.String, "region": pl.String})
+    pairs = pl.DataFrame(
+        {"config_key": [k for k in keys for _ in regions], "region": regions * len(keys)},
+        schema={"config_key": pl.String, "region": pl.String},
+    )
     found = shipped_prior(pairs, priors_frame(priors))
     return {(k, r): q for k, r, q in found.select("config_key", "region", "shipped_prior").iter_rows()}
 
@@ -36,7 +39,7 @@ class LoggingPolicy:
     attempts: tuple[float, float, float]
 
     @classmethod
-    def of(cls, scenario: Scenario) -> "LoggingPolicy":
+    def of(cls, scenario: Scenario) -> LoggingPolicy:
         pol = scenario.policy
         regions = scenario.region_names
         known = believed_priors([c.key for c in scenario.configs], list(regions), list(pol.priors))
@@ -48,6 +51,7 @@ class LoggingPolicy:
                 q, c = believed[i][j], scenario.configs[i].cost_usd
                 value = q / c if pol.objective == "quality_per_dollar" else q
                 return (-value, -q, scenario.configs[i].key)
+
             greedy.append(min(range(len(scenario.configs)), key=score))
         return cls(believed, greedy, pol.exploration if len(scenario.configs) > 1 else 0.0, scenario.attempts)
 

@@ -10,6 +10,7 @@ The true best configuration per dollar wins each region by at least 10%,
 also after the compression toward 0.5 that gate noise and reviewer scores
 cause, so a fit can recover it.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -24,16 +25,56 @@ GLM = "opencode/openrouter/z-ai%2Fglm-4.6/-"
 MINIMAX = "claude-code/minimax/MiniMax-M2/-"
 
 REGIONS = [
-    RegionSpec(name="abstract", share=0.15, cost_multiplier=1.2, node="planner", duration_s=420,
-               tool_calls=12, files_read=14, files_written=1),
-    RegionSpec(name="implement", share=0.35, cost_multiplier=1.0, node="implementer", duration_s=600,
-               tool_calls=35, files_read=10, files_written=4),
-    RegionSpec(name="clean-up", share=0.2, cost_multiplier=0.6, node="implementer", duration_s=240,
-               tool_calls=18, files_read=6, files_written=3),
-    RegionSpec(name="review", share=0.15, cost_multiplier=0.8, node="reviewer", duration_s=180,
-               tool_calls=8, files_read=9, files_written=0),
-    RegionSpec(name="research", share=0.15, cost_multiplier=1.4, node="researcher", duration_s=900,
-               tool_calls=25, files_read=20, files_written=0.3),
+    RegionSpec(
+        name="abstract",
+        share=0.15,
+        cost_multiplier=1.2,
+        node="planner",
+        duration_s=420,
+        tool_calls=12,
+        files_read=14,
+        files_written=1,
+    ),
+    RegionSpec(
+        name="implement",
+        share=0.35,
+        cost_multiplier=1.0,
+        node="implementer",
+        duration_s=600,
+        tool_calls=35,
+        files_read=10,
+        files_written=4,
+    ),
+    RegionSpec(
+        name="clean-up",
+        share=0.2,
+        cost_multiplier=0.6,
+        node="implementer",
+        duration_s=240,
+        tool_calls=18,
+        files_read=6,
+        files_written=3,
+    ),
+    RegionSpec(
+        name="review",
+        share=0.15,
+        cost_multiplier=0.8,
+        node="reviewer",
+        duration_s=180,
+        tool_calls=8,
+        files_read=9,
+        files_written=0,
+    ),
+    RegionSpec(
+        name="research",
+        share=0.15,
+        cost_multiplier=1.4,
+        node="researcher",
+        duration_s=900,
+        tool_calls=25,
+        files_read=20,
+        files_written=0.3,
+    ),
 ]
 
 
@@ -42,18 +83,45 @@ def _q(abstract: float, implement: float, clean_up: float, review: float, resear
 
 
 CONFIGS = [
-    ConfigSpec(cli="claude-code", route="anthropic", model="claude-opus-4-5", effort="high",
-               quality=_q(0.92, 0.9, 0.9, 0.95, 0.9), cost_usd=1.2, cost_sigma=0.6),
-    ConfigSpec(cli="claude-code", route="openrouter", model="claude-sonnet-4-5", effort="medium",
-               quality=_q(0.82, 0.72, 0.75, 0.35, 0.55), cost_usd=0.6),
-    ConfigSpec(cli="codex", route="openai", model="gpt-5-codex", effort="medium",
-               quality=_q(0.38, 0.9, 0.8, 0.25, 0.35), cost_usd=0.45),
-    ConfigSpec(cli="kimi-cli", route="moonshot", model="kimi-k2",
-               quality=_q(0.22, 0.45, 0.82, 0.12, 0.45), cost_usd=0.3, cost_missing=0.1),
-    ConfigSpec(cli="opencode", route="openrouter", model="z-ai/glm-4.6",
-               quality=_q(0.2, 0.35, 0.5, 0.08, 0.62), cost_usd=0.25),
-    ConfigSpec(cli="claude-code", route="minimax", model="MiniMax-M2",
-               quality=_q(0.12, 0.25, 0.36, 0.05, 0.4), cost_usd=0.2),
+    ConfigSpec(
+        cli="claude-code",
+        route="anthropic",
+        model="claude-opus-4-5",
+        effort="high",
+        quality=_q(0.92, 0.9, 0.9, 0.95, 0.9),
+        cost_usd=1.2,
+        cost_sigma=0.6,
+    ),
+    ConfigSpec(
+        cli="claude-code",
+        route="openrouter",
+        model="claude-sonnet-4-5",
+        effort="medium",
+        quality=_q(0.82, 0.72, 0.75, 0.35, 0.55),
+        cost_usd=0.6,
+    ),
+    ConfigSpec(
+        cli="codex",
+        route="openai",
+        model="gpt-5-codex",
+        effort="medium",
+        quality=_q(0.38, 0.9, 0.8, 0.25, 0.35),
+        cost_usd=0.45,
+    ),
+    ConfigSpec(
+        cli="kimi-cli",
+        route="moonshot",
+        model="kimi-k2",
+        quality=_q(0.22, 0.45, 0.82, 0.12, 0.45),
+        cost_usd=0.3,
+        cost_missing=0.1,
+    ),
+    ConfigSpec(
+        cli="opencode", route="openrouter", model="z-ai/glm-4.6", quality=_q(0.2, 0.35, 0.5, 0.08, 0.62), cost_usd=0.25
+    ),
+    ConfigSpec(
+        cli="claude-code", route="minimax", model="MiniMax-M2", quality=_q(0.12, 0.25, 0.36, 0.05, 0.4), cost_usd=0.2
+    ),
 ]
 
 PRIORS = [
@@ -72,8 +140,16 @@ PRIORS = [
 ]
 
 POLICY = Policy(
-    name="shipped", prior_weight=3, exploration=0.3, min_samples=3, objective="quality_per_dollar",
-    default_config=SONNET, cheap_config=MINIMAX, frontier_config=OPUS, pinned={"reviewer": OPUS}, priors=PRIORS,
+    name="shipped",
+    prior_weight=3,
+    exploration=0.3,
+    min_samples=3,
+    objective="quality_per_dollar",
+    default_config=SONNET,
+    cheap_config=MINIMAX,
+    frontier_config=OPUS,
+    pinned={"reviewer": OPUS},
+    priors=PRIORS,
 )
 
 GATES = [
@@ -92,9 +168,20 @@ REVIEWERS = [
 DRIFT = Drift(config=KIMI, at=0.6, quality={"research": 0.88})
 
 BACKLOG = Scenario(
-    name="backlog", tasks=1000, start="2026-06-01T00:00:00Z", days=120, thread="backlog",
-    regions=REGIONS, configs=CONFIGS, gates=GATES, reviewers=REVIEWERS, humans=["lead", "maintainer"],
-    prompt_versions=["implement-v1", "implement-v2"], prompt_version_rate=0.4, drift=DRIFT, policy=POLICY,
+    name="backlog",
+    tasks=1000,
+    start="2026-06-01T00:00:00Z",
+    days=120,
+    thread="backlog",
+    regions=REGIONS,
+    configs=CONFIGS,
+    gates=GATES,
+    reviewers=REVIEWERS,
+    humans=["lead", "maintainer"],
+    prompt_versions=["implement-v1", "implement-v2"],
+    prompt_version_rate=0.4,
+    drift=DRIFT,
+    policy=POLICY,
 )
 
 #: About 3.4 ratings per task: 300,000 tasks give about a million ratings.

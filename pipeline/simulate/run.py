@@ -4,6 +4,7 @@ Streams are generated chunk by chunk and written to temporary files beside the
 targets, fsync'd and renamed at the end, so memory stays bounded by a chunk
 and a failed run leaves no half-written stream.
 """
+
 from __future__ import annotations
 
 import json
@@ -78,9 +79,16 @@ def _start_seconds(start: str) -> int:
     return int(datetime.fromisoformat(_utc_timestamp(start).replace("Z", "+00:00")).timestamp())
 
 
-def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, corrupt: float = 0.0,
-             truth_path: str | os.PathLike | None = None, overwrite: bool = False,
-             chunk_tasks: int = CHUNK_TASKS) -> SimResult:
+def simulate(
+    out_dir: str | os.PathLike,
+    scenario: Scenario,
+    *,
+    seed: int = 0,
+    corrupt: float = 0.0,
+    truth_path: str | os.PathLike | None = None,
+    overwrite: bool = False,
+    chunk_tasks: int = CHUNK_TASKS,
+) -> SimResult:
     """Generate ``scenario`` with ``seed`` into the home ``out_dir``.
 
     Writes ``streams/tasks.jsonl`` and ``streams/ratings.jsonl`` (valid v1 events,
@@ -97,7 +105,9 @@ def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, c
     targets = {name: home.stream(name) for name in ("tasks", "ratings")}
     for path in targets.values():
         if path.exists() and path.stat().st_size > 0 and not overwrite:
-            raise PipelineError(f"{path} exists and is not empty; simulate writes a fresh home (use --force to replace it)")
+            raise PipelineError(
+                f"{path} exists and is not empty; simulate writes a fresh home (use --force to replace it)"
+            )
     truth_file = home.root / (truth_path if truth_path is not None else "truth.json")
     home.streams.mkdir(parents=True, exist_ok=True)
 
@@ -108,11 +118,11 @@ def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, c
     rng = np.random.Generator(np.random.PCG64(seed))
     crng = np.random.Generator(np.random.PCG64([seed, _CORRUPT_STREAM]))
     damage = damage_mod.Damage()
-    events = {t: 0 for t in KNOWN}
+    events = dict.fromkeys(KNOWN, 0)
     by_kind = {"gate": 0, "reviewer": 0, "human": 0}
-    n_lines = {name: 0 for name in targets}
-    n_bytes = {name: 0 for name in targets}
-    last_line = {name: "" for name in targets}
+    n_lines = dict.fromkeys(targets, 0)
+    n_bytes = dict.fromkeys(targets, 0)
+    last_line = dict.fromkeys(targets, "")
     rows_tmp = truth_file.with_name(f".{truth_file.name}.rows.{os.getpid()}.tmp")
     drift_at: str | None = None
     tmp = {name: path.with_name(f".{path.name}.simulate.{os.getpid()}.tmp") for name, path in targets.items()}
@@ -125,7 +135,7 @@ def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, c
             task_part, rating_part, kinds = format_chunk(chunk, fragments)
             rows.write(((",\n" if first else "") + ",\n".join(assignment_rows(chunk))).encode("utf-8"))
             if first <= st.drift_first < first + chunk.n and scenario.drift is not None:
-                drift_at = timestamps(chunk.open_s[st.drift_first - first: st.drift_first - first + 1])[0]
+                drift_at = timestamps(chunk.open_s[st.drift_first - first : st.drift_first - first + 1])[0]
             for part in (task_part, rating_part):
                 for t, n in part.counts.items():
                     events[t] += n
@@ -166,23 +176,48 @@ def simulate(out_dir: str | os.PathLike, scenario: Scenario, *, seed: int = 0, c
 
     drift_first = st.drift_first if scenario.drift is not None else None
     counts = {
-        "events": events, "ratings_by_rater_kind": by_kind, "corruption": damage.counts,
-        "corruption_by_stream": damage.by_stream, "expected_compaction": _expected(damage.counts), "lines": n_lines,
+        "events": events,
+        "ratings_by_rater_kind": by_kind,
+        "corruption": damage.counts,
+        "corruption_by_stream": damage.by_stream,
+        "expected_compaction": _expected(damage.counts),
+        "lines": n_lines,
     }
-    truth = build_truth(scenario, st.policy, seed=seed, corrupt=corrupt, drift_first=drift_first,
-                        drift_at=drift_at, task_id_format=id_format)
+    truth = build_truth(
+        scenario,
+        st.policy,
+        seed=seed,
+        corrupt=corrupt,
+        drift_first=drift_first,
+        drift_at=drift_at,
+        task_id_format=id_format,
+    )
     truth["counts"] = counts
     try:
         write_truth(truth_file, truth, rows_tmp)
     finally:
         rows_tmp.unlink(missing_ok=True)
-    atomic_write(home.fits / "shipped.json", (json.dumps(scenario.policy.shipped_json(), indent=2, sort_keys=True,
-                                                         ensure_ascii=False) + "\n").encode("utf-8"))
+    atomic_write(
+        home.fits / "shipped.json",
+        (json.dumps(scenario.policy.shipped_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode(
+            "utf-8"
+        ),
+    )
     seconds = time.perf_counter() - began
     total = sum(events.values())
     return SimResult(
-        out=str(home.root), truth_path=str(truth_file), scenario=scenario.name, seed=seed, tasks=scenario.tasks,
-        events=events, ratings_by_rater_kind=by_kind, corruption=damage.counts, corruption_by_stream=damage.by_stream,
-        expected_compaction=_expected(damage.counts), lines=n_lines, bytes=n_bytes, seconds=round(seconds, 3),
+        out=str(home.root),
+        truth_path=str(truth_file),
+        scenario=scenario.name,
+        seed=seed,
+        tasks=scenario.tasks,
+        events=events,
+        ratings_by_rater_kind=by_kind,
+        corruption=damage.counts,
+        corruption_by_stream=damage.by_stream,
+        expected_compaction=_expected(damage.counts),
+        lines=n_lines,
+        bytes=n_bytes,
+        seconds=round(seconds, 3),
         events_per_second=round(total / seconds, 1) if seconds > 0 else 0.0,
     )

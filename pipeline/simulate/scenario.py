@@ -6,6 +6,7 @@ who did each task (the shipped constants acting on the shipped priors, which is
 where the selection bias comes from), who rates the attempts and how noisily,
 and an optional drift. :mod:`pipeline.simulate.presets` holds the built-in ones.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +15,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import PipelineError
-from ..jsonfile import read_json, validate
 from ..events import _utc_timestamp, config_key
+from ..jsonfile import read_json, validate
 
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 Positive = Annotated[float, Field(gt=0.0)]
@@ -173,11 +174,14 @@ class Scenario(BaseModel):
     regions: list[RegionSpec] = Field(min_length=1)
     configs: list[ConfigSpec] = Field(min_length=1)
     attempts: tuple[Unit, Unit, Unit] = Field(
-        (0.55, 0.3, 0.15), description="probability that 1, 2 or 3 configs attempt a task")
+        (0.55, 0.3, 0.15), description="probability that 1, 2 or 3 configs attempt a task"
+    )
     correlation: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(
-        0.5, description="share of an attempt's latent outcome that is the task's difficulty (shared by its attempts)")
+        0.5, description="share of an attempt's latent outcome that is the task's difficulty (shared by its attempts)"
+    )
     gate_noise: Annotated[float, Field(ge=0.0, lt=0.5)] = Field(
-        0.05, description="probability that a gate rating disagrees with the attempt's true outcome")
+        0.05, description="probability that a gate rating disagrees with the attempt's true outcome"
+    )
     gates: list[GateSpec] = Field(min_length=1)
     reviewers: list[ReviewerSpec] = Field(min_length=1)
     humans: list[str] = Field(default_factory=lambda: ["lead"], min_length=1)
@@ -188,7 +192,7 @@ class Scenario(BaseModel):
     policy: Policy = Policy()
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Scenario":
+    def _consistent(self) -> Scenario:
         _utc_timestamp(self.start)
         names = [r.name for r in self.regions]
         if len(set(names)) != len(names):
@@ -206,8 +210,12 @@ class Scenario(BaseModel):
                 raise ValueError(f"drift.config {self.drift.config!r} is not one of the configs")
             if not set(self.drift.quality) <= set(names):
                 raise ValueError("drift.quality names a region the scenario does not have")
-        for role, key in [("default_config", self.policy.default_config), ("cheap_config", self.policy.cheap_config),
-                          ("frontier_config", self.policy.frontier_config), *self.policy.pinned.items()]:
+        for role, key in [
+            ("default_config", self.policy.default_config),
+            ("cheap_config", self.policy.cheap_config),
+            ("frontier_config", self.policy.frontier_config),
+            *self.policy.pinned.items(),
+        ]:
             if key is not None and key not in keys:
                 raise ValueError(f"policy {role} {key!r} is not one of the configs")
         if self.prompt_version_rate > 0 and not self.prompt_versions:

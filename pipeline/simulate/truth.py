@@ -8,6 +8,7 @@ ratings converges to (the target of the fit's ``q(c, r)`` once the data
 outweighs the prior), written beside the true quality so a test can say which
 one it checks.
 """
+
 from __future__ import annotations
 
 import json
@@ -78,14 +79,23 @@ def rated_quality(quality: float, scenario: Scenario) -> float:
     return num / den if den > 0 else quality
 
 
-def best_per_region(quality: dict[str, dict[str, float]], cost: dict[str, dict[str, float]],
-                    regions: list[str]) -> dict[str, str]:
+def best_per_region(
+    quality: dict[str, dict[str, float]], cost: dict[str, dict[str, float]], regions: list[str]
+) -> dict[str, str]:
     """argmax over configs of quality / cost per region; ties by higher quality, then key order."""
     return {r: min(quality, key=lambda k: (-quality[k][r] / cost[k][r], -quality[k][r], k)) for r in regions}
 
 
-def build_truth(scenario: Scenario, policy: LoggingPolicy, *, seed: int, corrupt: float, drift_first: int | None,
-                drift_at: str | None, task_id_format: str) -> dict[str, Any]:
+def build_truth(
+    scenario: Scenario,
+    policy: LoggingPolicy,
+    *,
+    seed: int,
+    corrupt: float,
+    drift_first: int | None,
+    drift_at: str | None,
+    task_id_format: str,
+) -> dict[str, Any]:
     """Everything true about the scenario except the per-task assignments (added by the writer)."""
     regions = scenario.region_names
     keys = scenario.config_keys
@@ -107,28 +117,44 @@ def build_truth(scenario: Scenario, policy: LoggingPolicy, *, seed: int, corrupt
         "shares": {r.name: r9(r.share / sum(x.share for x in scenario.regions)) for r in scenario.regions},
         "configs": keys,
         "quality": {"before": table(lambda k, r: before[k][r]), "after": table(lambda k, r: after[k][r])},
-        "rated_quality": {"before": table(lambda k, r: rated_quality(before[k][r], scenario)),
-                          "after": table(lambda k, r: rated_quality(after[k][r], scenario))},
+        "rated_quality": {
+            "before": table(lambda k, r: rated_quality(before[k][r], scenario)),
+            "after": table(lambda k, r: rated_quality(after[k][r], scenario)),
+        },
         "cost_usd": table(lambda k, r: cost[k][r]),
-        "value": {"before": table(lambda k, r: before[k][r] / cost[k][r]),
-                  "after": table(lambda k, r: after[k][r] / cost[k][r])},
+        "value": {
+            "before": table(lambda k, r: before[k][r] / cost[k][r]),
+            "after": table(lambda k, r: after[k][r] / cost[k][r]),
+        },
         "best": {"before": best_per_region(before, cost, regions), "after": best_per_region(after, cost, regions)},
-        "drift": None if not drifted else {
-            "config": scenario.drift.config, "quality": dict(scenario.drift.quality),
-            "first_task": drift_first, "at": drift_at,
+        "drift": None
+        if not drifted
+        else {
+            "config": scenario.drift.config,
+            "quality": dict(scenario.drift.quality),
+            "first_task": drift_first,
+            "at": drift_at,
         },
         "policy": {
             "name": scenario.policy.name,
             "exploration": policy.exploration,
             "greedy": {r: keys[policy.greedy[j]] for j, r in enumerate(regions)},
             "believed": {k: {r: r9(policy.believed[i][j]) for j, r in enumerate(regions)} for i, k in enumerate(keys)},
-            "propensity": {k: {r: r9(policy.propensity(i, j)) for j, r in enumerate(regions)} for i, k in enumerate(keys)},
-            "inclusion": {k: {r: r9(policy.inclusion(i, j)) for j, r in enumerate(regions)} for i, k in enumerate(keys)},
+            "propensity": {
+                k: {r: r9(policy.propensity(i, j)) for j, r in enumerate(regions)} for i, k in enumerate(keys)
+            },
+            "inclusion": {
+                k: {r: r9(policy.inclusion(i, j)) for j, r in enumerate(regions)} for i, k in enumerate(keys)
+            },
             # P(task.closed is done) under the logging policy before drift: sum_r share_r sum_c P(routed c | r) Q(c, r).
-            "done_rate": r9(sum(
-                r.share / sum(x.share for x in scenario.regions)
-                * sum(policy.propensity(i, j) * before[k][r.name] for i, k in enumerate(keys))
-                for j, r in enumerate(scenario.regions))),
+            "done_rate": r9(
+                sum(
+                    r.share
+                    / sum(x.share for x in scenario.regions)
+                    * sum(policy.propensity(i, j) * before[k][r.name] for i, k in enumerate(keys))
+                    for j, r in enumerate(scenario.regions)
+                )
+            ),
         },
         "notes": {
             "quality": "probability that an attempt succeeds",
@@ -136,7 +162,7 @@ def build_truth(scenario: Scenario, policy: LoggingPolicy, *, seed: int, corrupt
             "best": "argmax quality / cost_usd per region",
             "task.closed": "done iff the routed (first) config succeeded; the other attempts are second opinions",
             "assignments": "row i is task task_id_format.format(i + 1): [region index, config indices "
-                           "(routed first), outcomes 1/0 in the same order]",
+            "(routed first), outcomes 1/0 in the same order]",
         },
         "task_id_format": task_id_format,
     }

@@ -1,4 +1,5 @@
 """Calibration against the plain mean (DESIGN 6), worked out by hand."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -12,8 +13,12 @@ from pipeline.routing.table import Constants
 
 def values(rows) -> pl.DataFrame:
     frame = pl.DataFrame(rows, schema=["task", "region", "config_key", "value", "weight"], orient="row")
-    return frame.with_columns(wscore=pl.col("value") * pl.col("weight"), n=pl.lit(2, pl.Int64),
-                              cost_usd=pl.lit(None, pl.Float64), unknown_cost=pl.lit(1, pl.Int64))
+    return frame.with_columns(
+        wscore=pl.col("value") * pl.col("weight"),
+        n=pl.lit(2, pl.Int64),
+        cost_usd=pl.lit(None, pl.Float64),
+        unknown_cost=pl.lit(1, pl.Int64),
+    )
 
 
 def held_out(n_tasks: int) -> pl.DataFrame:

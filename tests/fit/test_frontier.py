@@ -1,6 +1,8 @@
 """Frontier: lambda grid, utility routing with the fitted table, hull and AIQ by hand."""
+
 from __future__ import annotations
 
+import itertools
 import math
 
 import polars as pl
@@ -24,7 +26,7 @@ def test_lambda_grid_is_13_geometric_values_around_cost_per_quality():
     grid = lambda_grid(tv([("t1", "g", "A", 1.0, 2.0), ("t2", "g", "B", 0.0, 4.0)]))  # base = 3 / 0.5 = 6
     assert len(grid) == 13
     assert grid[0] == pytest.approx(0.06) and grid[6] == pytest.approx(6.0) and grid[-1] == pytest.approx(600.0)
-    assert all(b / a == pytest.approx(10 ** (1 / 3)) for a, b in zip(grid, grid[1:]))
+    assert all(b / a == pytest.approx(10 ** (1 / 3)) for a, b in itertools.pairwise(grid))
     assert lambda_grid(tv([("t1", "g", "A", 1.0, None)])) is None
 
 
@@ -41,35 +43,52 @@ def test_aiq_hand_worked():
 
 
 def test_route_by_table_utility_choice_ties_and_fallback():
-    table = members([("g", "A", 0.9, 10.0), ("g", "B", 0.6, 1.0), ("*", "A", 0.9, 10.0), ("*", "B", 0.6, 1.0),
-                     ("*", "C", 0.6, 1.0)])
-    tasks = tv([("t1", "g", "A", 1.0, 10.0), ("t1", "g", "B", 0.0, 1.0),
-                ("t2", "h", "B", 1.0, 1.0), ("t2", "h", "C", 1.0, 1.0)])   # region h: only '*' rows
-    assert route_by_table(table, tasks, 1.0).rows() == [("t1", "B"), ("t2", "B")]   # 0.9-10 < 0.6-1; tie: key
+    table = members(
+        [("g", "A", 0.9, 10.0), ("g", "B", 0.6, 1.0), ("*", "A", 0.9, 10.0), ("*", "B", 0.6, 1.0), ("*", "C", 0.6, 1.0)]
+    )
+    tasks = tv(
+        [
+            ("t1", "g", "A", 1.0, 10.0),
+            ("t1", "g", "B", 0.0, 1.0),
+            ("t2", "h", "B", 1.0, 1.0),
+            ("t2", "h", "C", 1.0, 1.0),
+        ]
+    )  # region h: only '*' rows
+    assert route_by_table(table, tasks, 1.0).rows() == [("t1", "B"), ("t2", "B")]  # 0.9-10 < 0.6-1; tie: key
     assert route_by_table(table, tasks, 100.0).rows() == [("t1", "A"), ("t2", "B")]  # 90-10 > 60-1
 
 
 def test_frontier_section_points_oracle_and_aiq():
-    held = tv([("t1", "g", "A", 1.0, 10.0), ("t1", "g", "B", 0.0, 1.0),
-               ("t2", "g", "A", 1.0, 10.0), ("t2", "g", "B", 1.0, 1.0)])
+    held = tv(
+        [
+            ("t1", "g", "A", 1.0, 10.0),
+            ("t1", "g", "B", 0.0, 1.0),
+            ("t2", "g", "A", 1.0, 10.0),
+            ("t2", "g", "B", 1.0, 1.0),
+        ]
+    )
     table = members([("*", "A", 0.9, 10.0), ("*", "B", 0.6, 1.0)])
     out = frontier_section(held, [1.0, 100.0], members=table)
-    assert out["singles"] == [{"config": "A", "quality": 1.0, "cost_usd": 10.0, "tasks": 2},
-                              {"config": "B", "quality": 0.5, "cost_usd": 1.0, "tasks": 2}]
-    assert out["oracle"] == {"quality": 1.0, "cost_usd": 5.5, "tasks": 2}   # A on t1, the cheaper B on t2
+    assert out["singles"] == [
+        {"config": "A", "quality": 1.0, "cost_usd": 10.0, "tasks": 2},
+        {"config": "B", "quality": 0.5, "cost_usd": 1.0, "tasks": 2},
+    ]
+    assert out["oracle"] == {"quality": 1.0, "cost_usd": 5.5, "tasks": 2}  # A on t1, the cheaper B on t2
     assert [(p["quality"], p["cost_usd"]) for p in out["router"]] == [(0.5, 1.0), (1.0, 10.0)]
     assert out["aiq"]["singles"] == pytest.approx(0.75) and out["aiq"]["router"] == pytest.approx(0.75)
     assert out["aiq"]["cost_range_usd"] == [1.0, 10.0]
     assert out["note"] is None
-    partial = frontier_section(held.filter(~((pl.col("task") == "t2") & (pl.col("config_key") == "A"))), [1.0],
-                               members=table)
+    partial = frontier_section(
+        held.filter(~((pl.col("task") == "t2") & (pl.col("config_key") == "A"))), [1.0], members=table
+    )
     assert "1 of 2 configurations did only some" in partial["note"]
 
 
 def test_frontier_choose_callable_and_unknown_costs():
     held = tv([("t1", "g", "A", 1.0, None), ("t1", "g", "B", 0.0, 2.0)])
-    out = frontier_section(held, [1.0], choose=lambda lam: pl.DataFrame({"task": ["t1"], "config_key": ["A"]}),
-                           cost_estimates={"A": 4.0})
+    out = frontier_section(
+        held, [1.0], choose=lambda lam: pl.DataFrame({"task": ["t1"], "config_key": ["A"]}), cost_estimates={"A": 4.0}
+    )
     assert out["router"] == [{"lambda": 1.0, "quality": 1.0, "cost_usd": 4.0, "tasks": 1}]
     none = frontier_section(held.with_columns(cost_usd=pl.lit(None, pl.Float64)), None)
     assert none["aiq"] == {"router": None, "singles": None} and none["reason"]

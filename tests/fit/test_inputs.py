@@ -1,8 +1,9 @@
 """Fit inputs (DESIGN 5/6): weights, rejections, retractions, regions, task time, restrictions, task values."""
+
 from __future__ import annotations
 
 import math
-from datetime import timezone
+from datetime import UTC
 
 import polars as pl
 import pytest
@@ -30,9 +31,11 @@ def by_id(frame: pl.DataFrame) -> dict[str, dict]:
 
 
 def test_weight_is_precision_times_confidence_times_importance_and_a_rejection_is_score_zero():
-    inputs = load(opened("t1", "implement"),
-                  rated("r1", "t1", A, 0.9, precision=0.5, confidence=0.8, importance=2.0),
-                  rejected("j1", "t1", B, weight=2.5))
+    inputs = load(
+        opened("t1", "implement"),
+        rated("r1", "t1", A, 0.9, precision=0.5, confidence=0.8, importance=2.0),
+        rejected("j1", "t1", B, weight=2.5),
+    )
     rows = by_id(inputs.ratings)
     # w = 0.5 * 0.8 * 2.0 = 0.8
     assert rows["r1"]["w"] == pytest.approx(0.8)
@@ -43,8 +46,14 @@ def test_weight_is_precision_times_confidence_times_importance_and_a_rejection_i
 
 
 def test_retraction_removes_a_rating_or_a_rejection_and_keeps_it_aside():
-    inputs = load(rated("r1", "t1", A, 0.9), rated("r2", "t1", A, 0.1), rejected("j1", "t1", B),
-                  retracted("x1", "r2", 5), retracted("x2", "j1", 6), retracted("x3", "no-such-rating", 7))
+    inputs = load(
+        rated("r1", "t1", A, 0.9),
+        rated("r2", "t1", A, 0.1),
+        rejected("j1", "t1", B),
+        retracted("x1", "r2", 5),
+        retracted("x2", "j1", 6),
+        retracted("x3", "no-such-rating", 7),
+    )
     assert inputs.ratings["id"].to_list() == ["r1"]
     assert sorted(inputs.retracted["id"].to_list()) == ["j1", "r2"]
     assert by_id(inputs.retracted)["r2"]["retracted_at"] == at(5)
@@ -59,28 +68,44 @@ def test_region_comes_from_task_opened_and_defaults_to_general():
 
 def test_task_time_is_its_first_event_of_any_kind():
     # the attempt (hour 0.5) comes before the task.opened (hour 3) and the rating (hour 4)
-    inputs = load(attempted("x1", "t1", A, 0.5, 0.1), opened("t1", "implement", 3), rated("r1", "t1", A, 1.0, 4),
-                  closed("c1", "t1", 9))
+    inputs = load(
+        attempted("x1", "t1", A, 0.5, 0.1),
+        opened("t1", "implement", 3),
+        rated("r1", "t1", A, 1.0, 4),
+        closed("c1", "t1", 9),
+    )
     row = inputs.tasks.row(0, named=True)
     assert (row["first_at"], row["opened_at"], row["region"]) == (at(0.5), at(3), "implement")
     assert inputs.newest_at == at(9)  # the closure is the newest event
 
 
 def test_thread_and_since_restrict_the_tasks():
-    events = [opened("t1", thread="x", hours=0), opened("t2", thread="y", hours=10), rated("r1", "t1", A, 1.0, 1),
-              rated("r2", "t2", A, 0.0, 11), rated("r3", "t3", A, 0.5, 20)]
+    events = [
+        opened("t1", thread="x", hours=0),
+        opened("t2", thread="y", hours=10),
+        rated("r1", "t1", A, 1.0, 1),
+        rated("r2", "t2", A, 0.0, 11),
+        rated("r3", "t3", A, 0.5, 20),
+    ]
     assert load(*events, thread="x").ratings["id"].to_list() == ["r1"]
     # since: tasks whose first event is at or after it (a zoned time is converted to UTC)
-    since = at(10).replace(tzinfo=timezone.utc)
+    since = at(10).replace(tzinfo=UTC)
     assert load(*events, since=since).ratings["id"].to_list() == ["r2", "r3"]
     assert load(*events, thread="y", since=since).tasks["task"].to_list() == ["t2"]
 
 
 def test_restrict_cuts_tasks_and_time_and_honours_only_earlier_retractions():
-    events = [opened("t1", "implement", 0), rated("r1", "t1", A, 1.0, 1), rated("r2", "t1", A, 0.0, 8),
-              rated("r3", "t1", B, 0.5, 2), retracted("x1", "r3", 6),
-              opened("t2", "review", 3), rated("r4", "t2", A, 1.0, 4),
-              rated("r5", "t3", A, 1.0, 2), opened("t3", "review", 7)]
+    events = [
+        opened("t1", "implement", 0),
+        rated("r1", "t1", A, 1.0, 1),
+        rated("r2", "t1", A, 0.0, 8),
+        rated("r3", "t1", B, 0.5, 2),
+        retracted("x1", "r3", 6),
+        opened("t2", "review", 3),
+        rated("r4", "t2", A, 1.0, 4),
+        rated("r5", "t3", A, 1.0, 2),
+        opened("t3", "review", 7),
+    ]
     inputs = load(*events)
     assert sorted(inputs.ratings["id"]) == ["r1", "r2", "r4", "r5"]
     cut = restrict(inputs, ["t1", "t3"], before=at(5))
@@ -109,8 +134,14 @@ def test_task_values_aggregate_weights_costs_and_gates():
     assert (t2a["value"], t2a["weight"], t2a["cost_usd"], t2a["unknown_cost"]) == (0.8, 0.5, None, 1)
     t3b = rows[("t3", B)]  # rated without any attempt: one attempt of unknown cost
     assert (t3b["attempts"], t3b["unknown_cost"], t3b["cost_usd"]) == (0, 1, None)
-    assert values.select("task", "config_key").rows() == [("t1", A), ("t1", B), ("t2", A), ("t2", B),
-                                                          ("t3", A), ("t3", B)]
+    assert values.select("task", "config_key").rows() == [
+        ("t1", A),
+        ("t1", B),
+        ("t2", A),
+        ("t2", B),
+        ("t3", A),
+        ("t3", B),
+    ]
 
 
 def test_recency_weight_halves_per_half_life_from_the_newest_event():
@@ -125,10 +156,12 @@ def test_recency_weight_halves_per_half_life_from_the_newest_event():
 
 
 def test_prm_fills_in_only_where_no_other_rating_exists_and_restrict_rederives_it():
-    events = [opened("t1", "implement", 0),
-              attempted("x1", "t1", A, 0.5, 0.1, tool_calls=2, duration_ms=5000),
-              attempted("x2", "t1", B, 0.5, 0.1, tool_calls=2),
-              rated("r1", "t1", A, 0.3, 4)]
+    events = [
+        opened("t1", "implement", 0),
+        attempted("x1", "t1", A, 0.5, 0.1, tool_calls=2, duration_ms=5000),
+        attempted("x2", "t1", B, 0.5, 0.1, tool_calls=2),
+        rated("r1", "t1", A, 0.3, 4),
+    ]
     inputs = load(*events, prm=True)
     prm = inputs.ratings.filter(pl.col("origin") == "prm")
     # only B (A has a real rating): success 0.40 + activity 0.15 + cost 0.05 = 0.60
@@ -153,8 +186,12 @@ def test_a_compacted_store_gives_the_same_inputs_as_the_hand_made_tables(home):
     from pipeline.store import open_store
     from pipeline.streams import append
 
-    events = worked_events() + [retracted("x9", "r2", 30), closed("c1", "t1", 31),
-                                attempted("x7", "t3", C, 20.6, 0.1, tool_calls=1)]
+    events = [
+        *worked_events(),
+        retracted("x9", "r2", 30),
+        closed("c1", "t1", 31),
+        attempted("x7", "t3", C, 20.6, 0.1, tool_calls=1),
+    ]
     append(home, [as_event(e) for e in events], fsync="never")
     compact(home)
     with open_store(home) as store:

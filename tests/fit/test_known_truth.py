@@ -1,4 +1,5 @@
 """Known truth (issue 5): on simulated data the fit finds what the simulator hid."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,12 @@ def test_search_chose_on_validation_and_the_grid_is_complete(sim_fit):
     assert len(greedy) == 2 * 9 * 4 and all(r.validation is not None for r in greedy)
     chosen = stats.constants.fitted
     top = max(r.validation for r in greedy)
-    row = next(r for r in greedy if (r.prior_source, r.prior_weight, r.half_life_days)
-               == (chosen.prior_source, chosen.prior_weight, chosen.half_life_days))
+    row = next(
+        r
+        for r in greedy
+        if (r.prior_source, r.prior_weight, r.half_life_days)
+        == (chosen.prior_source, chosen.prior_weight, chosen.half_life_days)
+    )
     assert row.validation == top
     assert stats.routing.recommendation in ("adopt", "keep", "insufficient-evidence") and stats.routing.reason
 
@@ -71,6 +76,8 @@ def test_drift_a_fitted_half_life_follows_the_change(drift_fit):
     assert fitted.half_life_days is not None  # recency weighting chosen on validation
     # Kimi's research quality rose after the drift; the recency-weighted fit sees more of it.
     kimi = truth(home)["drift"]["config"]
-    q = {h: refit(home, {**fitted.model_dump(by_alias=True), "half_life_days": h}).quality(kimi, "research")
-         for h in (None, fitted.half_life_days)}
+    q = {
+        h: refit(home, {**fitted.model_dump(by_alias=True), "half_life_days": h}).quality(kimi, "research")
+        for h in (None, fitted.half_life_days)
+    }
     assert q[fitted.half_life_days] > q[None]

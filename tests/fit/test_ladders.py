@@ -1,8 +1,8 @@
 """Escalation ladders: the run rule on hand-made frames, both search strategies, the target rules, the
 region-vs-global noise rule, the stats section, and the RouterBench result (perfect and noisy gates)."""
+
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +13,25 @@ from pipeline.fit.ladder_search import dominated_configs, search_ladders, task_m
 from pipeline.fit.ladders import evaluate_ladder, fit_ladders, gate_is_target, ladders_section, table_ladders
 
 DATA = Path(__file__).resolve().parents[2] / "data"
-SUMMARY_KEYS = {"held_out_quality", "held_out_cost_usd", "best_single_config", "best_single_quality",
-                "best_single_cost_usd", "quality_ratio", "cost_ratio", "coverage", "gate_is_target"}
-SCHEMA = {"task": pl.String, "region": pl.String, "config_key": pl.String, "value": pl.Float64,
-          "gate": pl.Float64, "cost_usd": pl.Float64}
+SUMMARY_KEYS = {
+    "held_out_quality",
+    "held_out_cost_usd",
+    "best_single_config",
+    "best_single_quality",
+    "best_single_cost_usd",
+    "quality_ratio",
+    "cost_ratio",
+    "coverage",
+    "gate_is_target",
+}
+SCHEMA = {
+    "task": pl.String,
+    "region": pl.String,
+    "config_key": pl.String,
+    "value": pl.Float64,
+    "gate": pl.Float64,
+    "cost_usd": pl.Float64,
+}
 
 
 def frame(rows: list[tuple]) -> pl.DataFrame:
@@ -26,12 +41,16 @@ def frame(rows: list[tuple]) -> pl.DataFrame:
 
 # ------------------------------------------------------------------------------------ the run rule
 def test_run_escalates_on_failed_gate_and_sums_costs():
-    tv = frame([
-        ("t1", "g", "cheap", 1.0, 0.9, 1.0), ("t1", "g", "dear", 1.0, 1.0, 10.0),  # passes at cheap
-        ("t2", "g", "cheap", 0.2, 0.1, 1.0), ("t2", "g", "dear", 0.8, 0.8, 10.0),  # escalates
-        ("t3", "g", "cheap", 0.0, 0.4, 1.0),                                       # needed rung unobserved
-        ("t4", "g", "cheap", 0.7, 0.5, 1.0),                                       # gate == threshold passes
-    ])
+    tv = frame(
+        [
+            ("t1", "g", "cheap", 1.0, 0.9, 1.0),
+            ("t1", "g", "dear", 1.0, 1.0, 10.0),  # passes at cheap
+            ("t2", "g", "cheap", 0.2, 0.1, 1.0),
+            ("t2", "g", "dear", 0.8, 0.8, 10.0),  # escalates
+            ("t3", "g", "cheap", 0.0, 0.4, 1.0),  # needed rung unobserved
+            ("t4", "g", "cheap", 0.7, 0.5, 1.0),  # gate == threshold passes
+        ]
+    )
     out = evaluate_ladder(["cheap", "dear"], tv, pass_threshold=0.5)
     assert out.select("task", "stopped_at", "calls", "quality", "cost_usd", "observed").rows() == [
         ("t1", "cheap", 1, 1.0, 1.0, True),
@@ -42,8 +61,14 @@ def test_run_escalates_on_failed_gate_and_sums_costs():
 
 
 def test_quality_is_the_task_value_not_the_gate_and_missing_gate_is_unobserved():
-    tv = frame([("t1", "g", "a", 0.0, 0.9, 1.0), ("t1", "g", "b", 1.0, 1.0, 1.0),   # gate lies: stops at a, q 0
-                ("t2", "g", "a", 1.0, None, 1.0), ("t2", "g", "b", 1.0, 1.0, 1.0)])  # no gate on a non-last rung
+    tv = frame(
+        [
+            ("t1", "g", "a", 0.0, 0.9, 1.0),
+            ("t1", "g", "b", 1.0, 1.0, 1.0),  # gate lies: stops at a, q 0
+            ("t2", "g", "a", 1.0, None, 1.0),
+            ("t2", "g", "b", 1.0, 1.0, 1.0),
+        ]
+    )  # no gate on a non-last rung
     out = evaluate_ladder(["a", "b"], tv)
     assert out["quality"].to_list() == [0.0, None]
     assert out["observed"].to_list() == [True, False]
@@ -70,9 +95,11 @@ def test_dominance_prunes_a_covered_config_but_not_a_complementary_one():
     rows = []
     for i in range(40):
         s = float(rng.integers(0, 2))
-        rows += [(f"t{i}", "g", "good", 1.0, 1.0, 1.0),
-                 (f"t{i}", "g", "copy_dearer", s, s, 2.0),      # never better, dearer: pruned
-                 (f"t{i}", "g", "weak_other", 1.0 - s, 1.0 - s, 0.5)]  # cheaper, solves other tasks: kept
+        rows += [
+            (f"t{i}", "g", "good", 1.0, 1.0, 1.0),
+            (f"t{i}", "g", "copy_dearer", s, s, 2.0),  # never better, dearer: pruned
+            (f"t{i}", "g", "weak_other", 1.0 - s, 1.0 - s, 0.5),
+        ]  # cheaper, solves other tasks: kept
     m = task_matrix(frame(rows))
     dominated = dict(zip(m.configs, dominated_configs(m, np.ones(len(m.tasks), dtype=bool), 0.5)))
     assert dominated == {"copy_dearer": True, "good": False, "weak_other": False}
@@ -102,7 +129,7 @@ def synthetic(n_tasks: int = 120, n_configs: int = 6, seed: int = 0) -> pl.DataF
         hard = rng.random()
         for j in range(n_configs):
             s = float(rng.random() < (0.3 + 0.1 * j) * (1.2 - hard))
-            rows.append((f"t{i:04d}", "ab"[i % 2], f"c{j}", s, s, 0.001 * 2 ** j))
+            rows.append((f"t{i:04d}", "ab"[i % 2], f"c{j}", s, s, 0.001 * 2**j))
     return frame(rows)
 
 
@@ -174,8 +201,11 @@ def region_frame(n: int, seed: int) -> pl.DataFrame:
         big = float(rng.random() < 0.9)
         xs = 1.0 if region == "x" else float(rng.random() < 0.1)
         ys = float(rng.random() < 0.5)
-        rows += [(f"t{i:04d}", region, "big", big, big, 1.0), (f"t{i:04d}", region, "xs", xs, xs, 0.01),
-                 (f"t{i:04d}", region, "ys", ys, ys, 0.02)]
+        rows += [
+            (f"t{i:04d}", region, "big", big, big, 1.0),
+            (f"t{i:04d}", region, "xs", xs, xs, 0.01),
+            (f"t{i:04d}", region, "ys", ys, ys, 0.02),
+        ]
     return frame(rows)
 
 
@@ -206,8 +236,7 @@ def test_region_ladder_not_adopted_on_noise_alone():
 def test_section_summary_keys_coverage_and_unobserved_not_successes():
     tv = synthetic(300)
     middle = pl.col("task").is_between(pl.lit("t0100"), pl.lit("t0199"))
-    learn, val, held = (tv.filter(pl.col("task") < "t0100"), tv.filter(middle),
-                        tv.filter(pl.col("task") >= "t0200"))
+    learn, val, held = (tv.filter(pl.col("task") < "t0100"), tv.filter(middle), tv.filter(pl.col("task") >= "t0200"))
     fit = fit_ladders(learn, val)
     rungs = fit.ladders["*"].rungs
     # remove the first rung's result on 10 held-out tasks: they become unobserved, not successes
@@ -238,8 +267,14 @@ def routerbench(gate_flip: float = 0.0):
     """RouterBench as task values; chronological 70/30 split (and 70/30 inside learned) by (at, task)."""
     df = pl.read_csv(DATA / "routerbench-zero-shot.csv.gz", try_parse_dates=True)
     tv = df.filter(pl.col("score").is_not_null()).select(
-        task="task_id", region="region", config_key=pl.lit("import/-/") + pl.col("config") + pl.lit("/-"),
-        value="score", gate="score", cost_usd="cost_usd", at="at")
+        task="task_id",
+        region="region",
+        config_key=pl.lit("import/-/") + pl.col("config") + pl.lit("/-"),
+        value="score",
+        gate="score",
+        cost_usd="cost_usd",
+        at="at",
+    )
     if gate_flip:
         flip = pl.Series(np.random.default_rng(0).random(tv.height) < gate_flip)
         tv = tv.with_columns(gate=pl.when(flip).then(1.0 - pl.col("value")).otherwise(pl.col("value")))

@@ -1,4 +1,5 @@
 """learning_stage end to end: a small imported long table -> store -> inputs -> signals, ladders, frontier."""
+
 from __future__ import annotations
 
 import gzip
@@ -40,8 +41,9 @@ def fitted(tmp_path_factory):
     shipped = load_shipped(None)
     constants = shipped.to_constants(cost_floor_usd=1e-6)
     model = fit_model(inputs, constants, shipped, "quality_per_dollar")
-    out = learning_stage(inputs, model, constants=constants, shipped=shipped, objective="quality_per_dollar",
-                         fraction=0.7)
+    out = learning_stage(
+        inputs, model, constants=constants, shipped=shipped, objective="quality_per_dollar", fraction=0.7
+    )
     return model, out
 
 
@@ -59,8 +61,15 @@ def test_stats_sections_and_summary(fitted):
 
 def test_table_takes_the_signals_and_ladders(fitted):
     model, out = fitted
-    table = build_table(model, constants_source="shipped", static=Static(), source={"manifest": 1},
-                        fitted_at=datetime(2026, 1, 11), signals=out.member_signals, ladders=out.ladders)
+    table = build_table(
+        model,
+        constants_source="shipped",
+        static=Static(),
+        source={"manifest": 1},
+        fitted_at=datetime(2026, 1, 11),
+        signals=out.member_signals,
+        ladders=out.ladders,
+    )
     star = table.regions["*"]
     assert star.ladder is not None and star.ladder.rungs == out.stats["ladders"]["regions"]["*"]["ladder"]
     assert all(m.relative_advantage is not None and m.win_rate is not None for m in star.members)

@@ -1,4 +1,5 @@
 """Held-out scoring (DESIGN 6): best set, eligibility, hits, expected hit, Wilson, paired bootstrap."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +7,14 @@ import polars as pl
 import pytest
 
 from pipeline.fit.metrics import (
-    contains_zero, eligible, expected_hit, hit_summary, mark_best, objective_expr, paired_bootstrap_ci, route_hits,
+    contains_zero,
+    eligible,
+    expected_hit,
+    hit_summary,
+    mark_best,
+    objective_expr,
+    paired_bootstrap_ci,
+    route_hits,
     wilson,
 )
 
@@ -23,10 +31,19 @@ def values() -> pl.DataFrame:
     # C     x       0.0   0.1   (all values 0: not eligible)
     # C     y       0.0   0.1
     # D     x       0.9   0.3   (one config only: not eligible)
-    rows = [("A", "x", 0.8, 0.4), ("A", "y", 0.5, 0.1), ("B", "x", 1.0, 0.5), ("B", "y", 0.4, 0.2),
-            ("B", "z", 0.0, 0.0), ("C", "x", 0.0, 0.1), ("C", "y", 0.0, 0.1), ("D", "x", 0.9, 0.3)]
+    rows = [
+        ("A", "x", 0.8, 0.4),
+        ("A", "y", 0.5, 0.1),
+        ("B", "x", 1.0, 0.5),
+        ("B", "y", 0.4, 0.2),
+        ("B", "z", 0.0, 0.0),
+        ("C", "x", 0.0, 0.1),
+        ("C", "y", 0.0, 0.1),
+        ("D", "x", 0.9, 0.3),
+    ]
     return pl.DataFrame(rows, schema=["task", "config_key", "value", "cost"], orient="row").with_columns(
-        region=pl.lit("r"))
+        region=pl.lit("r")
+    )
 
 
 def test_eligible_needs_two_configs_and_a_positive_value():
@@ -34,8 +51,20 @@ def test_eligible_needs_two_configs_and_a_positive_value():
 
 
 def test_a_weightless_config_does_not_count_as_done():
-    frame = pl.concat([values(), pl.DataFrame({"task": ["E", "E"], "config_key": ["x", "y"], "value": [1.0, None],
-                                               "cost": [0.1, 0.1], "region": ["r", "r"]})])
+    frame = pl.concat(
+        [
+            values(),
+            pl.DataFrame(
+                {
+                    "task": ["E", "E"],
+                    "config_key": ["x", "y"],
+                    "value": [1.0, None],
+                    "cost": [0.1, 0.1],
+                    "region": ["r", "r"],
+                }
+            ),
+        ]
+    )
     assert "E" not in eligible(frame)["task"].to_list()
 
 

@@ -12,6 +12,7 @@ t2 A (attempt without cost) and t3 B (no attempt) are unknown.
     cost(B, implement) = (1 + 2) / 2 = 1.5   cost(B, review): none in review -> B's mean 1.5
     a config never rated: the global mean (0.4 + 1 + 2 + 0.2) / 4 = 0.9
 """
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,13 @@ def test_measured_prior_and_posterior_quality(worked):
     model = fit_model(worked, MEASURED, Shipped())
     assert tuple(model.members.columns) == MEMBER_COLUMNS
     assert model.members.select("region", "config_key").rows() == [
-        (GLOBAL, A), (GLOBAL, B), ("implement", A), ("implement", B), ("review", A), ("review", B)]
+        (GLOBAL, A),
+        (GLOBAL, B),
+        ("implement", A),
+        ("implement", B),
+        ("review", A),
+        ("review", B),
+    ]
     # q(A, implement) = (3 * 0.6 + 1.9) / (3 + 2.5) = 3.7 / 5.5
     a_impl = member(model, "implement", A)
     assert (a_impl["prior"], a_impl["weight"], a_impl["n_ratings"]) == (pytest.approx(0.6), 2.5, 3)
@@ -67,21 +74,27 @@ def test_unseen_pairs_fall_back_to_the_prior_and_the_global_mean(worked):
     assert model.n(A, "research") == 0 and model.n(A, "implement") == 3
     # k = 0 and W = 0: q = p
     assert fit_model(worked, MEASURED.model_copy(update={"prior_weight": 0}), Shipped()).quality(
-        A, "research") == pytest.approx(0.6)
+        A, "research"
+    ) == pytest.approx(0.6)
     # k = 0 and W > 0: q = S / W = 1.9 / 2.5
     assert fit_model(worked, MEASURED.model_copy(update={"prior_weight": 0}), Shipped()).quality(
-        A, "implement") == pytest.approx(0.76)
+        A, "implement"
+    ) == pytest.approx(0.76)
 
 
 def test_shipped_prior_most_specific_selector_then_region_then_file_order(worked):
-    shipped = Shipped.model_validate({"priors": [
-        {"selector": "a", "region": "*", "quality": 0.9},
-        {"selector": "a/-", "region": "implement", "quality": 0.1},
-        {"selector": "a/-/m1", "region": "*", "quality": 0.3},
-        {"selector": "a/-/m1", "region": "review", "quality": 0.7},
-        {"selector": B, "region": "*", "quality": 0.2},
-        {"selector": B, "region": "*", "quality": 0.99},
-    ]})
+    shipped = Shipped.model_validate(
+        {
+            "priors": [
+                {"selector": "a", "region": "*", "quality": 0.9},
+                {"selector": "a/-", "region": "implement", "quality": 0.1},
+                {"selector": "a/-/m1", "region": "*", "quality": 0.3},
+                {"selector": "a/-/m1", "region": "review", "quality": 0.7},
+                {"selector": B, "region": "*", "quality": 0.2},
+                {"selector": B, "region": "*", "quality": 0.99},
+            ]
+        }
+    )
     model = fit_model(worked, Constants(prior_source="shipped", prior_weight=3), shipped)
     # A implement: 'a/-/m1' (3 segments, '*') beats 'a/-' (2 segments, exact region): p = 0.3
     assert member(model, "implement", A)["prior"] == pytest.approx(0.3)
@@ -110,13 +123,13 @@ def test_cost_means_fallbacks_floor_and_unknown_cost_estimate(worked):
     assert member(model, "review", B)["cost_usd"] == pytest.approx(1.5)  # B's mean over all regions
     assert model.cost(C, "implement") == pytest.approx(0.9)  # the global mean
     # floored at cost_floor_usd
-    assert fit_model(worked, MEASURED.model_copy(update={"cost_floor_usd": 1.0}), Shipped()).cost(
-        A, "implement") == 1.0
+    assert fit_model(worked, MEASURED.model_copy(update={"cost_floor_usd": 1.0}), Shipped()).cost(A, "implement") == 1.0
     # cost_t,c = known costs + unknown attempts * cost(c, r): t2 A = 0 + 1 * 0.40, t3 B = 0 + 1 * 1.5
     costs = model.task_costs(task_values(worked))
     cost_t = {(r["task"], r["config_key"]): r["cost_t"] for r in costs.iter_rows(named=True)}
-    assert cost_t == pytest.approx({("t1", A): 0.4, ("t1", B): 1.0, ("t2", A): 0.4, ("t2", B): 2.0,
-                                    ("t3", A): 0.2, ("t3", B): 1.5})
+    assert cost_t == pytest.approx(
+        {("t1", A): 0.4, ("t1", B): 1.0, ("t2", A): 0.4, ("t2", B): 2.0, ("t3", A): 0.2, ("t3", B): 1.5}
+    )
 
 
 def test_objectives_and_greedy_choice(worked):
@@ -153,8 +166,13 @@ def test_choice_ties_higher_quality_then_lower_cost_then_key_order():
     assert model.choose("general", [keys["R"], keys["Q"]]) == keys["Q"]  # equal everything: key order
     quality = fit_model(load(*events), Constants(prior_source="measured", prior_weight=0), Shipped(), "quality")
     assert quality.choose("general", [keys["R"], keys["Q"], keys["S"]]) == keys["Q"]
-    frame = pl.DataFrame({"task": ["u", "u", "v", "v", "w"], "region": ["general"] * 5,
-                          "config_key": [keys["S"], keys["P"], keys["R"], keys["Q"], keys["S"]]})
+    frame = pl.DataFrame(
+        {
+            "task": ["u", "u", "v", "v", "w"],
+            "region": ["general"] * 5,
+            "config_key": [keys["S"], keys["P"], keys["R"], keys["Q"], keys["S"]],
+        }
+    )
     assert model.choose_frame(frame).rows() == [("u", keys["P"]), ("v", keys["Q"]), ("w", keys["S"])]
     with pytest.raises(ValueError, match="empty"):
         model.choose("general", [])
@@ -162,15 +180,23 @@ def test_choice_ties_higher_quality_then_lower_cost_then_key_order():
 
 def test_lower_cost_breaks_a_tie_of_value_and_quality():
     # objective quality: X and Y have q 0.5 each; Y is cheaper
-    events = [attempted("x1", "t1", "x/-/m/-", 0, 2.0), rated("r1", "t1", "x/-/m/-", 0.5),
-              attempted("x2", "t2", "y/-/m/-", 0, 1.0), rated("r2", "t2", "y/-/m/-", 0.5)]
+    events = [
+        attempted("x1", "t1", "x/-/m/-", 0, 2.0),
+        rated("r1", "t1", "x/-/m/-", 0.5),
+        attempted("x2", "t2", "y/-/m/-", 0, 1.0),
+        rated("r2", "t2", "y/-/m/-", 0.5),
+    ]
     model = fit_model(load(*events), MEASURED, Shipped(), "quality")
     assert model.choose("general", ["x/-/m/-", "y/-/m/-"]) == "y/-/m/-"
 
 
 def test_no_costs_at_all_degrades_to_quality():
-    events = [opened("t1", "implement"), rated("r1", "t1", A, 0.9), rated("r2", "t1", B, 0.6),
-              attempted("x1", "t1", A, 0.5, None)]
+    events = [
+        opened("t1", "implement"),
+        rated("r1", "t1", A, 0.9),
+        rated("r2", "t1", B, 0.6),
+        attempted("x1", "t1", A, 0.5, None),
+    ]
     model = fit_model(load(*events), MEASURED, Shipped())
     assert not model.cost_known and model.effective_objective == "quality"
     assert model.members["cost_usd"].null_count() == model.members.height
@@ -216,9 +242,17 @@ def test_load_shipped_defaults_constants_and_errors(tmp_path):
     constants = load_shipped(None).to_constants()
     assert (constants.prior_weight, constants.exploration, constants.min_samples) == (3.0, 0.3, 3)
     path = tmp_path / "shipped.json"
-    path.write_text(json.dumps({"constants": {"prior_weight": 5, "exploration": 0.1, "objective": "quality"},
-                                "cheap_config": A, "frontier_config": B, "pinned": {"reviewer": B},
-                                "priors": [{"selector": "a", "region": "review", "quality": 0.4}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "constants": {"prior_weight": 5, "exploration": 0.1, "objective": "quality"},
+                "cheap_config": A,
+                "frontier_config": B,
+                "pinned": {"reviewer": B},
+                "priors": [{"selector": "a", "region": "review", "quality": 0.4}],
+            }
+        )
+    )
     shipped = load_shipped(path)
     assert shipped.to_constants().prior_weight == 5 and shipped.constants.objective == "quality"
     assert shipped.to_constants(exploration=0.0, lambda_=2.0).model_dump(by_alias=True)["lambda"] == 2.0
@@ -237,8 +271,11 @@ def test_a_fit_without_ratings_has_no_members_and_answers_from_shipped_priors():
 
     from pipeline.fit.inputs import load_inputs
 
-    model = fit_model(load_inputs(memory_store(), prm=True), Constants(),
-                      Shipped.model_validate({"priors": [{"selector": "b", "quality": 0.7}]}))
+    model = fit_model(
+        load_inputs(memory_store(), prm=True),
+        Constants(),
+        Shipped.model_validate({"priors": [{"selector": "b", "quality": 0.7}]}),
+    )
     assert model.members.height == 0 and not model.cost_known and model.global_quality is None
     # B: q = (3 * 0.7 + 0) / 3 = 0.7; A: nothing known at all
     assert model.quality(B, "x") == pytest.approx(0.7) and model.quality(A, "x") is None

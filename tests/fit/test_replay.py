@@ -1,4 +1,5 @@
 """Sequential replay (DESIGN 6), worked out by hand on three tasks."""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -17,19 +18,30 @@ T0 = datetime(2026, 1, 1)
 def values(rows) -> pl.DataFrame:
     """(task, region, config, value, weight, cost) -> task-value rows as pipeline.fit.inputs.task_values makes."""
     frame = pl.DataFrame(rows, schema=["task", "region", "config_key", "value", "weight", "cost_usd"], orient="row")
-    return frame.with_columns(wscore=pl.col("value") * pl.col("weight"), n=pl.lit(1, pl.Int64),
-                              unknown_cost=pl.when(pl.col("cost_usd").is_null()).then(1).otherwise(0).cast(pl.Int64),
-                              cost_t=pl.col("cost_usd"))
+    return frame.with_columns(
+        wscore=pl.col("value") * pl.col("weight"),
+        n=pl.lit(1, pl.Int64),
+        unknown_cost=pl.when(pl.col("cost_usd").is_null()).then(1).otherwise(0).cast(pl.Int64),
+        cost_t=pl.col("cost_usd"),
+    )
 
 
 # Fit part: x did L1 with value 1.0, y did L2 with value 0.5, weight 1 each, cost 0.1 each.
 # k = 1, measured priors: p(x) = 1.0, p(y) = 0.5 -> q(x, r) = (1*1 + 1)/(1 + 1) = 1.0, q(y, r) = 0.5.
 FIT = values([("L1", "r", "x", 1.0, 1.0, 0.1), ("L2", "r", "y", 0.5, 1.0, 0.1)])
 # Replayed: T1 (x 0, y 1), T2 (x 1, y 0), T3 (only y did it: 1).
-OUT = values([("T1", "r", "x", 0.0, 1.0, 0.1), ("T1", "r", "y", 1.0, 1.0, 0.2),
-              ("T2", "r", "x", 1.0, 1.0, 0.1), ("T2", "r", "y", 0.0, 1.0, 0.2), ("T3", "r", "y", 1.0, 1.0, 0.2)])
-TASKS = pl.DataFrame({"task": ["T1", "T2", "T3"], "region": ["r"] * 3,
-                      "first_at": [T0 + timedelta(days=d) for d in (1, 2, 3)]})
+OUT = values(
+    [
+        ("T1", "r", "x", 0.0, 1.0, 0.1),
+        ("T1", "r", "y", 1.0, 1.0, 0.2),
+        ("T2", "r", "x", 1.0, 1.0, 0.1),
+        ("T2", "r", "y", 0.0, 1.0, 0.2),
+        ("T3", "r", "y", 1.0, 1.0, 0.2),
+    ]
+)
+TASKS = pl.DataFrame(
+    {"task": ["T1", "T2", "T3"], "region": ["r"] * 3, "first_at": [T0 + timedelta(days=d) for d in (1, 2, 3)]}
+)
 
 
 def start(objective="quality"):

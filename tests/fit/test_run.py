@@ -19,8 +19,10 @@ Learned fit (events before day 8; the late rating is not used):
     shipped constants (k = 3): q(x) = (1.5 + 4.5)/9 = 0.666667 -> 6.67 > y (3 + 4)/7 = 1 -> 5: also x
 Held-out best per dollar: T08 x (10 vs 5), T09 y (0 vs 5), T10 x (10 vs 0). Greedy x: hits T08, T10 = 2/3.
 """
+
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -30,14 +32,13 @@ import time
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from fixtures_fit_run import PINNED, RATED, X, Y, at, config, make_home, tiny_events
 
 from pipeline.cli import cli
 from pipeline.errors import StoreConflict
 from pipeline.fit.run import FitOptions, rounded, run_fit
 from pipeline.home import Home
 from pipeline.routing.table import load
-
-from fixtures_fit_run import PINNED, RATED, X, Y, at, config, make_home, tiny_events
 
 approx = pytest.approx
 
@@ -105,8 +106,12 @@ def test_calibration_mse_mae(tiny_fit):
 def test_baselines(tiny_fit):
     b = tiny_fit[1].stats.baselines
     # best single = highest learned quality = y (1.0): best only on T09 -> 1/3; quality (1 + 1 + 0)/3; cost 0.2
-    assert (b.best_single.config, b.best_single.hit_rate, b.best_single.mean_quality, b.best_single.mean_cost_usd) \
-        == (Y, approx(1 / 3), approx(2 / 3), approx(0.2))
+    assert (b.best_single.config, b.best_single.hit_rate, b.best_single.mean_quality, b.best_single.mean_cost_usd) == (
+        Y,
+        approx(1 / 3),
+        approx(2 / 3),
+        approx(0.2),
+    )
     # cheapest = x: 2/3, quality (1 + 0 + 1)/3, cost 0.1
     assert (b.cheapest.config, b.cheapest.hit_rate, b.cheapest.mean_cost_usd) == (X, approx(2 / 3), approx(0.1))
     # random: half the members are best on every task; quality per task (1, .5, .5); cost 0.15
@@ -119,10 +124,14 @@ def test_baselines(tiny_fit):
 def test_priors_ratings_constants(tiny_fit):
     stats = tiny_fit[1].stats
     # x's learned ratings: 6, weighted mean 4.5/6 = 0.75, 0.25 away from the shipped 0.5 with n >= 3
-    assert [p.model_dump() for p in stats.priors] == [{"selector": "c/-/x", "region": "*", "shipped": 0.5,
-                                                       "measured": 0.75, "weight": 6.0, "n": 6, "disagrees": True}]
+    assert [p.model_dump() for p in stats.priors] == [
+        {"selector": "c/-/x", "region": "*", "shipped": 0.5, "measured": 0.75, "weight": 6.0, "n": 6, "disagrees": True}
+    ]
     assert (stats.ratings.total, stats.ratings.by_rater_kind, stats.ratings.retracted) == (
-        17, {"gate": 16, "reviewer": 1}, 0)
+        17,
+        {"gate": 16, "reviewer": 1},
+        0,
+    )
     assert set(stats.constants.selected_on.values()) == {"pinned"}
     assert stats.constants.fitted.prior_weight == 1.0 and stats.constants.shipped.prior_weight == 3.0
     assert stats.constants.published == "shipped" and stats.cost_known and stats.objective == "quality_per_dollar"
@@ -139,8 +148,9 @@ def test_published_table_is_refit_on_all_tasks_with_the_allowed_constants(tiny_f
     assert region.choice == X
     assert table.evaluation["recommendation"] == "insufficient-evidence"
     assert table.fitted_at == "2026-01-10T02:00:00Z" and table.source.manifest == 1
-    assert (home / "fits" / "history" / f"{table.version}.json").read_bytes() == \
-        (home / "fits" / "routing-table.json").read_bytes()
+    assert (home / "fits" / "history" / f"{table.version}.json").read_bytes() == (
+        home / "fits" / "routing-table.json"
+    ).read_bytes()
     assert (home / "fits" / "routing-table.schema.json").exists()
     saved = json.loads((home / "case-studies" / "routing-by-rating" / "stats.json").read_text())
     assert saved == result.stats.to_json_dict()
@@ -215,16 +225,25 @@ def test_second_fit_exits_or_waits_while_one_holds_the_lock(tiny_fit):
         run_fit(home, PINNED.model_copy(update={"no_compact": True, "wait": True}))
         assert time.monotonic() - started >= 0.25
     finally:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def test_cli_summary_and_json(tiny_fit):
     home, result = tiny_fit
-    args = ["fit", "--home", str(home), "--prior-source", "shipped", "--prior-weight", "1", "--exploration", "0",
-            "--half-life-days", "inf"]
+    args = [
+        "fit",
+        "--home",
+        str(home),
+        "--prior-source",
+        "shipped",
+        "--prior-weight",
+        "1",
+        "--exploration",
+        "0",
+        "--half-life-days",
+        "inf",
+    ]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
     assert f"published routing table {result.table.version} (constants: shipped" in out.output
@@ -233,7 +252,8 @@ def test_cli_summary_and_json(tiny_fit):
     printed = json.loads(out.output)
     assert printed["source"].pop("command") == (
         f"fit-routing --home {home} --case-study routing-by-rating --prior-source shipped --prior-weight 1 "
-        "--exploration 0 --half-life-days inf")
+        "--exploration 0 --half-life-days inf"
+    )
     expected = result.stats.to_json_dict()
     del expected["source"]["command"]
     assert printed == expected
@@ -251,7 +271,10 @@ def test_too_few_tasks(tmp_path):
 
 def test_rounding_removes_non_finite_numbers():
     assert rounded({"a": float("nan"), "b": [float("inf"), 0.1234567891234], "c": (1.0, -0.0)}) == {
-        "a": None, "b": [None, 0.123456789], "c": [1.0, 0.0]}
+        "a": None,
+        "b": [None, 0.123456789],
+        "c": [1.0, 0.0],
+    }
 
 
 def test_a_pinned_table_stays_in_place_and_the_fit_goes_to_history(tmp_path):
@@ -263,9 +286,19 @@ def test_a_pinned_table_stays_in_place_and_the_fit_goes_to_history(tmp_path):
     live = (home / "fits" / "routing-table.json").read_bytes()
     from pipeline.streams import append
 
-    append(home, [{"type": "task.rated", "task": "T10", "config": {"cli": "c", "route": None, "model": "y",
-                                                                    "effort": None},
-                   "rater": {"kind": "human", "name": "lead"}, "score": 1.0, "at": "2026-01-10T06:00:00Z"}])
+    append(
+        home,
+        [
+            {
+                "type": "task.rated",
+                "task": "T10",
+                "config": {"cli": "c", "route": None, "model": "y", "effort": None},
+                "rater": {"kind": "human", "name": "lead"},
+                "score": 1.0,
+                "at": "2026-01-10T06:00:00Z",
+            }
+        ],
+    )
     second = run_fit(home, PINNED)
     assert second.table.version != first.table.version
     assert (home / "fits" / "routing-table.json").read_bytes() == live
@@ -308,27 +341,50 @@ def test_every_policy_on_held_out_from_a_learned_only_table(tiny_fit):
 
     assert list(p) == list(BUILTIN) and all(row["n"] == 3 for row in p.values())
     for name in ("quality_per_dollar", "learning_governed"):
-        assert p[name] == {"hit_rate": approx(2 / 3), "hits": 2, "n": 3, "mean_quality": approx(2 / 3),
-                           "mean_cost_usd": approx(0.1), "mean_configs_run": 1.0}
+        assert p[name] == {
+            "hit_rate": approx(2 / 3),
+            "hits": 2,
+            "n": 3,
+            "mean_quality": approx(2 / 3),
+            "mean_cost_usd": approx(0.1),
+            "mean_configs_run": 1.0,
+        }
     assert (p["frontier_only"]["hits"], p["frontier_only"]["mean_cost_usd"]) == (1, approx(0.2))
-    assert p["trace_governed"] == {"hit_rate": 1.0, "hits": 3, "n": 3, "mean_quality": 1.0,
-                                   "mean_cost_usd": approx(0.5 / 3), "mean_configs_run": approx(4 / 3)}
+    assert p["trace_governed"] == {
+        "hit_rate": 1.0,
+        "hits": 3,
+        "n": 3,
+        "mean_quality": 1.0,
+        "mean_cost_usd": approx(0.5 / 3),
+        "mean_configs_run": approx(4 / 3),
+    }
 
 
 def test_source_command_and_the_table_names_its_case_study(tiny_fit):
-    home, result = tiny_fit
-    assert result.stats.source.command == ("fit-routing --case-study routing-by-rating --prior-source shipped "
-                                           "--prior-weight 1 --exploration 0 --half-life-days inf")
+    _home, result = tiny_fit
+    assert result.stats.source.command == (
+        "fit-routing --case-study routing-by-rating --prior-source shipped "
+        "--prior-weight 1 --exploration 0 --half-life-days inf"
+    )
     assert result.table.evaluation["case_study"] == "routing-by-rating"
     assert result.table.evaluation["stats"] == "case-studies/routing-by-rating/stats.json"
 
 
 def test_command_line_spells_every_changed_option():
-    options = FitOptions(seed=3, case_study="jan 26", prm=False, writeback=False, lambda_=0.5,
-                         since="2026-01-01T00:00:00+00:00", half_life_days=float("inf"), no_compact=True)
+    options = FitOptions(
+        seed=3,
+        case_study="jan 26",
+        prm=False,
+        writeback=False,
+        lambda_=0.5,
+        since="2026-01-01T00:00:00+00:00",
+        half_life_days=float("inf"),
+        no_compact=True,
+    )
     assert options.command_line("my home") == (
         "fit-routing --home 'my home' --case-study 'jan 26' --seed 3 --lambda 0.5 --half-life-days inf "
-        "--since 2026-01-01T00:00:00+00:00 --no-prm --no-writeback --no-compact")
+        "--since 2026-01-01T00:00:00+00:00 --no-prm --no-writeback --no-compact"
+    )
     assert FitOptions().command_line() == "fit-routing --case-study routing-by-rating"
     assert FitOptions().writeback is True
 
@@ -340,8 +396,17 @@ def test_prm_fill_ins_are_never_held_out_targets(fit_home):
     the held-out figures equal those of the store without z.
     """
     traced = [
-        {"type": "task.attempted", "task": f"T{day:02d}", "config": config("z"), "status": "success",
-         "cost_usd": 0.001, "tool_calls": 3, "files_written": 1, "at": at(day, 1), "id": f"trace-{day}"}
+        {
+            "type": "task.attempted",
+            "task": f"T{day:02d}",
+            "config": config("z"),
+            "status": "success",
+            "cost_usd": 0.001,
+            "tool_calls": 3,
+            "files_written": 1,
+            "at": at(day, 1),
+            "id": f"trace-{day}",
+        }
         for day in RATED
     ]
     _, plain = fit_home("prm-plain", tiny_events())
@@ -355,8 +420,11 @@ def test_prm_fill_ins_are_never_held_out_targets(fit_home):
 def test_utility_without_costs_degrades_to_quality(fit_home):
     """DESIGN 5: with no costs at all the objective degrades to quality, also when utility was asked for."""
     events = [e for e in tiny_events() if e["type"] != "task.attempted"]
-    _, result = fit_home("no-cost-utility", events, FitOptions(objective="utility", prior_source="shipped",
-                                                               prior_weight=1, exploration=0.0, half_life_days="inf"))
+    _, result = fit_home(
+        "no-cost-utility",
+        events,
+        FitOptions(objective="utility", prior_source="shipped", prior_weight=1, exploration=0.0, half_life_days="inf"),
+    )
     assert result.stats.cost_known is False and result.stats.objective == "quality"
     assert result.table.objective == "quality" and result.table.constants.lambda_ is None
 
@@ -366,6 +434,8 @@ def test_two_homes_with_the_same_streams_publish_the_same_bytes(fit_home):
     ``source.sha256`` names the stream bytes read, so both publish byte-identical tables and stats."""
     a, _ = fit_home("twin-a", tiny_events())
     b, _ = fit_home("twin-b", tiny_events())
-    assert sorted(p.name for p in (a / "store").rglob("*.parquet")) != sorted(p.name for p in (b / "store").rglob("*.parquet"))
+    assert sorted(p.name for p in (a / "store").rglob("*.parquet")) != sorted(
+        p.name for p in (b / "store").rglob("*.parquet")
+    )
     for rel in ("fits/routing-table.json", "case-studies/routing-by-rating/stats.json"):
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel

@@ -1,4 +1,5 @@
 """The most specific shipped prior (DESIGN 5), the one rule the fitter and the simulator share."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -16,8 +17,16 @@ PRIORS = [
 
 
 def test_more_segments_then_the_region_then_the_earlier_prior():
-    keys = pl.DataFrame({"config_key": ["c/r/m/high", "c/r/m/high", "c/r/m/high", "c/s/m/-", "d/r/m/high", "e/-/m/-"],
-                         "region": ["a", "b", "z", "a", "a", "a"]})
+    keys = pl.DataFrame(
+        {
+            "config_key": ["c/r/m/high", "c/r/m/high", "c/r/m/high", "c/s/m/-", "d/r/m/high", "e/-/m/-"],
+            "region": ["a", "b", "z", "a", "a", "a"],
+        }
+    )
     found = shipped_prior(keys, priors_frame(PRIORS)).sort("config_key", "region")
-    assert found.rows() == [("c/r/m/high", "a", 0.2), ("c/r/m/high", "b", 0.4), ("c/r/m/high", "z", 0.3),
-                            ("c/s/m/-", "a", 0.1)]
+    assert found.rows() == [
+        ("c/r/m/high", "a", 0.2),
+        ("c/r/m/high", "b", 0.4),
+        ("c/r/m/high", "z", 0.3),
+        ("c/s/m/-", "a", 0.1),
+    ]

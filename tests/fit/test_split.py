@@ -1,4 +1,5 @@
 """The chronological split of DESIGN 6."""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta

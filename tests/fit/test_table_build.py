@@ -1,4 +1,5 @@
 """Building ``routing-table/v1`` from a fitted model (DESIGN 7), on the worked example of test_model."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -9,7 +10,8 @@ from pipeline.errors import FitError
 from pipeline.fit.model import fit_model
 from pipeline.fit.shipped import Shipped
 from pipeline.fit.table_build import build_table, rounded
-from pipeline.routing.table import Ladder, RoutingTable, Static, canonical_json, load as load_table, publish
+from pipeline.routing.table import Ladder, RoutingTable, Static, canonical_json, publish
+from pipeline.routing.table import load as load_table
 
 MEASURED = {"prior_source": "measured", "prior_weight": 3}
 
@@ -22,8 +24,14 @@ def worked():
 def table_of(inputs, objective="quality_per_dollar", **kw) -> RoutingTable:
     shipped = Shipped()
     model = fit_model(inputs, shipped.to_constants(**MEASURED), shipped, objective)
-    return build_table(model, constants_source="shipped", static=Static(cheap_config=A, frontier_config=B),
-                       source={"manifest": 7, "events": {"ratings": 6}}, fitted_at=inputs.newest_at, **kw)
+    return build_table(
+        model,
+        constants_source="shipped",
+        static=Static(cheap_config=A, frontier_config=B),
+        source={"manifest": 7, "events": {"ratings": 6}},
+        fitted_at=inputs.newest_at,
+        **kw,
+    )
 
 
 def test_regions_members_choice_and_rounding(worked):
@@ -48,8 +56,14 @@ def test_quality_objective_chooses_by_quality(worked):
 
 
 def test_signals_and_ladders_are_attached(worked):
-    signals = pl.DataFrame({"config_key": [A, B], "region": ["implement", "*"],
-                            "relative_advantage": [0.25, -1 / 3], "win_rate": [1.0, None]})
+    signals = pl.DataFrame(
+        {
+            "config_key": [A, B],
+            "region": ["implement", "*"],
+            "relative_advantage": [0.25, -1 / 3],
+            "win_rate": [1.0, None],
+        }
+    )
     ladder = Ladder(rungs=[A, B])
     table = table_of(worked, signals=signals, ladders={"implement": ladder})
     a = table.regions["implement"].members[0]

@@ -1,4 +1,5 @@
 """The SQL that ``route --explain`` prints recomputes the table's rows from the store, through ``ratings sql``."""
+
 from __future__ import annotations
 
 import json
@@ -33,15 +34,14 @@ def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_s
     """A table refit with a half-life of 30 days, measured priors and k = 5: the rows still match."""
     import shutil
 
+    from pipeline.compact import compact
+    from pipeline.events import Config
     from pipeline.fit.inputs import load_inputs, task_values
     from pipeline.fit.model import fit_model, load_shipped
     from pipeline.fit.signals import member_signals
     from pipeline.fit.table_build import build_table
     from pipeline.routing.table import publish
     from pipeline.store import open_store
-
-    from pipeline.compact import compact
-    from pipeline.events import Config
     from pipeline.streams import append
 
     home = tmp_path / "team"
@@ -51,18 +51,38 @@ def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_s
     # A new region whose only task was rated without any attempt: its cost falls back to the config's mean.
     config = published.regions["*"].members[0].config
     cfg = Config.from_key(config).model_dump()
-    append(home, [{"type": "task.opened", "task": "DOC-1", "region": "docs", "at": "2026-12-01T00:00:00Z"},
-                  {"type": "task.rated", "task": "DOC-1", "config": cfg, "score": 0.7,
-                   "rater": {"kind": "human", "name": "lead"}, "at": "2026-12-01T01:00:00Z"}])
+    append(
+        home,
+        [
+            {"type": "task.opened", "task": "DOC-1", "region": "docs", "at": "2026-12-01T00:00:00Z"},
+            {
+                "type": "task.rated",
+                "task": "DOC-1",
+                "config": cfg,
+                "score": 0.7,
+                "rater": {"kind": "human", "name": "lead"},
+                "at": "2026-12-01T01:00:00Z",
+            },
+        ],
+    )
     compact(home)
     with open_store(home) as store:
         inputs = load_inputs(store)
     constants = published.constants.model_copy(
-        update={"half_life_days": 30.0, "prior_source": "measured", "prior_weight": 5.0})
+        update={"half_life_days": 30.0, "prior_source": "measured", "prior_weight": 5.0}
+    )
     model = fit_model(inputs, constants, load_shipped(home / "fits" / "shipped.json"), published.objective)
-    table = publish(build_table(model, constants_source="fitted", static=published.static, source=published.source,
-                                fitted_at=inputs.newest_at,
-                                signals=member_signals(task_values(inputs), inputs.newest_at)), path)
+    table = publish(
+        build_table(
+            model,
+            constants_source="fitted",
+            static=published.static,
+            source=published.source,
+            fitted_at=inputs.newest_at,
+            signals=member_signals(task_values(inputs), inputs.newest_at),
+        ),
+        path,
+    )
     assert table.regions["docs"].members[0].cost_usd is not None  # the fallback, not a missing cost
     router = Router(table)
     with open_store(home, read_only=True) as store:
@@ -72,5 +92,8 @@ def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_s
             recomputed = {row[0]: dict(zip(names, row)) for row in rows}
             for m in content.members:
                 for column in COLUMNS:
-                    assert recomputed[m.config][column] == pytest.approx(getattr(m, column), abs=1e-8), \
-                        (region, m.config, column)
+                    assert recomputed[m.config][column] == pytest.approx(getattr(m, column), abs=1e-8), (
+                        region,
+                        m.config,
+                        column,
+                    )

@@ -1,4 +1,5 @@
 """Each built-in policy on one small table, and register_policy."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,27 +14,35 @@ MEMBERS = [member(A, 0.9, 1.0), member(B, 0.7, 0.2), member(C, 0.6, 0.05), membe
 
 @pytest.fixture
 def router():
-    return Router(build_table({"r": MEMBERS, "*": MEMBERS},
-                              static={"cheap_config": C, "frontier_config": A, "default_config": B},
-                              ladders={"*": [C, B, A]}))
+    return Router(
+        build_table(
+            {"r": MEMBERS, "*": MEMBERS},
+            static={"cheap_config": C, "frontier_config": A, "default_config": B},
+            ladders={"*": [C, B, A]},
+        )
+    )
 
 
-@pytest.mark.parametrize("policy,role,failures,expected,words", [
-    ("quality_per_dollar", None, (), D, "best quality per dollar"),  # 0.2 / 0.01 = 20 > 0.6 / 0.05 = 12
-    ("workflow_default", None, (), B, "default_config"),
-    ("frontier_only", None, (), A, "frontier_config"),
-    ("cheap_only", None, (), C, "cheap_config"),
-    ("static_hybrid", "implementer", (), C, "implementer"),
-    ("static_hybrid", "researcher", (), C, "researcher"),
-    ("static_hybrid", "reviewer", (), A, "reviewer"),
-    ("trace_governed", None, (), C, "first attempt"),
-    ("trace_governed", None, (C,), A, "after 1 failure"),
-    ("ladder", None, (), C, "ladder * rung 1/3"),
-    ("ladder", None, (C,), B, "ladder * rung 2/3"),
-    ("ladder", None, (C, B), A, "ladder * rung 3/3"),
-    ("ladder", None, (B,), A, "rung 3/3"),  # next rung after the last failed one
-    ("ladder", None, (C, B, A), D, "no rung left"),
-], ids=lambda v: str(v))
+@pytest.mark.parametrize(
+    "policy,role,failures,expected,words",
+    [
+        ("quality_per_dollar", None, (), D, "best quality per dollar"),  # 0.2 / 0.01 = 20 > 0.6 / 0.05 = 12
+        ("workflow_default", None, (), B, "default_config"),
+        ("frontier_only", None, (), A, "frontier_config"),
+        ("cheap_only", None, (), C, "cheap_config"),
+        ("static_hybrid", "implementer", (), C, "implementer"),
+        ("static_hybrid", "researcher", (), C, "researcher"),
+        ("static_hybrid", "reviewer", (), A, "reviewer"),
+        ("trace_governed", None, (), C, "first attempt"),
+        ("trace_governed", None, (C,), A, "after 1 failure"),
+        ("ladder", None, (), C, "ladder * rung 1/3"),
+        ("ladder", None, (C,), B, "ladder * rung 2/3"),
+        ("ladder", None, (C, B), A, "ladder * rung 3/3"),
+        ("ladder", None, (B,), A, "rung 3/3"),  # next rung after the last failed one
+        ("ladder", None, (C, B, A), D, "no rung left"),
+    ],
+    ids=str,
+)
 def test_builtin_policies(router, policy, role, failures, expected, words):
     decision = router.route("r", role=role, failures=failures, policy=policy)
     assert (decision.config, decision.policy) == (expected, policy)

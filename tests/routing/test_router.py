@@ -1,4 +1,5 @@
 """Router: the DESIGN 5 evidence gate as a decision table, pools, exploration, properties."""
+
 from __future__ import annotations
 
 import random
@@ -32,11 +33,21 @@ GATE = [
 @pytest.mark.parametrize("case,n_r,ra_r,n_g,ra_g,role,expected,words", GATE, ids=[g[0] for g in GATE])
 def test_evidence_gate(case, n_r, ra_r, n_g, ra_g, role, expected, words):
     table = build_table(
-        {"implement": [member(A, 0.9, 0.5, n=20, ra=0.5), member(B, 0.7, 0.2, n=20, ra=0.5),
-                       member(C, 0.6, 0.05, n=n_r, ra=ra_r)],
-         "*": [member(A, 0.9, 0.5, n=40, ra=0.5), member(B, 0.7, 0.2, n=40, ra=0.5),
-               member(C, 0.6, 0.05, n=n_g, ra=ra_g)]},
-        static={"default_config": A, "pinned": {"reviewer": B}}, min_samples=3)
+        {
+            "implement": [
+                member(A, 0.9, 0.5, n=20, ra=0.5),
+                member(B, 0.7, 0.2, n=20, ra=0.5),
+                member(C, 0.6, 0.05, n=n_r, ra=ra_r),
+            ],
+            "*": [
+                member(A, 0.9, 0.5, n=40, ra=0.5),
+                member(B, 0.7, 0.2, n=40, ra=0.5),
+                member(C, 0.6, 0.05, n=n_g, ra=ra_g),
+            ],
+        },
+        static={"default_config": A, "pinned": {"reviewer": B}},
+        min_samples=3,
+    )
     decision = Router(table).route("implement", role=role)
     assert decision.config == expected
     assert words in decision.reason
@@ -46,8 +57,10 @@ def test_evidence_gate(case, n_r, ra_r, n_g, ra_g, role, expected, words):
 
 
 def test_static_choice_prefers_hybrid_then_default_then_most_rated():
-    members = {"r": [member(A, 0.2, 0.5, n=1, ra=None), member(B, 0.1, 0.5, n=1, ra=None)],
-               "*": [member(A, 0.2, 0.5, n=2, ra=None), member(B, 0.1, 0.5, n=7, ra=None)]}
+    members = {
+        "r": [member(A, 0.2, 0.5, n=1, ra=None), member(B, 0.1, 0.5, n=1, ra=None)],
+        "*": [member(A, 0.2, 0.5, n=2, ra=None), member(B, 0.1, 0.5, n=7, ra=None)],
+    }
     hybrid = Router(build_table(members, static={"cheap_config": B, "frontier_config": A, "default_config": A}))
     assert hybrid.route("r", role="implementer").config == B
     assert hybrid.route("r", role="reviewer").config == A
@@ -75,8 +88,12 @@ def test_unknown_policy_is_an_error_naming_the_known_ones():
 
 
 def test_pool_member_absent_from_the_region_takes_global_then_prior_row():
-    table = build_table({"r": [member(A, 0.5, 1.0, n=4, weight=4)],
-                         "*": [member(A, 0.5, 1.0, n=4, weight=4), member(B, 0.8, 1.0, n=1, weight=1)]})
+    table = build_table(
+        {
+            "r": [member(A, 0.5, 1.0, n=4, weight=4)],
+            "*": [member(A, 0.5, 1.0, n=4, weight=4), member(B, 0.8, 1.0, n=1, weight=1)],
+        }
+    )
     router = Router(table)
     view = router.view("r")
     assert view.row(B).source == "*" and view.row(B).quality == 0.8
@@ -114,8 +131,11 @@ def test_seeded_exploration_is_reproducible_and_propensities_sum_to_one():
 
 
 def test_pinned_role_is_never_explored():
-    router = Router(build_table({"*": [member(A, 0.9, 0.1), member(B, 0.5, 0.1)]},
-                                static={"pinned": {"reviewer": B}}, exploration=0.9))
+    router = Router(
+        build_table(
+            {"*": [member(A, 0.9, 0.1), member(B, 0.5, 0.1)]}, static={"pinned": {"reviewer": B}}, exploration=0.9
+        )
+    )
     rng = random.Random(1)
     decisions = [router.route("*", role="reviewer", rng=rng) for _ in range(50)]
     assert {(d.config, d.propensity, d.explored) for d in decisions} == {(B, 1.0, False)}
@@ -130,13 +150,22 @@ def test_decision_logs_as_a_valid_route_decided_event():
 
 
 def test_explain_lists_rows_and_gate_checks():
-    table = build_table({"r": [member(A, 0.9, 0.5, n=2), member(B, 0.5, 0.5, n=9)], "*": [member(A, 0.9, 0.5)]},
-                        static=STATIC)
+    table = build_table(
+        {"r": [member(A, 0.9, 0.5, n=2), member(B, 0.5, 0.5, n=9)], "*": [member(A, 0.9, 0.5)]}, static=STATIC
+    )
     out = Router(table).explain("r")
     assert [row["config"] for row in out["rows"]] == [A, B]
     assert out["gate"]["region_test"] == {
-        "region": "r", "learned": A, "row_source": "r", "n_ratings": 2, "min_samples": 3, "n_ok": False,
-        "relative_advantage": 0.5, "advantage_ok": True, "passes": False}
+        "region": "r",
+        "learned": A,
+        "row_source": "r",
+        "n_ratings": 2,
+        "min_samples": 3,
+        "n_ok": False,
+        "relative_advantage": 0.5,
+        "advantage_ok": True,
+        "passes": False,
+    }
     assert out["gate"]["global_test"]["passes"] is True
     assert out["config"] == A and "learned choice in *" in out["reason"]
 
@@ -145,8 +174,12 @@ def test_explain_lists_rows_and_gate_checks():
 CONFIGS = [A, B, C, D, "x/-/y/-", "new/-/unknown/-"]
 member_st = st.builds(
     lambda cfg, q, cost, n, ra: member(cfg, q, cost, n=n, ra=ra),
-    st.sampled_from(CONFIGS[:5]), st.floats(0, 1), st.one_of(st.none(), st.floats(0.001, 10)),
-    st.integers(0, 20), st.one_of(st.none(), st.floats(-2, 2)))
+    st.sampled_from(CONFIGS[:5]),
+    st.floats(0, 1),
+    st.one_of(st.none(), st.floats(0.001, 10)),
+    st.integers(0, 20),
+    st.one_of(st.none(), st.floats(-2, 2)),
+)
 
 
 def _unique(ms):
@@ -155,35 +188,54 @@ def _unique(ms):
 
 table_st = st.builds(
     lambda regions, star, static, eps: build_table(
-        {**{f"r{i}": _unique(ms) for i, ms in enumerate(regions)}, "*": _unique(star)}, static=static,
-        exploration=eps),
+        {**{f"r{i}": _unique(ms) for i, ms in enumerate(regions)}, "*": _unique(star)}, static=static, exploration=eps
+    ),
     st.lists(st.lists(member_st, max_size=5), max_size=3),
     st.lists(member_st, min_size=1, max_size=5),
-    st.fixed_dictionaries({}, optional={
-        "default_config": st.sampled_from(CONFIGS), "cheap_config": st.sampled_from(CONFIGS),
-        "frontier_config": st.sampled_from(CONFIGS),
-        "pinned": st.dictionaries(st.sampled_from(["reviewer", "implementer"]), st.sampled_from(CONFIGS))}),
-    st.sampled_from([0.0, 0.3]))
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "default_config": st.sampled_from(CONFIGS),
+            "cheap_config": st.sampled_from(CONFIGS),
+            "frontier_config": st.sampled_from(CONFIGS),
+            "pinned": st.dictionaries(st.sampled_from(["reviewer", "implementer"]), st.sampled_from(CONFIGS)),
+        },
+    ),
+    st.sampled_from([0.0, 0.3]),
+)
 
-POLICY_NAMES = ["learning_governed", "quality_per_dollar", "ladder", "workflow_default", "frontier_only",
-                "cheap_only", "static_hybrid", "trace_governed"]
+POLICY_NAMES = [
+    "learning_governed",
+    "quality_per_dollar",
+    "ladder",
+    "workflow_default",
+    "frontier_only",
+    "cheap_only",
+    "static_hybrid",
+    "trace_governed",
+]
 
 
 @settings(max_examples=150, deadline=None)
-@given(table=table_st, pool=st.lists(st.sampled_from(CONFIGS), min_size=1, max_size=6),
-       region=st.sampled_from(["r0", "r1", "r2", "*", "elsewhere"]),
-       role=st.sampled_from([None, "reviewer", "implementer"]), policy=st.sampled_from(POLICY_NAMES),
-       failures=st.lists(st.sampled_from(CONFIGS), max_size=2), seed=st.integers(0, 3))
-def test_decision_is_in_the_pool_and_deterministic_without_exploration(table, pool, region, role, policy,
-                                                                       failures, seed):
+@given(
+    table=table_st,
+    pool=st.lists(st.sampled_from(CONFIGS), min_size=1, max_size=6),
+    region=st.sampled_from(["r0", "r1", "r2", "*", "elsewhere"]),
+    role=st.sampled_from([None, "reviewer", "implementer"]),
+    policy=st.sampled_from(POLICY_NAMES),
+    failures=st.lists(st.sampled_from(CONFIGS), max_size=2),
+    seed=st.integers(0, 3),
+)
+def test_decision_is_in_the_pool_and_deterministic_without_exploration(
+    table, pool, region, role, policy, failures, seed
+):
     router = Router(table)
     decision = router.route(region, pool=pool, role=role, failures=failures, policy=policy)
     assert decision.config in pool
     assert decision.propensity == 1.0 and not decision.explored
     fresh = Router(table).route(region, pool=pool, role=role, failures=failures, policy=policy)
     assert fresh == decision
-    explored = router.route(region, pool=pool, role=role, failures=failures, policy=policy,
-                            rng=random.Random(seed))
+    explored = router.route(region, pool=pool, role=role, failures=failures, policy=policy, rng=random.Random(seed))
     assert explored.config in pool and 0 < explored.propensity <= 1
     if table.constants.exploration == 0.0:
         assert explored == decision

@@ -1,4 +1,5 @@
 """routing-table/v1: load refuses unknown major schemas clearly; publish writes the schema beside the table."""
+
 from __future__ import annotations
 
 import json
@@ -16,14 +17,18 @@ def test_publish_then_load_round_trips_and_writes_the_schema(tmp_path):
     table = publish(build_table({"*": [member(A, 0.9, 0.1)]}), path)
     assert load(path) == table
     assert json.loads((path.parent / "routing-table.schema.json").read_text()) == json.loads(
-        canonical_json(table_json_schema()))
+        canonical_json(table_json_schema())
+    )
     assert Router.load(path).version == table.version == table.content_hash()
 
 
-@pytest.mark.parametrize("schema,message", [
-    ("routing-table/v2", "schema 'routing-table/v2' is not 'routing-table/v1'"),
-    (None, "schema None is not 'routing-table/v1'"),
-])
+@pytest.mark.parametrize(
+    "schema,message",
+    [
+        ("routing-table/v2", "schema 'routing-table/v2' is not 'routing-table/v1'"),
+        (None, "schema None is not 'routing-table/v1'"),
+    ],
+)
 def test_load_refuses_an_unknown_major_schema(tmp_path, schema, message):
     path = tmp_path / "t.json"
     data = build_table({"*": [member(A, 0.9, 0.1)]}).to_json_dict()
