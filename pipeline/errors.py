@@ -36,6 +36,14 @@ class InvalidEvent(PipelineError):
         return InvalidEvent(self.reason, field=self.field, line=line, source=source)
 
 
+class OutsideHome(PipelineError):
+    """A path the pipeline would write, or read as a stream, leads outside the home through a symbolic link.
+
+    A symlinked home itself (the ``--home`` path) is fine; a link inside it that leaves it is refused, so that
+    no command truncates, appends to, copies or creates a file elsewhere (exit 2).
+    """
+
+
 class InvalidBatch(PipelineError):
     """A batch with one or more invalid events; nothing of it was written."""
 

@@ -27,7 +27,15 @@ SCHEMA_VERSION = 1
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB, DESIGN 3
 MAX_NESTING = 64  # deeper JSON is rejected before it can exhaust the stack
 
-INT64_MAX = (1 << 63) - 1  # counts must fit the store's int64 columns
+# Numbers are bounded where they enter (docs/design.md, events): generous for any real task, and small enough
+# that no sum or product in the fit overflows a 64-bit float (1e6 weights x 1e6 costs x millions of ratings).
+MAX_WEIGHT = 1e6  # precision, confidence (<= 1 anyway), importance, a rejection's weight
+MAX_COST_USD = 1e6  # cost of one attempt
+MAX_COUNT = 10**12  # durations in ms and trace counts
+
+#: An id of this form is what the compactor gives an id-less line (``[<writer>:]<stream>@<byte offset>``):
+#: reserved, so that an explicit id can never collide with one.
+RESERVED_ID = re.compile(r"(?:[^:]+:)?(?:tasks|ratings)@[0-9]+")
 
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
@@ -62,8 +70,31 @@ Timestamp = Annotated[str, AfterValidator(_utc_timestamp), WithJsonSchema({"type
 NonEmpty = Annotated[str, Field(min_length=1)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 PositiveUnit = Annotated[float, Field(gt=0.0, le=1.0)]
-NonNegative = Annotated[float, Field(ge=0.0)]
-Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Weight = Annotated[float, Field(ge=0.0, le=MAX_WEIGHT)]
+CostUsd = Annotated[float, Field(ge=0.0, le=MAX_COST_USD)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+
+
+def _free_id(value: str) -> str:
+    if RESERVED_ID.fullmatch(value):
+        raise ValueError(
+            f"id {value!r} has the form <stream>@<offset> that the compactor gives to lines without an id; choose "
+            "another id (a ULID or UUID) or leave it out"
+        )
+    return value
+
+
+def _known_major(value: int) -> int:
+    if value != SCHEMA_VERSION:
+        raise ValueError(
+            f"schema version {value} is not one this reader knows (it reads v{SCHEMA_VERSION}); "
+            "upgrade the pipeline to read it"
+        )
+    return value
+
+
+EventId = Annotated[str, Field(min_length=1), AfterValidator(_free_id)]
+MajorVersion = Annotated[int, Field(ge=1, json_schema_extra={"maximum": SCHEMA_VERSION}), AfterValidator(_known_major)]
 
 _STRICT = ConfigDict(strict=True, frozen=True, defer_build=True, allow_inf_nan=False)
 
@@ -125,10 +156,10 @@ class Event(BaseModel):
 
     model_config = ConfigDict(**_STRICT, extra="allow")
 
-    id: NonEmpty | None = None
+    id: EventId | None = None
     type: NonEmpty
     at: Timestamp | None = None
-    v: Annotated[int, Field(ge=1, le=INT64_MAX)] = SCHEMA_VERSION
+    v: MajorVersion = SCHEMA_VERSION
 
     @property
     def extra(self) -> dict[str, Any]:
@@ -153,7 +184,7 @@ class TaskAttempted(Event):
     task: NonEmpty
     config: Config
     status: AttemptStatus
-    cost_usd: NonNegative | None = None
+    cost_usd: CostUsd | None = None
     duration_ms: Count | None = None
     node: str | None = None
     prompt_version: str | None = None
@@ -190,7 +221,7 @@ class TaskRated(Event):
     score: Unit
     precision: PositiveUnit = 1.0
     confidence: PositiveUnit = 1.0
-    importance: NonNegative = 1.0
+    importance: Weight = 1.0
 
 
 class TaskRejected(Event):
@@ -200,7 +231,7 @@ class TaskRejected(Event):
     rater: Rater
     claim: NonEmpty
     evidence: list[str]
-    weight: NonNegative = 1.0
+    weight: Weight = 1.0
 
 
 class RatingRetracted(Event):
