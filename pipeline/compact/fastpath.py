@@ -152,8 +152,11 @@ class FastResult:
         self.slow: list[np.ndarray] = []
 
 
-def parse_fast(lines: pa.LargeBinaryArray, candidate: np.ndarray, stream: str, offsets: np.ndarray) -> FastResult:
-    """Validate the ``candidate`` lines (indices into ``lines``); ``offsets`` are their stream byte offsets."""
+def parse_fast(
+    lines: pa.LargeBinaryArray, candidate: np.ndarray, id_prefix: str, offsets: np.ndarray
+) -> FastResult:
+    """Validate the ``candidate`` lines (indices into ``lines``); ``offsets`` are their stream byte offsets and an
+    id-less line gets the id ``<id_prefix>@<offset>``."""
     out = FastResult()
     types = event_types(lines)
     codes = pc.dictionary_encode(types)
@@ -166,13 +169,13 @@ def parse_fast(lines: pa.LargeBinaryArray, candidate: np.ndarray, stream: str, o
             out.slow.append(picked)
             continue
         if len(picked):
-            _parse_group(name, lines, picked, stream, offsets, out)
+            _parse_group(name, lines, picked, id_prefix, offsets, out)
     out.slow.append(candidate[~valid_code[candidate]])
     return out
 
 
 def _parse_group(
-    name: str, lines: pa.LargeBinaryArray, picked: np.ndarray, stream: str, offsets: np.ndarray, out: FastResult
+    name: str, lines: pa.LargeBinaryArray, picked: np.ndarray, id_prefix: str, offsets: np.ndarray, out: FastResult
 ) -> None:
     read = _read(name, lines, picked)
     if read is None:
@@ -181,12 +184,12 @@ def _parse_group(
             return
         half = len(picked) // 2
         before = sum(len(s) for s in out.slow)
-        _parse_group(name, lines, picked[:half], stream, offsets, out)
+        _parse_group(name, lines, picked[:half], id_prefix, offsets, out)
         failed_first = sum(len(s) for s in out.slow) > before
         if failed_first and len(picked) >= _GIVE_UP and _read(name, lines, picked[half:]) is None:
             out.slow.append(picked[half:])
             return
-        _parse_group(name, lines, picked[half:], stream, offsets, out)
+        _parse_group(name, lines, picked[half:], id_prefix, offsets, out)
         return
     table, raw = read
     ok, times = _row_checks(name, table, raw)
@@ -196,7 +199,7 @@ def _parse_group(
         table, times, picked = table.filter(keep), times.filter(keep), picked[ok]
     if len(picked):
         family = family_of(name)
-        out.tables.setdefault(family, []).append(_to_family(family, table, times, picked, stream, offsets))
+        out.tables.setdefault(family, []).append(_to_family(family, table, times, picked, id_prefix, offsets))
 
 
 def _read(name: str, lines: pa.LargeBinaryArray, picked: np.ndarray) -> tuple[pa.Table, pa.Array] | None:
@@ -312,11 +315,11 @@ def config_keys(config: pa.Array) -> pa.Array:
 
 
 def _to_family(
-    family: str, table: pa.Table, times: pa.Array, picked: np.ndarray, stream: str, offsets: np.ndarray
+    family: str, table: pa.Table, times: pa.Array, picked: np.ndarray, id_prefix: str, offsets: np.ndarray
 ) -> pa.Table:
     ids = table["id"].combine_chunks()
     if ids.null_count:
-        fallback = pa.array([f"{stream}@{int(o)}" for o in offsets[picked]], _S)
+        fallback = pa.array([f"{id_prefix}@{int(o)}" for o in offsets[picked]], _S)
         ids = pc.if_else(pc.is_null(ids), fallback, ids)
     columns: dict[str, pa.Array] = {
         "id": ids,
