@@ -361,9 +361,11 @@ def _shipped_drift(case: Stats | None, owner: Shipped | None) -> list[str]:
 
 # --------------------------------------------------------------------------- previous fit
 def _history_key(table: dict[str, Any], written_ns: int) -> tuple:
-    """Order of fits: data time, then manifest, then when the history copy was written (refits of one store)."""
-    manifest = (table.get("source") or {}).get("manifest")
-    return (table.get("fitted_at") or "", -1 if manifest is None else manifest, written_ns)
+    """Order of fits: data time, then store version (older tables: manifest), then when the history copy was
+    written (refits of one store)."""
+    source = table.get("source") or {}
+    snapshot = source.get("version", source.get("manifest"))
+    return (table.get("fitted_at") or "", -1 if snapshot is None else snapshot, written_ns)
 
 
 def _previous(home: Home, current: RoutingTable | None, table_path: Path) -> PreviousFit:

@@ -58,10 +58,10 @@ def render_command(stats: Stats) -> str:
 
 
 def source_caption(stats: Stats) -> tuple[Inline, ...]:
-    """Where a figure's numbers come from: the manifest, the event counts, the commands."""
+    """Where a figure's numbers come from: the store's table version, the event counts, the commands."""
     src = stats.source
     events = ", ".join(f"{n:,} {kind}" for kind, n in src.events.items()) or "no event counts"
-    parts: list[Inline] = [f"Source: store manifest {src.manifest if src.manifest is not None else 'n/a'} ({events})"]
+    parts: list[Inline] = [f"Source: store table version {src.version if src.version is not None else 'n/a'} ({events})"]
     if src.command:
         parts += ["; fitted by ", Code(src.command)]
     parts += ["; drawn by ", Code(render_command(stats)), " from stats.json."]

@@ -1,8 +1,8 @@
 """``fit-routing``: compact, fit, evaluate on held-out, publish the routing table and the case-study stats.
 
 One fit at a time per home (``fits/.fit.lock``). The fit reads the store at the
-manifest it opened first, so appends and compactions may go on meanwhile; the
-table's ``source.manifest`` says which snapshot it used. Same store, same
+table version it opened first, so appends and compactions may go on meanwhile; the
+table's ``source.version`` says which snapshot it used. Same store, same
 options: byte-identical ``fits/routing-table.json`` and ``stats.json`` (every
 time comes from the store, floats are rounded to 9 decimals, JSON keys sorted).
 """
@@ -146,7 +146,7 @@ class FitResult:
         s, t = self.stats, self.table
         r, cal = s.routing, s.calibration
         lines = [
-            f"published routing table {t.version} (constants: {t.constants_source}; manifest {t.source.manifest}, "
+            f"published routing table {t.version} (constants: {t.constants_source}; table version {t.source.version}, "
             f"fitted_at {t.fitted_at})",
             f"objective: {s.objective}" + ("" if s.cost_known else " (no costs in the store: ranked by quality alone)"),
             f"split: {s.split.learned_tasks} learned / {s.split.held_out_tasks} held-out tasks (cutoff "
@@ -235,6 +235,7 @@ def run_fit(
 
 def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitResult:
     from ..store import open_store
+    from ..store.views import reading
     from .evaluate import cutoff_text, evaluate
     from .inputs import load_inputs
     from .model import fit_model, load_shipped
@@ -242,14 +243,14 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     from .table_build import build_table
 
     say("loading the store")
-    with open_store(home) as store:
-        manifest_number = store.manifest_number
+    with open_store(home) as store, reading(store):
+        version = store.version
         events = store.event_counts()
-        manifest_sha = _manifest_sha(home, manifest_number)
+        inputs_sha = store.inputs_sha256()
         inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
     if inputs.ratings.height == 0:
         raise FitError(
-            f"no ratings in the store at {home.store} (manifest {manifest_number}); "
+            f"no ratings in the store {store.location.describe()} (table version {version}); "
             "append task.rated events and compact first"
         )
     shipped = load_shipped(options.shipped if options.shipped is not None else home.fits / "shipped.json")
@@ -281,7 +282,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     published = ev.fitted if adopt else ev.shipped
     say("refitting on all tasks and publishing")
     model = fit_model(inputs, published, shipped, ev.objective)
-    source = {"manifest": manifest_number, "events": events, "sha256": manifest_sha}
+    source = {"version": version, "events": events, "sha256": inputs_sha}
     summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options, home)
     say("learning signals, escalation ladders and the cost-quality frontier")
     from .learning import LadderOptions, learning_stage
@@ -373,7 +374,7 @@ def held_out_policies(
         model,
         constants_source="fitted",
         static=shipped.static,
-        source={"manifest": None},
+        source={"version": None},
         fitted_at=learned.newest_at,
         ladders=ladders,
         signals=member_signals(task_values(learned), learned.newest_at),
@@ -387,25 +388,6 @@ def held_out_policies(
         ),
         "policies": figures,
     }
-
-
-def _manifest_sha(home: Home, number: int | None) -> str | None:
-    """sha256 of the inputs the fit read: the stream byte ranges consumed by manifests 1..``number``.
-
-    One line ``<manifest> <stream> <start> <end> <sha256 of those bytes>`` per range, hashed in order.
-    It names the stream bytes, not the Parquet files, whose names are unique per compaction run: two
-    clones that compact the same streams get the same inputs hash (and the same table version).
-    """
-    from ..manifest import load_manifest, manifest_numbers
-
-    if number is None:
-        return None
-    digest = hashlib.sha256()
-    for n in (n for n in manifest_numbers(home) if n <= number):
-        manifest = load_manifest(home, n)
-        for stream, rng in sorted(manifest.streams.items()):
-            digest.update(f"{n} {stream} {rng.start} {rng.end} {rng.sha256}\n".encode())
-    return digest.hexdigest()
 
 
 def _constant_set(c: Constants, objective: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ Interval = tuple[float, float] | None
 class Source(BaseModel):
     model_config = _OPEN
 
-    manifest: int | None
+    version: int | None = None  # the store's table version the fit read (tables before it carried `manifest`)
     events: dict[str, int] = Field(default_factory=dict)
     command: str | None = None  # the command line that produced the stats
 

@@ -70,14 +70,14 @@ class Store:
 
     def event_counts(self) -> dict[str, int]:
         """Rows per view (one per id), for the fit's ``source.events``."""
-        return {family: int(self.con.execute(f'SELECT count(*) FROM "{family}"').fetchone()[0]) for family in VIEWS}  # type: ignore[index]
+        return {family: int(self.con.execute(f'SELECT count(*) FROM "{family}"').fetchall()[0][0]) for family in VIEWS}
 
     def inputs_sha256(self) -> str | None:
         """sha256 of what the pinned version holds, named by the stream bytes it consumed, not its files.
 
-        One line ``<writer> <stream> <start> <end> <sha256 of those bytes>`` per committed range, sorted; two
-        stores that consumed the same stream bytes (a clone, a rebuild, a local copy of a shared store) give
-        the same hash whatever their file names, optimizations or commit numbers.
+        One line ``<stream> <start> <end> <sha256 of those bytes>`` per committed range, sorted; two stores that
+        consumed the same stream bytes (a clone on another host, a rebuild, a local copy of a shared store) give
+        the same hash whatever their writer names, file names, optimizations or commit numbers.
         """
         if self.table is None:
             return None
@@ -89,7 +89,7 @@ class Store:
             if METADATA_KEY in commit:
                 record = CommitRecord.model_validate(commit[METADATA_KEY])
                 for stream, rng in record.streams.items():
-                    lines.append(f"{record.writer} {stream} {rng.start} {rng.end} {rng.sha256}\n")
+                    lines.append(f"{stream} {rng.start} {rng.end} {rng.sha256}\n")
         return hashlib.sha256("".join(sorted(lines)).encode()).hexdigest()
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -135,7 +135,7 @@ def _create_views(store: Store) -> None:
     losers = ""
     if everything is not None:
         dupes = con.execute(f"SELECT count(*) FROM (SELECT _id_hash FROM {everything} GROUP BY 1 HAVING count(*) > 1)")
-        if dupes.fetchone()[0]:  # type: ignore[index]
+        if dupes.fetchall()[0][0]:
             con.execute(
                 "CREATE TEMP TABLE _losers AS SELECT _writer, _stream, _offset FROM ("
                 "SELECT _writer, _stream, _offset, row_number() OVER "
