@@ -30,7 +30,10 @@ from .errors import PipelineError
 from .home import STREAMS, Home
 from .store import location as loc
 
-REBUILD = "the streams are intact: `ratings compact --rebuild` rebuilds the store from them"
+REBUILD = (
+    "to recover: `ratings compact --rebuild` rebuilds the store from the streams, the source of truth "
+    "(restore a stream named above first)"
+)
 
 
 class VerifyResult(BaseModel):

@@ -50,3 +50,20 @@ def store_snapshot(home: Path) -> dict[str, Any]:
 @pytest.fixture
 def snapshot():
     return store_snapshot
+
+
+def table_version(home: Path) -> int | None:
+    """The newest version of the home's events table (None when there is none)."""
+    from pipeline.store.location import resolve
+    from pipeline.store.table import open_table
+
+    table = open_table(resolve(home))
+    return table.version() if table is not None else None
+
+
+def live_files(home: Path, family: str | None = None) -> list[Path]:
+    """The data files the newest version lists (of one family, or all)."""
+    from pipeline.store import open_store
+
+    with open_store(home) as store:
+        return [Path(f) for f in store.files(family)]

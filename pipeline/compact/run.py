@@ -47,7 +47,7 @@ from ..home import STREAMS, Home
 from ..store import location as loc
 from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
 from ..store.table import RECOVER, fail, first_line, open_table
-from ..store.writer import WriterIdentity, identity
+from ..store.writer import WriterIdentity, identity, remember
 from ..streams import new_id
 from .files import DeadLetters, TableFiles, deadletter_record, file_stats, partition_dir
 from .ids import CONFLICT, DEFERRED, DUPLICATE, NEW, IdSet, LineReader, hash_ids, position
@@ -264,6 +264,7 @@ class _Run:
     # ------------------------------------------------------------------ the run
     def run(self) -> CompactResult:
         self._check_home()
+        remember(self.home, self.writer)
         plans = [self._plan(stream) for stream in STREAMS]
         total = sum(p.end - p.start for p in plans)
         if not total:
@@ -371,6 +372,7 @@ class _Run:
     def _commit(self, record: CommitRecord) -> None:
         from deltalake.transaction import CommitProperties, Transaction
 
+        self._check_not_committed_meanwhile(record)
         txns = [Transaction(home_txn_id(record.writer), self.writer.home_id)]
         for stream, rng in record.streams.items():
             end_id, line_id, dl_id = txn_ids(record.writer, stream)
@@ -391,6 +393,17 @@ class _Run:
         except Exception as exc:  # noqa: BLE001
             fail(exc, self.location, "commit to")
         self.table.update_incremental()
+
+    def _check_not_committed_meanwhile(self, record: CommitRecord) -> None:
+        """Refuse to commit ranges this writer committed since the run started (two compactors of one writer
+        that the home's lock did not serialise): delta-rs does not check application transactions itself."""
+        latest = open_table(self.location)
+        for stream, rng in record.streams.items():
+            if latest is not None and (latest.transaction_version(txn_ids(record.writer, stream)[0]) or 0) != rng.start:
+                raise StoreConflict(
+                    f"another compaction of writer {record.writer!r} committed {stream} meanwhile; nothing of this "
+                    "run is visible: run `ratings compact` again"
+                )
 
     def _optimize(self) -> int:
         """Merge the files of every partition that holds more than ``merge_threshold`` (Delta's optimize)."""

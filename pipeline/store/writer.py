@@ -46,7 +46,8 @@ def _default_name() -> str:
 
 
 def identity(home: Home, requested: str | None = None) -> WriterIdentity:
-    """This home's writer: remembered in ``store/writer.json``, created on first use (``requested`` or the host)."""
+    """This home's writer: the one ``store/writer.json`` remembers, else a new one (``requested`` or the host
+    name) that :func:`remember` records once the store has accepted it."""
     path = home.store / "writer.json"
     if path.exists():
         try:
@@ -59,9 +60,14 @@ def identity(home: Home, requested: str | None = None) -> WriterIdentity:
                 "would consume its streams a second time under another name. Drop --writer, or use a new home"
             )
         return known
-    chosen = WriterIdentity(writer=check_name(requested) if requested else _default_name(), home_id=_home_id())
-    home.write(path, (json.dumps(chosen.model_dump(), indent=1) + "\n").encode())
-    return chosen
+    return WriterIdentity(writer=check_name(requested) if requested else _default_name(), home_id=_home_id())
+
+
+def remember(home: Home, writer: WriterIdentity) -> None:
+    """Record this home's writer in ``store/writer.json`` (once: the first compaction the store accepted)."""
+    path = home.store / "writer.json"
+    if not path.exists():
+        home.write(path, (json.dumps(writer.model_dump(), indent=1) + "\n").encode())
 
 
 def _home_id() -> int:
