@@ -76,6 +76,7 @@ class TableFiles:
 
     def __init__(self, location: Location):
         self.location = location
+        self.files: list[Path] = []
         self.dirs: set[Path] = set()
         self._fs = None
         if location.local is None:
@@ -102,21 +103,31 @@ class TableFiles:
         with os.fdopen(fd, "wb") as handle:
             pq.write_table(table, handle, **PARQUET_OPTIONS)
             handle.flush()
-            os.fsync(handle.fileno())
             size = os.fstat(handle.fileno()).st_size
+        self.files.append(path)
         self.dirs.add(path.parent)
         return size
 
-    def sync_dirs(self) -> None:
-        """fsync every directory a file was created in (and their parents up to the table), several at once."""
+    def sync(self) -> None:
+        """fsync every file written and every directory one was created in (up to the table), 16 at once:
+        concurrent fsyncs share the file system's journal commits, one at a time they would wait for each."""
         root = self.location.table_path
         if root is None:
             return
         dirs = set(self.dirs)
         for d in self.dirs:
             dirs.update(p for p in d.parents if p.is_relative_to(root))
-        with ThreadPoolExecutor(8) as pool:
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(_fsync_file, self.files))
             list(pool.map(fsync_dir, sorted(dirs)))
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def deadletter_record(stream: str, offset: int, line_no: int, reason: str, raw: bytes) -> bytes:

@@ -111,12 +111,12 @@ class IdSet:
 
     Membership is a sorted array per part (the table's hashes, then one per chunk taken), behind a bit filter
     indexed by the top bits of the hash, so that an id never seen (almost every one) costs one gather. The
-    filter has at least 8 slots per id it will hold, so about one unseen id in eight reaches the sorted arrays.
+    filter has at least 4 slots per id it will hold, so at most one unseen id in four reaches the sorted arrays.
     Ids the run took keep their stream position (to compare a repeat with the line it repeats).
     """
 
     def __init__(self, table_hashes: np.ndarray, expected: int):
-        bits = max(16, int(8 * (len(table_hashes) + expected)).bit_length())
+        bits = max(16, int(4 * (len(table_hashes) + expected)).bit_length())
         self._shift = np.uint64(64 - bits)
         self._filter = np.zeros(1 << bits, bool)
         self.table = np.sort(table_hashes.astype(np.uint64, copy=False))

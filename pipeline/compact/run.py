@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InvalidEvent, PipelineError, StoreConflict, StoreCorrupt
-from ..events import DEFAULT_MAX_LINE_BYTES, SCHEMA_VERSION, parse_line
+from ..events import DEFAULT_MAX_LINE_BYTES, FAMILY, SCHEMA_VERSION, parse_line, stream_of
 from ..families import COLUMNS
 from ..home import STREAMS, Home
 from ..store import location as loc
@@ -59,6 +59,8 @@ DEFAULT_CHUNK_BYTES = 32 << 20
 DEFAULT_BUFFER_ROWS = 1_000_000  # rows held in memory before they are written out
 METADATA_KEY = "ratings.compaction"  # the commit metadata this compactor writes
 _WORKERS = 2  # chunks parsed / files written at once
+#: The stream each family's events are appended to (unknown types, family ``other``, go to ``tasks``).
+STREAM_OF_FAMILY = {family: stream_of(t) for t, family in FAMILY.items()} | {"other": stream_of("other")}
 
 
 class Outcomes(BaseModel):
@@ -269,7 +271,7 @@ class _Run:
         total = sum(p.end - p.start for p in plans)
         if not total:
             return self._result(created=False, plans=plans, merged=0)
-        self.ids = IdSet(self._table_hashes(), expected=total // 64)
+        self.ids = IdSet(self._table_hashes(), expected=total // 128)  # lines are rarely shorter than 128 bytes
         with self._bar(total) as bar:
             for plan in plans:
                 self.letters[plan.stream] = DeadLetters(self.home, plan.stream, plan.deadletter_bytes)
@@ -278,7 +280,7 @@ class _Run:
         self._flush()
         for letters in self.letters.values():
             letters.sync()
-        self.files.sync_dirs()
+        self.files.sync()
         fault_hook("after-files")
         record = CommitRecord(
             writer=self.writer.writer,
@@ -448,25 +450,33 @@ class _Run:
         if plan.end == plan.start:
             return
         digest = hashlib.sha256()
-        # Arrow releases the GIL while it parses: the next chunk is parsed while this one is taken.
+        # Arrow and hashlib release the GIL: the next chunks are split and parsed while this one is taken.
         with open(self.home.stream(plan.stream), "rb") as handle, ThreadPoolExecutor(_WORKERS) as pool:
-            pending: deque[tuple[Chunk, Future[ParsedChunk]]] = deque()
-            for chunk in self._chunks(plan, handle, digest):
-                pending.append((chunk, pool.submit(parse_chunk, chunk, self.max_line_bytes)))
-                if len(pending) >= _WORKERS:
+            pending: deque[Future[tuple[Chunk, ParsedChunk]]] = deque()
+            for block, pos in self._blocks(plan, handle):
+                pending.append(pool.submit(self._parse, plan.stream, block, pos))
+                digest.update(block)
+                if len(pending) > _WORKERS:
                     self._settle(pending.popleft(), plan, bar)
             while pending:
                 self._settle(pending.popleft(), plan, bar)
         plan.sha256 = digest.hexdigest()
 
-    def _settle(self, item: tuple[Chunk, Future[ParsedChunk]], plan: _Plan, bar: Any) -> None:
-        chunk, parsed = item
-        self._take(chunk, parsed.result(), plan.outcomes)
+    def _parse(self, stream: str, block: bytes, pos: int) -> tuple[Chunk, ParsedChunk]:
+        """Split and parse one block (in a worker thread; its line numbers are set when it is settled)."""
+        chunk = Chunk.of(stream, block, pos, 0, self.writer.writer)
+        return chunk, parse_chunk(chunk, self.max_line_bytes)
+
+    def _settle(self, job: Future[tuple[Chunk, ParsedChunk]], plan: _Plan, bar: Any) -> None:
+        chunk, parsed = job.result()
+        chunk.first_line = plan.line_start + plan.outcomes.lines  # chunks are settled in stream order
+        self._take(chunk, parsed, plan.outcomes)
         if bar is not None:
             bar.update(len(chunk.block))
 
-    def _chunks(self, plan: _Plan, handle: Any, digest: Any) -> Iterator[Chunk]:
-        pos, line_no = plan.start, plan.line_start
+    def _blocks(self, plan: _Plan, handle: Any) -> Iterator[tuple[bytes, int]]:
+        """(block of whole lines, its stream offset) over the plan's range."""
+        pos = plan.start
         while pos < plan.end:
             handle.seek(pos)
             block = handle.read(min(self.chunk_bytes, plan.end - pos))
@@ -475,12 +485,8 @@ class _Run:
                 more = handle.read(min(self.chunk_bytes, plan.end - pos - len(block)))
                 block += more
                 cut = block.rfind(b"\n") + 1
-            block = block[:cut]
-            digest.update(block)
-            chunk = Chunk.of(plan.stream, block, pos, line_no, self.writer.writer)
-            yield chunk
+            yield block[:cut], pos
             pos += cut
-            line_no += len(chunk)
 
     # ------------------------------------------------------------------ validating and deduplicating
     def _take(self, chunk: Chunk, parsed: ParsedChunk, outcomes: Outcomes) -> None:
@@ -496,6 +502,8 @@ class _Run:
             lines = lines[order]
             ids = ids.take(pa.array(order))
             h = hash_ids(ids)
+            row_hash = np.zeros(len(chunk), np.uint64)
+            row_hash[lines] = h
             verdict = self._classify(chunk, lines, ids, h)
             new = verdict == NEW
             self.ids.add(h[new], position(chunk.stream, chunk.offsets[lines[new]]))
@@ -516,7 +524,7 @@ class _Run:
                 mask = keep[at]
                 kept = table if mask.all() else table.filter(pa.array(mask))
                 if kept.num_rows:
-                    self._buffer(family, self._rows(family, kept, chunk))
+                    self._buffer(family, self._rows(family, kept, chunk, row_hash[kept["_line"].to_numpy()]))
         for i, reason in sorted(rejected):
             self.letters[chunk.stream].write(
                 deadletter_record(chunk.stream, int(chunk.offsets[i]), chunk.first_line + i, reason, chunk.line(i))
@@ -562,11 +570,10 @@ class _Run:
             held.outcomes.duplicate += int((resolved == DUPLICATE).sum())
             held.outcomes.conflict += int((resolved == CONFLICT).sum())
             if new.any():
-                self.ids.add(
-                    hash_ids(held.rows["id"].combine_chunks().filter(pa.array(new))),
-                    position(held.chunk.stream, held.chunk.offsets[lines[new]]),
-                )
-                self._buffer(held.family, self._rows(held.family, held.rows.filter(pa.array(new)), held.chunk))
+                fresh = held.rows.filter(pa.array(new))
+                hashes = hash_ids(fresh["id"].combine_chunks())
+                self.ids.add(hashes, position(held.chunk.stream, held.chunk.offsets[lines[new]]))
+                self._buffer(held.family, self._rows(held.family, fresh, held.chunk, hashes))
             for k in np.flatnonzero(resolved == CONFLICT):
                 i = int(lines[k])
                 held.letters.write(
@@ -599,27 +606,15 @@ class _Run:
         return out
 
     # ------------------------------------------------------------------ writing
-    def _rows(self, family: str, table: pa.Table, chunk: Chunk) -> pa.Table:
-        """A family's parsed rows (with ``_line``) as rows of the events table, plus ``event_date``."""
+    def _rows(self, family: str, table: pa.Table, chunk: Chunk, hashes: np.ndarray) -> pa.Table:
+        """A family's parsed rows (with ``_line``) with what the table adds per row: ``_offset``, ``_id_hash``,
+        ``raw`` (family ``other``) and ``event_date``; the other columns are added when a file is written."""
         lines = table["_line"].to_numpy()
-        n = table.num_rows
-        columns: dict[str, Any] = {}
-        for f in DATA_SCHEMA:
-            if f.name in table.column_names:
-                columns[f.name] = table[f.name].cast(f.type) if f.name == "at" else table[f.name]
-            elif f.name == "raw" and family == "other":
-                columns["raw"] = pa.array([chunk.line(int(i)).decode("utf-8") for i in lines], pa.string())
-            elif f.name == "_writer":
-                columns[f.name] = pa.repeat(pa.scalar(self.writer.writer, pa.string()), n)
-            elif f.name == "_stream":
-                columns[f.name] = pa.repeat(pa.scalar(chunk.stream, pa.string()), n)
-            elif f.name == "_offset":
-                columns[f.name] = pa.array(chunk.offsets[lines], pa.int64())
-            elif f.name == "_id_hash":
-                columns[f.name] = pa.array(hash_ids(table["id"].combine_chunks()).view(np.int64))
-            else:
-                columns[f.name] = pa.nulls(n, f.type)
-        rows = pa.Table.from_pydict(columns, schema=DATA_SCHEMA)
+        rows = table.drop_columns(["_line"])
+        rows = rows.append_column("_offset", pa.array(chunk.offsets[lines], pa.int64()))
+        rows = rows.append_column("_id_hash", pa.array(hashes.view(np.int64)))
+        if family == "other":
+            rows = rows.append_column("raw", pa.array([chunk.line(int(i)).decode("utf-8") for i in lines], pa.string()))
         return rows.append_column("event_date", pc.cast(table["at"], pa.date32()))
 
     def _buffer(self, family: str, table: pa.Table) -> None:
@@ -637,6 +632,24 @@ class _Run:
         if self.buffered >= self.buffer_rows:
             self._flush()
 
+    def _file_table(self, family: str, parts: list[pa.Table]) -> pa.Table:
+        """Buffered rows of one partition as a data file: the family's columns and the provenance, in table
+        order. A file holds only the columns its family has; every reader of the table reads the others as
+        null (Delta's schema: a column a file lacks is null in its rows)."""
+        table = pa.concat_tables(parts)
+        n = table.num_rows
+        fields, columns = [], []
+        for f in DATA_SCHEMA:
+            if f.name in table.column_names:
+                columns.append(table[f.name].cast(f.type) if f.name == "at" else table[f.name])
+            elif f.name in ("_writer", "_stream"):
+                value = self.writer.writer if f.name == "_writer" else STREAM_OF_FAMILY[family]
+                columns.append(pa.repeat(pa.scalar(value, pa.string()), n))
+            else:
+                continue
+            fields.append(f)
+        return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
     def _flush(self) -> None:
         """Write one file per buffered partition (in parallel: the Parquet writer releases the GIL)."""
         from deltalake.transaction import AddAction
@@ -648,7 +661,7 @@ class _Run:
 
         def write(job: tuple[str, date | None, str]) -> Any:
             family, day, relative = job
-            table = pa.concat_tables(self.buffers[(family, day)])
+            table = self._file_table(family, self.buffers[(family, day)])
             try:
                 size = self.files.write(table, relative)
             except PipelineError:
