@@ -271,18 +271,32 @@ def _row_checks(name: str, table: pa.Table, raw: pa.LargeBinaryArray) -> tuple[n
     ok &= canonical | no_at
     times = _timestamps(at if canonical.all() else pc.if_else(pa.array(canonical), at, pa.scalar(None, _S)))
     ok &= _all_valid(pc.is_valid(times)) | no_at  # 2026-02-30 matches the pattern but is no date
-    defaulted = [*_DEFAULTED.get(name, []), "v"]
-    maybe_null = np.zeros(table.num_rows, bool)
-    for field in defaulted:
-        maybe_null |= _all_valid(pc.is_null(table[field]))
-    if maybe_null.any():
-        # the regex runs only on lines with a null somewhere (a substring search is much cheaper)
-        rows = np.flatnonzero(maybe_null & _all_valid(pc.match_substring(raw, "null")))
-        if len(rows):
-            pattern = '"(' + "|".join(defaulted) + r')"\s*:\s*null'
-            text = raw.take(pa.array(rows)).cast(pa.large_string())
-            ok[rows[_all_valid(pc.match_substring_regex(text, pattern))]] = False
+    # A defaulted field null in the table but its key in the line: an explicit null (invalid) or the key inside
+    # some string; either way the parser decides. Literal searches over the lines, no regex per line.
+    nulls = {f: _all_valid(pc.is_null(table[f])) for f in [*_DEFAULTED.get(name, []), "v"]}
+    nulls = {f: null for f, null in nulls.items() if null.any()}
+    if nulls:
+        for null, present in zip(nulls.values(), _rows_with(raw, [f'"{f}"'.encode() for f in nulls])):
+            ok &= ~(null & present)
     return ok, times
+
+
+def _rows_with(lines: pa.LargeBinaryArray, needles: list[bytes]) -> list[np.ndarray]:
+    """Per needle, which lines contain it: literal searches (``bytes.find``) over their bytes, no regex per line."""
+    offsets = np.frombuffer(lines.buffers()[1], np.int64, len(lines) + 1, lines.offset * 8)
+    data = lines.buffers()[2][int(offsets[0]) : int(offsets[-1])].to_pybytes()  # type: ignore[index]
+    masks = []
+    for needle in needles:
+        found = []
+        at = data.find(needle)
+        while at >= 0:
+            found.append(at)
+            at = data.find(needle, at + 1)
+        mask = np.zeros(len(lines), bool)
+        if found:
+            mask[np.searchsorted(offsets, np.array(found, np.int64) + offsets[0], side="right") - 1] = True
+        masks.append(mask)
+    return masks
 
 
 def _timestamps(at: pa.Array) -> pa.Array:
@@ -303,9 +317,16 @@ def _timestamps(at: pa.Array) -> pa.Array:
 
 
 def _encode_part(part: pa.Array) -> pa.Array:
-    """The config-key encoding of one part (same rule as :func:`pipeline.events.config_key`)."""
-    encoded = pc.replace_substring(pc.replace_substring(part, "%", "%25"), "/", "%2F")
-    encoded = pc.if_else(pc.equal(part, "-"), "%2D", encoded)
+    """The config-key encoding of one part (same rule as :func:`pipeline.events.config_key`); each replacement
+    runs only when some value needs it (almost never)."""
+    encoded = part
+    if pc.any(pc.match_substring(part, "%")).as_py():
+        encoded = pc.replace_substring(encoded, "%", "%25")
+    if pc.any(pc.match_substring(part, "/")).as_py():
+        encoded = pc.replace_substring(encoded, "/", "%2F")
+    dash = pc.equal(part, "-")
+    if pc.any(dash).as_py():
+        encoded = pc.if_else(dash, "%2D", encoded)
     return pc.fill_null(encoded, "-")
 
 
