@@ -267,7 +267,8 @@ def test_fast_path_gives_the_rows_and_reasons_of_the_line_by_line_parser():
     chunk = Chunk.of("ratings", block, 1000, 7, "w")
     fast = parse_chunk(chunk, 1 << 20)
     slow = parse_lines_slow(chunk, list(range(len(chunk))), 1 << 20)
-    left = parse_fast(lines_array(chunk.block, chunk.starts), np.arange(len(chunk)), "w:ratings", chunk.offsets)
+    lines = lines_array(chunk.block, chunk.starts)
+    left = parse_fast(lines, np.arange(len(chunk)), "w:ratings", chunk.offsets, chunk.block)
     assert sum(len(s) for s in left.slow) < 40  # the 300 plain ratings took the vectorised path
     assert sorted(fast.invalid) == sorted(slow.invalid)
     assert len(slow.invalid) == len(BAD_LINES) - 2  # two of them are valid, in an unusual form

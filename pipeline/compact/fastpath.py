@@ -17,6 +17,8 @@ same line; ``tests/test_compact.py`` checks both paths against each other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -144,20 +146,44 @@ def event_types(lines: pa.LargeBinaryArray) -> pa.Array:
     return pc.struct_field(pc.extract_regex(text, _TYPE), [0])
 
 
+class KeySearch:
+    """Which lines of a chunk contain a key (``"name"``): one literal search over the chunk's bytes per key."""
+
+    def __init__(self, block: bytes, lines: pa.LargeBinaryArray):
+        self.block = block
+        self.starts = np.frombuffer(lines.buffers()[1], np.int64, len(lines) + 1, lines.offset * 8)
+        self.found: dict[bytes, np.ndarray] = {}
+
+    def lines_with(self, needle: bytes) -> np.ndarray:
+        mask = self.found.get(needle)
+        if mask is None:
+            hits = []
+            at = self.block.find(needle)
+            while at >= 0:
+                hits.append(at)
+                at = self.block.find(needle, at + 1)
+            mask = np.zeros(len(self.starts) - 1, bool)
+            if hits:
+                mask[np.searchsorted(self.starts, np.array(hits, np.int64), side="right") - 1] = True
+            self.found[needle] = mask
+        return mask
+
+
 class FastResult:
     """Rows per family (each with ``_line``) for the lines the fast path took, and the lines it left."""
 
-    def __init__(self) -> None:
+    def __init__(self, keys: KeySearch) -> None:
+        self.keys = keys
         self.tables: dict[str, list[pa.Table]] = {}
         self.slow: list[np.ndarray] = []
 
 
 def parse_fast(
-    lines: pa.LargeBinaryArray, candidate: np.ndarray, id_prefix: str, offsets: np.ndarray
+    lines: pa.LargeBinaryArray, candidate: np.ndarray, id_prefix: str, offsets: np.ndarray, block: bytes
 ) -> FastResult:
-    """Validate the ``candidate`` lines (indices into ``lines``); ``offsets`` are their stream byte offsets and an
-    id-less line gets the id ``<id_prefix>@<offset>``."""
-    out = FastResult()
+    """Validate the ``candidate`` lines (indices into ``lines``, whose bytes are ``block``); ``offsets`` are their
+    stream byte offsets and an id-less line gets the id ``<id_prefix>@<offset>``."""
+    out = FastResult(KeySearch(block, lines))
     types = event_types(lines)
     codes = pc.dictionary_encode(types)
     names = codes.dictionary.to_pylist()
@@ -192,7 +218,7 @@ def _parse_group(
         _parse_group(name, lines, picked[half:], id_prefix, offsets, out)
         return
     table, raw = read
-    ok, times = _row_checks(name, table, raw)
+    ok, times = _row_checks(name, table, raw, lambda needle: out.keys.lines_with(needle)[picked])
     if not ok.all():
         out.slow.append(picked[~ok])
         keep = pa.array(ok)
@@ -226,8 +252,11 @@ def _all_valid(mask: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), bool)
 
 
-def _row_checks(name: str, table: pa.Table, raw: pa.LargeBinaryArray) -> tuple[np.ndarray, pa.Array]:
-    """True for rows the fast path may take (see the module docstring), and their times; ``raw`` are their lines."""
+def _row_checks(
+    name: str, table: pa.Table, raw: pa.LargeBinaryArray, with_key: Callable[[bytes], np.ndarray]
+) -> tuple[np.ndarray, pa.Array]:
+    """True for rows the fast path may take (see the module docstring), and their times; ``raw`` are their lines,
+    ``with_key(b'"name"')`` tells which of them contain that key."""
     ok = _all_valid(pc.equal(table["type"], name))
     cols = set(table.column_names)
     for field in _REQUIRED[name]:
@@ -276,27 +305,9 @@ def _row_checks(name: str, table: pa.Table, raw: pa.LargeBinaryArray) -> tuple[n
     nulls = {f: _all_valid(pc.is_null(table[f])) for f in [*_DEFAULTED.get(name, []), "v"]}
     nulls = {f: null for f, null in nulls.items() if null.any()}
     if nulls:
-        for null, present in zip(nulls.values(), _rows_with(raw, [f'"{f}"'.encode() for f in nulls])):
-            ok &= ~(null & present)
+        for field, null in nulls.items():
+            ok &= ~(null & with_key(f'"{field}"'.encode()))
     return ok, times
-
-
-def _rows_with(lines: pa.LargeBinaryArray, needles: list[bytes]) -> list[np.ndarray]:
-    """Per needle, which lines contain it: literal searches (``bytes.find``) over their bytes, no regex per line."""
-    offsets = np.frombuffer(lines.buffers()[1], np.int64, len(lines) + 1, lines.offset * 8)
-    data = lines.buffers()[2][int(offsets[0]) : int(offsets[-1])].to_pybytes()  # type: ignore[index]
-    masks = []
-    for needle in needles:
-        found = []
-        at = data.find(needle)
-        while at >= 0:
-            found.append(at)
-            at = data.find(needle, at + 1)
-        mask = np.zeros(len(lines), bool)
-        if found:
-            mask[np.searchsorted(offsets, np.array(found, np.int64) + offsets[0], side="right") - 1] = True
-        masks.append(mask)
-    return masks
 
 
 def _timestamps(at: pa.Array) -> pa.Array:

@@ -36,8 +36,7 @@ class Chunk:
     @classmethod
     def of(cls, stream: str, block: bytes, offset: int, first_line: int, writer: str) -> Chunk:
         """The lines of ``block`` (which ends with a newline) found at stream byte ``offset`` of ``writer``'s stream."""
-        ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 10) + 1
-        starts = np.concatenate([np.zeros(1, np.int64), ends.astype(np.int64)])
+        starts = _line_starts(block)
         return cls(
             stream=stream,
             block=block,
@@ -53,6 +52,16 @@ class Chunk:
     def line(self, i: int) -> bytes:
         """Line ``i`` without its newline."""
         return self.block[self.starts[i] : self.starts[i + 1] - 1]
+
+
+def _line_starts(block: bytes) -> np.ndarray:
+    """0 and the offset after every newline of ``block`` (``bytes.find`` is twice as fast as a numpy compare)."""
+    ends = [0]
+    at = block.find(b"\n")
+    while at >= 0:
+        ends.append(at + 1)
+        at = block.find(b"\n", at + 1)
+    return np.array(ends, np.int64)
 
 
 @dataclass
@@ -93,7 +102,7 @@ def parse_chunk(chunk: Chunk, max_line_bytes: int) -> ParsedChunk:
     """Rows and invalid lines of a whole chunk: the vectorised path first, line by line for what it leaves."""
     lengths = np.diff(chunk.starts) - 1
     candidate = np.flatnonzero((lengths > 0) & (lengths <= max_line_bytes))
-    fast = parse_fast(lines_array(chunk.block, chunk.starts), candidate, chunk.id_prefix, chunk.offsets)
+    fast = parse_fast(lines_array(chunk.block, chunk.starts), candidate, chunk.id_prefix, chunk.offsets, chunk.block)
     left = np.flatnonzero((lengths == 0) | (lengths > max_line_bytes))
     slow_idx = np.sort(np.concatenate([left, *fast.slow])) if fast.slow else left
     out = parse_lines_slow(chunk, slow_idx.tolist(), max_line_bytes)
