@@ -46,7 +46,7 @@ from ..families import COLUMNS
 from ..home import STREAMS, Home
 from ..store import location as loc
 from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
-from ..store.table import RECOVER, fail, first_line, open_table
+from ..store.table import RECOVER, environment_problem, fail, first_line, open_table
 from ..store.writer import WriterIdentity, identity, remember
 from ..streams import new_id
 from .files import DeadLetters, TableFiles, deadletter_record, file_stats, partition_dir
@@ -185,6 +185,10 @@ def compact(
         )
         try:
             result = run.run()
+        except OSError as exc:  # our own writes (dead letters, data files, the lock); delta-rs's go through fail()
+            advice = environment_problem(exc) or f"{first_line(exc)}: run `ratings compact` again"
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise PipelineError(f"cannot compact{where}: {advice}; nothing of this run is visible") from None
         finally:
             run.close()
     return result.model_copy(update={"notes": notes + result.notes})
@@ -667,9 +671,10 @@ class _Run:
             except PipelineError:
                 raise
             except OSError as exc:
+                advice = environment_problem(exc) or f"{first_line(exc)}: run `ratings compact` again"
                 raise PipelineError(
-                    f"cannot write {relative} in the store {self.location.describe()}: {first_line(exc)}; "
-                    "nothing of this run is visible, free the space and run `ratings compact` again"
+                    f"cannot write {relative} in the store {self.location.describe()}: {advice}; "
+                    "nothing of this run is visible"
                 ) from None
             partition = {"family": family, "event_date": day.isoformat() if day else None}
             return AddAction(relative, size, partition, _now_ms(), True, file_stats(table))

@@ -42,14 +42,34 @@ def storage_error(exc: BaseException, location: Location, doing: str) -> Pipelin
     return PipelineError(f"cannot {doing} the store {location.describe()}: {why}")
 
 
+#: Failures of the machine, not of the store: (text delta-rs or the OS reports, what to do).
+_ENVIRONMENT = [
+    ("No space left", "the disk is full: free some space, then run the command again"),
+    ("File too large", "a file size limit was reached (ulimit -f): raise it, then run the command again"),
+    ("Disk quota", "the disk quota is used up: free some space, then run the command again"),
+    ("Read-only file system", "the store is on a read-only file system: make it writable, then run the command again"),
+    ("Permission denied", "permission denied: make the home and the store writable, then run the command again"),
+    ("Operation not permitted", "permission denied: make the home and the store writable, then run the command again"),
+]
+
+
+def environment_problem(exc: BaseException) -> str | None:
+    """What to do about an I/O failure of the machine (full disk, read-only), or None for any other failure."""
+    text = str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        text += " " + exc.strerror
+    return next((advice for marker, advice in _ENVIRONMENT if marker in text), None)
+
+
 def fail(exc: BaseException, location: Location, doing: str) -> NoReturn:
     """Raise the one-line error for a delta-rs or I/O failure while ``doing`` something to the store."""
     from deltalake.exceptions import DeltaError
 
+    advice = environment_problem(exc)
+    if advice is not None:
+        raise PipelineError(f"cannot {doing} the store {location.describe()}: {advice}") from None
     if location.local is None and not isinstance(exc, DeltaError) or _is_storage(exc):
         raise storage_error(exc, location, doing) from None
-    if isinstance(exc, PermissionError):
-        raise PipelineError(f"cannot {doing} the store {location.describe()}: permission denied ({exc.filename})") from None
     if isinstance(exc, OSError) and exc.errno is not None and not isinstance(exc, FileNotFoundError):
         raise PipelineError(f"cannot {doing} the store {location.describe()}: {first_line(exc)}") from None
     raise StoreCorrupt(f"the store {location.describe()} is damaged ({first_line(exc)}); {RECOVER}") from None
