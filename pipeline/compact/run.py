@@ -46,8 +46,8 @@ from ..families import COLUMNS
 from ..home import STREAMS, Home
 from ..store import location as loc
 from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
-from ..store.table import RECOVER, environment_problem, fail, first_line, open_table
-from ..store.writer import WriterIdentity, identity, remember
+from ..store.table import RECOVER, environment_problem, fail, first_line, machine_errors, open_table
+from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams import new_id
 from .files import DeadLetters, TableFiles, deadletter_record, file_stats, partition_dir
 from .ids import CONFLICT, DEFERRED, DUPLICATE, NEW, IdSet, LineReader, hash_ids, position
@@ -166,7 +166,9 @@ def compact(
     home = Home.resolve(home)
     location = loc.resolve(home, config)
     config = config if config is not None else loc.current_config()
-    with compact_lock(home):
+    if config.writer is not None:
+        check_name(config.writer)
+    with machine_errors("compact (nothing of this run is visible)"), compact_lock(home):
         from ..store.upgrade import move_aside_for_rebuild, upgrade_if_old
 
         notes = upgrade_if_old(home, location)
@@ -185,10 +187,6 @@ def compact(
         )
         try:
             result = run.run()
-        except OSError as exc:  # our own writes (dead letters, data files, the lock); delta-rs's go through fail()
-            advice = environment_problem(exc) or f"{first_line(exc)}: run `ratings compact` again"
-            where = f" ({exc.filename})" if exc.filename else ""
-            raise PipelineError(f"cannot compact{where}: {advice}; nothing of this run is visible") from None
         finally:
             run.close()
     return result.model_copy(update={"notes": notes + result.notes})

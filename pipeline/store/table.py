@@ -7,6 +7,8 @@ Storage). Nothing here imports ``deltalake`` at module level: the CLI and the ap
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -59,6 +61,17 @@ def environment_problem(exc: BaseException) -> str | None:
     if isinstance(exc, OSError) and exc.strerror:
         text += " " + exc.strerror
     return next((advice for marker, advice in _ENVIRONMENT if marker in text), None)
+
+
+@contextmanager
+def machine_errors(doing: str) -> Iterator[None]:
+    """Turn an ``OSError`` of our own writes (lock, dead letters, data files) into one line saying what to do."""
+    try:
+        yield
+    except OSError as exc:
+        advice = environment_problem(exc) or f"{first_line(exc)}: run the command again"
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise PipelineError(f"cannot {doing}{where}: {advice}") from None
 
 
 def fail(exc: BaseException, location: Location, doing: str) -> NoReturn:

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from ..errors import PipelineError
 from ..home import Home
 from . import location as loc
-from .table import fail, open_table
+from .table import fail, machine_errors, open_table
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's default: one week of time travel
 
@@ -63,7 +63,7 @@ def vacuum(
         raise PipelineError("--retain-hours must be 0 or more")
     home = Home.resolve(home)
     location = loc.resolve(home, config)
-    with compact_lock(home):
+    with machine_errors("vacuum"), compact_lock(home):
         table = open_table(location)
         before = store_bytes(location)
         if table is None:
