@@ -176,7 +176,9 @@ def main() -> None:
         t0 = time.perf_counter()
         n = write_streams(home, args.events)
         size = sum((home / "streams" / f"{s}.jsonl").stat().st_size for s in ("tasks", "ratings"))
-        print(f"generated {n:,} events ({args.events:,} ratings, {size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f}s")
+        print(
+            f"generated {n:,} events ({args.events:,} ratings, {size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f}s"
+        )
         phases: dict[str, tuple[str, str | None]] = {"duckdb": ("duckdb", None), "ours": ("compact", None)}
         if args.baseline_rev != "none":
             previous = _checkout(args.baseline_rev, Path(tmp) / "previous")

@@ -108,10 +108,10 @@ def print_table(rows: list[dict[str, Any]], columns: list[str] | None = None) ->
     columns = columns or list(rows[0])
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     click.echo("  ".join("-" * w for w in widths))
     for row in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _cell(value: Any) -> str:
@@ -667,7 +667,9 @@ def compact(home, merge_threshold, rebuild, as_json, quiet):
     """
     from .compact import compact as compact_store
 
-    result = compact_store(home, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild)
+    result = compact_store(
+        home, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild
+    )
     for note in result.notes:
         click.echo(note, err=True)
     if as_json:
@@ -740,9 +742,12 @@ def verify(home, as_json):
             click.echo(f"problem: {problem}", err=True)
         if result.duplicate_ids:
             shown = ", ".join(result.duplicate_ids[:10])
-            click.echo(f"note: {len(result.duplicate_ids)} id(s) stored twice by concurrent commits (readers keep one row): {shown}")
+            count = len(result.duplicate_ids)
+            click.echo(f"note: {count} id(s) stored twice by concurrent commits (readers keep one row): {shown}")
         if result.unreferenced_files:
-            click.echo(f"note: {result.unreferenced_files} file(s) no version references (`ratings vacuum` removes them)")
+            click.echo(
+                f"note: {result.unreferenced_files} file(s) no version references (`ratings vacuum` removes them)"
+            )
         if result.ok:
             state = f"version {result.version}" if result.version is not None else "no table yet"
             click.echo(f"ok: {state}, {result.commits} compaction commit(s), {result.files} file(s) verified")

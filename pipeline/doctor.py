@@ -45,7 +45,7 @@ class DoctorReport(BaseModel):
     stale_events: int | None = None  # events the published table has not seen (None: no table/store)
 
 
-def _check(kind, name: str, ok: bool, detail: str, *, pinned: bool = False) -> Check:
+def _check(kind: Literal["CODE", "LIVE"], name: str, ok: bool, detail: str, *, pinned: bool = False) -> Check:
     return Check(kind=kind, name=name, status="pinned" if pinned else ("ok" if ok else "fail"), detail=detail)
 
 
@@ -205,7 +205,8 @@ def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], in
             + (
                 ""
                 if version_ok
-                else f"; version {routing.version} is not the content hash {routing.content_hash()} (the file was edited)"
+                else f"; version {routing.version} is not the content hash {routing.content_hash()} "
+                "(the file was edited)"
             ),
         )
     )

@@ -109,7 +109,14 @@ def verify(
         )
     if table is None:
         return VerifyResult(
-            ok=True, version=None, writer=writer, commits=0, files=0, problems=[], duplicate_ids=[], unreferenced_files=0
+            ok=True,
+            version=None,
+            writer=writer,
+            commits=0,
+            files=0,
+            problems=[],
+            duplicate_ids=[],
+            unreferenced_files=0,
         )
     problems: list[str] = []
     records = [
@@ -164,16 +171,21 @@ def _check_ranges(
         else:
             digest, lines = _range_digest(path, rng.start, rng.end)
             if digest != rng.sha256:
-                problems.append(f"{where}: sha256 of bytes {rng.start}..{rng.end} is {digest}, the commit says {rng.sha256}")
+                problems.append(
+                    f"{where}: sha256 of bytes {rng.start}..{rng.end} is {digest}, the commit says {rng.sha256}"
+                )
             if lines != out.lines:
                 problems.append(f"{where}: {lines} lines in bytes {rng.start}..{rng.end}, the commit says {out.lines}")
         letters = _deadletter_records(home.deadletter / f"{stream}.jsonl", *rng.deadletter)
         if letters is None:
-            problems.append(f"{where}: deadletter/{stream}.jsonl is shorter than the {rng.deadletter[1]} bytes recorded")
+            problems.append(
+                f"{where}: deadletter/{stream}.jsonl is shorter than the {rng.deadletter[1]} bytes recorded"
+            )
         else:
             if len(letters) != out.invalid + out.conflict:
                 problems.append(
-                    f"{where}: {len(letters)} dead letters, the commit counts {out.invalid} invalid + {out.conflict} conflicts"
+                    f"{where}: {len(letters)} dead letters, the commit counts {out.invalid} invalid "
+                    f"+ {out.conflict} conflicts"
                 )
             outside = [r.get("line_no") for r in letters if not rng.start <= r.get("byte_offset", -1) < rng.end]
             if outside:
@@ -198,7 +210,10 @@ def _check_files(location: loc.Location, table: Any) -> tuple[int, int, list[str
     rows = 0
     fs, root = _filesystem(location)
     for path, size, records in zip(
-        actions["path"].to_pylist(), actions["size_bytes"].to_pylist(), actions["num_records"].to_pylist()
+        actions["path"].to_pylist(),
+        actions["size_bytes"].to_pylist(),
+        actions["num_records"].to_pylist(),
+        strict=True,
     ):
         rows += int(records or 0)
         where = f"{root}/{path}" if root else path

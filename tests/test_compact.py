@@ -8,10 +8,9 @@ import json
 from pipeline.compact import compact
 from pipeline.compact.run import txn_ids
 from pipeline.store import open_store
-from pipeline.store.location import resolve
+from pipeline.store.location import StoreConfig, resolve
 from pipeline.store.table import commits, open_table
 from pipeline.streams import append
-from pipeline.store.location import StoreConfig
 from tests.fixtures_store import CONFIG, live_files, opened, rating, table_version
 
 
@@ -46,7 +45,13 @@ def test_one_commit_per_run_carries_the_ranges_and_transactions(home):
     assert record["writer"] == result.writer and record["event_schema_version"] == 1 and record["read_version"] == 0
     assert record["streams"]["ratings"]["start"] == 0 and record["streams"]["ratings"]["end"] == len(ratings)
     assert record["streams"]["ratings"]["sha256"] == hashlib.sha256(ratings).hexdigest()
-    assert record["streams"]["ratings"]["outcomes"] == {"lines": 3, "stored": 2, "duplicate": 0, "conflict": 0, "invalid": 1}
+    assert record["streams"]["ratings"]["outcomes"] == {
+        "lines": 3,
+        "stored": 2,
+        "duplicate": 0,
+        "conflict": 0,
+        "invalid": 1,
+    }
     end_id, line_id, dl_id = txn_ids(result.writer, "ratings")
     assert table.transaction_version(end_id) == len(ratings) and table.transaction_version(line_id) == 4
     assert table.transaction_version(dl_id) == (home / "deadletter" / "ratings.jsonl").stat().st_size
@@ -285,7 +290,7 @@ def test_vectorised_config_key_equals_config_key():
     from pipeline.events import config_key
 
     parts = [("a/b", None, "480B/A35B", "-"), ("%2F", "-", "%", None), ("c", "r", "m", "e"), ("-", "--", "/-/", "%-")]
-    array = pa.array([dict(zip(("cli", "route", "model", "effort"), p)) for p in parts])
+    array = pa.array([dict(zip(("cli", "route", "model", "effort"), p, strict=True)) for p in parts])
     assert config_keys(array).to_pylist() == [config_key(*p) for p in parts]
 
 
@@ -407,7 +412,7 @@ def test_io_faults_on_the_kth_call_leave_a_verifiable_store_and_a_clean_rerun(ba
             original = getattr(target, attr)
             seen = [0]
 
-            def faulty(*args, **kwargs):
+            def faulty(*args, seen=seen, k=k, code=code, original=original, **kwargs):
                 seen[0] += 1
                 if seen[0] == k:
                     raise OSError(code, os.strerror(code))
@@ -467,11 +472,14 @@ def test_a_second_home_claiming_the_writer_name_is_refused(tmp_path):
     append(first, [rating(1)])
     append(second, [rating(2)])
     compact(first, config=shared)
-    with pytest.raises(StoreConflict, match="writer 'same' already commits to .* from another home"):
+    with pytest.raises(StoreConflict, match=r"writer 'same' already commits to .* from another home"):
         compact(second, config=shared)
     other = compact(second, config=StoreConfig(uri=str(tmp_path / "shared"), writer="other"))
     with open_store(second, config=shared) as store:
-        assert other.created and store.con.execute("SELECT id FROM ratings ORDER BY id").fetchall() == [("R-1",), ("R-2",)]
+        assert other.created and store.con.execute("SELECT id FROM ratings ORDER BY id").fetchall() == [
+            ("R-1",),
+            ("R-2",),
+        ]
 
 
 def test_a_home_remembers_its_writer_name(home, monkeypatch):

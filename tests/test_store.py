@@ -111,9 +111,9 @@ def test_read_only_store_cannot_write_files_or_read_outside_the_store(home, tmp_
     compact(home)
     with open_store(home, read_only=True) as store:
         assert store.con.execute("SELECT count(*) FROM ratings").fetchall() == [(1,)]
-        with pytest.raises(duckdb.Error, match="disabled|not allowed|Permission"):
+        with pytest.raises(duckdb.Error, match=r"disabled|not allowed|Permission"):
             store.con.execute(f"COPY ratings TO '{tmp_path / 'out.csv'}'")
-        with pytest.raises(duckdb.Error, match="disabled|not allowed|Permission"):
+        with pytest.raises(duckdb.Error, match=r"disabled|not allowed|Permission"):
             store.con.execute("SELECT * FROM read_csv('/etc/passwd')")
         with pytest.raises(duckdb.Error):
             store.con.execute("SET enable_external_access = true")

@@ -38,7 +38,11 @@ def busy_home(home):
     for i in range(6):
         append(
             home,
-            [opened(i, day=1 + i % 2), rating(i, day=1 + i % 2), {**attempt, "id": f"A-{i}", "at": "2026-01-01T09:30:00Z"}],
+            [
+                opened(i, day=1 + i % 2),
+                rating(i, day=1 + i % 2),
+                {**attempt, "id": f"A-{i}", "at": "2026-01-01T09:30:00Z"},
+            ],
         )
         compact(home, merge_threshold=2)  # merges the partitions as they fill
     append(home, [{"id": "X-1", "type": "custom.kind", "at": "2026-01-02T00:00:00Z", "n": [1, 2]}])
@@ -75,7 +79,7 @@ def test_polars_pyarrow_and_duckdb_read_exactly_the_rows_of_ratings_sql(busy_hom
         f"SELECT {columns} FROM read_parquet(?, hive_partitioning = true, union_by_name = true) WHERE family = ?",
         [files, family],
     )
-    by_duckdb = [dict(zip(names, row)) for row in cursor.fetchall()]
+    by_duckdb = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     assert _plain_rows(by_duckdb, family) == sorted(expected)
 
 

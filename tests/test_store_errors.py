@@ -51,7 +51,10 @@ def test_an_empty_query_is_one_line(store_home, query):
 @pytest.mark.parametrize(
     "query, value",
     [
-        ("SELECT uuid() IS NOT NULL AS ok, '6ba7b810-9dad-11d1-80b4-00c04fd430c8'::UUID AS u", "6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+        (
+            "SELECT uuid() IS NOT NULL AS ok, '6ba7b810-9dad-11d1-80b4-00c04fd430c8'::UUID AS u",
+            "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+        ),
         ("SELECT INTERVAL 90 MINUTE AS u", "PT1H30M"),
         ("SELECT INTERVAL '1 day 2 seconds' AS u", "P1DT2S"),
         ("SELECT 'nan'::DOUBLE AS u", None),
@@ -145,9 +148,9 @@ def test_bad_store_options_are_one_line_and_write_nothing(home, args, message):
 def _read_only(path: Path) -> bool:
     if os.geteuid() != 0:
         return False
-    if subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True).returncode:
+    if subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True, check=False).returncode:
         return False
-    if subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], capture_output=True).returncode:
+    if subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], capture_output=True, check=False).returncode:
         subprocess.run(["umount", str(path)], check=False)
         return False
     return True

@@ -124,7 +124,10 @@ _ENUMS = {
     "outcome": ["done", "escalated", "abandoned"],
 }
 _RATER_KINDS = ["gate", "reviewer", "human"]
-_CANONICAL_AT = r"^([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$"
+_CANONICAL_AT = (
+    r"^([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+    r"(\.[0-9]{1,6})?Z$"
+)
 _TYPE = r'"type"\s*:\s*"(?P<t>[a-z._]+)"'
 _MIN_BISECT = 16  # a failed block this small goes line by line
 _GIVE_UP = 4096  # a failed block at least this big whose halves both fail goes line by line

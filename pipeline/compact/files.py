@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
@@ -62,7 +63,7 @@ def file_stats(table: pa.Table) -> str:
         low, high = (s.as_py() for s in pc.min_max(column).values())
         if isinstance(low, str) and (len(low) > _STAT_STRING_MAX or len(high) > _STAT_STRING_MAX):
             continue
-        if isinstance(low, float) and not (low == low and high == high):
+        if isinstance(low, float) and not (math.isfinite(low) and math.isfinite(high)):
             continue
         mins[name], maxs[name] = _stat_value(low, False), _stat_value(high, True)
     return json.dumps(

@@ -106,9 +106,8 @@ def parse_chunk(chunk: Chunk, max_line_bytes: int) -> ParsedChunk:
     left = np.flatnonzero((lengths == 0) | (lengths > max_line_bytes))
     slow_idx = np.sort(np.concatenate([left, *fast.slow])) if fast.slow else left
     out = parse_lines_slow(chunk, slow_idx.tolist(), max_line_bytes)
-    for family, tables in fast.tables.items():
-        if family in out.tables:
-            tables = [*tables, out.tables[family]]
+    for family, fast_tables in fast.tables.items():
+        tables = [*fast_tables, out.tables[family]] if family in out.tables else fast_tables
         table = pa.concat_tables(tables)
         out.tables[family] = table.take(pc.sort_indices(table["_line"])) if len(tables) > 1 else table
     return out

@@ -512,7 +512,9 @@ class _Run:
             outcomes.stored += int(new.sum())
             outcomes.duplicate += int((verdict == DUPLICATE).sum())
             outcomes.conflict += int((verdict == CONFLICT).sum())
-            rejected += [(int(lines[k]), _conflict_reason(ids[int(k)].as_py())) for k in np.flatnonzero(verdict == CONFLICT)]
+            rejected += [
+                (int(lines[k]), _conflict_reason(ids[int(k)].as_py())) for k in np.flatnonzero(verdict == CONFLICT)
+            ]
             keep = np.zeros(len(chunk), bool)
             keep[lines[new]] = True
             hold = np.zeros(len(chunk), bool)
@@ -576,14 +578,14 @@ class _Run:
                 hashes = hash_ids(fresh["id"].combine_chunks())
                 self.ids.add(hashes, position(held.chunk.stream, held.chunk.offsets[lines[new]]))
                 self._buffer(held.family, self._rows(held.family, fresh, held.chunk, hashes))
-            for k in np.flatnonzero(resolved == CONFLICT):
-                i = int(lines[k])
+            for j in np.flatnonzero(resolved == CONFLICT):
+                i = int(lines[j])
                 held.letters.write(
                     deadletter_record(
                         held.chunk.stream,
                         int(held.chunk.offsets[i]),
                         held.chunk.first_line + i,
-                        _conflict_reason(rows[int(k)]["id"]),
+                        _conflict_reason(rows[int(j)]["id"]),
                         held.chunk.line(i),
                     )
                 )
@@ -721,7 +723,8 @@ def family_rows(table: Any) -> dict[str, int]:
     actions = pa.table(table.get_add_actions(flatten=True))
     if actions.num_rows:
         grouped = actions.group_by("partition.family").aggregate([("num_records", "sum")])
-        for family, n in zip(grouped["partition.family"].to_pylist(), grouped["num_records_sum"].to_pylist()):
+        families, sums = grouped["partition.family"].to_pylist(), grouped["num_records_sum"].to_pylist()
+        for family, n in zip(families, sums, strict=True):
             counts[family] = int(n or 0)
     return counts
 

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 #: What to do when the store is damaged (appended to every such message).
-RECOVER = "run `ratings verify` to see the damage, then `ratings compact --rebuild` to rebuild the store from the streams"
+RECOVER = (
+    "run `ratings verify` to see the damage, then `ratings compact --rebuild` to rebuild the store from the streams"
+)
 
 
 def first_line(exc: BaseException) -> str:
@@ -81,7 +83,7 @@ def fail(exc: BaseException, location: Location, doing: str) -> NoReturn:
     advice = environment_problem(exc)
     if advice is not None:
         raise PipelineError(f"cannot {doing} the store {location.describe()}: {advice}") from None
-    if location.local is None and not isinstance(exc, DeltaError) or _is_storage(exc):
+    if (location.local is None and not isinstance(exc, DeltaError)) or _is_storage(exc):
         raise storage_error(exc, location, doing) from None
     if isinstance(exc, OSError) and exc.errno is not None and not isinstance(exc, FileNotFoundError):
         raise PipelineError(f"cannot {doing} the store {location.describe()}: {first_line(exc)}") from None
@@ -116,7 +118,9 @@ def parse_as_of(text: str) -> int | datetime:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise PipelineError(f"--as-of {text!r}: give a table version (a number) or a time (RFC 3339 or a date)") from None
+        raise PipelineError(
+            f"--as-of {text!r}: give a table version (a number) or a time (RFC 3339 or a date)"
+        ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 

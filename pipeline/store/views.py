@@ -66,7 +66,7 @@ class Store:
         paths = actions["path"].to_pylist()
         families = actions["partition.family"].to_pylist()
         root = self.location.table_uri.rstrip("/")
-        return sorted(f"{root}/{p}" for p, f in zip(paths, families) if family in (None, f))
+        return sorted(f"{root}/{p}" for p, f in zip(paths, families, strict=True) if family in (None, f))
 
     def event_counts(self) -> dict[str, int]:
         """Rows per view (one per id), for the fit's ``source.events``."""
@@ -276,4 +276,4 @@ def run_sql(
             raise
         except duckdb.Error as exc:
             raise PipelineError(f"query failed: {_one_line(exc)}") from None
-    return [{name: plain(value) for name, value in zip(names, row)} for row in rows]
+    return [{name: plain(value) for name, value in zip(names, row, strict=True)} for row in rows]

@@ -53,7 +53,9 @@ def identity(home: Home, requested: str | None = None) -> WriterIdentity:
         try:
             known = WriterIdentity.model_validate_json(path.read_bytes())
         except (ValidationError, ValueError) as exc:
-            raise PipelineError(f"{path}: not a writer identity ({str(exc).splitlines()[0]}); fix or remove it") from None
+            raise PipelineError(
+                f"{path}: not a writer identity ({str(exc).splitlines()[0]}); fix or remove it"
+            ) from None
         if requested is not None and requested != known.writer:
             raise PipelineError(
                 f"this home writes to the store as {known.writer!r} (store/writer.json); --writer {requested!r} "
