@@ -18,13 +18,15 @@ same line; ``tests/test_compact.py`` checks both paths against each other.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ..events import MAX_COST_USD, MAX_COUNT, MAX_WEIGHT, RESERVED_ID, SCHEMA_VERSION
+from ..events import KNOWN, RESERVED_ID
 from ..families import COLUMNS, DEFAULTS
 from .rows import SCHEMAS, family_of
 
@@ -83,46 +85,56 @@ FIELDS: dict[str, list[tuple[str, pa.DataType]]] = {
 }
 _SCHEMA = {t: pa.schema(_COMMON + f) for t, f in FIELDS.items()}
 
-#: Fields that must be present and not null.
-_REQUIRED = {
-    "task.opened": ["task"],
-    "task.attempted": ["task", "config", "status"],
-    "route.decided": ["task", "policy", "chosen", "candidates", "propensity"],
-    "task.closed": ["task", "outcome"],
-    "task.rated": ["task", "config", "rater", "score"],
-    "task.rejected": ["task", "config", "rater", "claim", "evidence"],
-    "rating.retracted": ["rating", "reason"],
-}
-#: Fields with a default but no ``None``: an explicit ``null`` is invalid, so such lines go the slow way.
-_DEFAULTED = {
-    "task.opened": ["region"],
-    "route.decided": ["explored", "reason"],
-    "task.rated": ["precision", "confidence", "importance"],
-    "task.rejected": ["weight"],
-}
-#: Strings that must not be empty (when present).
-_NON_EMPTY = ["id", "task", "region", "policy", "chosen", "claim", "rating"]
-#: Closed (lower, upper) intervals; None is unbounded. Open bounds are in _OPEN_LOW.
-_RANGES = {
-    "score": (0.0, 1.0),
-    "precision": (0.0, 1.0),
-    "confidence": (0.0, 1.0),
-    "importance": (0.0, MAX_WEIGHT),
-    "weight": (0.0, MAX_WEIGHT),
-    "cost_usd": (0.0, MAX_COST_USD),
-    "propensity": (0.0, 1.0),
-    "predicted_quality": (0.0, 1.0),
-    "duration_ms": (0, MAX_COUNT),
-    "tool_calls": (0, MAX_COUNT),
-    "files_read": (0, MAX_COUNT),
-    "files_written": (0, MAX_COUNT),
-    "v": (SCHEMA_VERSION, SCHEMA_VERSION),
-}
-_OPEN_LOW = {"precision", "confidence", "propensity"}
-_ENUMS = {
-    "status": ["success", "failure", "vacuous", "blocked", "escalated", "unknown"],
-    "outcome": ["done", "escalated", "abandoned"],
-}
+
+@dataclass(frozen=True)
+class Rules:
+    """What the fast path checks on the rows of one event type, read off the type's model (its JSON Schema), so
+    that the vectorised checks and the per-line parser have one source: the models in ``pipeline.events``."""
+
+    required: list[str]  # present and not null
+    defaulted: list[str]  # have a default but take no ``null``: an explicit null is invalid
+    non_empty: list[str]  # strings of at least one character (when present)
+    ranges: dict[str, tuple[float | None, float | None, bool, bool]]  # (low, high, low open, high open)
+    enums: dict[str, list[str]]
+
+
+def _branch(prop: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """(the non-null schema of a property, whether it takes null)."""
+    options = prop.get("anyOf")
+    if options is None:
+        return prop, prop.get("type") == "null"
+    kept = [o for o in options if o.get("type") != "null"]
+    return (kept[0] if kept else {}), len(kept) < len(options)
+
+
+def rules_of(event_type: str) -> Rules:
+    """The :class:`Rules` of a known event type, from its pydantic model."""
+    schema = KNOWN[event_type].model_json_schema()
+    required, defaulted, non_empty = [], [], []
+    ranges: dict[str, tuple[float | None, float | None, bool, bool]] = {}
+    enums: dict[str, list[str]] = {}
+    for name, prop in schema["properties"].items():
+        if name == "type":
+            continue
+        branch, nullable = _branch(prop)
+        if name in schema.get("required", []):
+            required.append(name)
+        elif "default" in prop and not nullable:
+            defaulted.append(name)
+        if branch.get("minLength", 0) >= 1:
+            non_empty.append(name)
+        low, high = (
+            branch.get("minimum", branch.get("exclusiveMinimum")),
+            branch.get("maximum", branch.get("exclusiveMaximum")),
+        )
+        if low is not None or high is not None:
+            ranges[name] = (low, high, "exclusiveMinimum" in branch, "exclusiveMaximum" in branch)
+        if "enum" in branch:
+            enums[name] = list(branch["enum"])
+    return Rules(required, defaulted, non_empty, ranges, enums)
+
+
+_RULES = {t: rules_of(t) for t in FIELDS}
 _RATER_KINDS = ["gate", "reviewer", "human"]
 _CANONICAL_AT = (
     r"^([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
@@ -260,28 +272,27 @@ def _row_checks(
 ) -> tuple[np.ndarray, pa.Array]:
     """True for rows the fast path may take (see the module docstring), and their times; ``raw`` are their lines,
     ``with_key(b'"name"')`` tells which of them contain that key."""
+    rules = _RULES[name]
     ok = _all_valid(pc.equal(table["type"], name))
-    cols = set(table.column_names)
-    for field in _REQUIRED[name]:
+    for field in rules.required:
         ok &= _all_valid(pc.is_valid(table[field]))
-    for field in _NON_EMPTY:
-        if field in cols:
-            ok &= ~_all_valid(pc.equal(pc.utf8_length(table[field]), 0))
+    for field in rules.non_empty:
+        ok &= ~_all_valid(pc.equal(pc.utf8_length(table[field]), 0))
     # an explicit id of the compactor's own form is refused by the parser: leave it to the parser's reason
     ok &= ~_all_valid(pc.match_substring_regex(table["id"], "^" + RESERVED_ID.pattern + "$"))
-    for field, (low, high) in _RANGES.items():
-        if field not in cols:
-            continue
+    for field, (low, high, low_open, high_open) in rules.ranges.items():
         col = table[field]
-        good = pc.greater(col, low) if field in _OPEN_LOW else pc.greater_equal(col, low)
+        good = pc.is_valid(col)
+        if low is not None:
+            good = pc.and_kleene(good, pc.greater(col, low) if low_open else pc.greater_equal(col, low))
         if high is not None:
-            good = pc.and_kleene(good, pc.less_equal(col, high))
+            good = pc.and_kleene(good, pc.less(col, high) if high_open else pc.less_equal(col, high))
         if pa.types.is_floating(col.type):
             good = pc.and_kleene(good, pc.is_finite(col))
         ok &= _all_valid(pc.or_kleene(pc.is_null(col), good))
-    for field, allowed in _ENUMS.items():
-        if field in cols:
-            ok &= _all_valid(pc.is_in(table[field], value_set=pa.array(allowed)))
+    for field, allowed in rules.enums.items():
+        ok &= _all_valid(pc.is_in(table[field], value_set=pa.array(allowed)))
+    cols = set(table.column_names)
     for struct, fields in (("config", ("cli", "model")), ("rater", ("name",))):
         if struct in cols:
             for field in fields:
@@ -305,7 +316,7 @@ def _row_checks(
     ok &= _all_valid(pc.is_valid(times)) | no_at  # 2026-02-30 matches the pattern but is no date
     # A defaulted field null in the table but its key in the line: an explicit null (invalid) or the key inside
     # some string; either way the parser decides. Literal searches over the lines, no regex per line.
-    nulls = {f: _all_valid(pc.is_null(table[f])) for f in [*_DEFAULTED.get(name, []), "v"]}
+    nulls = {f: _all_valid(pc.is_null(table[f])) for f in rules.defaulted}
     nulls = {f: null for f, null in nulls.items() if null.any()}
     if nulls:
         for field, null in nulls.items():
