@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..events import FAMILY, AnyEvent
+from ..events import FAMILY, AnyEvent, Rater
 from ..families import COLUMNS
 
 _ARROW = {
@@ -76,8 +76,8 @@ def event_row(event: AnyEvent, fallback_id: str) -> tuple[str, dict[str, Any]]:
         else:
             value = getattr(event, _RENAMED.get(name, name))
             row[name] = list(value) if isinstance(value, list) else value
-    rater = getattr(event, "rater", None)
-    if rater is not None and rater.__pydantic_extra__:
+    rater = getattr(event, "rater", None)  # an unknown field named "rater" (a dict, kept in extra) is not a Rater
+    if isinstance(rater, Rater) and rater.__pydantic_extra__:
         extra = {**extra, "rater": dict(rater.__pydantic_extra__)}
     row["extra"] = json_text(extra) if extra else None
     return family, row
