@@ -584,3 +584,37 @@ def test_cli_compact_prints_a_table_or_json(home):
     ]
     again = runner.invoke(cli, ["compact", "--home", str(home), "--json"])
     assert json.loads(again.output)["created"] is False
+
+
+def test_a_line_over_the_limit_is_streamed_past_and_dead_lettered(home, snapshot):
+    import tracemalloc
+
+    append(home, [rating(1)])
+    stream = home / "streams" / "ratings.jsonl"
+    offset = stream.stat().st_size
+    long_line = b'{"type":"task.rated","title":"' + b"x" * (24 << 20) + b'"}'
+    with open(stream, "ab") as handle:
+        handle.write(long_line + b"\n")
+    append(home, [rating(2)])
+    tracemalloc.start()
+    result = compact(home, chunk_bytes=1 << 16)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 << 20  # the 24 MiB line was never held whole
+    assert result.streams["ratings"].model_dump() == {
+        "lines": 3,
+        "stored": 2,
+        "duplicate": 0,
+        "conflict": 0,
+        "invalid": 1,
+    }
+    (letter,) = [json.loads(x) for x in (home / "deadletter" / "ratings.jsonl").read_text().splitlines()]
+    assert letter["byte_offset"] == offset and letter["line_no"] == 2 and letter["raw_bytes"] == len(long_line)
+    assert letter["reason"] == f"-: line is {len(long_line)} bytes, over the limit of {1 << 20}"
+    assert base64.b64decode(letter["raw_b64"]) == long_line[:4096]
+    assert verify(home).ok
+    big = home.parent / "big-chunks"
+    shutil.copytree(home / "streams", big / "streams")
+    compact(big)  # the line inside one 32 MiB chunk: the same verdict, by the per-line parser
+    (same,) = [json.loads(x) for x in (big / "deadletter" / "ratings.jsonl").read_text().splitlines()]
+    assert same["reason"] == letter["reason"] and snapshot(big)["views"] == snapshot(home)["views"]

@@ -131,15 +131,20 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def deadletter_record(stream: str, offset: int, line_no: int, reason: str, raw: bytes) -> bytes:
-    """One dead-letter line: ``{stream, byte_offset, line_no, reason, raw_b64}``."""
-    record = {
+def deadletter_record(
+    stream: str, offset: int, line_no: int, reason: str, raw: bytes, *, raw_bytes: int | None = None
+) -> bytes:
+    """One dead-letter line: ``{stream, byte_offset, line_no, reason, raw_b64}``; for a line over the size limit,
+    ``raw_b64`` holds its first bytes and ``raw_bytes`` its length (the stream keeps it whole)."""
+    record: dict[str, Any] = {
         "stream": stream,
         "byte_offset": offset,
         "line_no": line_no,
         "reason": reason,
         "raw_b64": base64.b64encode(raw).decode("ascii"),
     }
+    if raw_bytes is not None:
+        record["raw_bytes"] = raw_bytes
     return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 

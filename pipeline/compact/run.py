@@ -59,6 +59,7 @@ DEFAULT_CHUNK_BYTES = 32 << 20
 DEFAULT_BUFFER_ROWS = 1_000_000  # rows held in memory before they are written out
 METADATA_KEY = "ratings.compaction"  # the commit metadata this compactor writes
 _WORKERS = 2  # chunks parsed / files written at once
+LONG_LINE_HEAD = 4096  # bytes of a line over the size limit its dead letter keeps
 #: The stream each family's events are appended to (unknown types, family ``other``, go to ``tasks``).
 STREAM_OF_FAMILY = {family: stream_of(t) for t, family in FAMILY.items()} | {"other": stream_of("other")}
 
@@ -214,6 +215,15 @@ class _Held:
     chunk: Chunk
     letters: DeadLetters
     outcomes: Outcomes
+
+
+@dataclass(frozen=True)
+class _LongLine:
+    """A line over the size limit, streamed past: where it starts, its length (no newline), its first bytes."""
+
+    offset: int
+    length: int
+    head: bytes
 
 
 @dataclass
@@ -454,10 +464,12 @@ class _Run:
         digest = hashlib.sha256()
         # Arrow and hashlib release the GIL: the next chunks are split and parsed while this one is taken.
         with open(self.home.stream(plan.stream), "rb") as handle, ThreadPoolExecutor(_WORKERS) as pool:
-            pending: deque[Future[tuple[Chunk, ParsedChunk]]] = deque()
-            for block, pos in self._blocks(plan, handle):
-                pending.append(pool.submit(self._parse, plan.stream, block, pos))
-                digest.update(block)
+            pending: deque[Future[tuple[Chunk, ParsedChunk]] | _LongLine] = deque()
+            for item in self._blocks(plan, handle, digest):
+                if isinstance(item, _LongLine):
+                    pending.append(item)
+                else:
+                    pending.append(pool.submit(self._parse, plan.stream, *item))
                 if len(pending) > _WORKERS:
                     self._settle(pending.popleft(), plan, bar)
             while pending:
@@ -469,26 +481,55 @@ class _Run:
         chunk = Chunk.of(stream, block, pos, 0, self.writer.writer)
         return chunk, parse_chunk(chunk, self.max_line_bytes)
 
-    def _settle(self, job: Future[tuple[Chunk, ParsedChunk]], plan: _Plan, bar: Any) -> None:
-        chunk, parsed = job.result()
-        chunk.first_line = plan.line_start + plan.outcomes.lines  # chunks are settled in stream order
-        self._take(chunk, parsed, plan.outcomes)
+    def _settle(self, job: Future[tuple[Chunk, ParsedChunk]] | _LongLine, plan: _Plan, bar: Any) -> None:
+        line_no = plan.line_start + plan.outcomes.lines  # jobs are settled in stream order
+        if isinstance(job, _LongLine):
+            plan.outcomes.lines += 1
+            plan.outcomes.invalid += 1
+            reason = f"-: line is {job.length} bytes, over the limit of {self.max_line_bytes}"
+            record = deadletter_record(plan.stream, job.offset, line_no, reason, job.head, raw_bytes=job.length)
+            self.letters[plan.stream].write(record)
+            size = job.length + 1
+        else:
+            chunk, parsed = job.result()
+            chunk.first_line = line_no
+            self._take(chunk, parsed, plan.outcomes)
+            size = len(chunk.block)
         if bar is not None:
-            bar.update(len(chunk.block))
+            bar.update(size)
 
-    def _blocks(self, plan: _Plan, handle: Any) -> Iterator[tuple[bytes, int]]:
-        """(block of whole lines, its stream offset) over the plan's range."""
+    def _blocks(self, plan: _Plan, handle: Any, digest: Any) -> Iterator[tuple[bytes, int] | _LongLine]:
+        """Blocks of whole lines (with their stream offset) over the plan's range, hashed as they are read; a line
+        over the size limit is streamed past (hashed, never held whole) and given as a :class:`_LongLine`."""
         pos = plan.start
         while pos < plan.end:
             handle.seek(pos)
             block = handle.read(min(self.chunk_bytes, plan.end - pos))
             cut = block.rfind(b"\n") + 1
-            while cut == 0:  # one line longer than a chunk: read on to its newline
-                more = handle.read(min(self.chunk_bytes, plan.end - pos - len(block)))
+            while cut == 0 and len(block) <= self.max_line_bytes:  # a line longer than a chunk: read on
+                more = handle.read(min(self.chunk_bytes, self.max_line_bytes + 1, plan.end - pos - len(block)))
                 block += more
                 cut = block.rfind(b"\n") + 1
-            yield block[:cut], pos
-            pos += cut
+            if cut:
+                digest.update(block[:cut])
+                yield block[:cut], pos
+                pos += cut
+                continue
+            length = self._stream_past(handle, block, plan.end - pos, digest)
+            yield _LongLine(offset=pos, length=length, head=block[:LONG_LINE_HEAD])
+            pos += length + 1
+
+    def _stream_past(self, handle: Any, start: bytes, left: int, digest: Any) -> int:
+        """Hash a line over the size limit piece by piece up to its newline (which it includes); its length."""
+        piece, length = start, 0
+        while True:
+            cut = piece.find(b"\n")
+            if cut >= 0:
+                digest.update(piece[: cut + 1])
+                return length + cut
+            digest.update(piece)
+            length += len(piece)
+            piece = handle.read(min(1 << 20, left - length))
 
     # ------------------------------------------------------------------ validating and deduplicating
     def _take(self, chunk: Chunk, parsed: ParsedChunk, outcomes: Outcomes) -> None:
