@@ -401,7 +401,8 @@ def fit(
       ratings fit --ladder-budget 0.001 --pass-threshold 0.7
       fit-routing --home build/lcb --case-study livecodebench --credit "LiveCodeBench leaderboard data"
     """
-    from .fit.run import FitOptions, run_fit
+    from .nightly.job import run_fit
+    from .nightly.options import FitOptions
 
     if ladder_target is not None and ladder_budget is not None:
         raise click.UsageError("--ladder-target best-single and --ladder-budget USD exclude each other")

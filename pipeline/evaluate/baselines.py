@@ -47,7 +47,7 @@ def baselines(
     fitted: pl.DataFrame,
     cost_known: bool,
 ) -> dict[str, dict]:
-    """All six baselines. ``best`` is :func:`pipeline.fit.metrics.mark_best` of the eligible held-out tasks."""
+    """All six baselines. ``best`` is :func:`pipeline.evaluate.metrics.mark_best` of the eligible held-out tasks."""
     by_quality = [c for c, _ in sorted(learned_quality, key=lambda x: (-x[1], x[0]))]
     by_cost = [c for c, _ in sorted(learned_cost, key=lambda x: (x[1] is None, x[1] or 0.0, x[0]))]
     out = {

@@ -2,13 +2,12 @@
 
 Everything works on the task-value frame of :func:`pipeline.fit.inputs.task_values`
 (one row per ``task, config_key``: ``value`` = q_t,c, ``cost_usd`` = cost_t,c)
-and a ``chosen`` frame (one row per ``task``) produced by any chooser.
+and a ``chosen`` frame (one row per ``task``: ``task, chosen``) produced by any chooser.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,8 +18,13 @@ Z95 = 1.959963984540054
 #: Resamples of every paired bootstrap (DESIGN 6).
 RESAMPLES = 1000
 
-Chooser = Callable[[pl.DataFrame], pl.DataFrame]
-"""Rows ``task, region, config_key`` (the pool of each task) -> one row per task: ``task, chosen``."""
+#: Decimals of every published figure.
+DECIMALS = 9
+
+
+def round9(x: float | None) -> float | None:
+    """A published figure: rounded to 9 decimals; None and NaN (undefined) are None."""
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), DECIMALS)
 
 
 def objective_expr(objective: str, *, quality: str, cost: str, floor: float, lam: float | None) -> pl.Expr:

@@ -3,8 +3,8 @@
 Each eligible held-out task (DESIGN 6: done by two or more configs, some task
 value > 0) is routed as if new by the router, greedy (no exploration draw),
 with the configs that did it as the pool and the task's region. A hit is a
-choice in the task's best set (``pipeline.fit.metrics.mark_best`` under the
-table's objective; quality alone when no cost is known).
+choice in the task's best set (:func:`pipeline.evaluate.metrics.mark_best` under
+the table's objective; quality alone when no cost is known).
 
 Policies that act on failures (``ladder``, ``trace_governed``) run as a
 dispatcher would: when the chosen config's gate on the task (its task value
@@ -18,7 +18,7 @@ configs observed on the task: a rung not observed on it is skipped. Other
 policies run once.
 
 Pass a table fitted on the learned tasks only (with its signals and ladders),
-never the published one, which has seen the held-out tasks.
+never the published one, which has seen the held-out tasks: :func:`held_out_policies` builds it.
 
 Unknown costs: ``cost_t,c = cost_usd + unknown_cost * cost(c, r)`` with
 ``cost(c, r)`` the table's row for the task's region (DESIGN 5, never 0).
@@ -35,8 +35,16 @@ from typing import Any
 
 import polars as pl
 
-from .router import Router
-from .table import RoutingTable
+from ..fit.inputs import FitInputs, task_values
+from ..fit.learning import costed_targets
+from ..fit.model import Shipped, fit_model
+from ..fit.signals import member_signals
+from ..fit.table_build import build_table
+from ..routing.policies import BUILTIN, POLICIES
+from ..routing.router import Router
+from ..routing.table import Constants, Ladder, RoutingTable
+from .metrics import eligible, mark_best
+from .split import parts
 
 #: Policies that escalate on a failed gate when evaluated.
 SEQUENTIAL = frozenset({"ladder", "trace_governed"})
@@ -76,9 +84,6 @@ def evaluate_policies(
     ``heldout_task_values`` is :func:`pipeline.fit.inputs.task_values` of the held-out tasks. Figures are null
     when there is no eligible task (and ``mean_cost_usd`` when no cost is known).
     """
-    from ..fit.metrics import eligible, mark_best
-    from .policies import POLICIES
-
     router = table_or_router if isinstance(table_or_router, Router) else Router(table_or_router)
     names = list(policies) if policies is not None else list(POLICIES)
     rows = eligible(heldout_task_values)
@@ -150,3 +155,39 @@ def _run(
         cost += cells[config][1] or 0.0
         ran += 1
     return config, cost, ran
+
+
+def held_out_policies(
+    inputs: FitInputs,
+    constants: Constants,
+    shipped: Shipped,
+    objective: str,
+    fraction: float,
+    ladders: dict[str, Ladder],
+) -> dict[str, Any]:
+    """The ``policies`` section: every built-in routing policy scored on the held-out tasks.
+
+    The router runs on a table built from the learned tasks only (model, member signals and the ladders
+    chosen on validation, all before the cutoff), never on the published table, which has seen the
+    held-out tasks. Held-out targets exclude PRM fill-ins, as every held-out figure.
+    """
+    cut = parts(inputs, fraction)
+    model = fit_model(cut.learned, constants, shipped, objective)
+    table = build_table(
+        model,
+        constants_source="fitted",
+        static=shipped.static,
+        source={"manifest": None},
+        fitted_at=cut.learned.newest_at,
+        ladders=ladders,
+        signals=member_signals(task_values(cut.learned), cut.learned.newest_at),
+    )
+    figures = evaluate_policies(table, costed_targets(cut.held_out, model), policies=BUILTIN)
+    return {
+        "protocol": (
+            "each eligible held-out task routed as new by a table fitted on the learned tasks only "
+            "(the published constants; ladders chosen on validation), greedy, pool = the configs that "
+            "did the task; ladder and trace_governed escalate on a failed gate"
+        ),
+        "policies": figures,
+    }

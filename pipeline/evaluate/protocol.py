@@ -1,8 +1,9 @@
 """The evaluation protocol of DESIGN 6 over loaded inputs: split, validate, search, refit, score once.
 
 :func:`evaluate` takes the store's :class:`~pipeline.fit.inputs.FitInputs` and returns every held-out
-figure the stats file reports; :mod:`pipeline.fit.run` adds the I/O (lock, compaction, publishing).
-Nothing here reads the clock or the disk.
+figure of the constants the stats file reports; :func:`learning_figures` scores the learning stage's
+ladders and the cost-quality frontier on the same held-out tasks. :mod:`pipeline.nightly.job` adds the
+I/O (lock, compaction, publishing). Nothing here reads the clock or the disk.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import FitError
 from ..events import format_timestamp
+from ..fit.inputs import FitInputs, task_values
+from ..fit.learning import LearningOutputs, costed_targets
+from ..fit.model import FittedModel, Shipped, fit_model
 from ..routing.table import Constants
 from .baselines import baselines
 from .calibration import CalibrationResult, calibrate
-from .inputs import FitInputs, restrict, task_values
+from .frontier import frontier_section, lambda_grid
+from .ladders import ladders_section
 from .metrics import (
     contains_zero,
     eligible,
@@ -28,10 +32,9 @@ from .metrics import (
     mark_best,
     paired_bootstrap_ci,
 )
-from .model import FittedModel, Shipped, fit_model
-from .replay import ReplayResult, replay, start_from
-from .search import Part, Pins, SearchResult, greedy_hits, make_part, search
-from .split import split_tasks
+from .replay import ReplayResult, ReplayStart, replay, start_from
+from .search import Part, Pins, SearchResult, StartFn, greedy_hits, make_part, search
+from .split import Parts, parts
 
 #: Fewer eligible held-out tasks than this and no recommendation is made (DESIGN 6).
 MIN_ELIGIBLE = 10
@@ -54,43 +57,6 @@ class Evaluation:
     priors: list[dict]
     grid: list[dict]
     learned_members: pl.DataFrame  # the learned fit of the fitted constants (the leakage tests compare it)
-
-
-def parts(inputs: FitInputs, fraction: float) -> tuple[Any, FitInputs, FitInputs, Any, FitInputs, FitInputs]:
-    """(outer split, learned inputs, held-out inputs, inner split, inner learned inputs, validation inputs).
-
-    Learned inputs keep only events before the cutoff; validation repeats the rule inside the learned part.
-    Memoised on ``inputs`` (the evaluation, the learning stage and the policies all cut the same parts).
-    """
-    key = ("parts", fraction)
-    if key not in inputs._derived:
-        inputs._derived[key] = _parts(inputs, fraction)
-    return inputs._derived[key]
-
-
-def _parts(inputs: FitInputs, fraction: float) -> tuple[Any, FitInputs, FitInputs, Any, FitInputs, FitInputs]:
-    outer = split_tasks(inputs.tasks, fraction)
-    if outer.learned.len() == 0:
-        raise FitError(f"{inputs.tasks.height} task(s): too few to split {fraction} for a held-out evaluation")
-    learned = restrict(inputs, outer.learned, before=outer.cutoff_at)
-    held = restrict(inputs, outer.held_out, before=None)
-    inner = split_tasks(learned.tasks, fraction)
-    inner_learned = restrict(learned, inner.learned, before=inner.cutoff_at)
-    validation = restrict(learned, inner.held_out, before=None)
-    return outer, _slim(learned), _slim(held), inner, _slim(inner_learned), _slim(validation)
-
-
-def _slim(part: FitInputs) -> FitInputs:
-    """A part with only the columns the fit reads from it once it is cut (its task values, calibration and
-    prior checks): rating ids and rater names, the attempts' traces, decisions and closures go (they are
-    read from the whole inputs). Its times, ``newest_at`` included, were taken before."""
-    return dataclasses.replace(
-        part,
-        ratings=part.ratings.select("task", "region", "config_key", "at", "score", "w", "rater_kind", "origin"),
-        attempts=part.attempts.select("task", "region", "config_key", "at", "cost_usd"),
-        decisions=part.decisions.clear(),
-        closures=part.closures.clear(),
-    )
 
 
 def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel, *, floor: float) -> Part:
@@ -136,7 +102,7 @@ def evaluate(
             aggregated[key] = fit_model(part_inputs, constants, shipped, effective)
         return with_constants(aggregated[key], constants)
 
-    def start(model: FittedModel, part: Part, constants: Constants):
+    def start(model: FittedModel, part: Part, constants: Constants) -> ReplayStart:
         fitted_values = task_values(part.fit_inputs, half_life_days=constants.half_life_days)
         regions = sorted(set(part.tasks["region"].to_list()))
         return start_from(model, fitted_values, regions)
@@ -211,6 +177,21 @@ def evaluate(
     )
 
 
+def learning_figures(learning: LearningOutputs, cut: Parts) -> dict[str, Any]:
+    """The ``ladders`` and ``frontier`` objects of ``stats.json``: the learning stage's ladders reported once on
+    the held-out tasks, and the cost-quality frontier of the learned fit there (its lambda grid from the learned
+    tasks). Held-out targets exclude PRM fill-ins; unknown attempt costs take the learned fit's estimate."""
+    model = learning.learned_model
+    held_tv = costed_targets(cut.held_out, model)
+    if learning.ladder_fit is not None:
+        ladders = ladders_section(learning.ladder_fit, held_tv)
+    else:
+        ladders = {"summary": None, "regions": {}, "reason": learning.ladder_reason}
+    learned_tv = costed_targets(cut.learned, model)
+    frontier = frontier_section(held_tv, lambda_grid(learned_tv) if model.cost_known else None, members=model.members)
+    return {"ladders": ladders, "frontier": frontier}
+
+
 def with_constants(model: FittedModel, constants: Constants) -> FittedModel:
     """The same aggregated fit under other constants of equal half-life (members re-evaluated by ``lookup``)."""
     if constants == model.constants:
@@ -228,7 +209,7 @@ def lambda_scale(values: pl.DataFrame) -> float | None:
     return round(float(cost) / float(quality), 9)
 
 
-def _replay(model: FittedModel, part: Part, constants: Constants, start, seed: int) -> dict:
+def _replay(model: FittedModel, part: Part, constants: Constants, start: StartFn, seed: int) -> dict[str, Any]:
     result: ReplayResult = replay(
         start(model, part, constants), part.tasks, part.outcomes, exploration=float(constants.exploration), seed=seed
     )

@@ -58,7 +58,7 @@ class Pins(dict):
 class Part:
     """One evaluation part: the inputs a model is fitted on and the tasks it is scored on.
 
-    ``best``: :func:`pipeline.fit.metrics.mark_best` of the eligible scored tasks (``task, region,
+    ``best``: :func:`pipeline.evaluate.metrics.mark_best` of the eligible scored tasks (``task, region,
     config_key, value, cost, score, best``); ``tasks`` and ``outcomes`` feed the sequential replay.
     """
 

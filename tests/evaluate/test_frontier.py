@@ -8,7 +8,7 @@ import math
 import polars as pl
 import pytest
 
-from pipeline.fit.frontier import aiq, frontier_section, hull, lambda_grid, route_by_table
+from pipeline.evaluate.frontier import aiq, frontier_section, hull, lambda_grid, route_by_table
 
 TV = {"task": pl.String, "region": pl.String, "config_key": pl.String, "value": pl.Float64, "cost_usd": pl.Float64}
 MEMBERS = {"region": pl.String, "config_key": pl.String, "quality": pl.Float64, "cost_usd": pl.Float64}

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.fit.metrics import (
+from pipeline.evaluate.metrics import (
     contains_zero,
     eligible,
     expected_hit,

@@ -1,4 +1,4 @@
-"""``run_fit`` end to end on the hand-checkable tiny store (tests/fixtures_fit_run.py), worked out by hand.
+"""``run_fit`` end to end on the hand-checkable tiny store (tests/fixtures_nightly.py), worked out by hand.
 
 The store: ten tasks T01..T10 of region r, one per day; x costs 0.10 and y 0.20 per attempt.
 
@@ -32,12 +32,13 @@ import time
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from fixtures_fit_run import PINNED, RATED, X, Y, at, config, make_home, tiny_events
+from fixtures_nightly import PINNED, RATED, X, Y, at, config, make_home, tiny_events
 
 from pipeline.cli import cli
 from pipeline.errors import StoreConflict
-from pipeline.fit.run import FitOptions, rounded, run_fit
 from pipeline.home import Home
+from pipeline.nightly.job import rounded, run_fit
+from pipeline.nightly.options import FitOptions
 from pipeline.routing.table import load
 
 approx = pytest.approx
@@ -307,7 +308,7 @@ def test_a_pinned_table_stays_in_place_and_the_fit_goes_to_history(tmp_path):
 
 
 def test_utility_searches_lambda_on_its_grid(fit_home):
-    from pipeline.fit.search import lambda_grid
+    from pipeline.evaluate.search import lambda_grid
 
     options = PINNED.model_copy(update={"objective": "utility"})
     _, result = fit_home("utility", tiny_events(), options)
