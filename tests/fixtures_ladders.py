@@ -20,7 +20,7 @@ SCHEMA = {
 
 def frame(rows: list[tuple]) -> pl.DataFrame:
     """(task, region, config, value, gate, cost) rows."""
-    return pl.DataFrame([dict(zip(SCHEMA, r)) for r in rows], schema=SCHEMA)
+    return pl.DataFrame([dict(zip(SCHEMA, r, strict=True)) for r in rows], schema=SCHEMA)
 
 
 def synthetic(n_tasks: int = 120, n_configs: int = 6, seed: int = 0) -> pl.DataFrame:

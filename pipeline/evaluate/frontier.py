@@ -115,7 +115,7 @@ def aiq(points: list[tuple[float, float]], c_min: float, c_max: float) -> float 
         return None
     vertices = hull(points)
     if c_max <= c_min:
-        return float(np.interp(c_min, *zip(*vertices))) if c_min >= vertices[0][0] else 0.0
+        return float(np.interp(c_min, *zip(*vertices, strict=True))) if c_min >= vertices[0][0] else 0.0
     cs = np.array([v[0] for v in vertices])
     qs = np.array([v[1] for v in vertices])
     grid = np.unique(np.concatenate([[c_min, c_max], cs[(cs > c_min) & (cs < c_max)]]))

@@ -23,21 +23,13 @@ from ..routing.table import Constants
 from .baselines import baselines
 from .calibration import CalibrationResult, calibrate
 from .frontier import frontier_section, lambda_grid
+from .intervals import paired_bootstrap
 from .ladders import ladders_section
-from .metrics import (
-    contains_zero,
-    eligible,
-    expected_hit,
-    hit_summary,
-    mark_best,
-    paired_bootstrap_ci,
-)
+from .metrics import eligible, expected_hit, hit_summary, mark_best
 from .replay import ReplayResult, ReplayStart, replay, start_from
 from .search import Part, Pins, SearchResult, StartFn, greedy_hits, make_part, search
 from .split import Parts, parts
-
-#: Fewer eligible held-out tasks than this and no recommendation is made (DESIGN 6).
-MIN_ELIGIBLE = 10
+from .verdict import recommend
 
 
 @dataclass(frozen=True)
@@ -222,13 +214,13 @@ def _routing(
     """Greedy hit rates of shipped and fitted on held-out, their paired difference and the recommendation."""
     s, f = hit_summary(hits["shipped"]), hit_summary(hits["fitted"])
     s["expected_hit_rate_with_exploration"] = expected_hit(hits["shipped"], float(shipped.exploration))
-    paired = (
+    paired = (  # per task: the hit of each (0/1)
         hits["shipped"]
-        .select("task", pl.col("hit").cast(pl.Float64).alias("s"))
-        .join(hits["fitted"].select("task", pl.col("hit").cast(pl.Float64).alias("f")), on="task")
+        .select("task", pl.col("hit").cast(pl.Float64).alias("shipped"))
+        .join(hits["fitted"].select("task", pl.col("hit").cast(pl.Float64).alias("fitted")), on="task")
         .sort("task")
     )
-    ci = paired_bootstrap_ci(paired["f"].to_numpy(), paired["s"].to_numpy(), seed=seed)
+    ci = paired_bootstrap(paired, "fitted", "shipped", seed=seed)
     diff = None if f["hit_rate"] is None or s["hit_rate"] is None else f["hit_rate"] - s["hit_rate"]
     recommendation, reason = recommend(diff, ci, f["n"], val_hits, same=_same(shipped, fitted))
     return {
@@ -247,29 +239,6 @@ def _num(x: float | None) -> str:
 
 def _same(a: Constants, b: Constants) -> bool:
     return a.model_dump() == b.model_dump()
-
-
-def recommend(
-    diff: float | None, ci: tuple[float, float] | None, n: int, val: dict[str, float | None], *, same: bool
-) -> tuple[str, str]:
-    """adopt / keep / insufficient-evidence of DESIGN 6, with a sentence that gives the numbers."""
-    if diff is None or n < MIN_ELIGIBLE:
-        return "insufficient-evidence", (
-            f"only {n} eligible held-out task(s) (tasks done by two or more configs with some value > 0); "
-            f"at least {MIN_ELIGIBLE} are needed to compare fitted and shipped constants"
-        )
-    ci_text = "undefined" if ci is None else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"
-    numbers = f"held-out hit rate fitted minus shipped {diff:+.4f} (95% CI {ci_text}, n = {n})"
-    if same:
-        return "insufficient-evidence", f"the fitted constants are the shipped ones; {numbers}"
-    if contains_zero(ci):
-        return "insufficient-evidence", f"{numbers}: the interval contains 0, so the difference may be chance"
-    vs, vf = val.get("shipped"), val.get("fitted")
-    val_text = "undefined" if vs is None or vf is None else f"{vf:.4f} vs {vs:.4f}"
-    if diff > 0 and vs is not None and vf is not None and vf > vs:
-        return "adopt", f"fitted beats shipped on validation ({val_text}) and on held-out: {numbers}"
-    where = "held-out" if diff <= 0 else "validation"
-    return "keep", f"fitted does not beat shipped on {where} (validation {val_text}); {numbers}"
 
 
 def prior_rows(shipped: Shipped, learned: FitInputs, *, min_samples: int) -> list[dict]:

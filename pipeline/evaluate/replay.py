@@ -158,13 +158,13 @@ def _run(
             explored += 1
         cell = i * k_pool + chosen
         q = value[cell]
-        if q != q:  # NaN: the chosen config did not do this task, nothing is revealed
+        if q != q:  # noqa: PLR0124 - NaN test (cheapest in this per-task loop): the chosen config did not do this task
             skipped += 1
             continue
         routed += 1
         total_q += q
         c = cost[cell]
-        if c == c:
+        if c == c:  # noqa: PLR0124 - not NaN: the cost is known
             total_cost += c
             if start.lam is not None:
                 total_utility += start.lam * q - c

@@ -201,10 +201,10 @@ def search(
         chosen = chosen.model_copy(update={"exploration": float(pins["exploration"])})
     else:
         model = fit(validation.fit_inputs, chosen)
-        runs = list(zip(EXPLORATIONS, run_replays(start(model, validation, chosen), validation, seed)))
+        runs = list(zip(EXPLORATIONS, run_replays(start(model, validation, chosen), validation, seed), strict=True))
         held_model = fit(held_out.fit_inputs, chosen)
         held_runs = run_replays(start(held_model, held_out, chosen), held_out, seed)
-        for (eps, run), held in zip(runs, held_runs):
+        for (eps, run), held in zip(runs, held_runs, strict=True):
             rows.append(
                 _row(
                     chosen, kind="replay", validation=run.realized_value, held_out=held.realized_value, exploration=eps

@@ -234,8 +234,8 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
                 "notes": [
                     *stats.notes,
                     (
-                        f"fits/routing-table.json is pinned to {pinned} (ratings pin); this fit ({table.version}) was written "
-                        "to fits/history/ only. Run `ratings pin --latest` to publish it."
+                        f"fits/routing-table.json is pinned to {pinned} (ratings pin); this fit ({table.version}) "
+                        "was written to fits/history/ only. Run `ratings pin --latest` to publish it."
                     ),
                 ]
             }

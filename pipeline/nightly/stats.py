@@ -13,12 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..evaluate.verdict import Recommendation
+
 STATS_SCHEMA = "case-study-stats/v1"
 
 _M = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
 _OPEN = ConfigDict(frozen=True, extra="allow", defer_build=True, populate_by_name=True)
 
-Recommendation = Literal["adopt", "keep", "insufficient-evidence"]
 Interval = tuple[float, float] | None
 
 

@@ -15,11 +15,11 @@ MEMBERS = {"region": pl.String, "config_key": pl.String, "quality": pl.Float64, 
 
 
 def tv(rows):
-    return pl.DataFrame([dict(zip(TV, r)) for r in rows], schema=TV)
+    return pl.DataFrame([dict(zip(TV, r, strict=True)) for r in rows], schema=TV)
 
 
 def members(rows):
-    return pl.DataFrame([dict(zip(MEMBERS, r)) for r in rows], schema=MEMBERS)
+    return pl.DataFrame([dict(zip(MEMBERS, r, strict=True)) for r in rows], schema=MEMBERS)
 
 
 def test_lambda_grid_is_13_geometric_values_around_cost_per_quality():

@@ -31,7 +31,7 @@ def test_dominance_prunes_a_covered_config_but_not_a_complementary_one():
             (f"t{i}", "g", "weak_other", 1.0 - s, 1.0 - s, 0.5),
         ]  # cheaper, solves other tasks: kept
     m = task_matrix(frame(rows))
-    dominated = dict(zip(m.configs, dominated_configs(m, np.ones(len(m.tasks), dtype=bool), 0.5)))
+    dominated = dict(zip(m.configs, dominated_configs(m, np.ones(len(m.tasks), dtype=bool), 0.5), strict=True))
     assert dominated == {"copy_dearer": True, "good": False, "weak_other": False}
 
 
@@ -40,7 +40,7 @@ def test_a_higher_gate_alone_does_not_dominate():
     value 0.6, as cheap) passes and (a, x) stops at 0.6. Replacing b by a would lose quality: b is kept."""
     rows = [("t1", "g", "a", 0.6, 0.6, 1.0), ("t1", "g", "b", 0.4, 0.4, 1.0), ("t1", "g", "x", 1.0, 1.0, 5.0)]
     m = task_matrix(frame(rows))
-    dominated = dict(zip(m.configs, dominated_configs(m, np.ones(len(m.tasks), dtype=bool), 0.5)))
+    dominated = dict(zip(m.configs, dominated_configs(m, np.ones(len(m.tasks), dtype=bool), 0.5), strict=True))
     assert dominated == {"a": False, "b": False, "x": False}
 
 

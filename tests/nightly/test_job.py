@@ -217,7 +217,7 @@ def test_second_fit_exits_or_waits_while_one_holds_the_lock(tiny_fit):
     fd = os.open(Home.resolve(home).fits / ".fit.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        with pytest.raises(StoreConflict, match="another fit is running .* --wait"):
+        with pytest.raises(StoreConflict, match=r"another fit is running .* --wait"):
             run_fit(home, PINNED.model_copy(update={"no_compact": True}))
         result = CliRunner().invoke(cli, ["fit", "--home", str(home), "--no-compact"])
         assert result.exit_code == 2 and "another fit is running" in result.output
