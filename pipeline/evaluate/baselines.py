@@ -14,6 +14,7 @@ Quality is the task value q_t,c of the chosen config; cost its cost_t,c (column 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 
@@ -85,7 +86,9 @@ def baselines(
     return out
 
 
-def _summary(hit: pl.Series, quality: pl.Series, cost: pl.Series, *, cost_known: bool, config: str | None = None):
+def _summary(
+    hit: pl.Series, quality: pl.Series, cost: pl.Series, *, cost_known: bool, config: str | None = None
+) -> dict[str, Any]:
     n = hit.len()
     return {
         "config": config,

@@ -61,6 +61,8 @@ def published_runs(
 ) -> pl.DataFrame:
     """:func:`evaluate_ladder` per task with the ladder its region publishes (own, else ``'*'``), plus
     ``best_quality``/``best_cost_usd``: the best single config's value and cost on the same task."""
+    if fit.best_single is None:
+        raise ValueError("published_runs needs a ladder fit with a best single config")
     used = fit.published()
     regions = sorted(task_values["region"].unique().to_list())
     parts = [

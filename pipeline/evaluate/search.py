@@ -127,7 +127,7 @@ def candidate_sets(
     elif "lambda" in pins:
         lambdas = [pins["lambda"]]
     else:
-        lambdas = lambda_grid(lambda_scale or 1.0)
+        lambdas = [*lambda_grid(lambda_scale or 1.0)]
     exploration = pins.get("exploration", shipped.exploration)
     return [
         shipped.model_copy(
@@ -211,7 +211,7 @@ def search(
                 )
             )
 
-        def eps_key(item: tuple[float, ReplayResult]):
+        def eps_key(item: tuple[float, ReplayResult]) -> tuple[float, bool, float]:
             eps, run = item
             value = -math.inf if run.realized_value is None else run.realized_value
             return (-value, eps != shipped.exploration, eps)

@@ -143,6 +143,7 @@ class Router:
         the pool gives way to the pool member with the most fitted ratings.
         """
         s = self.static
+        config: str | None
         if s.cheap_config and s.frontier_config:
             config = s.frontier_config if role == "reviewer" else s.cheap_config
             why = "static_hybrid " + ("frontier for reviewer" if role == "reviewer" else "cheap")
@@ -150,7 +151,7 @@ class Router:
             config, why = s.default_config, "default_config"
         else:
             config, why = self.most_rated, "most-rated config"
-        if config in pool:
+        if config is not None and config in pool:
             return config, f"{why} {config}"
         star = self.star
         star._learn(pool)
@@ -237,7 +238,7 @@ class Router:
         config, reason, explorable = fn(self, view, candidates, role, failures)
         if config not in candidates:
             raise RoutingError(f"policy {name!r} chose {config!r}, which is not in the pool")
-        others = ()
+        others: tuple[str, ...] = ()
         if explorable and len(candidates) > 1 and self.exploration > 0.0:
             others = tuple(sorted(c for c in candidates if c != config))
         return config, prefix + reason, others, candidates, view, view.row(config).quality
