@@ -167,6 +167,32 @@ def repair(home, as_json):
         click.echo("no torn tails")
 
 
+@cli.command()
+@home_option
+@json_option
+@handle_errors
+def init(home: str | None, as_json: bool) -> None:
+    """Start a home of your own: its folders and a fits/shipped.json template.
+
+    Every field of the template is present: the constants at the code
+    defaults, and each config key and prior selector a <...> placeholder
+    that the fit ignores (and names) until you replace it. Nothing that
+    exists is overwritten.
+
+    \b
+    Example:
+      ratings init --home ./myteam
+      ratings init --json
+    """
+    from .init_home import init_home
+
+    result = init_home(home)
+    if as_json:
+        emit_json(result.summary())
+    else:
+        click.echo(result.text())
+
+
 # --------------------------------------------------------------------------- route
 @cli.command()
 @home_option
