@@ -864,7 +864,7 @@ def fit_routing_main() -> None:
     if command is None:  # pragma: no cover - the fitter registers ``fit``
         click.echo("error: the fit command is not available in this build", err=True)
         sys.exit(2)
-    command(prog_name="fit-routing")
+    command.main(prog_name="fit-routing", help_option_names=["-h", "--help"])
 
 
 if __name__ == "__main__":
