@@ -149,7 +149,10 @@ def append(home, fsync, max_line_bytes, as_json, events):
 @json_option
 @handle_errors
 def repair(home, as_json):
-    """Move torn tails (bytes after the last newline) of every stream to quarantine/.
+    """Recover every stream: move torn tails and batches cut short to quarantine/.
+
+    A batch whose writer died is completed when all of it is on disk (only
+    its end line missing), else moved whole to quarantine/ (all or nothing).
 
     \b
     Example:
@@ -157,14 +160,16 @@ def repair(home, as_json):
     """
     from .streams import repair as repair_streams
 
-    moved = repair_streams(home)
+    done = repair_streams(home)
     if as_json:
-        emit_json({"quarantined": moved})
-    elif moved:
-        for path in moved:
-            click.echo(f"quarantined {path}")
-    else:
-        click.echo("no torn tails")
+        emit_json({"quarantined": done.quarantined, "completed": done.completed})
+        return
+    for path in done.quarantined:
+        click.echo(f"quarantined {path}")
+    for batch in done.completed:
+        click.echo(f"completed batch {batch}")
+    if not done.quarantined and not done.completed:
+        click.echo("nothing to repair: no torn tail, no batch cut short")
 
 
 @cli.command()

@@ -106,7 +106,7 @@ def test_repair(home):
     assert result.exit_code == 0
     moved = json.loads(result.stdout)["quarantined"]
     assert [Path(p).read_bytes() for p in moved] == [b'{"type":"task.op']
-    assert run("repair", "--home", str(home)).stdout == "no torn tails\n"
+    assert run("repair", "--home", str(home)).stdout == "nothing to repair: no torn tail, no batch cut short\n"
     with open(home / "streams" / "ratings.jsonl", "ab") as handle:
         handle.write(b"torn")
     out = run("repair", "--home", str(home)).stdout
