@@ -51,7 +51,7 @@ def _check(kind: Literal["CODE", "LIVE"], name: str, ok: bool, detail: str, *, p
 
 # ---------------------------------------------------------------------------------------------- [CODE]
 def _code_checks() -> list[Check]:
-    from .fit.run import FitOptions
+    from .nightly.options import FitOptions
     from .routing import DEFAULT_POLICY, Router
 
     route_default = inspect.signature(Router.route).parameters["policy"].default

@@ -164,7 +164,7 @@ def _check_ranges(
                 f"{rng.deadletter[0]}), the previous one ended at byte {end} line {next_line} ({dl_end})"
             )
         out = rng.outcomes
-        if out.stored + out.duplicate + out.conflict + out.invalid != out.lines:
+        if out.stored + out.duplicate + out.conflict + out.invalid + out.frames != out.lines:
             problems.append(f"{where}: outcomes {out.model_dump()} do not add up to its {out.lines} lines")
         if size < rng.end:
             problems.append(f"{where}: {path} has {size} bytes, the store consumed up to {rng.end}")

@@ -73,7 +73,8 @@ class Outcomes(BaseModel):
     stored: int = 0
     duplicate: int = 0  # same id and same payload as an event already stored: dropped
     conflict: int = 0  # same id, different payload: dead-lettered
-    invalid: int = 0  # not a valid v1 event: dead-lettered
+    invalid: int = 0  # not a valid v1 event (or a line of a broken batch): dead-lettered
+    frames: int = 0  # batch frame lines (pipeline.framing): not events, neither stored nor dead-lettered
 
 
 class StreamRange(BaseModel):
@@ -535,6 +536,7 @@ class _Run:
     def _take(self, chunk: Chunk, parsed: ParsedChunk, outcomes: Outcomes) -> None:
         """Deduplicate a parsed chunk, buffer its new rows, hold back known ids, dead-letter the rest."""
         outcomes.lines += len(chunk)
+        outcomes.frames += parsed.frames
         rejected: list[tuple[int, str]] = list(parsed.invalid)
         outcomes.invalid += len(parsed.invalid)
         families = sorted(parsed.tables)
