@@ -46,14 +46,15 @@ def test_one_commit_per_run_carries_the_ranges_and_transactions(home):
     assert record["streams"]["ratings"]["start"] == 0 and record["streams"]["ratings"]["end"] == len(ratings)
     assert record["streams"]["ratings"]["sha256"] == hashlib.sha256(ratings).hexdigest()
     assert record["streams"]["ratings"]["outcomes"] == {
-        "lines": 3,
+        "lines": 5,  # two events framed as one batch (begin, 2 lines, end), then a bad line
         "stored": 2,
         "duplicate": 0,
         "conflict": 0,
         "invalid": 1,
+        "frames": 2,
     }
     end_id, line_id, dl_id = txn_ids(result.writer, "ratings")
-    assert table.transaction_version(end_id) == len(ratings) and table.transaction_version(line_id) == 4
+    assert table.transaction_version(end_id) == len(ratings) and table.transaction_version(line_id) == 6
     assert table.transaction_version(dl_id) == (home / "deadletter" / "ratings.jsonl").stat().st_size
 
 
@@ -609,6 +610,7 @@ def test_a_line_over_the_limit_is_streamed_past_and_dead_lettered(home, snapshot
         "duplicate": 0,
         "conflict": 0,
         "invalid": 1,
+        "frames": 0,
     }
     (letter,) = [json.loads(x) for x in (home / "deadletter" / "ratings.jsonl").read_text().splitlines()]
     assert letter["byte_offset"] == offset and letter["line_no"] == 2 and letter["raw_bytes"] == len(long_line)
