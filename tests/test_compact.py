@@ -148,10 +148,13 @@ def test_a_torn_tail_is_not_consumed(home):
     stream = home / "streams" / "ratings.jsonl"
     with open(stream, "ab") as handle:
         handle.write(b'{"id":"R-9","type":"task.rat')
+    size = stream.stat().st_size
     result = compact(home)
     assert result.streams["ratings"].lines == 1
     consumed = _table(home).transaction_version(txn_ids(result.writer, "ratings")[0])
-    assert consumed == stream.stat().st_size - len(b'{"id":"R-9","type":"task.rat')
+    assert consumed == size - len(b'{"id":"R-9","type":"task.rat') == stream.stat().st_size
+    (fragment,) = (home / "quarantine").iterdir()  # the consistent cut recovered the stream first
+    assert fragment.read_bytes() == b'{"id":"R-9","type":"task.rat'
 
 
 def test_small_files_are_merged_by_optimize(home):

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import InvalidEvent, PipelineError, StoreConflict, StoreCorrupt
 from ..events import DEFAULT_MAX_LINE_BYTES, FAMILY, SCHEMA_VERSION, parse_line, stream_of
 from ..families import COLUMNS
+from ..framing import consistent_cut
 from ..home import STREAMS, Home
 from ..store import location as loc
 from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
@@ -50,6 +51,7 @@ from ..store.table import RECOVER, environment_problem, fail, first_line, machin
 from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams import new_id
 from .files import DeadLetters, TableFiles, deadletter_record, file_stats, partition_dir
+from .frames import FramePlan, plan_frames
 from .ids import CONFLICT, DEFERRED, DUPLICATE, NEW, IdSet, LineReader, hash_ids, position
 from .parse import Chunk, ParsedChunk, parse_chunk
 from .rows import event_row
@@ -236,6 +238,7 @@ class _Plan:
     deadletter_bytes: int
     outcomes: Outcomes = field(default_factory=Outcomes)
     sha256: str = ""
+    frames: FramePlan | None = None
 
 
 class _Run:
@@ -280,13 +283,18 @@ class _Run:
     def run(self) -> CompactResult:
         self._check_home()
         remember(self.home, self.writer)
-        plans = [self._plan(stream) for stream in STREAMS]
-        total = sum(p.end - p.start for p in plans)
+        cut = consistent_cut(self.home)  # every batch wholly inside or wholly outside (docs/design.md, batch framing)
+        plans = {stream: self._plan(stream, cut[stream]) for stream in STREAMS}
+        waiting = plans["tasks"].frames.unfinished if plans["tasks"].frames is not None else None
+        if waiting is not None and waiting.then is not None and plans["ratings"].start <= waiting.then.ratings:
+            # the tasks part of a two-stream batch is unfinished: its ratings part waits with it (all or nothing)
+            plans["ratings"] = self._plan("ratings", min(cut["ratings"], waiting.then.ratings))
+        total = sum(p.end - p.start for p in plans.values())
         if not total:
-            return self._result(created=False, plans=plans, merged=0)
+            return self._result(created=False, plans=list(plans.values()), merged=0)
         self.ids = IdSet(self._table_hashes(), expected=total // 128)  # lines are rarely shorter than 128 bytes
         with self._bar(total) as bar:
-            for plan in plans:
+            for plan in plans.values():
                 self.letters[plan.stream] = DeadLetters(self.home, plan.stream, plan.deadletter_bytes)
                 self._consume(plan, bar)
         self._resolve_held()
@@ -308,7 +316,7 @@ class _Run:
                     outcomes=p.outcomes,
                     deadletter=(p.deadletter_bytes, self.letters[p.stream].size),
                 )
-                for p in plans
+                for p in plans.values()
                 if p.end > p.start
             },
         )
@@ -317,7 +325,7 @@ class _Run:
         fault_hook("after-commit")
         merged = self._optimize()
         fault_hook("after-optimize")
-        return self._result(created=True, plans=plans, merged=merged)
+        return self._result(created=True, plans=list(plans.values()), merged=merged)
 
     def _result(self, *, created: bool, plans: list[_Plan], merged: int) -> CompactResult:
         return CompactResult(
@@ -438,26 +446,31 @@ class _Run:
         return merged
 
     # ------------------------------------------------------------------ reading
-    def _plan(self, stream: str) -> _Plan:
+    def _plan(self, stream: str, size: int) -> _Plan:
+        """The range of ``stream`` this run reads: from what this writer committed to the consistent cut ``size``,
+        less an unfinished batch part at its end; and the frames in it."""
         end_id, line_id, dl_id = txn_ids(self.writer.writer, stream)
         start = self.table.transaction_version(end_id) or 0
         line_start = self.table.transaction_version(line_id) or 1
         dl_bytes = self.table.transaction_version(dl_id) or 0
         path = self.home.stream(stream)
-        if path.exists():
-            self.home.confine(path, create=False)
-        size = path.stat().st_size if path.exists() else 0
         if size < start:
             raise StoreCorrupt(
                 f"{path} has {size} bytes but writer {self.writer.writer!r} already committed up to byte {start}: "
                 "the stream was truncated or replaced; restore it, or move the store aside and rebuild "
                 "(`ratings compact --rebuild`)"
             )
-        end = start
+        plan = _Plan(stream=stream, start=start, end=start, line_start=line_start, deadletter_bytes=dl_bytes)
         if size > start:
-            with open(path, "rb") as handle:
-                end = _last_newline_end(handle, start, size)
-        return _Plan(stream=stream, start=start, end=end, line_start=line_start, deadletter_bytes=dl_bytes)
+            fd = self.home.open(path, os.O_RDONLY)
+            try:
+                with os.fdopen(os.dup(fd), "rb") as handle:
+                    end = _last_newline_end(handle, start, size)
+                plan.frames = plan_frames(fd, start, end)
+            finally:
+                os.close(fd)
+            plan.end = plan.frames.end
+        return plan
 
     def _consume(self, plan: _Plan, bar: Any) -> None:
         if plan.end == plan.start:
@@ -488,13 +501,17 @@ class _Run:
             plan.outcomes.lines += 1
             plan.outcomes.invalid += 1
             reason = f"-: line is {job.length} bytes, over the limit of {self.max_line_bytes}"
+            if plan.frames is not None:
+                index, _ = plan.frames.lookup(np.array([job.offset]))
+                if index[0] >= 0:  # a line of a broken batch part: the batch's reason
+                    reason = f"-: {plan.frames.reasons[int(index[0])]}"
             record = deadletter_record(plan.stream, job.offset, line_no, reason, job.head, raw_bytes=job.length)
             self.letters[plan.stream].write(record)
             size = job.length + 1
         else:
             chunk, parsed = job.result()
             chunk.first_line = line_no
-            self._take(chunk, parsed, plan.outcomes)
+            self._take(chunk, parsed, plan.outcomes, plan.frames)
             size = len(chunk.block)
         if bar is not None:
             bar.update(size)
@@ -533,12 +550,12 @@ class _Run:
             piece = handle.read(min(1 << 20, left - length))
 
     # ------------------------------------------------------------------ validating and deduplicating
-    def _take(self, chunk: Chunk, parsed: ParsedChunk, outcomes: Outcomes) -> None:
+    def _take(self, chunk: Chunk, parsed: ParsedChunk, outcomes: Outcomes, frames: FramePlan | None) -> None:
         """Deduplicate a parsed chunk, buffer its new rows, hold back known ids, dead-letter the rest."""
         outcomes.lines += len(chunk)
-        outcomes.frames += parsed.frames
-        rejected: list[tuple[int, str]] = list(parsed.invalid)
-        outcomes.invalid += len(parsed.invalid)
+        parsed, broken = _apply_frames(chunk, parsed, frames, outcomes)
+        rejected: list[tuple[int, str]] = list(parsed.invalid) + broken
+        outcomes.invalid += len(parsed.invalid) + len(broken)
         families = sorted(parsed.tables)
         if families:
             lines = np.concatenate([parsed.tables[f]["_line"].to_numpy() for f in families])
@@ -726,6 +743,27 @@ class _Run:
             self.adds.extend(pool.map(write, jobs))
         self.buffers.clear()
         self.buffered = 0
+
+
+def _apply_frames(
+    chunk: Chunk, parsed: ParsedChunk, frames: FramePlan | None, outcomes: Outcomes
+) -> tuple[ParsedChunk, list[tuple[int, str]]]:
+    """The chunk's parse with the frame plan applied: frame lines counted (not events), the lines of a broken
+    batch part taken out of the rows and the invalid lines, and returned as (line index, reason) dead letters."""
+    index, is_frame = frames.lookup(chunk.offsets) if frames is not None else (np.full(len(chunk), -1), None)
+    special = index >= 0
+    if not special.any():
+        return parsed, []
+    assert frames is not None and is_frame is not None
+    outcomes.frames += int(is_frame.sum())
+    broken = [(int(i), f"-: {frames.reasons[int(index[i])]}") for i in np.flatnonzero(special & ~is_frame)]
+    tables = {}
+    for family, table in parsed.tables.items():
+        keep = ~special[table["_line"].to_numpy()]
+        if keep.any():
+            tables[family] = table if keep.all() else table.filter(pa.array(keep))
+    invalid = [(i, reason) for i, reason in parsed.invalid if not special[i]]
+    return ParsedChunk(tables=tables, invalid=invalid), broken
 
 
 def _now_ms() -> int:
