@@ -47,7 +47,7 @@ from ..framing import consistent_cut
 from ..home import STREAMS, Home
 from ..store import location as loc
 from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
-from ..store.table import RECOVER, environment_problem, fail, first_line, machine_errors, open_table
+from ..store.table import RECOVER, environment_problem, exists, fail, first_line, machine_errors, open_table
 from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams import new_id
 from .files import DeadLetters, TableFiles, deadletter_record, file_stats, partition_dir
@@ -172,6 +172,8 @@ def compact(
     config = config if config is not None else loc.current_config()
     if config.writer is not None:
         check_name(config.writer)
+    if location.local is None:
+        exists(location)  # an unreachable object store is one line before anything is written
     with machine_errors("compact (nothing of this run is visible)"), compact_lock(home):
         from ..store.upgrade import move_aside_for_rebuild, upgrade_if_old
 

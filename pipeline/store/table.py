@@ -37,6 +37,11 @@ def storage_error(exc: BaseException, location: Location, doing: str) -> Pipelin
     lowered = str(exc).lower()
     if "nosuchbucket" in lowered or "bucket does not exist" in lowered or "specified bucket does not exist" in lowered:
         why = "the bucket does not exist"
+    elif "/latest/api/token" in lowered or "/latest/meta-data" in lowered or "metadata" in lowered:
+        why = (
+            "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile or role); none was "
+            "configured and the instance metadata service did not answer"
+        )
     elif "credential" in lowered or "accessdenied" in lowered or "invalidaccesskeyid" in lowered or "403" in lowered:
         why = "the credentials are missing or refused (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or --storage-option)"
     elif "connect" in lowered or "dns" in lowered or "timed out" in lowered or "error sending request" in lowered:
@@ -99,15 +104,19 @@ def _is_storage(exc: BaseException) -> bool:
 
 
 def exists(location: Location) -> bool:
-    """Whether the events table exists (a local store: its ``_delta_log``; an object store: asks it)."""
+    """Whether the events table exists (a local store: its ``_delta_log``; an object store: it opens)."""
     if location.table_path is not None:
         return (location.table_path / "_delta_log").is_dir()
     from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
 
-    try:
-        return bool(DeltaTable.is_deltatable(location.table_uri, location.options))
+    try:  # not DeltaTable.is_deltatable: with some S3 endpoints it retries without end
+        DeltaTable(location.table_uri, storage_options=location.options)
+    except TableNotFoundError:
+        return False
     except Exception as exc:  # noqa: BLE001 - any failure to reach the store is one line (exit 2)
         raise storage_error(exc, location, "reach") from None
+    return True
 
 
 def parse_as_of(text: str) -> int | datetime:
