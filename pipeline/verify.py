@@ -232,14 +232,13 @@ def _check_files(location: loc.Location, table: Any) -> tuple[int, int, list[str
             continue
         if records is not None and found != records:
             problems.append(f"file {path} has {found} rows, the log says {records}")
-    unreferenced = 0
-    if location.table_path is not None:
-        live = set(actions["path"].to_pylist())
-        base = location.table_path
-        for found_path in base.rglob("*.parquet"):
-            relative = found_path.relative_to(base).as_posix()
-            if not relative.startswith("_delta_log/") and relative not in live:
-                unreferenced += 1
+    import pyarrow.fs as pafs
+
+    live = set(actions["path"].to_pylist())
+    listed = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    prefix = f"{root}/" if root else ""
+    data = [i.path.removeprefix(prefix) for i in listed if i.type == pafs.FileType.File and i.path.endswith(".parquet")]
+    unreferenced = sum(1 for path in data if not path.startswith("_delta_log/") and path not in live)
     return actions.num_rows, rows, problems, unreferenced
 
 
