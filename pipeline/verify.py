@@ -257,11 +257,20 @@ def _duplicate_ids(location: loc.Location, table: Any) -> list[str]:
     """Ids held by more than one row (first 100, sorted)."""
     import duckdb
 
+    from .store.views import _quote
+
     con = duckdb.connect(":memory:")
     try:
-        con.register("events", table.to_pyarrow_dataset())
+        if location.table_path is not None:
+            files = ", ".join(_quote(f) for f in table.file_uris())
+            source = (
+                f"read_parquet([{files}], hive_partitioning = false)" if files else "(SELECT NULL AS id, 0 AS _id_hash)"
+            )
+        else:  # read whole into memory: DuckDB never stops an Arrow scan half way (its threads would outlive it)
+            con.register("ids", table.to_pyarrow_dataset().to_table(columns=["id", "_id_hash"]))
+            source = "ids"
         rows = con.execute(
-            "SELECT id FROM events WHERE _id_hash IN (SELECT _id_hash FROM events GROUP BY 1 HAVING count(*) > 1) "
+            f"SELECT id FROM {source} WHERE _id_hash IN (SELECT _id_hash FROM {source} GROUP BY 1 HAVING count(*) > 1) "
             "GROUP BY id HAVING count(*) > 1 ORDER BY id LIMIT 100"
         ).fetchall()
     finally:

@@ -130,7 +130,9 @@ def _source(store: Store, family: str | None) -> str | None:
 def _create_views(store: Store) -> None:
     con = store.con
     if store.location.local is None and store.table is not None and store.actions().num_rows:
-        con.register("_events", store.table.to_pyarrow_dataset())
+        # An object store is read whole through delta-rs and Arrow at open (one pass, the files in parallel):
+        # DuckDB scanning the dataset lazily would stop scans half way on LIMIT, leaving Arrow threads behind.
+        con.register("_events", store.table.to_pyarrow_dataset().to_table())
     everything = _source(store, None) if store.table is not None else None
     losers = ""
     if everything is not None:
