@@ -27,8 +27,20 @@ from ..home import NOFOLLOW, Home, fsync_dir
 from ..store.location import Location
 
 #: snappy is fast to write and read; statistics let every engine skip row groups on filters.
+#: Unique per row (ids, offsets, hashes, times, free text): no dictionary page, which the writer would build and
+#: then drop; every other column (config parts, types, raters, regions, writer names) repeats and gets one.
+UNIQUE_COLUMNS = frozenset({"id", "at", "_offset", "_id_hash", "raw", "extra", "labels", "title", "claim", "rating"})
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "write_statistics": True}
+
+
+def parquet_options(table: pa.Table) -> dict[str, Any]:
+    """Writer options for one data file: dictionary encoding only for the columns that repeat."""
+    return {**PARQUET_OPTIONS, "use_dictionary": [c for c in table.column_names if c not in UNIQUE_COLUMNS]}
 _STAT_STRING_MAX = 32  # longer strings get no min/max in the commit (a truncated max would be wrong)
+#: Columns whose min/max the commit records (what queries filter on); every column gets its null count.
+STATS_COLUMNS = frozenset(
+    {"id", "type", "at", "v", "task", "config_key", "score", "cost_usd", "_writer", "_stream", "_offset", "_id_hash"}
+)
 
 
 def partition_dir(family: str, day: date | None) -> str:
@@ -58,7 +70,7 @@ def file_stats(table: pa.Table) -> str:
         if pa.types.is_list(column.type):
             continue
         nulls[name] = column.null_count
-        if column.null_count == len(column) or pa.types.is_boolean(column.type):
+        if column.null_count == len(column) or pa.types.is_boolean(column.type) or name not in STATS_COLUMNS:
             continue
         low, high = (s.as_py() for s in pc.min_max(column).values())
         if isinstance(low, str) and (len(low) > _STAT_STRING_MAX or len(high) > _STAT_STRING_MAX):
@@ -90,7 +102,7 @@ class TableFiles:
         """Write ``table`` to ``relative`` (a new name) durably; its size in bytes."""
         if self._fs is not None:
             with self._fs.open_output_stream(relative) as out:
-                pq.write_table(table, out, **PARQUET_OPTIONS)
+                pq.write_table(table, out, **parquet_options(table))
             return int(self._fs.get_file_info(relative).size)
         root = self.location.table_path
         assert root is not None
@@ -102,7 +114,7 @@ class TableFiles:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, flags | NOFOLLOW, 0o644)
         with os.fdopen(fd, "wb") as handle:
-            pq.write_table(table, handle, **PARQUET_OPTIONS)
+            pq.write_table(table, handle, **parquet_options(table))
             handle.flush()
             size = os.fstat(handle.fileno()).st_size
         self.files.append(path)
