@@ -325,6 +325,13 @@ def _case_study(ctx, param, value):
     metavar="N",
     help="Evidence gate: ratings a learned choice needs (default: shipped.json's, else 3).",
 )
+@click.option(
+    "--min-quality",
+    type=click.FloatRange(0, 1),
+    default=None,
+    metavar="Q",
+    help="Quality floor: the best objective among configs of quality >= Q, else the highest quality.",
+)
 @click.option("--thread", default=None, help="Fit only the tasks of this thread.")
 @click.option("--since", default=None, metavar="DATE", callback=_since, help="Fit only tasks opened since DATE.")
 @click.option("--no-compact", is_flag=True, help="Do not compact the streams first.")
@@ -370,6 +377,7 @@ def fit(
     exploration,
     half_life,
     min_samples,
+    min_quality,
     thread,
     since,
     no_compact,
@@ -399,6 +407,7 @@ def fit(
       ratings fit --objective quality --prior-weight 3 --exploration 0.1 --json
       ratings fit --half-life-days inf --since 2026-01-01 --case-study january
       ratings fit --ladder-budget 0.001 --pass-threshold 0.7
+      ratings fit --min-quality 0.8
       fit-routing --home build/lcb --case-study livecodebench --credit "LiveCodeBench leaderboard data"
     """
     from .nightly.job import run_fit
@@ -419,6 +428,7 @@ def fit(
         exploration=exploration,
         half_life_days=half_life,
         min_samples=min_samples,
+        min_quality=min_quality,
         thread=thread,
         since=since,
         no_compact=no_compact,

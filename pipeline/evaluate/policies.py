@@ -35,6 +35,7 @@ from typing import Any
 
 import polars as pl
 
+from ..fit.gate import member_gate
 from ..fit.inputs import FitInputs, task_values
 from ..fit.learning import costed_targets
 from ..fit.model import Shipped, fit_model
@@ -178,11 +179,13 @@ def held_out_policies(
     objective: str,
     fraction: float,
     ladders: dict[str, Ladder],
+    *,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """The ``policies`` section: every built-in routing policy scored on the held-out tasks.
 
-    The router runs on a table built from the learned tasks only (model, member signals and the ladders
-    chosen on validation, all before the cutoff), never on the published table, which has seen the
+    The router runs on a table built from the learned tasks only (model, member signals, the evidence gate's
+    tests and the ladders chosen on validation, all before the cutoff), never on the published table, which has seen the
     held-out tasks. Held-out targets exclude PRM fill-ins, as every held-out figure.
     """
     cut = parts(inputs, fraction)
@@ -195,6 +198,7 @@ def held_out_policies(
         fitted_at=cut.learned.newest_at,
         ladders=ladders,
         signals=member_signals(task_values(cut.learned), cut.learned.newest_at),
+        gate=member_gate(cut.learned, model, shipped.static, attempts=inputs.attempts, seed=seed),
     )
     figures = evaluate_policies(table, costed_targets(cut.held_out, model), policies=BUILTIN)
     return {

@@ -51,6 +51,7 @@ class ReplayStart:
     objective: str  # the effective objective (quality when no cost is known)
     floor: float
     lam: float | None = None
+    min_quality: float | None = None  # the quality floor of the greedy order (FittedModel's greedy_order)
 
 
 def start_from(model: Any, fitted_task_values: pl.DataFrame, regions: Sequence[str]) -> ReplayStart:
@@ -70,6 +71,7 @@ def start_from(model: Any, fitted_task_values: pl.DataFrame, regions: Sequence[s
         objective=model.effective_objective,
         floor=float(c.cost_floor_usd),
         lam=c.lambda_,
+        min_quality=c.min_quality,
     )
 
 
@@ -138,13 +140,17 @@ def _run(
     prior = [[start.lookup[(c, r)][0] for c in pool] for r in regions]
     fallback = [[start.lookup[(c, r)][1] for c in pool] for r in regions]
 
-    def key(r: int, c: int) -> tuple[float, float, float, int]:
-        """Greedy order of DESIGN 5: best objective, then higher q, then lower cost, then key order."""
+    floor_q = start.min_quality
+
+    def key(r: int, c: int) -> tuple[bool, float, float, float, int]:
+        """Greedy order of DESIGN 5 (maximised): at or above the quality floor first, then the best objective
+        (quality alone below the floor), then higher q, then lower cost, then key order."""
         s, w, cost_sum, cost_n = sums[r][c]
         q = posterior(start.prior_weight, prior[r][c], s, w)
         est = cost_sum / cost_n if cost_n else fallback[r][c]
         est = None if est is None else max(est, start.floor)
-        return (_value(start, q, est), q, -(est or 0.0), -c)
+        above = floor_q is None or q >= floor_q
+        return (above, _value(start, q, est) if above else q, q, -(est or 0.0), -c)
 
     keys = [[key(r, c) for c in range(k_pool)] for r in range(len(regions))]
     greedy = [max(range(k_pool), key=row.__getitem__) for row in keys]

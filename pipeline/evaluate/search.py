@@ -28,6 +28,7 @@ from typing import Any
 
 import polars as pl
 
+from ..fit.model import greedy_order
 from ..routing.table import Constants
 from .metrics import BestIndex, expected_hit, hit_summary, route_hits
 from .replay import ReplayResult, ReplayStart, replay_many
@@ -87,11 +88,6 @@ class SearchResult:
     validation_hits: pl.DataFrame | None = None  # per-task hits of the chosen set on validation
 
 
-#: The greedy order of DESIGN 5 (as FittedModel.choose_frame): best objective, higher q, lower cost, key order.
-_GREEDY_BY = ["region", "value", "quality", "cost_usd", "config_key"]
-_GREEDY_DESC = [False, True, True, False, False]
-
-
 def greedy_hits(model: Any, part: Part | pl.DataFrame) -> pl.DataFrame:
     """Route every scored task greedily among the configs that did it; per-task hit frame (:func:`route_hits`)."""
     if isinstance(part, pl.DataFrame) or part.index is None:
@@ -104,7 +100,8 @@ def greedy_hits(model: Any, part: Part | pl.DataFrame) -> pl.DataFrame:
     missing = pairs.join(known.select("region", "config_key"), on=["region", "config_key"], how="anti")
     if missing.height:
         known = pl.concat([known, model.lookup(missing).select(cols)])
-    return part.index.route(known.sort(_GREEDY_BY, descending=_GREEDY_DESC, nulls_last=True))
+    by, descending = greedy_order(model.constants.min_quality)  # as FittedModel.choose_frame, region by region
+    return part.index.route(known.sort([pl.col("region"), *by], descending=[False, *descending], nulls_last=True))
 
 
 def candidate_sets(

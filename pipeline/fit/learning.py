@@ -19,6 +19,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..routing.table import Constants, Ladder
+from .gate import member_gate
 from .inputs import FitInputs, task_values
 from .ladders import DEFAULT_PASS_THRESHOLD, LadderFit, fit_ladders, table_ladders
 from .model import FittedModel, Shipped, fit_model
@@ -45,6 +46,7 @@ class LadderOptions(BaseModel):
 @dataclass(frozen=True)
 class LearningOutputs:
     member_signals: pl.DataFrame  # region, config_key, relative_advantage, win_rate -> build_table(signals=)
+    gate: pl.DataFrame  # the evidence gate's tests of every member          -> build_table(gate=)
     ladders: dict[str, Ladder]  # region -> Ladder                                 -> build_table(ladders=)
     signals: dict[str, Any]  # the ``signals`` object of stats.json
     ladder_fit: LadderFit | None  # None: no ladder fitted, ``ladder_reason`` says why
@@ -68,6 +70,7 @@ def learning_stage(
     learned: FitInputs,
     inner_learned: FitInputs,
     validation: FitInputs,
+    seed: int = 0,
     ladder: LadderOptions | None = None,
 ) -> LearningOutputs:
     """Signals on all tasks (as the published table), ladders searched on ``inner_learned`` and chosen on
@@ -118,6 +121,7 @@ def learning_stage(
         )
     return LearningOutputs(
         member_signals=member_signals(values, inputs.newest_at, advantage=advantage, wins=wins),
+        gate=member_gate(inputs, published, shipped.static, attempts=inputs.attempts, seed=seed),
         ladders=table_ladders(fit) if fit is not None else {},
         signals=signals,
         ladder_fit=fit,

@@ -157,6 +157,8 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
     if options.min_samples is not None:
         overrides["min_samples"] = options.min_samples
+    if options.min_quality is not None:
+        overrides["min_quality"] = options.min_quality
     shipped_constants = shipped.to_constants(**overrides)
     if objective == "utility" and shipped_constants.lambda_ is None:
         scale = lambda_scale(task_values(parts(inputs, options.split).learned))
@@ -197,6 +199,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         learned=cut.learned,
         inner_learned=cut.inner_learned,
         validation=cut.validation,
+        seed=options.seed,
         ladder=ladder,
     )
     table = build_table(
@@ -204,13 +207,16 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         constants_source="fitted" if adopt else "shipped",
         static=shipped.static,
         signals=learning.member_signals,
+        gate=learning.gate,
         ladders=learning.ladders,
         source=source,
         fitted_at=inputs.newest_at,
         evaluation=rounded(summary),
     )
     say("evaluating every routing policy on the held-out tasks")
-    policies = held_out_policies(inputs, published, shipped, ev.objective, options.split, learning.ladders)
+    policies = held_out_policies(
+        inputs, published, shipped, ev.objective, options.split, learning.ladders, seed=options.seed
+    )
     pinned = pinned_version(home)
     if pinned is None:
         table = publish(table, home.fits / "routing-table.json")
@@ -265,6 +271,8 @@ def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
     data = c.model_dump(by_alias=True)
     if objective != "utility":
         data.pop("lambda")
+    if data["min_quality"] is None:  # no floor: the constant sets read as before it existed
+        data.pop("min_quality")
     return data
 
 

@@ -59,6 +59,7 @@ class ConstantSet(BaseModel):
     min_samples: int
     cost_floor_usd: float
     lambda_: float | None = Field(default=None, alias="lambda")
+    min_quality: float | None = None  # the quality floor (routing-table/v1.1); null: none
 
 
 class Constants(BaseModel):
