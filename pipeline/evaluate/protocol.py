@@ -174,7 +174,7 @@ def learning_figures(learning: LearningOutputs, cut: Parts) -> dict[str, Any]:
     the held-out tasks, and the cost-quality frontier of the learned fit there (its lambda grid from the learned
     tasks). Held-out targets exclude PRM fill-ins; unknown attempt costs take the learned fit's estimate."""
     model = learning.learned_model
-    held_tv = costed_targets(cut.held_out, model)
+    held_tv = eligible(costed_targets(cut.held_out, model))  # one yardstick: the eligible held-out tasks
     if learning.ladder_fit is not None:
         ladders = ladders_section(learning.ladder_fit, held_tv)
     else:

@@ -68,17 +68,15 @@ def learning_stage(
     shipped: Shipped,
     objective: str,
     learned: FitInputs,
-    inner_learned: FitInputs,
-    validation: FitInputs,
     seed: int = 0,
     ladder: LadderOptions | None = None,
 ) -> LearningOutputs:
-    """Signals on all tasks (as the published table), ladders searched on ``inner_learned`` and chosen on
-    ``validation``.
+    """Signals and the evidence gate's tests on all tasks (as the published table), ladders chosen on the
+    ``learned`` part of the fit's split (:func:`pipeline.evaluate.split.parts`) by the cross-validated rule of
+    :mod:`pipeline.fit.ladders`, aiming at the learned fit's best single configuration.
 
     ``published`` is the model the table publishes (refit on all tasks with ``constants``); its greedy
-    choice is the target policy of the off-policy estimates. ``learned``, ``inner_learned`` and
-    ``validation`` are the parts of the fit's split (:func:`pipeline.evaluate.split.parts`).
+    choice is the target policy of the off-policy estimates.
     """
     ladder = ladder or LadderOptions()
     values = task_values(inputs)
@@ -101,23 +99,21 @@ def learning_stage(
         wins=wins,
     )
 
-    inner_model = fit_model(inner_learned, constants, shipped, objective)
     learned_model = fit_model(learned, constants, shipped, objective)
-    learn_tv = costed_targets(inner_learned, inner_model)
-    val_tv = costed_targets(validation, inner_model)
+    learned_tv = costed_targets(learned, learned_model)
     fit: LadderFit | None = None
     reason: str | None = None
-    if not (learn_tv.height and val_tv.height):
-        reason = "too few tasks to split for validation"
+    if not learned_tv.height:
+        reason = "no learned task has a rating"
     elif ladder.target == "budget" and not learned_model.cost_known:
         reason = "the budget target needs costs, and this store has none"
     else:
         fit = fit_ladders(
-            learn_tv,
-            val_tv,
+            learned_tv,
             target=ladder.target,
             budget_usd=ladder.budget_usd,
             pass_threshold=ladder.pass_threshold,
+            best_single=learned_model.highest_quality(),
         )
     return LearningOutputs(
         member_signals=member_signals(values, inputs.newest_at, advantage=advantage, wins=wins),

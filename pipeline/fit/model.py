@@ -171,6 +171,12 @@ class FittedModel:
             .drop("estimate")
         )
 
+    def highest_quality(self) -> str | None:
+        """The best single configuration: the highest quality in the global pool (ties: key order); None without
+        members. The baselines, the ladders and the page compare with this one config."""
+        pool = self.members.filter(pl.col("region") == GLOBAL).sort(["quality", "config_key"], descending=[True, False])
+        return pool["config_key"][0] if pool.height else None
+
     def most_rated(self) -> str | None:
         """The config with the most fitted ratings (ties: key order); None without ratings."""
         pool = self.members.filter(pl.col("region") == GLOBAL).sort(

@@ -197,8 +197,6 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         shipped=shipped,
         objective=ev.objective,
         learned=cut.learned,
-        inner_learned=cut.inner_learned,
-        validation=cut.validation,
         seed=options.seed,
         ladder=ladder,
     )
