@@ -1,5 +1,6 @@
 """Fitting escalation ladders: dominance, both search strategies (one contract), the cross-validated rule,
-the target rules and the region-vs-global noise rule. Ladder scoring on held-out tasks is tested in tests/evaluate/test_ladders.py."""
+the target rules and the region-vs-global noise rule. Ladder scoring on held-out tasks is tested in
+tests/evaluate/test_ladders.py."""
 
 from __future__ import annotations
 
