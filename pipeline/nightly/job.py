@@ -229,7 +229,11 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         objective,
         {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
         published_source="fitted" if adopt else "shipped",
-        sections={"signals": learning.signals, **learning_figures(learning, cut), "policies": policies},
+        sections={
+            "signals": learning.signals,
+            **learning_figures(learning, cut, decisions=inputs.decisions),
+            "policies": policies,
+        },
         cutoff=cutoff_text(ev.split["cutoff_at"]),
     )
     if pinned is not None:
