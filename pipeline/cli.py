@@ -230,33 +230,43 @@ def init(home: str | None, as_json: bool) -> None:
 def route(home, region, pool, role, failed, policy, seed, explain, log, task, table, as_json):
     """Decide which configuration does a task, from the published routing table.
 
-    Prints the decision as JSON (also without --json): config, policy, reason,
-    explored, table_version, predicted_quality, propensity, candidates.
+    Prints the decision for people: the config, the policy, why (the gate's test in
+    words), the predicted quality, the propensity and the candidates; with --json
+    the same as one object (config, policy, reason, explored, table_version,
+    predicted_quality, propensity, candidates). A --pool key the table does not
+    know is refused (exit 2). --log --task ID warns on stderr when the home has
+    never seen the task.
 
     \b
     Example:
       ratings route --region implement --role implementer
       ratings route --region review --pool codex/openai/gpt-5/medium --pool kimi/moonshot/k2/- --explain
-      ratings route --region implement --seed 7 --log --task T-42
+      ratings route --region implement --seed 7 --log --task T-42 --json
     """
     from .routing.decide import decide
+    from .routing.words import decision_lines
 
     if log and not task:
         raise click.UsageError("--log needs --task ID (the task the decision is logged for)")
-    emit_json(
-        decide(
-            home,
-            region=region,
-            pool=pool,
-            role=role,
-            failures=failed,
-            policy=policy,
-            seed=seed,
-            explain=explain,
-            table=table,
-            log_task=task if log else None,
-        )
+    out = decide(
+        home,
+        region=region,
+        pool=pool,
+        role=role,
+        failures=failed,
+        policy=policy,
+        seed=seed,
+        explain=explain,
+        table=table,
+        log_task=task if log else None,
     )
+    for warning in out.pop("warnings", []):
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        emit_json(out)
+        return
+    for line in decision_lines(out):
+        click.echo(line)
 
 
 # --------------------------------------------------------------------------- fit (fit-routing)
