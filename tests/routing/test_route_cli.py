@@ -12,7 +12,6 @@ from fixtures_routing import A, B, build_table, member
 from pipeline.cli import cli
 from pipeline.routing.table import publish
 
-
 # B (6 per dollar) ranks above the static default A (0.9 per dollar); B's test against A in implement passes:
 # 12 shared tasks, difference +5.1 per dollar, one-sided 95% lower bound +3.2 > 0.
 TEST = {A: (12, 5.1, 3.2)}
