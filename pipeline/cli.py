@@ -269,6 +269,39 @@ def route(home, region, pool, role, failed, policy, seed, explain, log, task, ta
         click.echo(line)
 
 
+@cli.command("table")
+@home_option
+@click.option(
+    "--table",
+    "table",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Routing table file (default: <home>/fits/routing-table.json).",
+)
+@json_option
+@handle_errors
+def table_(home, table, as_json):
+    """Print the published routing table for people: per region the choice, its quality, cost and n, the
+    runner-up, the ladder, and why (the evidence gate's reason, with its numbers).
+
+    \b
+    Example:
+      ratings table --home ./myteam
+      ratings table --json | jq '.regions[] | {region, config: .choice.config}'
+    """
+    from .routing.decide import table_path
+    from .routing.summary import summarize
+    from .routing.table import load
+    from .routing.words import table_lines
+
+    summary = summarize(load(table_path(home, table)))
+    if as_json:
+        emit_json(summary.model_dump(mode="json"))
+        return
+    for line in table_lines(summary):
+        click.echo(line)
+
+
 # --------------------------------------------------------------------------- fit (fit-routing)
 def _half_life(ctx, param, value):
     if value is None or value.lower() in ("inf", "infinity"):

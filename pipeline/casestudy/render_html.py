@@ -24,7 +24,8 @@ p,li{overflow-wrap:anywhere}
 .subtitle{color:#555;margin-top:0}
 .credits{font-size:.95rem;background:#f5f7fa;border:1px solid #e1e5eb;border-radius:6px;padding:.5rem .8rem}
 .credits p{margin:.2rem 0}
-.headline{border-top:3px solid #1b5e20;margin-top:1rem;padding-top:.4rem}
+.lead h2{margin-top:1.2rem}
+.headline{border-top:3px solid #1b5e20;margin-top:1.6rem;padding-top:.4rem}
 .headline p{font-size:1.07rem}
 .note{border-left:4px solid #b71c1c;background:#fdecea;padding:.55rem .8rem;margin:1rem 0;border-radius:0 6px 6px 0}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.88em;background:#f3f3f3;
@@ -122,7 +123,10 @@ def render_html(doc: Document) -> str:
         "<body><main>",
         f"<h1>{escape(doc.title)}</h1>",
         f'<p class="subtitle">{inline(doc.subtitle)}</p>',
-        credits + '<section class="headline" aria-label="Headline">',
+        credits + '<section class="lead" aria-label="What the dispatcher will do">',
+        *(block(b) for b in doc.lead),
+        "</section>",
+        '<section class="headline" aria-label="Headline">',
         *(block(b) for b in doc.headline),
         "</section>",
         *(block(b) for b in doc.body),

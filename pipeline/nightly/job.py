@@ -34,6 +34,7 @@ from ..fit.table_build import build_table
 from ..home import Home, atomic_write
 from ..manifest import load_manifest, manifest_numbers
 from ..pin import pinned_version
+from ..routing.summary import summarize
 from ..routing.table import Constants, RoutingTable, canonical_json, publish, table_json_schema
 from ..store import open_store
 from .options import FitOptions
@@ -230,6 +231,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
         published_source="fitted" if adopt else "shipped",
         sections={
+            "routing_table": summarize(table).model_dump(mode="json"),
             "signals": learning.signals,
             **learning_figures(learning, cut, decisions=inputs.decisions),
             "policies": policies,

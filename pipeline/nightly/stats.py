@@ -194,6 +194,7 @@ class Stats(BaseModel):
     ladders: dict[str, Any] | None = None
     frontier: dict[str, Any] | None = None
     policies: dict[str, Any] | None = None
+    routing_table: dict[str, Any] | None = None  # the published table in words (pipeline.routing.summary)
     notes: list[str] = Field(default_factory=list)
 
     def to_json_dict(self) -> dict[str, Any]:

@@ -77,3 +77,44 @@ def _gate_lines(gate: dict[str, Any]) -> list[str]:
                     f"difference {fmt(ev['difference'])}, lower bound {fmt(ev['lower'])}, passes {fmt(ev['passes'])}"
                 )
     return lines
+
+
+def money(x: float | None) -> str:
+    """Dollars with three significant digits (``$0.0123``, ``$1.23``); ``n/a`` when unknown."""
+    if x is None:
+        return "n/a"
+    return f"${x:.3g}" if abs(x) < 1 else f"${x:,.2f}"
+
+
+def pick_words(pick: Any) -> str:
+    return f"{pick.config}  quality {pick.quality:.3f}  cost {money(pick.cost_usd)}  n {pick.n_ratings}"
+
+
+def table_lines(summary: Any) -> list[str]:
+    """``ratings table`` for people: a header, then one block per region (``*`` last)."""
+    c = summary.constants
+    floor = "no quality floor" if c.get("min_quality") is None else f"quality floor {c['min_quality']:g}"
+    static = summary.static
+    keys = ("cheap_config", "frontier_config", "default_config")
+    named = [f"{k.removesuffix('_config')} {static[k]}" for k in keys if static[k]]
+    pinned = [f"{role} -> {config}" for role, config in sorted(static["pinned"].items())]
+    lines = [
+        f"routing table {summary.version} ({summary.schema_version}), fitted at {summary.fitted_at or 'n/a'}",
+        f"objective {summary.objective}; {summary.constants_source} constants: prior weight {c['prior_weight']:g}, "
+        f"exploration {c['exploration']:g}, min samples {c['min_samples']}, {floor}",
+        "static choice: "
+        + ("; ".join(named) if named else "none named (the config with the most ratings)")
+        + (f"; pinned roles: {', '.join(pinned)}" if pinned else ""),
+        f"what {summary.policy} does for a task of each region (no role):",
+    ]
+    for r in summary.regions:
+        lines += ["", r.region if r.region != "*" else "* (any other region)"]
+        lines.append(f"  choice     {pick_words(r.choice)}")
+        lines.append(f"  runner-up  {pick_words(r.runner_up) if r.runner_up else 'none (one member)'}")
+        if r.ladder is not None:
+            where = "its own" if r.ladder.source == "region" else "the global ladder"
+            lines.append(f"  ladder     {' > '.join(r.ladder.rungs)} ({where}, pass mark {r.ladder.pass_threshold:g})")
+        else:
+            lines.append("  ladder     none")
+        lines.append(f"  why        {r.why}")
+    return lines
