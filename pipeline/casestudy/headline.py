@@ -72,9 +72,13 @@ def _best_single_phrase(stats: Stats) -> str:
         return ""
     fitted = stats.baselines.fitted
     costs = best.mean_cost_usd is not None and fitted.mean_cost_usd is not None
+    coverage = (best.model_extra or {}).get("coverage")
+    where = (
+        f" on the {fmt.pct(coverage)} of the eligible tasks it did" if coverage is not None and coverage < 1.0 else ""
+    )
     return (
         f" Sending every task to the best single configuration of the learned tasks "
-        f"({short_config(best.config)}) would have hit {fmt.pct(best.hit_rate)}, with mean quality "
+        f"({short_config(best.config)}) would have hit {fmt.pct(best.hit_rate)}{where}, with mean quality "
         f"{fmt.num(best.mean_quality, 3)}"
         + (f" at {fmt.usd(best.mean_cost_usd)} per task" if costs else "")
         + f" against {fmt.num(fitted.mean_quality, 3)}"
@@ -114,7 +118,21 @@ def ladder_lead(stats: Stats) -> list[Block]:
     s = ladder_summary(stats)
     if not s:
         return []
-    chain = " → ".join(short_config(k) for k in rungs(s) or rungs(ladder_regions(stats).get("*")))
+    global_rungs = rungs(s) or rungs(ladder_regions(stats).get("*"))
+    alone = global_rungs == [s.get("best_single_config")] and all(
+        row.get("source") != "region" for row in ladder_regions(stats).values()
+    )
+    if alone:  # the rule kept the best single: say so instead of comparing it with itself
+        return [
+            para(
+                Strong("Escalation ladders: "),
+                f"the published ladder is the best single configuration alone "
+                f"({short_config(global_rungs[0])}): no cheaper ladder kept its quality on the cross-validation "
+                "of the learned tasks (see Escalation ladders below).",
+                lead=True,
+            )
+        ]
+    chain = " → ".join(short_config(k) for k in global_rungs)
     chain = f"the published ladders (global: {chain})" if chain else "the published ladders"
     at, their = "", ""
     if first(s, "held_out_cost_usd") is not None and first(s, "cost_ratio") is not None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..nightly.stats import Stats
 from . import fmt
-from .doc import Block, Bullets, Code, Heading, Inline, Note, para
+from .doc import Block, Bullets, Code, Heading, Inline, Note, Strong, para
 from .optional import short_config
 from .sections import costed_table, with_home
 
@@ -74,6 +75,11 @@ def _runner_up(pick: dict[str, Any] | None) -> str:
     return f"{short_config(pick['config'])} ({fmt.num(pick['quality'], 3)}{cost})"
 
 
+#: A config key (four ``/``-separated segments) inside a reason.
+_KEY = re.compile(r"[^\s/;:(),]+/[^\s/;:(),]+/[^\s/;:(),]+/[^\s/;:(),]+")
+
+
 def _why(region: dict[str, Any]) -> tuple[Inline, ...]:
+    """The router's reason for the region, with config keys shortened as everywhere on the page."""
     name = "any other region" if region["region"] == "*" else region["region"]
-    return (f"{name}: ", fmt.sentence(region["why"]))
+    return (Strong(f"{name}: "), _KEY.sub(lambda m: short_config(m.group(0)), fmt.sentence(region["why"])))

@@ -45,6 +45,7 @@ a{color:#0b57d0}
 @media (max-width:36rem){body{font-size:15px}main{padding:.75rem}table{font-size:.85rem}th,td{padding:.3rem .25rem}
 /* wide tables become one card per row on a phone: each cell says its column */
 table.wide,table.wide tbody,table.wide tr,table.wide td{display:block;width:100%}
+table.wide{display:flex;flex-direction:column}table.wide caption{order:1}
 table.wide thead{position:absolute;left:-9999px}
 table.wide tr{border:1px solid #ddd;border-radius:6px;margin:0 0 .6rem;padding:.2rem .5rem}
 table.wide td{border:0;padding:.1rem 0;text-align:left;white-space:normal;line-height:1.35;

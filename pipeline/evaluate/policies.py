@@ -185,8 +185,9 @@ def held_out_policies(
     """The ``policies`` section: every built-in routing policy scored on the held-out tasks.
 
     The router runs on a table built from the learned tasks only (model, member signals, the evidence gate's
-    tests and the ladders chosen on validation, all before the cutoff), never on the published table, which has seen the
-    held-out tasks. Held-out targets exclude PRM fill-ins, as every held-out figure.
+    tests and the ladders the cross-validated rule chose on the learned tasks, all before the cutoff), never on
+    the published table, which has seen the held-out tasks. Held-out targets exclude PRM fill-ins, as every
+    held-out figure.
     """
     cut = parts(inputs, fraction)
     model = fit_model(cut.learned, constants, shipped, objective)
@@ -204,7 +205,7 @@ def held_out_policies(
     return {
         "protocol": (
             "each eligible held-out task routed as new by a table fitted on the learned tasks only "
-            "(the published constants; ladders chosen on validation), greedy, pool = the configs that "
+            "(the published constants; ladders chosen on the learned tasks), greedy, pool = the configs that "
             "did the task; ladder and trace_governed escalate on a failed gate"
         ),
         "policies": figures,
