@@ -72,5 +72,5 @@ def test_the_reader_refuses_a_table_without_gate_tests(default_table, tmp_path):
     data["schema"] = "routing-table/v1"
     path = tmp_path / "v1.json"
     path.write_text(json.dumps(data))
-    out = subprocess.run([NODE, str(READER), str(path), "implement"], capture_output=True, text=True)
+    out = subprocess.run([NODE, str(READER), str(path), "implement"], capture_output=True, text=True, check=False)
     assert out.returncode != 0 and "unsupported table schema routing-table/v1 (this reader needs v1.1" in out.stderr
