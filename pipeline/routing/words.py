@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..money import usd
+
 
 def fmt(value: Any, digits: int = 4) -> str:
     """A figure as a person reads it: ``n/a`` for null, 4 significant digits, plain integers and words."""
@@ -79,15 +81,8 @@ def _gate_lines(gate: dict[str, Any]) -> list[str]:
     return lines
 
 
-def money(x: float | None) -> str:
-    """Dollars with three significant digits (``$0.0123``, ``$1.23``); ``n/a`` when unknown."""
-    if x is None:
-        return "n/a"
-    return f"${x:.3g}" if abs(x) < 1 else f"${x:,.2f}"
-
-
 def pick_words(pick: Any) -> str:
-    return f"{pick.config}  quality {pick.quality:.3f}  cost {money(pick.cost_usd)}  n {pick.n_ratings}"
+    return f"{pick.config}  quality {pick.quality:.3f}  cost {usd(pick.cost_usd)}  n {pick.n_ratings}"
 
 
 def table_lines(summary: Any) -> list[str]:
