@@ -181,12 +181,20 @@ def test_explain_lists_rows_and_gate_checks():
 # ------------------------------------------------------------------ properties
 CONFIGS = [A, B, C, D, "x/-/y/-", "new/-/unknown/-"]
 member_st = st.builds(
-    lambda cfg, q, cost, n, ra: member(cfg, q, cost, n=n, ra=ra),
+    lambda cfg, q, cost, n, ra, gate: member(cfg, q, cost, n=n, ra=ra, gate=gate),
     st.sampled_from(CONFIGS[:5]),
     st.floats(0, 1),
     st.one_of(st.none(), st.floats(0.001, 10)),
     st.integers(0, 20),
     st.one_of(st.none(), st.floats(-2, 2)),
+    st.one_of(  # the gate's tests against some static choices: (shared tasks, difference, lower bound)
+        st.none(),
+        st.dictionaries(
+            st.sampled_from(CONFIGS),
+            st.tuples(st.integers(0, 50), st.floats(-5, 5), st.one_of(st.none(), st.floats(-5, 5))),
+            max_size=3,
+        ),
+    ),
 )
 
 
