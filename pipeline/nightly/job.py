@@ -76,13 +76,29 @@ class FitResult:
             b = getattr(s.baselines, name)
             label = f"{name} ({b.config})" if b.config else name
             lines.append(f"  {label}: {_fmt(b.hit_rate)} / {_fmt(b.mean_quality)} / {_fmt(b.mean_cost_usd)}")
+        policies = (s.policies or {}).get("policies") or {}
+        if "learning_governed" in policies and "quality_per_dollar" in policies:
+            lg, qpd = policies["learning_governed"], policies["quality_per_dollar"]
+            lines.append(
+                f"default policy learning_governed (evidence gate): held-out hit rate {_fmt(lg['hit_rate'])}, "
+                f"quality_per_dollar without the gate {_fmt(qpd['hit_rate'])}"
+            )
         ladders = s.ladders or {}
         if ladders.get("summary"):
             lad, rungs = ladders["summary"], ladders["regions"]["*"]["ladder"]
             replaced = sorted(r for r, v in ladders["regions"].items() if v["source"] == "region")
             where = f"; own ladders in {', '.join(replaced)}" if replaced else ""
+            rule_of = ladders.get("rule") or {}
+            kappa = rule_of.get("kappa")
+            rule = (
+                f"kappa {kappa:g}"
+                if kappa is not None
+                else "the best single alone"
+                if rule_of.get("name") == "best-single"
+                else str(rule_of.get("name", "n/a"))
+            )
             lines.append(
-                f"published ladders (global {' > '.join(rungs)}{where}): held-out quality "
+                f"published ladders (global {' > '.join(rungs)}{where}; rule: {rule}): held-out quality "
                 f"{_fmt(lad['held_out_quality'])} at "
                 f"{_fmt(lad['held_out_cost_usd'])} USD/task vs best single {lad['best_single_config']} "
                 f"{_fmt(lad['best_single_quality'])} at {_fmt(lad['best_single_cost_usd'])} "
