@@ -19,7 +19,6 @@ __all__ = [
 ]
 
 
-
 def pct(x: float | None) -> str:
     """0.650485 -> ``65.0%``."""
     return NA if x is None else f"{100 * x:.1f}%"

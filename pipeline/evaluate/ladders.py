@@ -17,7 +17,7 @@ import polars as pl
 
 from ..fit.ladder_search import MAX_RUNGS, MIN_COVERAGE, TaskMatrix, run_ladder, search_ladders, task_matrix
 from ..fit.ladders import DEFAULT_PASS_THRESHOLD, LadderFit
-from .metrics import round9
+from .metrics import mean_of, round9
 
 #: Above this many configurations the hindsight frontier is searched by the beam, not enumerated.
 EXHAUSTIVE_HINDSIGHT = 20
@@ -108,7 +108,7 @@ def ladders_section(
     runs = published_runs(fit, task_values_heldout, cost_estimates)
     both = runs.filter(pl.col("observed") & pl.col("best_observed"))
     spend = "cost_usd" if fit.cost_known else "calls"
-    chosen_spend = float(both[spend].mean()) if both.height else None
+    chosen_spend = mean_of(both[spend])
     cost_known = fit.cost_known
 
     def mean(frame: pl.DataFrame, col: str) -> float | None:

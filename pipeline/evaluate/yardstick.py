@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from .metrics import round9
+from .metrics import mean_of, round9
 
 
 def single_rows(best: pl.DataFrame, *, cost_known: bool, cost: str = "cost_t") -> dict[str, dict[str, Any]]:
@@ -64,8 +64,8 @@ def oracle_row(best: pl.DataFrame, *, cost_known: bool, cost: str = "cost_t") ->
     return {
         "config": None,
         "hit_rate": 1.0 if n else None,
-        "mean_quality": round9(picked["value"].mean()) if n else None,
-        "mean_cost_usd": round9(picked[cost].mean()) if n and cost_known else None,
+        "mean_quality": round9(mean_of(picked["value"])),
+        "mean_cost_usd": round9(mean_of(picked[cost])) if cost_known else None,
         "tasks": n,
         "coverage": 1.0 if n else None,
     }

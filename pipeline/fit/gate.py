@@ -129,8 +129,8 @@ def gate_evidence(
         for (region,), part in sorted(rows.group_by("region"), key=lambda g: g[0][0])
     }
     sums[GLOBAL] = _Sums(
-        point=sum(x.point for x in sums.values()),
-        boot=sum(x.boot for x in sums.values()),
+        point=np.sum([x.point for x in sums.values()], axis=0),
+        boot=np.sum([x.boot for x in sums.values()], axis=0),
         members=set().union(*(x.members for x in sums.values())),
     )
     out = []

@@ -223,7 +223,9 @@ def _folds(m: TaskMatrix, blocks: np.ndarray, pass_threshold: float, strategy: s
     return out
 
 
-def _pooled(m: TaskMatrix, folds: list[_Fold], choose, pass_threshold: float) -> dict[str, Any]:
+def _pooled(
+    m: TaskMatrix, folds: list[_Fold], choose: Callable[[_Fold], tuple[int, ...]], pass_threshold: float
+) -> dict[str, Any]:
     """The choices ``choose(fold) -> rungs`` scored on each validation block against the fold's best single,
     pooled: per-task quality and spend differences and the figures of both."""
     d, ds, q, sp, calls, qb, seen, total, ladders = [], [], [], [], [], [], 0, 0, 0
@@ -286,6 +288,18 @@ def _choice(
 
 def _r(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), _ROUND)
+
+
+def _kappa_row(
+    m: TaskMatrix, folds: list[_Fold], kappa: float, configs: tuple[str, ...], pass_threshold: float
+) -> KappaRow:
+    """The rule at ``kappa``, cross-validated: its choices in the folds against each fold's best single."""
+
+    def choose(f: _Fold) -> tuple[int, ...]:
+        return _pick(f.cands, kappa, f.single, configs)
+
+    pooled = _pooled(m, folds, choose, pass_threshold)
+    return KappaRow(kappa=kappa, **{k: v for k, v in pooled.items() if k in KappaRow.model_fields})
 
 
 def _kappa(rows: list[KappaRow]) -> float:
@@ -353,19 +367,7 @@ def fit_ladders(
         def rule(cs: list[_Candidate], fallback: int) -> tuple[int, ...]:
             return _pick_budget(cs, budget, fallback)
     else:
-        rows = [
-            KappaRow(
-                kappa=k,
-                **{
-                    key: v
-                    for key, v in _pooled(
-                        m, folds, lambda f, k=k: _pick(f.cands, k, f.single, configs), pass_threshold
-                    ).items()
-                    if key in KappaRow.model_fields
-                },
-            )
-            for k in KAPPAS
-        ]
+        rows = [_kappa_row(m, folds, k, configs, pass_threshold) for k in KAPPAS]
         kappa = _kappa(rows)
         validated = _pooled(m, folds, lambda f: _pick(f.cands, kappa, f.single, configs), pass_threshold)
         rungs = _pick(cands, kappa, single, configs)

@@ -163,8 +163,16 @@ class RouterLike(Protocol):
     static: Static
     star: RegionView
     min_samples: int
-    objective: str
-    gated: bool  # the table publishes the evidence gate's tests (v1.1); a v1 table is gated by relative advantage
+
+    @property
+    def objective(self) -> str:
+        """The table's objective (what ``value`` ranks by)."""
+        ...
+
+    @property
+    def gated(self) -> bool:
+        """The table publishes the evidence gate's tests (v1.1); a v1 table is gated by relative advantage."""
+        ...
 
     def static_choice(self, view: RegionView, pool: Sequence[str], role: str | None) -> tuple[str, str]:
         """The static fallback of the table for a task of ``role``, restricted to ``pool``: (config, why)."""
