@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC
 from functools import wraps
 from typing import Any
@@ -74,8 +75,40 @@ def handle_errors(fn: Callable) -> Callable:
         except PipelineError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except OSError as exc:  # an unwritable home, a full disk: the environment failed, not the input
+            click.echo(f"error: {os_error_line(exc)}", err=True)
+            sys.exit(1)
 
     return wrapper
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an I/O failure: what failed, on which file, and the notes the library added (what was kept)."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    if exc.filename is not None:
+        what += f": {exc.filename}"
+    notes = getattr(exc, "__notes__", [])
+    return what + (f" ({'; '.join(notes)})" if notes else "")
+
+
+@contextmanager
+def json_errors(as_json: bool, **shape: Any) -> Iterator[None]:
+    """With ``--json``, report a failure as one JSON object on stdout (``shape`` plus ``errors`` or ``error``)
+    and exit with its code; without it, let :func:`handle_errors` print it for people."""
+    if not as_json:
+        yield
+        return
+    try:
+        yield
+    except InvalidBatch as exc:
+        emit_json({**shape, "errors": [e.as_json() for e in exc.errors]})
+        sys.exit(exc.exit_code)
+    except PipelineError as exc:
+        emit_json({**shape, "error": str(exc)})
+        sys.exit(exc.exit_code)
+    except OSError as exc:
+        emit_json({**shape, "error": os_error_line(exc)})
+        sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -106,22 +139,40 @@ def cli() -> None:
     show_default=True,
     help="Reject lines (as given and as stored, with id and at) longer than this.",
 )
+@click.option(
+    "--allow-type",
+    "allow_types",
+    multiple=True,
+    metavar="NAME",
+    help="Keep events of this unknown type although it is one edit away from a v1 type (repeat).",
+)
 @json_option
 @click.argument("events", nargs=-1)
 @handle_errors
-def append(home, fsync, max_line_bytes, as_json, events):
+def append(
+    home: str | None,
+    fsync: str,
+    max_line_bytes: int,
+    allow_types: tuple[str, ...],
+    as_json: bool,
+    events: tuple[str, ...],
+) -> None:
     """Append events (JSON objects) to the task and rating streams.
 
     Reads NDJSON from stdin when no EVENTS are given. The whole batch is
     validated first: one bad line and nothing is appended (exit 2, one
-    message per bad line). Events without `id` or `at` get a ULID and the
-    current time; each goes to the tasks or ratings stream by its type.
+    message per bad line naming each of its problems). Events without `id`
+    or `at` get a ULID and the current time; each goes to the tasks or
+    ratings stream by its type. A type one edit away from a v1 type
+    (task.opend) is refused as a typo unless --allow-type names it; other
+    unknown types are kept. With --json, the result or the errors as JSON.
 
     \b
     Example:
       ratings append '{"type":"task.rated","task":"T-1","config":{"cli":"claude-code","route":"anthropic","model":"opus","effort":"high"},"rater":{"kind":"gate","name":"pytest"},"score":1}'
-      cat events.ndjson | ratings append --fsync always --json
+      cat events.ndjson | ratings append --fsync always
     """
+    from .events import nearest_type
     from .streams import append as append_events
 
     if events:
@@ -130,11 +181,21 @@ def append(home, fsync, max_line_bytes, as_json, events):
         source, lines = "<stdin>", sys.stdin.buffer.read().split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
-    result = append_events(home, lines, fsync=fsync, source=source, max_bytes=max_line_bytes)
+    with json_errors(as_json, appended=0):
+        result = append_events(
+            home,
+            lines,
+            fsync=fsync,  # type: ignore[arg-type]  # click.Choice checked it
+            source=source,
+            max_bytes=max_line_bytes,
+            allow_types=allow_types,
+        )
     for kind, count in sorted(result.unknown_types.items()):
+        near = nearest_type(kind)
+        hint = f"; did you mean {near[1]}?" if near is not None and kind not in allow_types else ""
         click.echo(
             f"note: {count} event(s) of type {kind!r}, which v1 does not know: kept (family 'other'), "
-            "ignored by the fit",
+            f"ignored by the fit{hint}",
             err=True,
         )
     if as_json:
@@ -148,7 +209,7 @@ def append(home, fsync, max_line_bytes, as_json, events):
 @home_option
 @json_option
 @handle_errors
-def repair(home, as_json):
+def repair(home: str | None, as_json: bool) -> None:
     """Recover every stream: move torn tails and batches cut short to quarantine/.
 
     A batch whose writer died is completed when all of it is on disk (only

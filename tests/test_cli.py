@@ -34,14 +34,70 @@ def test_append_arguments(home):
     assert [e.task for e in read(home, "tasks")] == ["T-1"] and len(list(read(home, "ratings"))) == 1
 
 
-def test_append_notes_an_unknown_type_on_stderr(home):
-    """A typo in ``type`` is a valid event of an unknown type (kept, ignored by the fit): say so."""
-    result = run("append", "--home", str(home), '{"type":"task.rate","task":"T-1"}')
-    assert result.exit_code == 0
-    assert result.stdout == "appended 1 event(s): 1 to tasks\n"
-    assert result.stderr == (
-        "note: 1 event(s) of type 'task.rate', which v1 does not know: kept (family 'other'), ignored by the fit\n"
-    )
+NOTE = "note: 1 event(s) of type {!r}, which v1 does not know: kept (family 'other'), ignored by the fit"
+
+
+@pytest.mark.parametrize(
+    "event_type, allow, exit_code, stderr",
+    [
+        (
+            "task.rate",
+            (),
+            2,
+            [
+                "<arg>:1: type: 'task.rate' is not a v1 event type: did you mean task.rated? (to keep it as a type "
+                "of its own, allow it: --allow-type task.rate)",
+                "nothing appended: 1 invalid event(s)",
+            ],
+        ),
+        (
+            "task.opend",
+            (),
+            2,
+            [
+                "<arg>:1: type: 'task.opend' is not a v1 event type: did you mean task.opened? (to keep it as a "
+                "type of its own, allow it: --allow-type task.opend)",
+                "nothing appended: 1 invalid event(s)",
+            ],
+        ),
+        ("task.opend", ("--allow-type", "task.opend"), 0, [NOTE.format("task.opend")]),
+        ("task.opnd", (), 0, [NOTE.format("task.opnd") + "; did you mean task.opened?"]),  # two edits away
+        ("task.reopened", (), 0, [NOTE.format("task.reopened") + "; did you mean task.opened?"]),
+        ("deploy.finished", (), 0, [NOTE.format("deploy.finished")]),
+    ],
+)
+def test_append_unknown_types_typos_and_allowed_types(home, event_type, allow, exit_code, stderr):
+    result = run("append", "--home", str(home), *allow, f'{{"type":"{event_type}","task":"T-1"}}')
+    assert result.exit_code == exit_code
+    assert result.stderr.splitlines() == stderr
+    assert result.stdout == ("appended 1 event(s): 1 to tasks\n" if exit_code == 0 else "")
+    assert (home / "streams" / "tasks.jsonl").exists() == (exit_code == 0)
+
+
+def test_append_json_reports_errors_as_json(home):
+    result = run("append", "--home", str(home), "--json", stdin=f'{OPENED}\n{{"type":"task.rated","score":2}}\n[]\n')
+    assert result.exit_code == 2 and result.stderr == ""
+    assert json.loads(result.stdout) == {
+        "appended": 0,
+        "errors": [
+            {
+                "source": "<stdin>",
+                "line": 2,
+                "problems": [
+                    {"field": "task", "reason": "required field is missing"},
+                    {"field": "config", "reason": "required field is missing"},
+                    {"field": "rater", "reason": "required field is missing"},
+                    {"field": "score", "reason": "Input should be less than or equal to 1"},
+                ],
+            },
+            {
+                "source": "<stdin>",
+                "line": 3,
+                "problems": [{"field": "-", "reason": "expected a JSON object, got an array"}],
+            },
+        ],
+    }
+    assert not (home / "streams" / "tasks.jsonl").exists()
 
 
 @pytest.mark.parametrize(
@@ -80,7 +136,10 @@ def test_append_uses_ratings_home(home):
         (
             (OPENED, '{"type":"task.rated","task":"T","score":2}'),
             None,
-            ["<arg>:2: config: required field is missing (and 2 more problems)"],
+            [
+                "<arg>:2: config: required field is missing; rater: required field is missing; "
+                "score: Input should be less than or equal to 1"
+            ],
         ),
         (("--max-line-bytes", "140", OPENED, RATED), None, ["<arg>:2: -: line is 166 bytes, over the limit of 140"]),
     ],
