@@ -70,7 +70,8 @@ def handle_errors(fn: Callable) -> Callable:
         except InvalidBatch as exc:
             for err in exc.errors:
                 click.echo(err.message(), err=True)
-            click.echo(f"nothing appended: {len(exc.errors)} invalid event(s)", err=True)
+            named = f" (the first {len(exc.errors)} named above)" if exc.total > len(exc.errors) else ""
+            click.echo(f"nothing appended: {exc.total} invalid event(s){named}", err=True)
             sys.exit(2)
         except PipelineError as exc:
             click.echo(f"error: {exc}", err=True)
@@ -101,7 +102,7 @@ def json_errors(as_json: bool, **shape: Any) -> Iterator[None]:
     try:
         yield
     except InvalidBatch as exc:
-        emit_json({**shape, "errors": [e.as_json() for e in exc.errors]})
+        emit_json({**shape, "errors": [e.as_json() for e in exc.errors], "invalid": exc.total})
         sys.exit(exc.exit_code)
     except PipelineError as exc:
         emit_json({**shape, "error": str(exc)})
@@ -736,15 +737,29 @@ def verify(home, as_json):
 @click.option("--thread", default=None, help="Thread name recorded on each task.opened.")
 @click.option("--skip-bad", is_flag=True, help="Dead-letter bad rows instead of failing.")
 @click.option("--fsync", type=click.Choice(["always", "batch", "never"]), default="batch", show_default=True)
+@quiet_option
 @json_option
 @click.argument("file", type=click.Path(dir_okay=False))
 @handle_errors
-def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json, file):
+def import_(
+    home: str | None,
+    fmt: str,
+    rater_kind: str,
+    rater_name: str | None,
+    thread: str | None,
+    skip_bad: bool,
+    fsync: str,
+    quiet: bool,
+    as_json: bool,
+    file: str,
+) -> None:
     """Import a long table (CSV, CSV.gz or Parquet) of past results as events.
 
     Columns: task_id, config, score, cost_usd, region, at; others become task
     labels. Rows with a blank score are skipped and counted. Ids come from the
     row content, so importing a file twice adds nothing after compaction.
+    The table is streamed: every row is checked first (a bad row and nothing
+    is appended, unless --skip-bad), then appended in chunks, each one batch.
 
     \b
     Example:
@@ -753,9 +768,18 @@ def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json,
     """
     from .imports import import_table
 
-    result = import_table(
-        home, file, fmt=fmt, rater_kind=rater_kind, rater_name=rater_name, thread=thread, skip_bad=skip_bad, fsync=fsync
-    )
+    with _progress_bar("importing", quiet or as_json) as advance:
+        result = import_table(
+            home,
+            file,
+            fmt=fmt,  # type: ignore[arg-type]  # click.Choice checked it
+            rater_kind=rater_kind,
+            rater_name=rater_name,
+            thread=thread,
+            skip_bad=skip_bad,
+            fsync=fsync,  # type: ignore[arg-type]
+            progress=advance,
+        )
     if as_json:
         emit_json(result.summary())
     else:
@@ -764,6 +788,30 @@ def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json,
             f"{result.appended} event(s) appended; {result.skipped_blank_score} blank score(s) skipped, "
             f"{result.bad_rows} bad row(s) dead-lettered"
         )
+
+
+@contextmanager
+def _progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback ``(done, total)`` drawing click's bar on a terminal; None in pipes or when quiet."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    bar: Any = None
+    shown = 0
+
+    def advance(done: int, total: int) -> None:
+        nonlocal bar, shown
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - shown)
+        shown = done
+
+    try:
+        yield advance
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
 
 
 # --------------------------------------------------------------------------- smoke

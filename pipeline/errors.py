@@ -63,10 +63,12 @@ class OutsideHome(PipelineError):
 
 
 class InvalidBatch(PipelineError):
-    """A batch with one or more invalid events; nothing of it was written."""
+    """A batch with one or more invalid events; nothing of it was written. ``errors`` names them, or the first
+    of ``total`` when there are too many to name."""
 
-    def __init__(self, errors: list[InvalidEvent]):
+    def __init__(self, errors: list[InvalidEvent], *, total: int | None = None):
         self.errors = errors
+        self.total = total if total is not None else len(errors)
         super().__init__("\n".join(e.message() for e in errors))
 
 

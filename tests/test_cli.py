@@ -96,6 +96,7 @@ def test_append_json_reports_errors_as_json(home):
                 "problems": [{"field": "-", "reason": "expected a JSON object, got an array"}],
             },
         ],
+        "invalid": 2,
     }
     assert not (home / "streams" / "tasks.jsonl").exists()
 
