@@ -58,7 +58,7 @@ FAST_FROM = 64
 _CHUNK = 4_096  # items per call into pydantic-core (bounds the memory of its output; measured best)
 
 #: Whitespace next to a structural character: the line may not be compact (it may also be inside a string).
-_LOOSE = re.compile(rb"[:,\[{][ \t\r]|[ \t\r][:,\]}]")
+_LOOSE = rb"[:,\[{][ \t\r]|[ \t\r][:,\]}]"  # compiled on first use (re's cache)
 _WHITESPACE = (b" ", b"\t", b"\r")
 
 
@@ -282,7 +282,7 @@ def _raw_lane(items: list[Any], chunk: Sequence[int], out: Rendered, max_bytes: 
     fresh = iter(new_ids(len(lines)))
     filled_at = b'"at":"' + now.encode() + b'",'
     for i, line, valid in zip(candidates, lines, fields, strict=True):
-        if valid is None or (loose and any(ws in line for ws in _WHITESPACE) and _LOOSE.search(line)):
+        if valid is None or (loose and any(ws in line for ws in _WHITESPACE) and re.search(_LOOSE, line)):
             slow.append(i)
             continue
         event_id, at = valid["id"], valid["at"]
