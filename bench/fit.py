@@ -27,7 +27,8 @@ RATINGS_PER_TASK = 3.4
 
 _FIT = """
 import json, resource, sys, time
-from pipeline.fit.run import FitOptions, run_fit
+from pipeline.nightly.job import run_fit
+from pipeline.nightly.options import FitOptions
 t0 = time.perf_counter()
 result = run_fit(sys.argv[1], FitOptions(no_compact=True))
 wall = time.perf_counter() - t0

@@ -17,7 +17,8 @@ import time
 import numpy as np
 import polars as pl
 
-from pipeline.fit.ladders import fit_ladders, ladders_section
+from pipeline.evaluate.ladders import ladders_section
+from pipeline.fit.ladders import fit_ladders
 
 
 def synthetic(tasks: int, configs: int, seed: int = 0) -> pl.DataFrame:

@@ -234,6 +234,32 @@ def repair(home: str | None, as_json: bool) -> None:
         click.echo("nothing to repair: no torn tail, no batch cut short")
 
 
+@cli.command()
+@home_option
+@json_option
+@handle_errors
+def init(home: str | None, as_json: bool) -> None:
+    """Start a home of your own: its folders and a fits/shipped.json template.
+
+    Every field of the template is present: the constants at the code
+    defaults, and each config key and prior selector a <...> placeholder
+    that the fit ignores (and names) until you replace it. Nothing that
+    exists is overwritten.
+
+    \b
+    Example:
+      ratings init --home ./myteam
+      ratings init --json
+    """
+    from .init_home import init_home
+
+    result = init_home(home)
+    if as_json:
+        emit_json(result.summary())
+    else:
+        click.echo(result.text())
+
+
 # --------------------------------------------------------------------------- route
 @cli.command()
 @home_option
@@ -468,7 +494,8 @@ def fit(
       ratings fit --ladder-budget 0.001 --pass-threshold 0.7
       fit-routing --home build/lcb --case-study livecodebench --credit "LiveCodeBench leaderboard data"
     """
-    from .fit.run import FitOptions, run_fit
+    from .nightly.job import run_fit
+    from .nightly.options import FitOptions
 
     if ladder_target is not None and ladder_budget is not None:
         raise click.UsageError("--ladder-target best-single and --ladder-budget USD exclude each other")
@@ -951,7 +978,7 @@ def fit_routing_main() -> None:
     if command is None:  # pragma: no cover - the fitter registers ``fit``
         click.echo("error: the fit command is not available in this build", err=True)
         sys.exit(2)
-    command(prog_name="fit-routing")
+    command.main(prog_name="fit-routing", help_option_names=["-h", "--help"])
 
 
 if __name__ == "__main__":

@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict
 from .casestudy import fmt
 from .errors import PipelineError
 from .fit.shipped import Shipped, load_shipped
-from .fit.stats import Stats, load_stats
 from .home import Home
 from .jsonfile import first_problem
+from .nightly.stats import Stats, load_stats
 from .routing.table import RoutingTable, load
 
 DEFAULT_CASE_STUDY = "routing-by-rating"

@@ -51,7 +51,7 @@ def _check(kind, name: str, ok: bool, detail: str, *, pinned: bool = False) -> C
 
 # ---------------------------------------------------------------------------------------------- [CODE]
 def _code_checks() -> list[Check]:
-    from .fit.run import FitOptions
+    from .nightly.options import FitOptions
     from .routing import DEFAULT_POLICY, Router
 
     route_default = inspect.signature(Router.route).parameters["policy"].default

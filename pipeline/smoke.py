@@ -56,7 +56,8 @@ def _simulate(home: Path, tasks: int, seed: int) -> None:
 
 
 def _fit(home: Path, seed: int):
-    from .fit.run import FitOptions, run_fit
+    from .nightly.job import run_fit
+    from .nightly.options import FitOptions
 
     return run_fit(home, FitOptions(seed=seed, case_study="smoke", **PINNED))
 

@@ -72,7 +72,8 @@ PINNED_FIT = {"prior_source": "shipped", "prior_weight": 3.0, "exploration": 0.3
 @pytest.fixture(scope="session")
 def fitted_sim_home(tmp_path_factory):
     """A simulated backlog of 100 tasks (seed 1), fitted once with pinned constants. Copy it before changing it."""
-    from pipeline.fit.run import FitOptions, run_fit
+    from pipeline.nightly.job import run_fit
+    from pipeline.nightly.options import FitOptions
     from pipeline.simulate import preset, simulate
 
     home = tmp_path_factory.mktemp("routing") / "team"

@@ -220,6 +220,24 @@ def test_fit_with_a_missing_shipped_file_is_a_usage_error(home, tmp_path):
     assert f"Invalid value for '--shipped': File '{tmp_path / 'nope.json'}' does not exist." in result.output
 
 
+def test_fit_routing_takes_dash_h_like_every_other_command():
+    """``fit-routing -h`` is the fit command's help (the entry point is not the group, which sets -h)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv = ['fit-routing', '-h']; from pipeline.cli import "
+            "fit_routing_main; fit_routing_main()",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Usage: fit-routing [OPTIONS]\n\n  Fit routing from the ratings")
+
+
 # --------------------------------------------------------------------------- nothing leaves the home
 TORN = b'{"type":"task.opened","task":"T-0"}\n{"type":"task.op'
 

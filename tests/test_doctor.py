@@ -135,12 +135,12 @@ def test_code_checks_name_the_defaults(home):
 
 
 def test_code_checks_fail_when_a_default_is_off(home, monkeypatch):
-    from pipeline.fit import run
+    from pipeline.nightly import options
 
-    class WritebackOff(run.FitOptions):
+    class WritebackOff(options.FitOptions):
         writeback: bool = False
 
-    monkeypatch.setattr(run, "FitOptions", WritebackOff)
+    monkeypatch.setattr(options, "FitOptions", WritebackOff)
     report = doctor(home)
     assert not report.closed
     assert "[CODE] decision writeback on by default: FitOptions().writeback = False" in report.reasons
@@ -149,7 +149,8 @@ def test_code_checks_fail_when_a_default_is_off(home, monkeypatch):
 def test_doctor_is_open_on_a_stale_home_and_closed_after_fit_routing(fitted_sim_home, tmp_path):
     from fixtures_routing import PINNED_FIT
 
-    from pipeline.fit.run import FitOptions, run_fit
+    from pipeline.nightly.job import run_fit
+    from pipeline.nightly.options import FitOptions
 
     home = tmp_path / "team"
     shutil.copytree(fitted_sim_home, home)

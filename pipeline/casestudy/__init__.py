@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PipelineError
-from ..fit.stats import Stats, load_stats
 from ..home import Home, atomic_write
 from ..jsonfile import first_problem
+from ..nightly.stats import Stats, load_stats
 from . import fmt
 from .credits import credits
 from .doc import Code, Document

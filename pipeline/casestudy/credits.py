@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from ..fit.stats import Stats
+from ..nightly.stats import Stats
 from .doc import Inline, Link
 
 KNOWN: dict[str, tuple[Inline, ...]] = {

@@ -6,7 +6,7 @@ interval; the figures and tables below only support it.
 
 from __future__ import annotations
 
-from ..fit.stats import Stats
+from ..nightly.stats import Stats
 from . import fmt
 from .doc import Block, Code, Note, Strong, para
 from .optional import first, ladder_regions, ladder_summary, policy_rows, rungs, short_config

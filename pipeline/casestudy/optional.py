@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..fit.stats import Stats
+from ..nightly.stats import Stats
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import io
 import math
 from dataclasses import dataclass
 
-from ..fit.stats import Stats
+from ..nightly.stats import Stats
 from . import fmt
 from .optional import frontier_points, short_config
 

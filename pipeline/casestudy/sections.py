@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..fit.stats import Stats
+from ..nightly.stats import Stats
 from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
 from .generic import blocks_for, scalar

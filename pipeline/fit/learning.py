@@ -1,12 +1,13 @@
-"""The learning stage of a fit: signals, escalation ladders and the cost-quality frontier, in one call.
+"""The learning stage of a fit: the signals and the escalation ladders the table publishes, in one call.
 
-:func:`learning_stage` is what ``run_fit`` calls after the evaluation: it returns the per-member signal
-columns and the ladders for :func:`pipeline.fit.table_build.build_table`, and the ``signals``,
-``ladders`` and ``frontier`` objects of ``stats.json``. It follows DESIGN 6's protocol: ladders are
-searched on the inner learned part, chosen on validation, and reported once on the held-out tasks; the
-table publishes exactly those ladders (the ones the stats prove). Held-out and validation targets never
-include PRM fill-ins (they are never a held-out target nor a ladder gate, DESIGN 5), and task costs
-with unknown attempts take the estimate of the model fitted on the part before them.
+:func:`learning_stage` is what the nightly job calls after the evaluation: it returns the per-member signal
+columns and the ladders for :func:`pipeline.fit.table_build.build_table`, the ``signals`` object of
+``stats.json``, and the ladder fit that :func:`pipeline.evaluate.protocol.learning_figures` reports once on
+the held-out tasks (with the cost-quality frontier). It follows DESIGN 6's protocol on the parts the caller
+cut: ladders are searched on the inner learned part and chosen on validation; the table publishes exactly
+those ladders (the ones the stats prove). Validation targets never include PRM fill-ins (they are never a
+held-out target nor a ladder gate, DESIGN 5), and task costs with unknown attempts take the estimate of the
+model fitted on the part before them.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..routing.table import Constants, Ladder
-from .frontier import frontier_section, lambda_grid
 from .inputs import FitInputs, task_values
-from .ladders import DEFAULT_PASS_THRESHOLD, fit_ladders, ladders_section, table_ladders
+from .ladders import DEFAULT_PASS_THRESHOLD, LadderFit, fit_ladders, table_ladders
 from .model import FittedModel, Shipped, fit_model
 from .signals import member_signals, relative_advantage, signals_section, win_rates
 from .writeback import decision_candidates, decision_writeback, off_policy
@@ -46,10 +46,13 @@ class LadderOptions(BaseModel):
 class LearningOutputs:
     member_signals: pl.DataFrame  # region, config_key, relative_advantage, win_rate -> build_table(signals=)
     ladders: dict[str, Ladder]  # region -> Ladder                                 -> build_table(ladders=)
-    stats: dict[str, Any]  # {"signals", "ladders", "frontier"}              -> Stats(**stats)
+    signals: dict[str, Any]  # the ``signals`` object of stats.json
+    ladder_fit: LadderFit | None  # None: no ladder fitted, ``ladder_reason`` says why
+    ladder_reason: str | None
+    learned_model: FittedModel  # the fit of the learned part: it costs the held-out tasks
 
 
-def _targets(part: FitInputs, model: FittedModel) -> pl.DataFrame:
+def costed_targets(part: FitInputs, model: FittedModel) -> pl.DataFrame:
     """Task values without PRM fill-ins, ``cost_usd`` = cost_t,c costed by ``model`` (unknown attempts filled)."""
     values = model.task_costs(task_values(part, real=True))
     return values.with_columns(cost_usd=pl.col("cost_t"), unknown_cost=pl.lit(0, pl.Int64)).drop("cost_t")
@@ -62,16 +65,18 @@ def learning_stage(
     constants: Constants,
     shipped: Shipped,
     objective: str,
-    fraction: float,
+    learned: FitInputs,
+    inner_learned: FitInputs,
+    validation: FitInputs,
     ladder: LadderOptions | None = None,
 ) -> LearningOutputs:
-    """Signals on all tasks (as the published table), ladders and frontier by the held-out protocol.
+    """Signals on all tasks (as the published table), ladders searched on ``inner_learned`` and chosen on
+    ``validation``.
 
     ``published`` is the model the table publishes (refit on all tasks with ``constants``); its greedy
-    choice is the target policy of the off-policy estimates. ``fraction`` is the fit's split.
+    choice is the target policy of the off-policy estimates. ``learned``, ``inner_learned`` and
+    ``validation`` are the parts of the fit's split (:func:`pipeline.evaluate.split.parts`).
     """
-    from .evaluate import parts
-
     ladder = ladder or LadderOptions()
     values = task_values(inputs)
     decisions, closures = inputs.decisions, inputs.closures
@@ -93,40 +98,29 @@ def learning_stage(
         wins=wins,
     )
 
-    _outer, learned, held, _inner, inner_learned, validation = parts(inputs, fraction)
     inner_model = fit_model(inner_learned, constants, shipped, objective)
     learned_model = fit_model(learned, constants, shipped, objective)
-    learn_tv = _targets(inner_learned, inner_model)
-    val_tv = _targets(validation, inner_model)
-    held_tv = _targets(held, learned_model)
-    stats: dict[str, Any] = {"signals": signals}
-    table: dict[str, Ladder] = {}
-    if learn_tv.height and val_tv.height:
-        budget_ok = ladder.target != "budget" or learned_model.cost_known
-        if budget_ok:
-            fit = fit_ladders(
-                learn_tv,
-                val_tv,
-                target=ladder.target,
-                budget_usd=ladder.budget_usd,
-                pass_threshold=ladder.pass_threshold,
-            )
-            stats["ladders"] = ladders_section(fit, held_tv)
-            table = table_ladders(fit)
-        else:
-            stats["ladders"] = {
-                "summary": None,
-                "regions": {},
-                "reason": "the budget target needs costs, and this store has none",
-            }
+    learn_tv = costed_targets(inner_learned, inner_model)
+    val_tv = costed_targets(validation, inner_model)
+    fit: LadderFit | None = None
+    reason: str | None = None
+    if not (learn_tv.height and val_tv.height):
+        reason = "too few tasks to split for validation"
+    elif ladder.target == "budget" and not learned_model.cost_known:
+        reason = "the budget target needs costs, and this store has none"
     else:
-        stats["ladders"] = {"summary": None, "regions": {}, "reason": "too few tasks to split for validation"}
-    learned_tv = _targets(learned, learned_model)
-    stats["frontier"] = frontier_section(
-        held_tv, lambda_grid(learned_tv) if learned_model.cost_known else None, members=learned_model.members
-    )
+        fit = fit_ladders(
+            learn_tv,
+            val_tv,
+            target=ladder.target,
+            budget_usd=ladder.budget_usd,
+            pass_threshold=ladder.pass_threshold,
+        )
     return LearningOutputs(
         member_signals=member_signals(values, inputs.newest_at, advantage=advantage, wins=wins),
-        ladders=table,
-        stats=stats,
+        ladders=table_ladders(fit) if fit is not None else {},
+        signals=signals,
+        ladder_fit=fit,
+        ladder_reason=reason,
+        learned_model=learned_model,
     )

@@ -289,7 +289,7 @@ def signals_section(
     ratings: pl.DataFrame,
     attempts: pl.DataFrame | None,
     newest_at: datetime | None,
-    writeback: dict[str, Any] | None = None,
+    writeback: list[dict[str, Any]] | None = None,
     off_policy: dict[str, Any] | None = None,
     top: int = 3,
     advantage: pl.DataFrame | None = None,

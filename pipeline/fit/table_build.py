@@ -64,7 +64,7 @@ def build_table(
         pl.lit(None, pl.Float64).alias(c) for c in SIGNAL_COLUMNS if c not in members.columns
     )
     choice = model.choose_frame(members.select(task="region", region="region", config_key="config_key"))
-    chosen = dict(zip(choice["task"].to_list(), choice["chosen"].to_list()))
+    chosen = dict(zip(choice["task"].to_list(), choice["chosen"].to_list(), strict=True))
     regions: dict[str, Region] = {}
     for name, rows in members.sort("region", "config_key").group_by("region", maintain_order=True):
         region = name[0]

@@ -1,4 +1,5 @@
-"""Routing: the table dispatchers load (``table``) and the router that acts on it (``router``, ``policies``).
+"""Routing: the table dispatchers load (``table``) and the router that acts on it (``router``, ``policies``,
+``view``: a region's rows; ``explain_sql``: the query behind ``--explain``).
 
 ``from pipeline.routing import Router`` is the dispatcher's entry point::
 

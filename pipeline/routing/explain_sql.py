@@ -23,7 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .router import GLOBAL, Router
+from .table import Constants
+from .view import GLOBAL, RegionView
+
+#: A reviewer verdict that approves (the PRM's ``APPROVALS``, compared case-insensitively).
+_APPROVED = "lower(reviewer_verdict) IN ('approve', 'approved', 'pass', 'success', 'ok')"
 
 
 def _lit(text: str) -> str:
@@ -34,22 +38,23 @@ def _num(x: float | None) -> str:
     return "NULL" if x is None else repr(float(x))
 
 
-def explain_sql(router: Router, region: str, configs: Sequence[str]) -> str:
-    """One SQL statement over the store's views giving the table's rows of ``configs`` in ``region``."""
-    view = router.view(region)
+def explain_sql(view: RegionView, constants: Constants, objective: str, configs: Sequence[str]) -> str:
+    """One SQL statement over the store's views giving the table's rows of ``configs`` in the ``view``'s region
+    (``constants`` and ``objective``: the table's)."""
     name = view.name
-    c = router.constants
+    c = constants
     priors = ", ".join(f"({_lit(k)}, {_num(view.row(k).prior)})" for k in sorted(configs)) or "(NULL, NULL)"
     half_life = c.half_life_days
     recency = "1.0" if half_life is None else f"exp(-ln(2) * age_days / {float(half_life)!r})"
     # The objective of DESIGN 5 over the recomputed columns (quality alone without a known cost).
-    if router.objective == "utility":
+    if objective == "utility":
         value = f"CASE WHEN cost_usd IS NULL THEN quality ELSE {float(c.lambda_ or 1.0)!r} * quality - cost_usd END"
-    elif router.objective == "quality_per_dollar":
+    elif objective == "quality_per_dollar":
         value = "CASE WHEN cost_usd IS NULL THEN quality ELSE quality / cost_usd END"
     else:
         value = "quality"
     where = "TRUE" if name == GLOBAL else f"region = {_lit(name)}"
+    k, floor = repr(float(c.prior_weight)), repr(float(c.cost_floor_usd))
     return f"""WITH newest AS (
   SELECT max("at") AS t FROM (SELECT "at" FROM tasks UNION ALL SELECT "at" FROM attempts
     UNION ALL SELECT "at" FROM ratings UNION ALL SELECT "at" FROM rejections
@@ -68,7 +73,7 @@ def explain_sql(router: Router, region: str, configs: Sequence[str]) -> str:
       0.40 * (status = 'success')::DOUBLE
     + least(0.20 * (coalesce(tool_calls, 0) > 0)::DOUBLE
             + 0.10 * (coalesce(files_read, 0) + coalesce(files_written, 0) > 0)::DOUBLE, 0.15)
-    + 0.15 * coalesce(status = 'success' AND lower(reviewer_verdict) IN ('approve', 'approved', 'pass', 'success', 'ok'), false)::DOUBLE
+    + 0.15 * coalesce(status = 'success' AND {_APPROVED}, false)::DOUBLE
     + 0.10 * coalesce(duration_ms BETWEEN 1000 AND 600000, false)::DOUBLE
     + 0.05 * coalesce(cost_usd > 0, false)::DOUBLE)) AS score, 1.0 AS w
   FROM (SELECT *, row_number() OVER (PARTITION BY task, config_key ORDER BY "at" DESC, id DESC) AS k
@@ -104,8 +109,8 @@ def explain_sql(router: Router, region: str, configs: Sequence[str]) -> str:
 ), priors(config_key, p) AS (VALUES {priors})
 , members AS (
 SELECT tv.config_key AS config, sum(tv.n) AS n_ratings, sum(tv.weight) AS weight, sum(tv.wscore) AS wscore,
-       CASE WHEN {float(c.prior_weight)!r} + sum(tv.weight) = 0 THEN any_value(p.p)
-            ELSE ({float(c.prior_weight)!r} * any_value(p.p) + sum(tv.wscore)) / ({float(c.prior_weight)!r} + sum(tv.weight)) END AS quality,
+       CASE WHEN {k} + sum(tv.weight) = 0 THEN any_value(p.p)
+            ELSE ({k} * any_value(p.p) + sum(tv.wscore)) / ({k} + sum(tv.weight)) END AS quality,
        coalesce(avg(costs.cost) FILTER (WHERE costs.unknown = 0), any_value(f.cost_config),
                 (SELECT avg(cost) FROM known)) AS cost_raw,
        any_value(adv.relative_advantage) AS relative_advantage
@@ -113,7 +118,7 @@ FROM tv JOIN priors p USING (config_key) LEFT JOIN costs USING (task, config_key
   LEFT JOIN fallback f USING (config_key)
 GROUP BY tv.config_key
 ), floored AS (
-  SELECT *, CASE WHEN cost_raw IS NOT NULL THEN greatest(cost_raw, {float(c.cost_floor_usd)!r}) END AS cost_usd FROM members
+  SELECT *, CASE WHEN cost_raw IS NOT NULL THEN greatest(cost_raw, {floor}) END AS cost_usd FROM members
 )
 SELECT config, n_ratings, round(weight, 9) AS weight, round(wscore, 9) AS wscore, round(quality, 9) AS quality,
        round(cost_usd, 9) AS cost_usd, round(relative_advantage, 9) AS relative_advantage, round({value}, 9) AS value

@@ -17,9 +17,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .router import GLOBAL, RegionView, Router
+from .view import GLOBAL, RegionView, RouterLike
 
-Policy = Callable[[Router, RegionView, tuple, "str | None", tuple], "tuple[str, str, bool]"]
+Policy = Callable[[RouterLike, RegionView, tuple[str, ...], str | None, tuple[str, ...]], tuple[str, str, bool]]
 
 POLICIES: dict[str, Policy] = {}
 
@@ -59,7 +59,9 @@ def _why_not(view: RegionView, config: str, min_samples: int) -> str:
     return f"{config} has relative advantage {row.relative_advantage:.4g} <= 0"
 
 
-def learning_governed(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
+def learning_governed(
+    router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
+) -> tuple[str, str, bool]:
     """DESIGN 5 evidence gate: learned choice in r if it passes, else in ``*`` if it passes, else static."""
     pinned = router.static.pinned.get(role) if role else None
     if pinned is not None and pinned in pool:
@@ -84,7 +86,9 @@ def learning_governed(router: Router, view: RegionView, pool: tuple, role, failu
     return config, f"{'; '.join(misses)}; static: {static_why}", True
 
 
-def quality_per_dollar(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
+def quality_per_dollar(
+    router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
+) -> tuple[str, str, bool]:
     """Greedy by quality / max(cost, floor) in the region (quality alone when costs are unknown)."""
     config = view.best_qpd(pool)
     row = view.rows[config]
@@ -92,7 +96,9 @@ def quality_per_dollar(router: Router, view: RegionView, pool: tuple, role, fail
     return config, f"best quality per dollar in {view.name}: quality {row.quality:.4g}, {cost}", True
 
 
-def ladder(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
+def ladder(
+    router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
+) -> tuple[str, str, bool]:
     """The next rung after the last failed one (region ladder, else the ``*`` ladder).
 
     No ladder, or no rung left in the pool: quality_per_dollar, and the reason says so.
@@ -112,21 +118,21 @@ def ladder(router: Router, view: RegionView, pool: tuple, role, failures) -> tup
     return config, f"ladder {where} has no rung left in the pool; {why}", False
 
 
-def _cheapest(router: Router, view: RegionView, pool: tuple) -> str:
+def _cheapest(router: RouterLike, view: RegionView, pool: tuple[str, ...]) -> str:
     return view.best_by(pool, lambda r: (math.inf if r.cost_usd is None else r.cost_usd, -r.quality))
 
 
-def _highest_quality(router: Router, view: RegionView, pool: tuple) -> str:
+def _highest_quality(router: RouterLike, view: RegionView, pool: tuple[str, ...]) -> str:
     return view.best_by(pool, lambda r: (-r.quality, math.inf if r.cost_usd is None else r.cost_usd))
 
 
 def _named(
-    router: Router,
+    router: RouterLike,
     view: RegionView,
-    pool: tuple,
+    pool: tuple[str, ...],
     name: str,
     config: str | None,
-    fallback: Callable[[Router, RegionView, tuple], str],
+    fallback: Callable[[RouterLike, RegionView, tuple[str, ...]], str],
     fallback_label: str,
 ) -> tuple[str, str]:
     if config is not None and config in pool:
@@ -136,19 +142,25 @@ def _named(
     return chosen, f"{name} {missing}; {fallback_label} pool member {chosen}"
 
 
-def cheap_only(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
+def cheap_only(
+    router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
+) -> tuple[str, str, bool]:
     config, why = _named(router, view, pool, "cheap_config", router.static.cheap_config, _cheapest, "cheapest")
     return config, why, False
 
 
-def frontier_only(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
+def frontier_only(
+    router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
+) -> tuple[str, str, bool]:
     config, why = _named(
         router, view, pool, "frontier_config", router.static.frontier_config, _highest_quality, "highest-quality"
     )
     return config, why, False
 
 
-def static_hybrid(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
+def static_hybrid(
+    router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
+) -> tuple[str, str, bool]:
     """Cheap for implementer, researcher and any other role; frontier for reviewer."""
     if role == "reviewer":
         config, why, _ = frontier_only(router, view, pool, role, failures)
@@ -157,7 +169,9 @@ def static_hybrid(router: Router, view: RegionView, pool: tuple, role, failures)
     return config, f"{role or 'no role'}: {why}", False
 
 
-def trace_governed(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
+def trace_governed(
+    router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
+) -> tuple[str, str, bool]:
     """Cheap first; frontier once any configuration has failed on the task."""
     if failures:
         config, why, _ = frontier_only(router, view, pool, role, failures)
@@ -166,7 +180,9 @@ def trace_governed(router: Router, view: RegionView, pool: tuple, role, failures
     return config, f"first attempt: {why}", False
 
 
-def workflow_default(router: Router, view: RegionView, pool: tuple, role, failures) -> tuple[str, str, bool]:
+def workflow_default(
+    router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
+) -> tuple[str, str, bool]:
     config = router.static.default_config
     if config is not None and config in pool:
         return config, f"default_config {config}", False
@@ -190,7 +206,7 @@ for _name, _fn in (
 BUILTIN = tuple(POLICIES)
 
 
-def gate_checks(router: Router, view: RegionView, pool: Sequence[str], role: str | None) -> dict[str, Any]:
+def gate_checks(router: RouterLike, view: RegionView, pool: Sequence[str], role: str | None) -> dict[str, Any]:
     """The learning_governed checks spelled out for ``--explain`` (the same tests as :func:`learning_governed`)."""
     pool = tuple(pool)
 

@@ -29,17 +29,18 @@ Rules this module fixes (the README repeats them):
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import RoutingError
-from .table import Constants, RoutingTable, load
+from .explain_sql import explain_sql
+from .policies import POLICIES, Policy, gate_checks
+from .table import Member, RoutingTable, load
+from .view import GLOBAL, RegionView, Row, objective_value
 
-GLOBAL = "*"
 DEFAULT_POLICY = "learning_governed"
-_INF = math.inf
 _MEMO_LIMIT = 1 << 16  # memoised greedy decisions per router (cleared when full)
 
 
@@ -78,113 +79,10 @@ class Decision(NamedTuple):
         return event
 
 
-class Row(NamedTuple):
-    """What the router knows of one configuration in one region view.
-
-    ``source`` is where the figures come from: the region itself, ``*`` (the
-    region does not list the config) or ``prior`` (the table does not know it).
-    """
-
-    config: str
-    quality: float
-    cost_usd: float | None
-    value: float
-    weight: float
-    n_ratings: int
-    relative_advantage: float | None
-    win_rate: float | None
-    source: str
-    prior: float | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return self._asdict()
-
-
-def objective_value(quality: float, cost: float | None, objective: str, constants: Constants) -> float:
-    """DESIGN 5 objective for a row the table does not list.
-
-    quality_per_dollar = q / max(cost, floor); utility = lambda * q - cost;
-    quality = q. With no known cost the objective degrades to quality.
-    """
-    if cost is None or objective == "quality":
-        return quality
-    if objective == "utility":
-        return (constants.lambda_ or 1.0) * quality - cost
-    return quality / max(cost, constants.cost_floor_usd)
-
-
-def _sort_key(row: Row) -> tuple:
-    """Best objective, then higher quality, then lower cost (unknown last), then key order."""
-    cost = _INF if row.cost_usd is None else row.cost_usd
-    return (-row.value, -row.quality, cost, row.config)
-
-
-def _qpd_key(row: Row, floor: float) -> tuple:
-    """Quality per dollar q / max(cost, floor) whatever the table's objective; no cost: quality."""
-    qpd = row.quality if row.cost_usd is None else row.quality / max(row.cost_usd, floor)
-    return (-qpd, -row.quality, _INF if row.cost_usd is None else row.cost_usd, row.config)
-
-
-class RegionView:
-    """One region's rows with their sort keys; ``members`` are the region's own configs in rank order."""
-
-    __slots__ = ("_router", "keys", "ladder", "members", "name", "qpd_keys", "rows")
-
-    def __init__(self, name: str, rows: dict[str, Row], ladder, router: Router):
-        self.name = name
-        self.rows = rows
-        self._router = router
-        floor = router.constants.cost_floor_usd
-        self.keys = {c: _sort_key(r) for c, r in rows.items()}
-        self.qpd_keys = {c: _qpd_key(r, floor) for c, r in rows.items()}
-        own = [c for c, r in rows.items() if r.source == name]
-        self.members = tuple(sorted(own, key=self.keys.__getitem__))
-        self.ladder = ladder
-
-    def _learn(self, pool: Iterable[str]) -> None:
-        """Add prior rows for pool members the table does not know (rare; then cached)."""
-        for c in pool:
-            if c not in self.rows:
-                row = self._router.prior_row(c)
-                self.rows[c] = row
-                self.keys[c] = _sort_key(row)
-                self.qpd_keys[c] = _qpd_key(row, self._router.constants.cost_floor_usd)
-
-    def row(self, config: str) -> Row:
-        try:
-            return self.rows[config]
-        except KeyError:
-            self._learn((config,))
-            return self.rows[config]
-
-    def best(self, pool: Sequence[str]) -> str:
-        """Greedy choice by the table's objective with DESIGN 5 tie rules."""
-        try:
-            return min(pool, key=self.keys.__getitem__)
-        except KeyError:
-            self._learn(pool)
-            return min(pool, key=self.keys.__getitem__)
-
-    def best_qpd(self, pool: Sequence[str]) -> str:
-        try:
-            return min(pool, key=self.qpd_keys.__getitem__)
-        except KeyError:
-            self._learn(pool)
-            return min(pool, key=self.qpd_keys.__getitem__)
-
-    def best_by(self, pool: Sequence[str], key) -> str:
-        """Choice by any key over rows (e.g. highest quality); ties by key order."""
-        self._learn(pool)
-        rows = self.rows
-        return min(pool, key=lambda c: (key(rows[c]), c))
-
-
 class Router:
     """Loads a table and decides routes. Build with :meth:`load` or from a :class:`RoutingTable`."""
 
     def __init__(self, table: RoutingTable):
-        from .policies import POLICIES
-
         self.table = table
         self.version = table.version
         self.constants = table.constants
@@ -198,14 +96,21 @@ class Router:
         star_members = star_region.members if star_region else []
         self._global_quality, self._global_cost = _global_means(star_members)
         star_rows = {m.config: _row(m, GLOBAL) for m in star_members}
-        self.star = RegionView(GLOBAL, dict(star_rows), star_region.ladder if star_region else None, self)
+        floor = table.constants.cost_floor_usd
+        self.star = RegionView(
+            GLOBAL,
+            dict(star_rows),
+            star_region.ladder if star_region else None,
+            floor=floor,
+            prior_row=self.prior_row,
+        )
         self.views: dict[str, RegionView] = {GLOBAL: self.star}
         for name, region in table.regions.items():
             if name == GLOBAL:
                 continue
             rows = dict(star_rows)
             rows.update((m.config, _row(m, name)) for m in region.members)
-            self.views[name] = RegionView(name, rows, region.ladder, self)
+            self.views[name] = RegionView(name, rows, region.ladder, floor=floor, prior_row=self.prior_row)
         # DESIGN 5: the config with the most fitted ratings is the last static fallback.
         self.most_rated = min(star_rows.values(), key=lambda r: (-r.n_ratings, r.config)).config if star_rows else None
 
@@ -238,6 +143,7 @@ class Router:
         the pool gives way to the pool member with the most fitted ratings.
         """
         s = self.static
+        config: str | None
         if s.cheap_config and s.frontier_config:
             config = s.frontier_config if role == "reviewer" else s.cheap_config
             why = "static_hybrid " + ("frontier for reviewer" if role == "reviewer" else "cheap")
@@ -245,7 +151,7 @@ class Router:
             config, why = s.default_config, "default_config"
         else:
             config, why = self.most_rated, "most-rated config"
-        if config in pool:
+        if config is not None and config in pool:
             return config, f"{why} {config}"
         star = self.star
         star._learn(pool)
@@ -260,7 +166,7 @@ class Router:
         role: str | None = None,
         failures: Sequence[str] = (),
         policy: str | None = None,
-        rng=None,
+        rng: random.Random | None = None,
     ) -> Decision:
         """Decide the configuration for a task of ``region``. See the module doc for the rules.
 
@@ -298,7 +204,13 @@ class Router:
         return Decision(config, name, reason, False, self.version, quality, 1.0, candidates)
 
     def _greedy(
-        self, name: str, fn, region: str, pool: tuple[str, ...] | None, role: str | None, failures: tuple[str, ...]
+        self,
+        name: str,
+        fn: Policy | None,
+        region: str,
+        pool: tuple[str, ...] | None,
+        role: str | None,
+        failures: tuple[str, ...],
     ) -> tuple[str, str, tuple[str, ...], tuple[str, ...], RegionView, float]:
         """The policy's choice before exploration: (config, reason, others, candidates, view, predicted quality).
 
@@ -326,7 +238,7 @@ class Router:
         config, reason, explorable = fn(self, view, candidates, role, failures)
         if config not in candidates:
             raise RoutingError(f"policy {name!r} chose {config!r}, which is not in the pool")
-        others = ()
+        others: tuple[str, ...] = ()
         if explorable and len(candidates) > 1 and self.exploration > 0.0:
             others = tuple(sorted(c for c in candidates if c != config))
         return config, prefix + reason, others, candidates, view, view.row(config).quality
@@ -338,16 +250,13 @@ class Router:
         role: str | None = None,
         failures: Sequence[str] = (),
         policy: str | None = None,
-        rng=None,
+        rng: random.Random | None = None,
     ) -> dict[str, Any]:
         """The decision plus the table rows and gate checks that decided it (``ratings route --explain``)."""
         return self.describe(self.route(region, pool, role, failures, policy, rng), region, role)
 
     def describe(self, decision: Decision, region: str, role: str | None = None) -> dict[str, Any]:
         """``decision`` as a dict with the rows of its candidates (rank order) and the checks of its policy."""
-        from .explain_sql import explain_sql
-        from .policies import gate_checks
-
         view = self.view(region)
         out: dict[str, Any] = decision.to_dict()
         out["region"] = region
@@ -355,7 +264,7 @@ class Router:
         out["objective"] = self.objective
         out["constants"] = {"min_samples": self.min_samples, "exploration": self.exploration}
         out["rows"] = [view.row(c).as_json() for c in sorted(decision.candidates, key=view.keys.__getitem__)]
-        out["sql"] = explain_sql(self, region, decision.candidates)
+        out["sql"] = explain_sql(view, self.constants, self.objective, decision.candidates)
         if decision.policy == DEFAULT_POLICY:
             out["gate"] = gate_checks(self, view, decision.candidates, role)
         ladder = view.ladder or self.star.ladder
@@ -364,7 +273,7 @@ class Router:
         return out
 
 
-def _row(member, source: str) -> Row:
+def _row(member: Member, source: str) -> Row:
     return Row(
         member.config,
         member.quality,
@@ -379,7 +288,7 @@ def _row(member, source: str) -> Row:
     )
 
 
-def _global_means(members) -> tuple[float, float | None]:
+def _global_means(members: Sequence[Member]) -> tuple[float, float | None]:
     """Prior row figures: weighted mean quality sum(W*q)/sum(W) (plain mean when W sums to 0), mean known cost."""
     if not members:
         return 0.0, None

@@ -1,4 +1,5 @@
-"""learning_stage end to end: a small imported long table -> store -> inputs -> signals, ladders, frontier."""
+"""learning_stage end to end: a small imported long table -> store -> inputs -> signals and ladders for the table,
+then their held-out figures (ladders, frontier) by pipeline.evaluate.protocol.learning_figures."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import numpy as np
 import pytest
 
 from pipeline.compact import compact
+from pipeline.evaluate.protocol import learning_figures
+from pipeline.evaluate.split import parts
 from pipeline.fit.inputs import load_inputs
 from pipeline.fit.learning import LadderOptions, learning_stage
 from pipeline.fit.model import fit_model, load_shipped
@@ -41,26 +44,34 @@ def fitted(tmp_path_factory):
     shipped = load_shipped(None)
     constants = shipped.to_constants(cost_floor_usd=1e-6)
     model = fit_model(inputs, constants, shipped, "quality_per_dollar")
+    cut = parts(inputs, 0.7)
     out = learning_stage(
-        inputs, model, constants=constants, shipped=shipped, objective="quality_per_dollar", fraction=0.7
+        inputs,
+        model,
+        constants=constants,
+        shipped=shipped,
+        objective="quality_per_dollar",
+        learned=cut.learned,
+        inner_learned=cut.inner_learned,
+        validation=cut.validation,
     )
-    return model, out
+    return model, out, learning_figures(out, cut)
 
 
 def test_stats_sections_and_summary(fitted):
-    _model, out = fitted
-    assert set(out.stats) == {"signals", "ladders", "frontier"}
-    summary = out.stats["ladders"]["summary"]
+    _model, out, figures = fitted
+    assert set(figures) == {"ladders", "frontier"}
+    summary = figures["ladders"]["summary"]
     assert summary["best_single_config"] == "import/-/large/-"
     assert summary["gate_is_target"] is True and summary["coverage"] == 1.0
     assert summary["held_out_cost_usd"] < summary["best_single_cost_usd"]
-    assert len(out.stats["frontier"]["router"]) == 13
-    assert out.stats["frontier"]["aiq"]["router"] is not None
-    assert out.stats["signals"]["counts"]["tasks_compared"] == 240
+    assert len(figures["frontier"]["router"]) == 13
+    assert figures["frontier"]["aiq"]["router"] is not None
+    assert out.signals["counts"]["tasks_compared"] == 240
 
 
 def test_table_takes_the_signals_and_ladders(fitted):
-    model, out = fitted
+    model, out, figures = fitted
     table = build_table(
         model,
         constants_source="shipped",
@@ -71,7 +82,7 @@ def test_table_takes_the_signals_and_ladders(fitted):
         ladders=out.ladders,
     )
     star = table.regions["*"]
-    assert star.ladder is not None and star.ladder.rungs == out.stats["ladders"]["regions"]["*"]["ladder"]
+    assert star.ladder is not None and star.ladder.rungs == figures["ladders"]["regions"]["*"]["ladder"]
     assert all(m.relative_advantage is not None and m.win_rate is not None for m in star.members)
 
 

@@ -1,22 +1,11 @@
-"""Held-out scoring (DESIGN 6): best set, eligibility, hits, expected hit, Wilson, paired bootstrap."""
+"""Held-out scoring: best set, eligibility, hits, expected hit."""
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.fit.metrics import (
-    contains_zero,
-    eligible,
-    expected_hit,
-    hit_summary,
-    mark_best,
-    objective_expr,
-    paired_bootstrap_ci,
-    route_hits,
-    wilson,
-)
+from pipeline.evaluate.metrics import eligible, expected_hit, hit_summary, mark_best, objective_expr, route_hits
 
 FLOOR = 0.000001
 
@@ -105,32 +94,3 @@ def test_hits_and_expected_hit_under_exploration():
     assert expected_hit(per_task.head(0), 0.3) is None
     summary = hit_summary(per_task)
     assert summary["hit_rate"] == 1.0 and summary["hits"] == 2 and summary["n"] == 2
-
-
-def test_wilson_worked_out():
-    # 7 of 10, z = 1.95996: z^2 = 3.84146; denominator 1 + z^2/10 = 1.384146
-    # centre (0.7 + 3.84146/20) / 1.384146 = 0.892073 / 1.384146 = 0.644493
-    # half 1.95996 * sqrt(0.21/10 + 3.84146/400) / 1.384146 = 1.95996 * 0.174939 / 1.384146 = 0.247715
-    # -> (0.396778, 0.892208)
-    low, high = wilson(7, 10)
-    assert low == pytest.approx(0.396778, abs=1e-5) and high == pytest.approx(0.892208, abs=1e-5)
-    assert wilson(0, 0) is None
-    low, high = wilson(0, 5)
-    assert low == 0.0 and 0 < high < 1
-    assert wilson(5, 5)[1] == pytest.approx(1.0)
-
-
-def test_paired_bootstrap_is_seeded_and_brackets_the_difference():
-    rng = np.random.default_rng(1)
-    a = rng.random(200) + 0.1
-    b = a - 0.1 + rng.normal(0, 0.01, 200)
-    ci = paired_bootstrap_ci(a, b, seed=0)
-    assert ci == paired_bootstrap_ci(a, b, seed=0)
-    assert ci != paired_bootstrap_ci(a, b, seed=1)
-    assert ci[0] < 0.1 < ci[1] and not contains_zero(ci)
-    # identical methods: every resample differs by 0
-    assert paired_bootstrap_ci(a, a, seed=0) == (0.0, 0.0) and contains_zero((0.0, 0.0))
-    assert paired_bootstrap_ci(np.array([]), np.array([]), seed=0) is None
-    # ratio of sums: per-task totals over per-task counts
-    ci = paired_bootstrap_ci(np.array([2.0, 2.0]), np.array([0.0, 0.0]), np.array([4.0, 4.0]), seed=0)
-    assert ci == (0.5, 0.5)

@@ -1,6 +1,6 @@
 """Fitted homes shared by the fit tests: fitting is the slow part, so each home is fitted once per session.
 
-``tiny_events`` is the hand-checkable store of ``tests/fit/test_run.py`` (its numbers are worked out there).
+``tiny_events`` is the hand-checkable store of ``tests/nightly/test_job.py`` (its numbers are worked out there).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.fit.run import FitOptions, FitResult, run_fit
+from pipeline.nightly.job import FitResult, run_fit
+from pipeline.nightly.options import FitOptions
 from pipeline.streams import append
 
 X, Y = "c/-/x/-", "c/-/y/-"

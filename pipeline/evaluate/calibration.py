@@ -5,8 +5,10 @@ predicted twice: by the fitted ``q(c, r)`` and by the plain mean, c's weighted
 mean over the learned ratings without regions (the global weighted mean for a
 config never rated in the learned part). The deciding score is the mean squared
 error (the Brier score for 0/1 scores); the mean absolute error is reported
-beside it. The interval of ``MSE(regions) - MSE(plain)`` is a paired bootstrap
-over held-out tasks.
+beside it. Both are per-task columns first (sums of squared and absolute errors and
+the number of ratings ``k`` of each held-out task): ``MSE = sum_t se_t / sum_t k_t``,
+and the interval of ``MSE(regions) - MSE(plain)`` is the paired bootstrap over
+those task rows.
 """
 
 from __future__ import annotations
@@ -16,10 +18,8 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
-from .metrics import contains_zero, paired_bootstrap_ci
-
-#: Fewer held-out tasks than this and no verdict is given (DESIGN 6).
-MIN_TASKS = 10
+from .intervals import paired_bootstrap
+from .verdict import Recommendation, calibration_verdict
 
 
 class CalibrationResult(BaseModel):
@@ -30,7 +30,7 @@ class CalibrationResult(BaseModel):
     regions_mae: float | None
     plain_mean_mae: float | None
     difference_ci95: tuple[float, float] | None
-    recommendation: str
+    recommendation: Recommendation
     reason: str
     n: int
     tasks: int
@@ -68,15 +68,14 @@ def calibrate(held_out_ratings: pl.DataFrame, model: Any, *, seed: int) -> Calib
             (pl.col("plain") - pl.col("score")).abs().alias("ae_p"),
         )
     )
-    n = scored.height
-    mse_r, mse_p = float(scored["se_r"].mean()), float(scored["se_p"].mean())
-    mae_r, mae_p = float(scored["ae_r"].mean()), float(scored["ae_p"].mean())
-    per_task = scored.group_by("task").agg(pl.col("se_r").sum(), pl.col("se_p").sum(), pl.len().alias("k")).sort("task")
-    ci = paired_bootstrap_ci(
-        per_task["se_r"].to_numpy(), per_task["se_p"].to_numpy(), per_task["k"].to_numpy(), seed=seed
+    per_task = (
+        scored.group_by("task").agg(pl.col("se_r", "se_p", "ae_r", "ae_p").sum(), pl.len().alias("k")).sort("task")
     )
+    n = int(per_task["k"].sum())
+    mse_r, mse_p, mae_r, mae_p = (float(per_task[col].sum()) / n for col in ("se_r", "se_p", "ae_r", "ae_p"))
+    ci = paired_bootstrap(per_task, "se_r", "se_p", weight="k", seed=seed)
     tasks = per_task.height
-    recommendation, reason = _verdict(mse_r, mse_p, ci, tasks, n)
+    recommendation, reason = calibration_verdict(mse_r, mse_p, ci, tasks, n)
     return CalibrationResult(
         regions_mse=mse_r,
         plain_mean_mse=mse_p,
@@ -88,19 +87,3 @@ def calibrate(held_out_ratings: pl.DataFrame, model: Any, *, seed: int) -> Calib
         n=n,
         tasks=tasks,
     )
-
-
-def _verdict(mse_r: float, mse_p: float, ci, tasks: int, n: int) -> tuple[str, str]:
-    """adopt: regions' MSE lower and the interval of the difference excludes 0; keep: not lower; else insufficient."""
-    numbers = f"regions MSE {mse_r:.4f} vs plain mean MSE {mse_p:.4f} on {n} held-out ratings of {tasks} tasks"
-    if tasks < MIN_TASKS:
-        return "insufficient-evidence", f"{numbers}; fewer than {MIN_TASKS} held-out tasks, no verdict"
-    ci_text = "undefined" if ci is None else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
-    if contains_zero(ci):
-        return (
-            "insufficient-evidence",
-            f"{numbers}; the 95% interval of the difference {ci_text} contains 0, so regions show no reliable signal",
-        )
-    if mse_r < mse_p:
-        return "adopt", f"{numbers}; difference 95% interval {ci_text} below 0: regions carry a signal"
-    return "keep", f"{numbers}; difference 95% interval {ci_text} above 0: regions predict worse than the plain mean"

@@ -3,8 +3,8 @@
 Each eligible held-out task (DESIGN 6: done by two or more configs, some task
 value > 0) is routed as if new by the router, greedy (no exploration draw),
 with the configs that did it as the pool and the task's region. A hit is a
-choice in the task's best set (``pipeline.fit.metrics.mark_best`` under the
-table's objective; quality alone when no cost is known).
+choice in the task's best set (:func:`pipeline.evaluate.metrics.mark_best` under
+the table's objective; quality alone when no cost is known).
 
 Policies that act on failures (``ladder``, ``trace_governed``) run as a
 dispatcher would: when the chosen config's gate on the task (its task value
@@ -18,7 +18,7 @@ configs observed on the task: a rung not observed on it is skipped. Other
 policies run once.
 
 Pass a table fitted on the learned tasks only (with its signals and ladders),
-never the published one, which has seen the held-out tasks.
+never the published one, which has seen the held-out tasks: :func:`held_out_policies` builds it.
 
 Unknown costs: ``cost_t,c = cost_usd + unknown_cost * cost(c, r)`` with
 ``cost(c, r)`` the table's row for the task's region (DESIGN 5, never 0).
@@ -35,16 +35,23 @@ from typing import Any
 
 import polars as pl
 
-from .router import Router
-from .table import RoutingTable
+from ..fit.inputs import FitInputs, task_values
+from ..fit.learning import costed_targets
+from ..fit.model import Shipped, fit_model
+from ..fit.signals import member_signals
+from ..fit.table_build import build_table
+from ..routing.policies import BUILTIN, POLICIES
+from ..routing.router import Router
+from ..routing.table import Constants, Ladder, RoutingTable
+from .metrics import eligible, mark_best, round9
+from .split import parts
 
 #: Policies that escalate on a failed gate when evaluated.
 SEQUENTIAL = frozenset({"ladder", "trace_governed"})
 DEFAULT_PASS_THRESHOLD = 0.5
 
-
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(x, 9)
+#: One eligible held-out task: (task, region, pool, {config: (value, cost, in the best set, gate or value)}).
+_Task = tuple[str, str, tuple[str, ...], dict[str, tuple[float, float | None, bool, float]]]
 
 
 def _with_costs(router: Router, values: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
@@ -76,9 +83,6 @@ def evaluate_policies(
     ``heldout_task_values`` is :func:`pipeline.fit.inputs.task_values` of the held-out tasks. Figures are null
     when there is no eligible task (and ``mean_cost_usd`` when no cost is known).
     """
-    from ..fit.metrics import eligible, mark_best
-    from .policies import POLICIES
-
     router = table_or_router if isinstance(table_or_router, Router) else Router(table_or_router)
     names = list(policies) if policies is not None else list(POLICIES)
     rows = eligible(heldout_task_values)
@@ -102,36 +106,51 @@ def evaluate_policies(
     if "gate" not in best.columns:
         best = best.with_columns(gate=pl.lit(None, pl.Float64))
     best = best.with_columns(passed_on=pl.coalesce("gate", "value")).sort("task", "config_key")
-    tasks = []
+    tasks: list[_Task] = []
     rows_by_task = best.select("task", "region", "config_key", "value", "cost", "best", "passed_on").iter_rows()
-    for task, group in itertools.groupby(rows_by_task, key=operator.itemgetter(0)):  # rows sorted by task
-        group = list(group)
+    for task, rows_of_task in itertools.groupby(rows_by_task, key=operator.itemgetter(0)):  # rows sorted by task
+        group = list(rows_of_task)
         cells = {c: (v, k, b, g) for _t, _r, c, v, k, b, g in group}
         tasks.append((task, group[0][1], tuple(sorted(cells)), cells))
-    out = {}
-    for name in names:
-        totals = [0, 0.0, 0.0, 0]  # hits, quality, cost, configs run
-        for _task, region, pool, cells in tasks:
-            config, cost, ran = _run(router, name, region, pool, cells, pass_threshold)
-            value, _, is_best, _ = cells[config]
-            totals[0] += bool(is_best)
-            totals[1] += value
-            totals[2] += cost or 0.0
-            totals[3] += ran
-        n = len(tasks)
-        out[name] = {
-            "hit_rate": _r(totals[0] / n),
-            "hits": totals[0],
-            "n": n,
-            "mean_quality": _r(totals[1] / n),
-            "mean_cost_usd": _r(totals[2] / n) if cost_known else None,
-            "mean_configs_run": _r(totals[3] / n),
-        }
-    return out
+    return {name: _summary(policy_columns(router, name, tasks, pass_threshold), cost_known) for name in names}
+
+
+def policy_columns(
+    router: Router, policy: str, tasks: Sequence[_Task], pass_threshold: float | None
+) -> dict[str, list[Any]]:
+    """Per task, in task order: ``task``, ``config`` (where it stopped), ``hit`` (in the best set), ``quality``
+    (its task value), ``cost`` (summed over every config run), ``ran`` (configs run)."""
+    columns: dict[str, list[Any]] = {"task": [], "config": [], "hit": [], "quality": [], "cost": [], "ran": []}
+    for task, region, pool, cells in tasks:
+        config, cost, ran = _run(router, policy, region, pool, cells, pass_threshold)
+        value, _, is_best, _ = cells[config]
+        for name, x in zip(columns, (task, config, bool(is_best), value, cost, ran), strict=True):
+            columns[name].append(x)
+    return columns
+
+
+def _summary(columns: dict[str, list[Any]], cost_known: bool) -> dict[str, Any]:
+    """Means of the per-task columns of one policy. Summed in task order with Python floats (as a running total
+    would), so the published figures never depend on a vectorised summation order."""
+    n = len(columns["task"])
+    hits = sum(columns["hit"])
+    return {
+        "hit_rate": round9(hits / n),
+        "hits": hits,
+        "n": n,
+        "mean_quality": round9(sum(columns["quality"]) / n),
+        "mean_cost_usd": round9(sum(columns["cost"]) / n) if cost_known else None,
+        "mean_configs_run": round9(sum(columns["ran"]) / n),
+    }
 
 
 def _run(
-    router: Router, policy: str, region: str, pool: tuple[str, ...], cells: dict, pass_threshold: float | None
+    router: Router,
+    policy: str,
+    region: str,
+    pool: tuple[str, ...],
+    cells: dict[str, tuple[float, float | None, bool, float]],
+    pass_threshold: float | None,
 ) -> tuple[str, float, int]:
     """Route one task; escalate on a failed gate for sequential policies. Returns (final config, cost, configs run)."""
     decision = router.route(region, pool=pool, policy=policy)
@@ -150,3 +169,39 @@ def _run(
         cost += cells[config][1] or 0.0
         ran += 1
     return config, cost, ran
+
+
+def held_out_policies(
+    inputs: FitInputs,
+    constants: Constants,
+    shipped: Shipped,
+    objective: str,
+    fraction: float,
+    ladders: dict[str, Ladder],
+) -> dict[str, Any]:
+    """The ``policies`` section: every built-in routing policy scored on the held-out tasks.
+
+    The router runs on a table built from the learned tasks only (model, member signals and the ladders
+    chosen on validation, all before the cutoff), never on the published table, which has seen the
+    held-out tasks. Held-out targets exclude PRM fill-ins, as every held-out figure.
+    """
+    cut = parts(inputs, fraction)
+    model = fit_model(cut.learned, constants, shipped, objective)
+    table = build_table(
+        model,
+        constants_source="fitted",
+        static=shipped.static,
+        source={"manifest": None},
+        fitted_at=cut.learned.newest_at,
+        ladders=ladders,
+        signals=member_signals(task_values(cut.learned), cut.learned.newest_at),
+    )
+    figures = evaluate_policies(table, costed_targets(cut.held_out, model), policies=BUILTIN)
+    return {
+        "protocol": (
+            "each eligible held-out task routed as new by a table fitted on the learned tasks only "
+            "(the published constants; ladders chosen on validation), greedy, pool = the configs that "
+            "did the task; ladder and trace_governed escalate on a failed gate"
+        ),
+        "policies": figures,
+    }

@@ -8,7 +8,7 @@ from fractions import Fraction
 import polars as pl
 import pytest
 
-from pipeline.fit.split import exact_fraction, learned_count, split_tasks
+from pipeline.evaluate.split import exact_fraction, learned_count, split_tasks
 
 T0 = datetime(2026, 1, 1)
 

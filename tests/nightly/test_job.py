@@ -1,4 +1,4 @@
-"""``run_fit`` end to end on the hand-checkable tiny store (tests/fixtures_fit_run.py), worked out by hand.
+"""``run_fit`` end to end on the hand-checkable tiny store (tests/fixtures_nightly.py), worked out by hand.
 
 The store: ten tasks T01..T10 of region r, one per day; x costs 0.10 and y 0.20 per attempt.
 
@@ -32,12 +32,13 @@ import time
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from fixtures_fit_run import PINNED, RATED, X, Y, at, config, make_home, tiny_events
+from fixtures_nightly import PINNED, RATED, X, Y, at, config, make_home, tiny_events
 
 from pipeline.cli import cli
 from pipeline.errors import StoreConflict
-from pipeline.fit.run import FitOptions, rounded, run_fit
 from pipeline.home import Home
+from pipeline.nightly.job import rounded, run_fit
+from pipeline.nightly.options import FitOptions
 from pipeline.routing.table import load
 
 approx = pytest.approx
@@ -216,7 +217,7 @@ def test_second_fit_exits_or_waits_while_one_holds_the_lock(tiny_fit):
     fd = os.open(Home.resolve(home).fits / ".fit.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        with pytest.raises(StoreConflict, match="another fit is running .* --wait"):
+        with pytest.raises(StoreConflict, match=r"another fit is running .* --wait"):
             run_fit(home, PINNED.model_copy(update={"no_compact": True}))
         result = CliRunner().invoke(cli, ["fit", "--home", str(home), "--no-compact"])
         assert result.exit_code == 2 and "another fit is running" in result.output
@@ -307,7 +308,7 @@ def test_a_pinned_table_stays_in_place_and_the_fit_goes_to_history(tmp_path):
 
 
 def test_utility_searches_lambda_on_its_grid(fit_home):
-    from pipeline.fit.search import lambda_grid
+    from pipeline.evaluate.search import lambda_grid
 
     options = PINNED.model_copy(update={"objective": "utility"})
     _, result = fit_home("utility", tiny_events(), options)

@@ -8,18 +8,18 @@ import math
 import polars as pl
 import pytest
 
-from pipeline.fit.frontier import aiq, frontier_section, hull, lambda_grid, route_by_table
+from pipeline.evaluate.frontier import aiq, frontier_section, hull, lambda_grid, route_by_table
 
 TV = {"task": pl.String, "region": pl.String, "config_key": pl.String, "value": pl.Float64, "cost_usd": pl.Float64}
 MEMBERS = {"region": pl.String, "config_key": pl.String, "quality": pl.Float64, "cost_usd": pl.Float64}
 
 
 def tv(rows):
-    return pl.DataFrame([dict(zip(TV, r)) for r in rows], schema=TV)
+    return pl.DataFrame([dict(zip(TV, r, strict=True)) for r in rows], schema=TV)
 
 
 def members(rows):
-    return pl.DataFrame([dict(zip(MEMBERS, r)) for r in rows], schema=MEMBERS)
+    return pl.DataFrame([dict(zip(MEMBERS, r, strict=True)) for r in rows], schema=MEMBERS)
 
 
 def test_lambda_grid_is_13_geometric_values_around_cost_per_quality():

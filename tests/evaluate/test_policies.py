@@ -6,8 +6,8 @@ import polars as pl
 import pytest
 from fixtures_routing import A, B, C, build_table, member
 
+from pipeline.evaluate.policies import evaluate_policies
 from pipeline.routing import Router
-from pipeline.routing.evaluate import evaluate_policies
 
 # Table: A frontier (q .9, cost 1.0), C cheap (q .6, cost .1, value 6 -> greedy by quality per dollar), ladder C -> A.
 TABLE = build_table(

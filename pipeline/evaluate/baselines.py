@@ -14,6 +14,7 @@ Quality is the task value q_t,c of the chosen config; cost its cost_t,c (column 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 
@@ -47,7 +48,7 @@ def baselines(
     fitted: pl.DataFrame,
     cost_known: bool,
 ) -> dict[str, dict]:
-    """All six baselines. ``best`` is :func:`pipeline.fit.metrics.mark_best` of the eligible held-out tasks."""
+    """All six baselines. ``best`` is :func:`pipeline.evaluate.metrics.mark_best` of the eligible held-out tasks."""
     by_quality = [c for c, _ in sorted(learned_quality, key=lambda x: (-x[1], x[0]))]
     by_cost = [c for c, _ in sorted(learned_cost, key=lambda x: (x[1] is None, x[1] or 0.0, x[0]))]
     out = {
@@ -85,7 +86,9 @@ def baselines(
     return out
 
 
-def _summary(hit: pl.Series, quality: pl.Series, cost: pl.Series, *, cost_known: bool, config: str | None = None):
+def _summary(
+    hit: pl.Series, quality: pl.Series, cost: pl.Series, *, cost_known: bool, config: str | None = None
+) -> dict[str, Any]:
     n = hit.len()
     return {
         "config": config,

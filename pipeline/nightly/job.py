@@ -14,132 +14,39 @@ import fcntl
 import hashlib
 import math
 import os
-import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import polars as pl
 
 from ..errors import FitError, StoreConflict
+from ..evaluate.policies import held_out_policies
+from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
+from ..evaluate.search import Pins
+from ..evaluate.split import parts
+from ..fit.inputs import FitInputs, load_inputs, task_values
+from ..fit.learning import LadderOptions, learning_stage
+from ..fit.model import fit_model, load_shipped
+from ..fit.table_build import build_table
 from ..home import Home, atomic_write
+from ..manifest import load_manifest, manifest_numbers
+from ..pin import pinned_version
 from ..routing.table import Constants, RoutingTable, canonical_json, publish, table_json_schema
+from ..store import open_store
+from .options import FitOptions
 from .stats import Stats
 
-DEFAULT_CASE_STUDY = "routing-by-rating"
 DECIMALS = 9
-
-
-class FitOptions(BaseModel):
-    """The options of one fit (the CLI builds it; the stats file records it).
-
-    A constant left None is searched on validation; a given one is pinned. ``half_life_days`` is a number of
-    days or ``"inf"`` (pinned to no recency weighting). ``shipped`` None means ``fits/shipped.json``.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    split: float = Field(default=0.7, gt=0.0, lt=1.0)
-    seed: int = 0
-    case_study: str = DEFAULT_CASE_STUDY
-    shipped: str | None = None
-    objective: Literal["quality_per_dollar", "utility", "quality"] | None = None
-    lambda_: float | None = Field(default=None, alias="lambda", gt=0.0)
-    cost_floor_usd: float = Field(default=0.000001, gt=0.0)
-    prior_source: Literal["shipped", "measured"] | None = None
-    prior_weight: float | None = Field(default=None, ge=0.0)
-    exploration: float | None = Field(default=None, ge=0.0, le=1.0)
-    half_life_days: float | Literal["inf"] | None = None
-    min_samples: int | None = Field(default=None, ge=0)
-    thread: str | None = None
-    since: datetime | None = None
-    prm: bool = True
-    pass_threshold: float = Field(default=0.5, ge=0.0, le=1.0)  # ladder gate pass mark (--pass-threshold)
-    ladder_budget_usd: float | None = Field(default=None, gt=0.0)  # --ladder-budget: budget target, else best-single
-    credit: str | None = None  # where the data came from, shown on the page (stats.source.credit)
-    writeback: bool = True  # resolve logged route.decided events with task.closed (--no-writeback: ignore them)
-    no_compact: bool = False
-    wait: bool = False
-
-    @field_validator("half_life_days")
-    @classmethod
-    def _positive_or_inf(cls, value):
-        if isinstance(value, float) and (value <= 0 or math.isnan(value)):
-            raise ValueError("half-life must be a positive number of days or 'inf'")
-        if isinstance(value, float) and math.isinf(value):
-            return "inf"
-        return value
-
-    def command_line(self, home: str | None = None) -> str:
-        """The ``fit-routing`` command that gives these options: ``--home`` as given, then every option that
-        differs from its default, in the CLI's spelling (``stats.source.command``); ``--credit`` is
-        presentation, recorded beside it in ``stats.source.credit``, not repeated here."""
-        words = ["fit-routing"] + (["--home", home] if home is not None else [])
-        words += ["--case-study", self.case_study]
-        defaults = FitOptions()
-        for field, flag in _FLAGS.items():
-            value = getattr(self, field)
-            if field == "case_study" or value == getattr(defaults, field):
-                continue
-            if isinstance(value, bool):
-                words.append(flag)
-            else:
-                text = (
-                    value.isoformat()
-                    if isinstance(value, datetime)
-                    else f"{value:g}"
-                    if isinstance(value, float)
-                    else str(value)
-                )
-                words += [flag, text]
-        return " ".join(shlex.quote(w) for w in words)
-
-    def pins(self) -> dict[str, Any]:
-        """The pinned constants, by :data:`pipeline.fit.search.SEARCHED` name (half-life inf -> None)."""
-        pins: dict[str, Any] = {}
-        for name in ("prior_source", "prior_weight", "exploration"):
-            if getattr(self, name) is not None:
-                pins[name] = getattr(self, name)
-        if self.half_life_days is not None:
-            pins["half_life_days"] = None if self.half_life_days == "inf" else float(self.half_life_days)
-        if self.lambda_ is not None:
-            pins["lambda"] = self.lambda_
-        return pins
-
-
-#: FitOptions field -> its fit-routing option (booleans are flags that flip the default).
-_FLAGS = {
-    "split": "--split",
-    "seed": "--seed",
-    "case_study": "--case-study",
-    "shipped": "--shipped",
-    "objective": "--objective",
-    "lambda_": "--lambda",
-    "cost_floor_usd": "--cost-floor",
-    "prior_source": "--prior-source",
-    "prior_weight": "--prior-weight",
-    "exploration": "--exploration",
-    "half_life_days": "--half-life-days",
-    "min_samples": "--min-samples",
-    "thread": "--thread",
-    "since": "--since",
-    "prm": "--no-prm",
-    "pass_threshold": "--pass-threshold",
-    "ladder_budget_usd": "--ladder-budget",
-    "writeback": "--no-writeback",
-    "no_compact": "--no-compact",
-    "wait": "--wait",
-}
 
 
 @dataclass(frozen=True)
 class FitResult:
     table: RoutingTable
     stats: Stats
-    evaluation: Any  # pipeline.fit.evaluate.Evaluation (the learned fit for the leakage tests)
+    evaluation: Evaluation  # the held-out evaluation (its learned fit for the leakage tests)
 
     def summary_lines(self) -> list[str]:
         """A readable summary for people (the CLI prints it; ``--json`` prints the stats instead)."""
@@ -234,13 +141,6 @@ def run_fit(
 
 
 def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitResult:
-    from ..store import open_store
-    from .evaluate import cutoff_text, evaluate
-    from .inputs import load_inputs
-    from .model import fit_model, load_shipped
-    from .search import Pins
-    from .table_build import build_table
-
     say("loading the store")
     with open_store(home) as store:
         manifest_number = store.manifest_number
@@ -259,11 +159,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         overrides["min_samples"] = options.min_samples
     shipped_constants = shipped.to_constants(**overrides)
     if objective == "utility" and shipped_constants.lambda_ is None:
-        from .evaluate import lambda_scale, parts
-        from .inputs import task_values
-
-        learned = parts(inputs, options.split)[1]
-        scale = lambda_scale(task_values(learned))
+        scale = lambda_scale(task_values(parts(inputs, options.split).learned))
         # With no costs at all the objective degrades to quality (DESIGN 5): no lambda is needed then.
         if options.lambda_ or scale is not None:
             shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
@@ -284,8 +180,6 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     source = {"manifest": manifest_number, "events": events, "sha256": manifest_sha}
     summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options, home)
     say("learning signals, escalation ladders and the cost-quality frontier")
-    from .learning import LadderOptions, learning_stage
-
     ladder = LadderOptions(
         pass_threshold=options.pass_threshold,
         budget_usd=options.ladder_budget_usd,
@@ -293,13 +187,16 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     )
     if not options.writeback:  # the fit ignores logged decisions: no writeback, no off-policy estimates
         inputs = dataclasses.replace(inputs, decisions=inputs.decisions.clear())
+    cut = parts(inputs, options.split)
     learning = learning_stage(
         inputs,
         model,
         constants=published,
         shipped=shipped,
         objective=ev.objective,
-        fraction=options.split,
+        learned=cut.learned,
+        inner_learned=cut.inner_learned,
+        validation=cut.validation,
         ladder=ladder,
     )
     table = build_table(
@@ -314,8 +211,6 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     )
     say("evaluating every routing policy on the held-out tasks")
     policies = held_out_policies(inputs, published, shipped, ev.objective, options.split, learning.ladders)
-    from ..pin import pinned_version
-
     pinned = pinned_version(home)
     if pinned is None:
         table = publish(table, home.fits / "routing-table.json")
@@ -330,7 +225,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         objective,
         {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
         published_source="fitted" if adopt else "shipped",
-        sections={**learning.stats, "policies": policies},
+        sections={"signals": learning.signals, **learning_figures(learning, cut), "policies": policies},
         cutoff=cutoff_text(ev.split["cutoff_at"]),
     )
     if pinned is not None:
@@ -339,54 +234,14 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
                 "notes": [
                     *stats.notes,
                     (
-                        f"fits/routing-table.json is pinned to {pinned} (ratings pin); this fit ({table.version}) was written "
-                        "to fits/history/ only. Run `ratings pin --latest` to publish it."
+                        f"fits/routing-table.json is pinned to {pinned} (ratings pin); this fit ({table.version}) "
+                        "was written to fits/history/ only. Run `ratings pin --latest` to publish it."
                     ),
                 ]
             }
         )
     atomic_write(home.case_study(options.case_study) / "stats.json", canonical_json(stats.to_json_dict()))
     return FitResult(table=table, stats=stats, evaluation=ev)
-
-
-def held_out_policies(
-    inputs, constants: Constants, shipped, objective: str, fraction: float, ladders: dict
-) -> dict[str, Any]:
-    """The ``policies`` section: every built-in routing policy scored on the held-out tasks (issue 7).
-
-    The router runs on a table built from the learned tasks only (model, member signals and the ladders
-    chosen on validation, all before the cutoff), never on the published table, which has seen the
-    held-out tasks. Held-out targets exclude PRM fill-ins, as every held-out figure.
-    """
-    from ..routing.evaluate import evaluate_policies
-    from ..routing.policies import BUILTIN
-    from .evaluate import parts
-    from .inputs import task_values
-    from .learning import _targets
-    from .model import fit_model
-    from .signals import member_signals
-    from .table_build import build_table
-
-    _outer, learned, held, *_ = parts(inputs, fraction)
-    model = fit_model(learned, constants, shipped, objective)
-    table = build_table(
-        model,
-        constants_source="fitted",
-        static=shipped.static,
-        source={"manifest": None},
-        fitted_at=learned.newest_at,
-        ladders=ladders,
-        signals=member_signals(task_values(learned), learned.newest_at),
-    )
-    figures = evaluate_policies(table, _targets(held, model), policies=BUILTIN)
-    return {
-        "protocol": (
-            "each eligible held-out task routed as new by a table fitted on the learned tasks only "
-            "(the published constants; ladders chosen on validation), greedy, pool = the configs that "
-            "did the task; ladder and trace_governed escalate on a failed gate"
-        ),
-        "policies": figures,
-    }
 
 
 def _manifest_sha(home: Home, number: int | None) -> str | None:
@@ -396,8 +251,6 @@ def _manifest_sha(home: Home, number: int | None) -> str | None:
     It names the stream bytes, not the Parquet files, whose names are unique per compaction run: two
     clones that compact the same streams get the same inputs hash (and the same table version).
     """
-    from ..manifest import load_manifest, manifest_numbers
-
     if number is None:
         return None
     digest = hashlib.sha256()
@@ -415,7 +268,7 @@ def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
     return data
 
 
-def _evaluation_summary(ev, cutoff: str | None, options: FitOptions, home: Home) -> dict[str, Any]:
+def _evaluation_summary(ev: Evaluation, cutoff: str | None, options: FitOptions, home: Home) -> dict[str, Any]:
     """The ``evaluation`` of the published table: how the constants were chosen and how they did, and the
     case study whose ``stats.json`` (path relative to the home) holds the intervals (``ratings compare``)."""
     r = ev.routing
@@ -445,19 +298,17 @@ def _evaluation_summary(ev, cutoff: str | None, options: FitOptions, home: Home)
 
 
 def _stats(
-    ev,
-    inputs,
+    ev: Evaluation,
+    inputs: FitInputs,
     options: FitOptions,
     requested: str,
-    source: dict,
+    source: dict[str, Any],
     *,
     published_source: str,
     cutoff: str | None,
     sections: dict[str, Any] | None = None,
 ) -> Stats:
-    """``sections``: the ``signals``, ``ladders`` and ``frontier`` objects of :func:`pipeline.fit.learning.learning_stage`."""
-    import polars as pl
-
+    """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``."""
     real = inputs.ratings.filter(pl.col("origin") != "prm")
     kinds = real.group_by("rater_kind").len().sort("rater_kind")
     notes = []
@@ -520,14 +371,14 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4g}"
 
 
-def _ci(ci) -> str:
+def _ci(ci: tuple[float, float] | None) -> str:
     return "" if ci is None else f"[{ci[0]:.4g}, {ci[1]:.4g}]"
 
 
 class _Progress:
     """Stage lines on stderr when asked (the CLI asks on a terminal unless --quiet)."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
 
     def __call__(self, stage: str) -> None:

@@ -7,9 +7,8 @@ import itertools
 import polars as pl
 import pytest
 
-from pipeline.fit.metrics import BestIndex, eligible, mark_best, route_hits
-from pipeline.fit.model import fit_values
-from pipeline.fit.search import (
+from pipeline.evaluate.metrics import BestIndex, eligible, mark_best, route_hits
+from pipeline.evaluate.search import (
     EXPLORATIONS,
     PRIOR_WEIGHTS,
     Pins,
@@ -19,6 +18,7 @@ from pipeline.fit.search import (
     lambda_grid,
     make_part,
 )
+from pipeline.fit.model import fit_values
 from pipeline.fit.shipped import Shipped
 from pipeline.routing.table import Constants
 

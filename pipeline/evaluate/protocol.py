@@ -1,8 +1,9 @@
 """The evaluation protocol of DESIGN 6 over loaded inputs: split, validate, search, refit, score once.
 
 :func:`evaluate` takes the store's :class:`~pipeline.fit.inputs.FitInputs` and returns every held-out
-figure the stats file reports; :mod:`pipeline.fit.run` adds the I/O (lock, compaction, publishing).
-Nothing here reads the clock or the disk.
+figure of the constants the stats file reports; :func:`learning_figures` scores the learning stage's
+ladders and the cost-quality frontier on the same held-out tasks. :mod:`pipeline.nightly.job` adds the
+I/O (lock, compaction, publishing). Nothing here reads the clock or the disk.
 """
 
 from __future__ import annotations
@@ -14,27 +15,21 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import FitError
 from ..events import format_timestamp
+from ..fit.inputs import FitInputs, task_values
+from ..fit.learning import LearningOutputs, costed_targets
+from ..fit.model import FittedModel, Shipped, fit_model
 from ..routing.table import Constants
 from .baselines import baselines
 from .calibration import CalibrationResult, calibrate
-from .inputs import FitInputs, restrict, task_values
-from .metrics import (
-    contains_zero,
-    eligible,
-    expected_hit,
-    hit_summary,
-    mark_best,
-    paired_bootstrap_ci,
-)
-from .model import FittedModel, Shipped, fit_model
-from .replay import ReplayResult, replay, start_from
-from .search import Part, Pins, SearchResult, greedy_hits, make_part, search
-from .split import split_tasks
-
-#: Fewer eligible held-out tasks than this and no recommendation is made (DESIGN 6).
-MIN_ELIGIBLE = 10
+from .frontier import frontier_section, lambda_grid
+from .intervals import paired_bootstrap
+from .ladders import ladders_section
+from .metrics import eligible, expected_hit, hit_summary, mark_best
+from .replay import ReplayResult, ReplayStart, replay, start_from
+from .search import Part, Pins, SearchResult, StartFn, greedy_hits, make_part, search
+from .split import Parts, parts
+from .verdict import recommend
 
 
 @dataclass(frozen=True)
@@ -54,43 +49,6 @@ class Evaluation:
     priors: list[dict]
     grid: list[dict]
     learned_members: pl.DataFrame  # the learned fit of the fitted constants (the leakage tests compare it)
-
-
-def parts(inputs: FitInputs, fraction: float) -> tuple[Any, FitInputs, FitInputs, Any, FitInputs, FitInputs]:
-    """(outer split, learned inputs, held-out inputs, inner split, inner learned inputs, validation inputs).
-
-    Learned inputs keep only events before the cutoff; validation repeats the rule inside the learned part.
-    Memoised on ``inputs`` (the evaluation, the learning stage and the policies all cut the same parts).
-    """
-    key = ("parts", fraction)
-    if key not in inputs._derived:
-        inputs._derived[key] = _parts(inputs, fraction)
-    return inputs._derived[key]
-
-
-def _parts(inputs: FitInputs, fraction: float) -> tuple[Any, FitInputs, FitInputs, Any, FitInputs, FitInputs]:
-    outer = split_tasks(inputs.tasks, fraction)
-    if outer.learned.len() == 0:
-        raise FitError(f"{inputs.tasks.height} task(s): too few to split {fraction} for a held-out evaluation")
-    learned = restrict(inputs, outer.learned, before=outer.cutoff_at)
-    held = restrict(inputs, outer.held_out, before=None)
-    inner = split_tasks(learned.tasks, fraction)
-    inner_learned = restrict(learned, inner.learned, before=inner.cutoff_at)
-    validation = restrict(learned, inner.held_out, before=None)
-    return outer, _slim(learned), _slim(held), inner, _slim(inner_learned), _slim(validation)
-
-
-def _slim(part: FitInputs) -> FitInputs:
-    """A part with only the columns the fit reads from it once it is cut (its task values, calibration and
-    prior checks): rating ids and rater names, the attempts' traces, decisions and closures go (they are
-    read from the whole inputs). Its times, ``newest_at`` included, were taken before."""
-    return dataclasses.replace(
-        part,
-        ratings=part.ratings.select("task", "region", "config_key", "at", "score", "w", "rater_kind", "origin"),
-        attempts=part.attempts.select("task", "region", "config_key", "at", "cost_usd"),
-        decisions=part.decisions.clear(),
-        closures=part.closures.clear(),
-    )
 
 
 def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel, *, floor: float) -> Part:
@@ -136,7 +94,7 @@ def evaluate(
             aggregated[key] = fit_model(part_inputs, constants, shipped, effective)
         return with_constants(aggregated[key], constants)
 
-    def start(model: FittedModel, part: Part, constants: Constants):
+    def start(model: FittedModel, part: Part, constants: Constants) -> ReplayStart:
         fitted_values = task_values(part.fit_inputs, half_life_days=constants.half_life_days)
         regions = sorted(set(part.tasks["region"].to_list()))
         return start_from(model, fitted_values, regions)
@@ -211,6 +169,21 @@ def evaluate(
     )
 
 
+def learning_figures(learning: LearningOutputs, cut: Parts) -> dict[str, Any]:
+    """The ``ladders`` and ``frontier`` objects of ``stats.json``: the learning stage's ladders reported once on
+    the held-out tasks, and the cost-quality frontier of the learned fit there (its lambda grid from the learned
+    tasks). Held-out targets exclude PRM fill-ins; unknown attempt costs take the learned fit's estimate."""
+    model = learning.learned_model
+    held_tv = costed_targets(cut.held_out, model)
+    if learning.ladder_fit is not None:
+        ladders = ladders_section(learning.ladder_fit, held_tv)
+    else:
+        ladders = {"summary": None, "regions": {}, "reason": learning.ladder_reason}
+    learned_tv = costed_targets(cut.learned, model)
+    frontier = frontier_section(held_tv, lambda_grid(learned_tv) if model.cost_known else None, members=model.members)
+    return {"ladders": ladders, "frontier": frontier}
+
+
 def with_constants(model: FittedModel, constants: Constants) -> FittedModel:
     """The same aggregated fit under other constants of equal half-life (members re-evaluated by ``lookup``)."""
     if constants == model.constants:
@@ -228,7 +201,7 @@ def lambda_scale(values: pl.DataFrame) -> float | None:
     return round(float(cost) / float(quality), 9)
 
 
-def _replay(model: FittedModel, part: Part, constants: Constants, start, seed: int) -> dict:
+def _replay(model: FittedModel, part: Part, constants: Constants, start: StartFn, seed: int) -> dict[str, Any]:
     result: ReplayResult = replay(
         start(model, part, constants), part.tasks, part.outcomes, exploration=float(constants.exploration), seed=seed
     )
@@ -241,13 +214,13 @@ def _routing(
     """Greedy hit rates of shipped and fitted on held-out, their paired difference and the recommendation."""
     s, f = hit_summary(hits["shipped"]), hit_summary(hits["fitted"])
     s["expected_hit_rate_with_exploration"] = expected_hit(hits["shipped"], float(shipped.exploration))
-    paired = (
+    paired = (  # per task: the hit of each (0/1)
         hits["shipped"]
-        .select("task", pl.col("hit").cast(pl.Float64).alias("s"))
-        .join(hits["fitted"].select("task", pl.col("hit").cast(pl.Float64).alias("f")), on="task")
+        .select("task", pl.col("hit").cast(pl.Float64).alias("shipped"))
+        .join(hits["fitted"].select("task", pl.col("hit").cast(pl.Float64).alias("fitted")), on="task")
         .sort("task")
     )
-    ci = paired_bootstrap_ci(paired["f"].to_numpy(), paired["s"].to_numpy(), seed=seed)
+    ci = paired_bootstrap(paired, "fitted", "shipped", seed=seed)
     diff = None if f["hit_rate"] is None or s["hit_rate"] is None else f["hit_rate"] - s["hit_rate"]
     recommendation, reason = recommend(diff, ci, f["n"], val_hits, same=_same(shipped, fitted))
     return {
@@ -266,29 +239,6 @@ def _num(x: float | None) -> str:
 
 def _same(a: Constants, b: Constants) -> bool:
     return a.model_dump() == b.model_dump()
-
-
-def recommend(
-    diff: float | None, ci: tuple[float, float] | None, n: int, val: dict[str, float | None], *, same: bool
-) -> tuple[str, str]:
-    """adopt / keep / insufficient-evidence of DESIGN 6, with a sentence that gives the numbers."""
-    if diff is None or n < MIN_ELIGIBLE:
-        return "insufficient-evidence", (
-            f"only {n} eligible held-out task(s) (tasks done by two or more configs with some value > 0); "
-            f"at least {MIN_ELIGIBLE} are needed to compare fitted and shipped constants"
-        )
-    ci_text = "undefined" if ci is None else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"
-    numbers = f"held-out hit rate fitted minus shipped {diff:+.4f} (95% CI {ci_text}, n = {n})"
-    if same:
-        return "insufficient-evidence", f"the fitted constants are the shipped ones; {numbers}"
-    if contains_zero(ci):
-        return "insufficient-evidence", f"{numbers}: the interval contains 0, so the difference may be chance"
-    vs, vf = val.get("shipped"), val.get("fitted")
-    val_text = "undefined" if vs is None or vf is None else f"{vf:.4f} vs {vs:.4f}"
-    if diff > 0 and vs is not None and vf is not None and vf > vs:
-        return "adopt", f"fitted beats shipped on validation ({val_text}) and on held-out: {numbers}"
-    where = "held-out" if diff <= 0 else "validation"
-    return "keep", f"fitted does not beat shipped on {where} (validation {val_text}); {numbers}"
 
 
 def prior_rows(shipped: Shipped, learned: FitInputs, *, min_samples: int) -> list[dict]:

@@ -58,7 +58,7 @@ class Pins(dict):
 class Part:
     """One evaluation part: the inputs a model is fitted on and the tasks it is scored on.
 
-    ``best``: :func:`pipeline.fit.metrics.mark_best` of the eligible scored tasks (``task, region,
+    ``best``: :func:`pipeline.evaluate.metrics.mark_best` of the eligible scored tasks (``task, region,
     config_key, value, cost, score, best``); ``tasks`` and ``outcomes`` feed the sequential replay.
     """
 
@@ -127,7 +127,7 @@ def candidate_sets(
     elif "lambda" in pins:
         lambdas = [pins["lambda"]]
     else:
-        lambdas = lambda_grid(lambda_scale or 1.0)
+        lambdas = [*lambda_grid(lambda_scale or 1.0)]
     exploration = pins.get("exploration", shipped.exploration)
     return [
         shipped.model_copy(
@@ -201,17 +201,17 @@ def search(
         chosen = chosen.model_copy(update={"exploration": float(pins["exploration"])})
     else:
         model = fit(validation.fit_inputs, chosen)
-        runs = list(zip(EXPLORATIONS, run_replays(start(model, validation, chosen), validation, seed)))
+        runs = list(zip(EXPLORATIONS, run_replays(start(model, validation, chosen), validation, seed), strict=True))
         held_model = fit(held_out.fit_inputs, chosen)
         held_runs = run_replays(start(held_model, held_out, chosen), held_out, seed)
-        for (eps, run), held in zip(runs, held_runs):
+        for (eps, run), held in zip(runs, held_runs, strict=True):
             rows.append(
                 _row(
                     chosen, kind="replay", validation=run.realized_value, held_out=held.realized_value, exploration=eps
                 )
             )
 
-        def eps_key(item: tuple[float, ReplayResult]):
+        def eps_key(item: tuple[float, ReplayResult]) -> tuple[float, bool, float]:
             eps, run = item
             value = -math.inf if run.realized_value is None else run.realized_value
             return (-value, eps != shipped.exploration, eps)

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 import polars as pl
 import pytest
 
+from pipeline.evaluate.replay import posterior, replay, start_from
 from pipeline.fit.model import fit_values
-from pipeline.fit.replay import posterior, replay, start_from
 from pipeline.fit.shipped import Shipped
 from pipeline.routing.table import Constants
 

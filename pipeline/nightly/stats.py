@@ -1,4 +1,4 @@
-"""``stats.json`` of a case study, schema ``case-study-stats/v1`` (issue 5 fixes the keys).
+"""``stats.json`` of a case study, schema ``case-study-stats/v1`` (its keys are fixed within v1).
 
 Every number that a case study page or ``ratings compare`` shows comes from
 here; nothing on a page is computed anywhere else. Undefined numbers are
@@ -7,16 +7,19 @@ here; nothing on a page is computed anywhere else. Undefined numbers are
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ..evaluate.verdict import Recommendation
 
 STATS_SCHEMA = "case-study-stats/v1"
 
 _M = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
 _OPEN = ConfigDict(frozen=True, extra="allow", defer_build=True, populate_by_name=True)
 
-Recommendation = Literal["adopt", "keep", "insufficient-evidence"]
 Interval = tuple[float, float] | None
 
 
@@ -196,8 +199,5 @@ class Stats(BaseModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
-def load_stats(path) -> Stats:
-    import json
-    from pathlib import Path
-
+def load_stats(path: str | Path) -> Stats:
     return Stats.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))

@@ -122,8 +122,8 @@ def _run(
     pool: list[str],
     regions: list[str],
     task_region: list[int],
-    matrix,
-    state,
+    matrix: list[list[Any]],
+    state: dict[tuple[str, str], tuple[float, float, float, int]],
     *,
     exploration: float,
     seed: int,
@@ -158,13 +158,13 @@ def _run(
             explored += 1
         cell = i * k_pool + chosen
         q = value[cell]
-        if q != q:  # NaN: the chosen config did not do this task, nothing is revealed
+        if q != q:  # noqa: PLR0124 - NaN test (cheapest in this per-task loop): the chosen config did not do this task
             skipped += 1
             continue
         routed += 1
         total_q += q
         c = cost[cell]
-        if c == c:
+        if c == c:  # noqa: PLR0124 - not NaN: the cost is known
             total_cost += c
             if start.lam is not None:
                 total_utility += start.lam * q - c
@@ -185,7 +185,7 @@ def _run(
     )
 
 
-def _outcome_matrix(ordered: pl.DataFrame, outcomes: pl.DataFrame, pool: list[str]):
+def _outcome_matrix(ordered: pl.DataFrame, outcomes: pl.DataFrame, pool: list[str]) -> list[list[Any]]:
     """Flat task x config lists (row-major, in replay order): value (NaN: not observed), weight, cost_t (NaN:
     unknown), and whether cost_t is a known cost (every attempt priced) that may update the cost estimate."""
     k_pool = len(pool)
@@ -220,7 +220,7 @@ def _value(start: ReplayStart, q: float, cost: float | None) -> float:
     return q / cost
 
 
-def _realized(start: ReplayStart, routed: int, total_q: float, total_cost: float, total_utility: float):
+def _realized(start: ReplayStart, routed: int, total_q: float, total_cost: float, total_utility: float) -> float | None:
     if routed == 0:
         return None
     if start.objective == "quality_per_dollar":

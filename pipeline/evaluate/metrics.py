@@ -1,26 +1,28 @@
-"""Held-out scoring of DESIGN 6: objective score, best set, hit rate, Wilson interval, paired bootstrap.
+"""Held-out scoring of DESIGN 6: objective score, best set, per-task hits, hit rate.
 
 Everything works on the task-value frame of :func:`pipeline.fit.inputs.task_values`
 (one row per ``task, config_key``: ``value`` = q_t,c, ``cost_usd`` = cost_t,c)
-and a ``chosen`` frame (one row per ``task``) produced by any chooser.
+and a ``chosen`` frame (one row per ``task``: ``task, chosen``) produced by any chooser.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-#: z of a two-sided 95% normal interval.
-Z95 = 1.959963984540054
-#: Resamples of every paired bootstrap (DESIGN 6).
-RESAMPLES = 1000
+from .intervals import wilson
 
-Chooser = Callable[[pl.DataFrame], pl.DataFrame]
-"""Rows ``task, region, config_key`` (the pool of each task) -> one row per task: ``task, chosen``."""
+#: Decimals of every published figure.
+DECIMALS = 9
+
+
+def round9(x: float | None) -> float | None:
+    """A published figure: rounded to 9 decimals; None and NaN (undefined) are None."""
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), DECIMALS)
 
 
 def objective_expr(objective: str, *, quality: str, cost: str, floor: float, lam: float | None) -> pl.Expr:
@@ -155,53 +157,8 @@ def expected_hit(per_task: pl.DataFrame, exploration: float) -> float | None:
     return float(((1 - exploration) * hit + exploration * per_task["share_best_others"]).mean())
 
 
-def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson score interval: ``(p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)``; None when n = 0."""
-    if n == 0:
-        return None
-    p = hits / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-def hit_summary(per_task: pl.DataFrame) -> dict:
+def hit_summary(per_task: pl.DataFrame) -> dict[str, Any]:
     """``{hit_rate, hits, n, ci95}`` of a :func:`route_hits` frame (hit_rate null when n = 0)."""
     n = per_task.height
     hits = int(per_task["hit"].sum()) if n else 0
     return {"hit_rate": hits / n if n else None, "hits": hits, "n": n, "ci95": wilson(hits, n)}
-
-
-def paired_bootstrap_ci(
-    a: np.ndarray, b: np.ndarray, weights: np.ndarray | None = None, *, seed: int, resamples: int = RESAMPLES
-) -> tuple[float, float] | None:
-    """95% percentile interval of ``sum(a)/sum(w) - sum(b)/sum(w)`` resampling units (tasks) with replacement.
-
-    ``a`` and ``b`` are per-task totals of the two methods on the same tasks (paired); ``weights`` the per-task
-    denominators (1 each for a rate, the number of ratings for a mean squared error). Seeded: same inputs, same
-    interval. None when there are no tasks.
-    """
-    n = len(a)
-    if n == 0:
-        return None
-    w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
-    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    rng = np.random.default_rng(seed)
-    stats = np.empty(resamples)
-    chunk = max(1, min(resamples, 4_000_000 // n))
-    for start in range(0, resamples, chunk):
-        size = min(chunk, resamples - start)
-        idx = rng.integers(0, n, size=(size, n))
-        den = w[idx].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            stats[start : start + size] = diff[idx].sum(axis=1) / den
-    stats = stats[np.isfinite(stats)]
-    if stats.size == 0:
-        return None
-    low, high = np.quantile(stats, [0.025, 0.975])
-    return (float(low), float(high))
-
-
-def contains_zero(ci: tuple[float, float] | None) -> bool:
-    return ci is None or ci[0] <= 0.0 <= ci[1]

@@ -25,12 +25,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from .metrics import round9
+
 GRID_SIZE = 13
-_ROUND = 9
-
-
-def _r(x: float | None) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), _ROUND)
 
 
 def lambda_grid(task_values_learn: pl.DataFrame) -> list[float] | None:
@@ -118,7 +115,7 @@ def aiq(points: list[tuple[float, float]], c_min: float, c_max: float) -> float 
         return None
     vertices = hull(points)
     if c_max <= c_min:
-        return float(np.interp(c_min, *zip(*vertices))) if c_min >= vertices[0][0] else 0.0
+        return float(np.interp(c_min, *zip(*vertices, strict=True))) if c_min >= vertices[0][0] else 0.0
     cs = np.array([v[0] for v in vertices])
     qs = np.array([v[1] for v in vertices])
     grid = np.unique(np.concatenate([[c_min, c_max], cs[(cs > c_min) & (cs < c_max)]]))
@@ -154,14 +151,14 @@ def frontier_section(
     singles = []
     for (config,), frame in sorted(tv.group_by("config_key"), key=lambda g: g[0][0]):
         q, c, n = _point(frame)
-        singles.append({"config": config, "quality": _r(q), "cost_usd": _r(c), "tasks": n})
+        singles.append({"config": config, "quality": round9(q), "cost_usd": round9(c), "tasks": n})
     best = (
         tv.sort(["task", "value", "cost", "config_key"], descending=[False, True, False, False], nulls_last=True)
         .group_by("task", maintain_order=True)
         .first()
     )
     oq, oc, on = _point(best)
-    oracle = {"quality": _r(oq), "cost_usd": _r(oc), "tasks": on}
+    oracle = {"quality": round9(oq), "cost_usd": round9(oc), "tasks": on}
     router = []
     if lambdas is None:
         return {
@@ -182,7 +179,7 @@ def frontier_section(
             raise ValueError("frontier_section needs members or choose")
         realized = chosen.select("task", "config_key").join(tv, on=["task", "config_key"], how="inner")
         q, c, n = _point(realized)
-        router.append({"lambda": _r(lam), "quality": _r(q), "cost_usd": _r(c), "tasks": n})
+        router.append({"lambda": round9(lam), "quality": round9(q), "cost_usd": round9(c), "tasks": n})
 
     def known(points: list[dict]) -> list[tuple[float, float]]:
         return [(p["cost_usd"], p["quality"]) for p in points if p["cost_usd"] is not None and p["quality"] is not None]
@@ -190,7 +187,7 @@ def frontier_section(
     single_pts, router_pts = known(singles), known(router)
     if not single_pts:
         return {
-            "lambdas": [_r(x) for x in lambdas],
+            "lambdas": [round9(x) for x in lambdas],
             "router": router,
             "singles": singles,
             "oracle": oracle,
@@ -210,14 +207,14 @@ def frontier_section(
         )
     )
     return {
-        "lambdas": [_r(x) for x in lambdas],
+        "lambdas": [round9(x) for x in lambdas],
         "router": router,
         "singles": singles,
         "oracle": oracle,
         "aiq": {
-            "router": _r(aiq(router_pts, c_min, c_max)),
-            "singles": _r(aiq(single_pts, c_min, c_max)),
-            "cost_range_usd": [_r(c_min), _r(c_max)],
+            "router": round9(aiq(router_pts, c_min, c_max)),
+            "singles": round9(aiq(single_pts, c_min, c_max)),
+            "cost_range_usd": [round9(c_min), round9(c_max)],
         },
         "held_out_tasks": tasks,
         "reason": None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.fit.calibration import calibrate
+from pipeline.evaluate.calibration import calibrate
 from pipeline.fit.model import fit_values
 from pipeline.fit.shipped import Shipped
 from pipeline.routing.table import Constants

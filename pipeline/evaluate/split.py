@@ -1,0 +1,104 @@
+"""The chronological split of DESIGN 6: learned tasks first, held-out tasks after a cutoff.
+
+:func:`parts` applies it twice to a fit's inputs: learned and held-out parts, then the inner learned
+and validation parts of the learned tasks (the evaluation, the learning stage and the policies all
+cut the same parts).
+
+Task time is the time of the task's first event (``first_at``). Tasks are
+ordered by ``(first_at, task)``; the first ``floor(N * fraction)`` are learned
+and the rest held out. The count is computed with exact rational arithmetic:
+``0.7`` means 7/10, so ten tasks give seven learned ones, never six because
+``10 * 0.7 == 6.999...`` in binary floating point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from fractions import Fraction
+from typing import NamedTuple
+
+import polars as pl
+
+from ..errors import FitError
+from ..fit.inputs import FitInputs, restrict
+
+
+@dataclass(frozen=True)
+class Split:
+    """``learned`` and ``held_out`` task ids in time order; ``cutoff_at`` = first held-out task's time."""
+
+    learned: pl.Series
+    held_out: pl.Series
+    cutoff_at: datetime | None
+
+
+def exact_fraction(fraction: float | str | Fraction) -> Fraction:
+    """The decimal the user wrote (``0.7`` -> 7/10), not the nearest binary float."""
+    value = fraction if isinstance(fraction, Fraction) else Fraction(str(fraction))
+    if not 0 < value < 1:
+        raise ValueError(f"split fraction must be strictly between 0 and 1, got {fraction}")
+    return value
+
+
+def learned_count(n: int, fraction: float | str | Fraction) -> int:
+    """``floor(n * fraction)`` computed exactly."""
+    product = n * exact_fraction(fraction)
+    return product.numerator // product.denominator
+
+
+def split_tasks(tasks: pl.DataFrame, fraction: float | str | Fraction) -> Split:
+    """Split ``tasks`` (columns ``task``, ``first_at``) chronologically; ties in time broken by task id."""
+    ordered = tasks.select("task", "first_at").unique().sort(["first_at", "task"])
+    k = learned_count(ordered.height, fraction)
+    learned = ordered.head(k)
+    held_out = ordered.slice(k)
+    cutoff = held_out["first_at"][0] if held_out.height else None
+    return Split(learned=learned["task"], held_out=held_out["task"], cutoff_at=cutoff)
+
+
+class Parts(NamedTuple):
+    """The parts of one fit's inputs: learned events come before their cutoff, validation repeats the rule
+    inside the learned part."""
+
+    outer: Split
+    learned: FitInputs
+    held_out: FitInputs
+    inner: Split
+    inner_learned: FitInputs
+    validation: FitInputs
+
+
+def parts(inputs: FitInputs, fraction: float) -> Parts:
+    """The :class:`Parts` of ``inputs`` split at ``fraction``; memoised on ``inputs``."""
+    key = ("parts", fraction)
+    if key not in inputs._derived:
+        inputs._derived[key] = _parts(inputs, fraction)
+    cut: Parts = inputs._derived[key]
+    return cut
+
+
+def _parts(inputs: FitInputs, fraction: float) -> Parts:
+    outer = split_tasks(inputs.tasks, fraction)
+    if outer.learned.len() == 0:
+        raise FitError(f"{inputs.tasks.height} task(s): too few to split {fraction} for a held-out evaluation")
+    learned = restrict(inputs, outer.learned, before=outer.cutoff_at)
+    held = restrict(inputs, outer.held_out, before=None)
+    inner = split_tasks(learned.tasks, fraction)
+    inner_learned = restrict(learned, inner.learned, before=inner.cutoff_at)
+    validation = restrict(learned, inner.held_out, before=None)
+    return Parts(outer, _slim(learned), _slim(held), inner, _slim(inner_learned), _slim(validation))
+
+
+def _slim(part: FitInputs) -> FitInputs:
+    """A part with only the columns the fit reads from it once it is cut (its task values, calibration and
+    prior checks): rating ids and rater names, the attempts' traces, decisions and closures go (they are
+    read from the whole inputs). Its times, ``newest_at`` included, were taken before."""
+    return dataclasses.replace(
+        part,
+        ratings=part.ratings.select("task", "region", "config_key", "at", "score", "w", "rater_kind", "origin"),
+        attempts=part.attempts.select("task", "region", "config_key", "at", "cost_usd"),
+        decisions=part.decisions.clear(),
+        closures=part.closures.clear(),
+    )

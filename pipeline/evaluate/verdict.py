@@ -1,0 +1,64 @@
+"""The verdicts of the evaluation: adopt, keep or insufficient-evidence, each with a sentence that gives the numbers.
+
+:func:`recommend` decides between the fitted and the shipped constants (greedy hit rates on validation and on
+the held-out tasks); :func:`calibration_verdict` between the fitted regions and the plain per-config mean
+(mean squared error on held-out ratings). Both call a difference real only when its paired bootstrap interval
+(:func:`pipeline.evaluate.intervals.paired_bootstrap`) excludes 0, and neither decides on too few tasks.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Recommendation = Literal["adopt", "keep", "insufficient-evidence"]
+
+#: Fewer eligible held-out tasks than this and no recommendation is made (DESIGN 6).
+MIN_ELIGIBLE = 10
+#: Fewer held-out tasks than this and no calibration verdict is given (DESIGN 6).
+MIN_TASKS = 10
+
+
+def contains_zero(ci: tuple[float, float] | None) -> bool:
+    """An undefined interval, or one that contains 0: the difference may be chance."""
+    return ci is None or ci[0] <= 0.0 <= ci[1]
+
+
+def recommend(
+    diff: float | None, ci: tuple[float, float] | None, n: int, val: dict[str, float | None], *, same: bool
+) -> tuple[Recommendation, str]:
+    """adopt / keep / insufficient-evidence of DESIGN 6, with a sentence that gives the numbers."""
+    if diff is None or n < MIN_ELIGIBLE:
+        return "insufficient-evidence", (
+            f"only {n} eligible held-out task(s) (tasks done by two or more configs with some value > 0); "
+            f"at least {MIN_ELIGIBLE} are needed to compare fitted and shipped constants"
+        )
+    ci_text = "undefined" if ci is None else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"
+    numbers = f"held-out hit rate fitted minus shipped {diff:+.4f} (95% CI {ci_text}, n = {n})"
+    if same:
+        return "insufficient-evidence", f"the fitted constants are the shipped ones; {numbers}"
+    if contains_zero(ci):
+        return "insufficient-evidence", f"{numbers}: the interval contains 0, so the difference may be chance"
+    vs, vf = val.get("shipped"), val.get("fitted")
+    val_text = "undefined" if vs is None or vf is None else f"{vf:.4f} vs {vs:.4f}"
+    if diff > 0 and vs is not None and vf is not None and vf > vs:
+        return "adopt", f"fitted beats shipped on validation ({val_text}) and on held-out: {numbers}"
+    where = "held-out" if diff <= 0 else "validation"
+    return "keep", f"fitted does not beat shipped on {where} (validation {val_text}); {numbers}"
+
+
+def calibration_verdict(
+    mse_r: float, mse_p: float, ci: tuple[float, float] | None, tasks: int, n: int
+) -> tuple[Recommendation, str]:
+    """adopt: regions' MSE lower and the interval of the difference excludes 0; keep: not lower; else insufficient."""
+    numbers = f"regions MSE {mse_r:.4f} vs plain mean MSE {mse_p:.4f} on {n} held-out ratings of {tasks} tasks"
+    if tasks < MIN_TASKS:
+        return "insufficient-evidence", f"{numbers}; fewer than {MIN_TASKS} held-out tasks, no verdict"
+    ci_text = "undefined" if ci is None else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+    if contains_zero(ci):
+        return (
+            "insufficient-evidence",
+            f"{numbers}; the 95% interval of the difference {ci_text} contains 0, so regions show no reliable signal",
+        )
+    if mse_r < mse_p:
+        return "adopt", f"{numbers}; difference 95% interval {ci_text} below 0: regions carry a signal"
+    return "keep", f"{numbers}; difference 95% interval {ci_text} above 0: regions predict worse than the plain mean"

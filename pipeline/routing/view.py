@@ -1,0 +1,139 @@
+"""What the router knows of one region: its rows (one per configuration) with their sort keys.
+
+Policies (:mod:`pipeline.routing.policies`) and the router (:mod:`pipeline.routing.router`) both import this
+module, and it imports neither: a policy reads the router through :class:`RouterLike`, the part of it a
+policy may use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, Protocol
+
+from .table import Constants, Ladder, Static
+
+GLOBAL = "*"
+_INF = math.inf
+
+
+class Row(NamedTuple):
+    """What the router knows of one configuration in one region view.
+
+    ``source`` is where the figures come from: the region itself, ``*`` (the
+    region does not list the config) or ``prior`` (the table does not know it).
+    """
+
+    config: str
+    quality: float
+    cost_usd: float | None
+    value: float
+    weight: float
+    n_ratings: int
+    relative_advantage: float | None
+    win_rate: float | None
+    source: str
+    prior: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+def objective_value(quality: float, cost: float | None, objective: str, constants: Constants) -> float:
+    """DESIGN 5 objective for a row the table does not list.
+
+    quality_per_dollar = q / max(cost, floor); utility = lambda * q - cost;
+    quality = q. With no known cost the objective degrades to quality.
+    """
+    if cost is None or objective == "quality":
+        return quality
+    if objective == "utility":
+        return (constants.lambda_ or 1.0) * quality - cost
+    return quality / max(cost, constants.cost_floor_usd)
+
+
+def _sort_key(row: Row) -> tuple[float, float, float, str]:
+    """Best objective, then higher quality, then lower cost (unknown last), then key order."""
+    cost = _INF if row.cost_usd is None else row.cost_usd
+    return (-row.value, -row.quality, cost, row.config)
+
+
+def _qpd_key(row: Row, floor: float) -> tuple[float, float, float, str]:
+    """Quality per dollar q / max(cost, floor) whatever the table's objective; no cost: quality."""
+    qpd = row.quality if row.cost_usd is None else row.quality / max(row.cost_usd, floor)
+    return (-qpd, -row.quality, _INF if row.cost_usd is None else row.cost_usd, row.config)
+
+
+class RegionView:
+    """One region's rows with their sort keys; ``members`` are the region's own configs in rank order."""
+
+    __slots__ = ("_floor", "_prior_row", "keys", "ladder", "members", "name", "qpd_keys", "rows")
+
+    def __init__(
+        self,
+        name: str,
+        rows: dict[str, Row],
+        ladder: Ladder | None,
+        *,
+        floor: float,
+        prior_row: Callable[[str], Row],
+    ) -> None:
+        """``floor``: the table's cost floor; ``prior_row(config)``: the row of a config the table does not know."""
+        self.name = name
+        self.rows = rows
+        self._floor = floor
+        self._prior_row = prior_row
+        self.keys = {c: _sort_key(r) for c, r in rows.items()}
+        self.qpd_keys = {c: _qpd_key(r, floor) for c, r in rows.items()}
+        own = [c for c, r in rows.items() if r.source == name]
+        self.members = tuple(sorted(own, key=self.keys.__getitem__))
+        self.ladder = ladder
+
+    def _learn(self, pool: Iterable[str]) -> None:
+        """Add prior rows for pool members the table does not know (rare; then cached)."""
+        for c in pool:
+            if c not in self.rows:
+                row = self._prior_row(c)
+                self.rows[c] = row
+                self.keys[c] = _sort_key(row)
+                self.qpd_keys[c] = _qpd_key(row, self._floor)
+
+    def row(self, config: str) -> Row:
+        try:
+            return self.rows[config]
+        except KeyError:
+            self._learn((config,))
+            return self.rows[config]
+
+    def best(self, pool: Sequence[str]) -> str:
+        """Greedy choice by the table's objective with DESIGN 5 tie rules."""
+        try:
+            return min(pool, key=self.keys.__getitem__)
+        except KeyError:
+            self._learn(pool)
+            return min(pool, key=self.keys.__getitem__)
+
+    def best_qpd(self, pool: Sequence[str]) -> str:
+        try:
+            return min(pool, key=self.qpd_keys.__getitem__)
+        except KeyError:
+            self._learn(pool)
+            return min(pool, key=self.qpd_keys.__getitem__)
+
+    def best_by(self, pool: Sequence[str], key: Callable[[Row], Any]) -> str:
+        """Choice by any key over rows (e.g. highest quality); ties by key order."""
+        self._learn(pool)
+        rows = self.rows
+        return min(pool, key=lambda c: (key(rows[c]), c))
+
+
+class RouterLike(Protocol):
+    """What a policy reads of the router (:class:`pipeline.routing.router.Router` is one)."""
+
+    static: Static
+    star: RegionView
+    min_samples: int
+
+    def static_choice(self, view: RegionView, pool: Sequence[str], role: str | None) -> tuple[str, str]:
+        """The static fallback of the table for a task of ``role``, restricted to ``pool``: (config, why)."""
+        ...
