@@ -64,7 +64,7 @@ def handle_errors(fn: Callable) -> Callable:
     """Turn library errors into one line per problem on stderr and the error's exit code."""
 
     @wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except InvalidBatch as exc:

@@ -446,8 +446,7 @@ def validate_object(obj: Any) -> AnyEvent:
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False, include_input=False)
         problems = tuple(
-            (_field_path(e["loc"]), "required field is missing" if e["type"] == "missing" else e["msg"])
-            for e in errors
+            (_field_path(e["loc"]), "required field is missing" if e["type"] == "missing" else e["msg"]) for e in errors
         )
         problems = tuple((field, reason.removeprefix("Value error, ")) for field, reason in problems)
         named = problems[:MAX_PROBLEMS]

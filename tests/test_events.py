@@ -337,13 +337,14 @@ INVALID = [
 
 def test_every_problem_of_a_line_is_named_up_to_ten():
     bad = {"type": "task.attempted", "status": "lost", "cost_usd": -1, "duration_ms": -1, "id": "tasks@1", "v": 2}
-    bad |= {k: "x" for k in ("tool_calls", "files_read", "files_written")}
-    bad |= {k: 1 for k in ("node", "prompt_version", "reviewer_verdict")}
+    bad |= dict.fromkeys(("tool_calls", "files_read", "files_written"), "x")
+    bad |= dict.fromkeys(("node", "prompt_version", "reviewer_verdict"), 1)
     with pytest.raises(InvalidEvent) as info:
         parse_line(line(bad), line=3, source="<stdin>")
     fields = [field for field, _ in info.value.problems]
-    assert fields == ["id", "v", "task", "config", "status", "cost_usd", "duration_ms", "node", "prompt_version"] + [
-        "reviewer_verdict"
+    assert fields == [
+        *("id", "v", "task", "config", "status", "cost_usd", "duration_ms", "node", "prompt_version"),
+        "reviewer_verdict",
     ]
     message = str(info.value)
     assert message.startswith("<stdin>:3: id: id 'tasks@1' has the form <stream>@<offset>")
