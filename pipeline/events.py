@@ -1,4 +1,4 @@
-"""Events of schema v1 (DESIGN 3): frozen pydantic models and one line parser.
+"""Events of schema v1 (docs/design.md, Events): frozen pydantic models and one line parser.
 
 Every model is built lazily (``defer_build``): appending one rating builds the
 rating model only, which keeps the CLI's start-up small. Unknown fields are
@@ -24,7 +24,7 @@ from pydantic_core import to_json
 from .errors import InvalidEvent
 
 SCHEMA_VERSION = 1
-DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB, DESIGN 3
+DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB (docs/design.md, Events)
 MAX_NESTING = 64  # deeper JSON is rejected before it can exhaust the stack
 
 # Numbers are bounded where they enter (docs/design.md, events): generous for any real task, and small enough
@@ -163,7 +163,7 @@ class Config(BaseModel):
 
 
 def config_key(cli: str, route: str | None, model: str, effort: str | None) -> str:
-    """The one implementation of the config key (DESIGN 3), shared with the vectorised compactor."""
+    """The one implementation of the config key (docs/design.md, Events), shared with the vectorised compactor."""
     return "/".join(_encode_part(p) for p in (cli, route, model, effort))
 
 
@@ -284,7 +284,7 @@ RESERVED_TYPES = frozenset({"batch.begin", "batch.end"})
 #: Which stream each type is appended to. Unknown types go to ``tasks``.
 RATING_TYPES = frozenset({"task.rated", "task.rejected", "rating.retracted"})
 
-#: Store family per type (DESIGN 4 / compaction). Unknown types: ``other``.
+#: Store family per type (docs/design.md, Storage). Unknown types: ``other``.
 FAMILY: dict[str, str] = {
     "task.opened": "tasks",
     "task.attempted": "attempts",

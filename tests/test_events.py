@@ -1,4 +1,4 @@
-"""Events v1 (DESIGN 3): models, the config key, the one line parser and its error messages."""
+"""Events v1: models, the config key, the one line parser and its error messages."""
 
 from __future__ import annotations
 
