@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC
 from functools import wraps
 from typing import Any
@@ -63,19 +64,52 @@ def handle_errors(fn: Callable) -> Callable:
     """Turn library errors into one line per problem on stderr and the error's exit code."""
 
     @wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except InvalidBatch as exc:
             for err in exc.errors:
                 click.echo(err.message(), err=True)
-            click.echo(f"nothing appended: {len(exc.errors)} invalid event(s)", err=True)
+            named = f" (the first {len(exc.errors)} named above)" if exc.total > len(exc.errors) else ""
+            click.echo(f"nothing appended: {exc.total} invalid event(s){named}", err=True)
             sys.exit(2)
         except PipelineError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except OSError as exc:  # an unwritable home, a full disk: the environment failed, not the input
+            click.echo(f"error: {os_error_line(exc)}", err=True)
+            sys.exit(1)
 
     return wrapper
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an I/O failure: what failed, on which file, and the notes the library added (what was kept)."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    if exc.filename is not None:
+        what += f": {exc.filename}"
+    notes = getattr(exc, "__notes__", [])
+    return what + (f" ({'; '.join(notes)})" if notes else "")
+
+
+@contextmanager
+def json_errors(as_json: bool, **shape: Any) -> Iterator[None]:
+    """With ``--json``, report a failure as one JSON object on stdout (``shape`` plus ``errors`` or ``error``)
+    and exit with its code; without it, let :func:`handle_errors` print it for people."""
+    if not as_json:
+        yield
+        return
+    try:
+        yield
+    except InvalidBatch as exc:
+        emit_json({**shape, "errors": [e.as_json() for e in exc.errors], "invalid": exc.total})
+        sys.exit(exc.exit_code)
+    except PipelineError as exc:
+        emit_json({**shape, "error": str(exc)})
+        sys.exit(exc.exit_code)
+    except OSError as exc:
+        emit_json({**shape, "error": os_error_line(exc)})
+        sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -106,22 +140,40 @@ def cli() -> None:
     show_default=True,
     help="Reject lines (as given and as stored, with id and at) longer than this.",
 )
+@click.option(
+    "--allow-type",
+    "allow_types",
+    multiple=True,
+    metavar="NAME",
+    help="Keep events of this unknown type although it is one edit away from a v1 type (repeat).",
+)
 @json_option
 @click.argument("events", nargs=-1)
 @handle_errors
-def append(home, fsync, max_line_bytes, as_json, events):
+def append(
+    home: str | None,
+    fsync: str,
+    max_line_bytes: int,
+    allow_types: tuple[str, ...],
+    as_json: bool,
+    events: tuple[str, ...],
+) -> None:
     """Append events (JSON objects) to the task and rating streams.
 
     Reads NDJSON from stdin when no EVENTS are given. The whole batch is
     validated first: one bad line and nothing is appended (exit 2, one
-    message per bad line). Events without `id` or `at` get a ULID and the
-    current time; each goes to the tasks or ratings stream by its type.
+    message per bad line naming each of its problems). Events without `id`
+    or `at` get a ULID and the current time; each goes to the tasks or
+    ratings stream by its type. A type one edit away from a v1 type
+    (task.opend) is refused as a typo unless --allow-type names it; other
+    unknown types are kept. With --json, the result or the errors as JSON.
 
     \b
     Example:
       ratings append '{"type":"task.rated","task":"T-1","config":{"cli":"claude-code","route":"anthropic","model":"opus","effort":"high"},"rater":{"kind":"gate","name":"pytest"},"score":1}'
-      cat events.ndjson | ratings append --fsync always --json
+      cat events.ndjson | ratings append --fsync always
     """
+    from .events import nearest_type
     from .streams import append as append_events
 
     if events:
@@ -130,11 +182,21 @@ def append(home, fsync, max_line_bytes, as_json, events):
         source, lines = "<stdin>", sys.stdin.buffer.read().split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
-    result = append_events(home, lines, fsync=fsync, source=source, max_bytes=max_line_bytes)
+    with json_errors(as_json, appended=0):
+        result = append_events(
+            home,
+            lines,
+            fsync=fsync,  # type: ignore[arg-type]  # click.Choice checked it
+            source=source,
+            max_bytes=max_line_bytes,
+            allow_types=allow_types,
+        )
     for kind, count in sorted(result.unknown_types.items()):
+        near = nearest_type(kind)
+        hint = f"; did you mean {near[1]}?" if near is not None and kind not in allow_types else ""
         click.echo(
             f"note: {count} event(s) of type {kind!r}, which v1 does not know: kept (family 'other'), "
-            "ignored by the fit",
+            f"ignored by the fit{hint}",
             err=True,
         )
     if as_json:
@@ -148,7 +210,7 @@ def append(home, fsync, max_line_bytes, as_json, events):
 @home_option
 @json_option
 @handle_errors
-def repair(home, as_json):
+def repair(home: str | None, as_json: bool) -> None:
     """Recover every stream: move torn tails and batches cut short to quarantine/.
 
     A batch whose writer died is completed when all of it is on disk (only
@@ -755,15 +817,29 @@ def verify(home, as_json):
 @click.option("--thread", default=None, help="Thread name recorded on each task.opened.")
 @click.option("--skip-bad", is_flag=True, help="Dead-letter bad rows instead of failing.")
 @click.option("--fsync", type=click.Choice(["always", "batch", "never"]), default="batch", show_default=True)
+@quiet_option
 @json_option
 @click.argument("file", type=click.Path(dir_okay=False))
 @handle_errors
-def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json, file):
+def import_(
+    home: str | None,
+    fmt: str,
+    rater_kind: str,
+    rater_name: str | None,
+    thread: str | None,
+    skip_bad: bool,
+    fsync: str,
+    quiet: bool,
+    as_json: bool,
+    file: str,
+) -> None:
     """Import a long table (CSV, CSV.gz or Parquet) of past results as events.
 
     Columns: task_id, config, score, cost_usd, region, at; others become task
     labels. Rows with a blank score are skipped and counted. Ids come from the
     row content, so importing a file twice adds nothing after compaction.
+    The table is streamed: every row is checked first (a bad row and nothing
+    is appended, unless --skip-bad), then appended in chunks, each one batch.
 
     \b
     Example:
@@ -772,9 +848,18 @@ def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json,
     """
     from .imports import import_table
 
-    result = import_table(
-        home, file, fmt=fmt, rater_kind=rater_kind, rater_name=rater_name, thread=thread, skip_bad=skip_bad, fsync=fsync
-    )
+    with _progress_bar("importing", quiet or as_json) as advance:
+        result = import_table(
+            home,
+            file,
+            fmt=fmt,  # type: ignore[arg-type]  # click.Choice checked it
+            rater_kind=rater_kind,
+            rater_name=rater_name,
+            thread=thread,
+            skip_bad=skip_bad,
+            fsync=fsync,  # type: ignore[arg-type]
+            progress=advance,
+        )
     if as_json:
         emit_json(result.summary())
     else:
@@ -783,6 +868,30 @@ def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json,
             f"{result.appended} event(s) appended; {result.skipped_blank_score} blank score(s) skipped, "
             f"{result.bad_rows} bad row(s) dead-lettered"
         )
+
+
+@contextmanager
+def _progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback ``(done, total)`` drawing click's bar on a terminal; None in pipes or when quiet."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    bar: Any = None
+    shown = 0
+
+    def advance(done: int, total: int) -> None:
+        nonlocal bar, shown
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - shown)
+        shown = done
+
+    try:
+        yield advance
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
 
 
 # --------------------------------------------------------------------------- smoke
