@@ -349,13 +349,14 @@ def test_the_page_leads_with_what_the_dispatcher_will_do(tmp_path):
         "constants": {},
         "constants_source": "shipped",
         "static": {"cheap_config": None, "frontier_config": None, "default_config": None, "pinned": {}},
+        "configs": ["c/-/a/-", "c/-/b (High)/-"],
         "regions": [
             {
                 "region": "implement",
                 "choice": {"config": "c/-/a/-", "quality": 0.8, "cost_usd": 0.1, "value": 8.0, "n_ratings": 40},
                 "runner_up": {"config": "c/-/b/-", "quality": 0.9, "cost_usd": 1.0, "value": 0.9, "n_ratings": 12},
                 "ladder": {"rungs": ["c/-/a/-", "c/-/b/-"], "source": "global", "pass_threshold": 0.5},
-                "why": "learned choice in implement: it beats the static choice",
+                "why": "learned choice in implement: c/-/a/- beats the static choice c/-/b (High)/-",
             }
         ],
     }
@@ -363,5 +364,5 @@ def test_the_page_leads_with_what_the_dispatcher_will_do(tmp_path):
     lead = html.split('aria-label="What the dispatcher will do">')[1].split("</section>")[0]
     assert html.index('aria-label="What the dispatcher will do"') < html.index('aria-label="Headline"')
     assert "implement a 0.800 $0.100 40 b (0.900, $1.00) a → b" in spaced(lead)
-    assert "implement: Learned choice in implement: it beats the static choice." in spaced(lead)
+    assert "implement: Learned choice in implement: a beats the static choice b (High)." in spaced(lead)
     assert readme.index("## What the dispatcher will do") < readme.index("**Routing:**")

@@ -53,7 +53,7 @@ def routing_table_lead(stats: Stats) -> list[Block]:
             [False, False, True, True, True, False, False],
         )
     )
-    out.append(Bullets(tuple(_why(r) for r in summary["regions"])))
+    out.append(Bullets(tuple(_why(r, summary.get("configs") or []) for r in summary["regions"])))
     pinned = (summary.get("static") or {}).get("pinned") or {}
     if pinned:
         out.append(
@@ -75,11 +75,11 @@ def _runner_up(pick: dict[str, Any] | None) -> str:
     return f"{short_config(pick['config'])} ({fmt.num(pick['quality'], 3)}{cost})"
 
 
-#: A config key (four ``/``-separated segments) inside a reason.
-_KEY = re.compile(r"[^\s/;:(),]+/[^\s/;:(),]+/[^\s/;:(),]+/[^\s/;:(),]+")
-
-
-def _why(region: dict[str, Any]) -> tuple[Inline, ...]:
-    """The router's reason for the region, with config keys shortened as everywhere on the page."""
+def _why(region: dict[str, Any], configs: list[str]) -> tuple[Inline, ...]:
+    """The router's reason for the region, with the table's config keys shortened as everywhere on the page."""
     name = "any other region" if region["region"] == "*" else region["region"]
-    return (Strong(f"{name}: "), _KEY.sub(lambda m: short_config(m.group(0)), fmt.sentence(region["why"])))
+    text = fmt.sentence(region["why"])
+    if configs:
+        keys = re.compile("|".join(re.escape(c) for c in sorted(configs, key=len, reverse=True)))
+        text = keys.sub(lambda m: short_config(m.group(0)), text)
+    return (Strong(f"{name}: "), text)

@@ -34,7 +34,8 @@ padding:0 .2em;border-radius:3px;overflow-wrap:anywhere}
 table{border-collapse:collapse;width:100%;font-size:.9rem}
 caption{caption-side:bottom;text-align:left;color:#555;font-size:.85rem;padding-top:.3rem}
 th,td{padding:.35rem .45rem;border-bottom:1px solid #e5e5e5;text-align:left;vertical-align:top}
-td{overflow-wrap:break-word}
+td{overflow-wrap:anywhere}
+td:first-child{overflow-wrap:break-word}
 th{background:#f5f5f5;font-weight:600;hyphens:auto}
 .num{text-align:right;font-variant-numeric:tabular-nums}
 td.num{white-space:nowrap}

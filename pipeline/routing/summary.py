@@ -62,6 +62,7 @@ class TableSummary(BaseModel):
     constants: dict[str, Any]
     constants_source: str
     static: dict[str, Any]
+    configs: list[str]  # every config the table knows (the reasons name them)
     regions: list[RegionSummary]
 
 
@@ -106,5 +107,6 @@ def summarize(table: RoutingTable) -> TableSummary:
         constants=table.constants.model_dump(mode="json", by_alias=True),
         constants_source=table.constants_source,
         static=table.static.model_dump(mode="json"),
+        configs=sorted({m.config for r in table.regions.values() for m in r.members}),
         regions=out,
     )
