@@ -143,7 +143,7 @@ def _run(
     floor_q = start.min_quality
 
     def key(r: int, c: int) -> tuple[bool, float, float, float, int]:
-        """Greedy order of DESIGN 5 (maximised): at or above the quality floor first, then the best objective
+        """Greedy order (docs/design.md, Fit; maximised): at or above the quality floor first, then the best objective
         (quality alone below the floor), then higher q, then lower cost, then key order."""
         s, w, cost_sum, cost_n = sums[r][c]
         q = posterior(start.prior_weight, prior[r][c], s, w)

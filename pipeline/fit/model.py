@@ -46,7 +46,7 @@ def greedy_order(min_quality: float | None) -> tuple[list[pl.Expr], list[bool]]:
     """Sort keys (and their descending flags) of the greedy order over member rows (``value, quality, cost_usd,
     config_key``).
 
-    DESIGN 5: best objective, then higher q, then lower cost (unknown last), then key order. With a quality
+    docs/design.md, Fit: best objective, then higher q, then lower cost (unknown last), then key order. With a quality
     floor Q (``constants.min_quality``): members with ``q >= Q`` first, by that order; the others after them by
     quality alone, so the choice is the best objective among members at or above the floor, else the highest
     quality.

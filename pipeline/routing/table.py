@@ -1,4 +1,4 @@
-"""The routing table, schema ``routing-table/v1.1`` (DESIGN 7): model, load, atomic publish.
+"""The routing table, schema ``routing-table/v1.1`` (docs/design.md, Routing table): model, load, atomic publish.
 
 This is the contract with dispatchers: a program in any language reads
 ``fits/routing-table.json`` with a JSON parser; Python dispatchers use
