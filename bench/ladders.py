@@ -3,10 +3,11 @@
 Run: ``.venv/bin/python -m bench.ladders [--tasks N] [--configs M] [--big-configs B]``.
 
 A synthetic table (N tasks, 0/1 scores, gate = score, configs of rising skill and cost with task-specific
-luck so that complementarity matters) is split 70/30 like the fit (docs/design.md, Evaluation; the rule cross-validates inside the 70).
-For M configs (at most 12) both strategies fit the best-single ladder; the bench prints each one's ladders
-scored and seconds, the beam's speed-up, and whether the two choose ladders of equal held-out quality and cost. Then the beam
-alone on B configs (30 by default), where exhaustive enumeration would score B^3 ladders.
+luck so that complementarity matters) is split 70/30 like the fit (docs/design.md, Evaluation; the rule
+cross-validates inside the 70). For M configs (at most 12) both strategies fit the best-single ladder; the bench
+prints each one's ladders scored and seconds, the beam's speed-up, and whether the two choose ladders of equal
+held-out quality and cost. Then the beam alone on B configs (30 by default), where exhaustive enumeration would
+score B^3 ladders.
 """
 
 from __future__ import annotations

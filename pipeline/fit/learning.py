@@ -4,11 +4,11 @@ publishes, in one call.
 :func:`learning_stage` is what the nightly job calls after the evaluation: it returns the per-member signal
 columns, the gate's tests and the ladders for :func:`pipeline.fit.table_build.build_table`, the ``signals``
 object of ``stats.json``, and the ladder fit that :func:`pipeline.evaluate.protocol.learning_figures` reports
-once on the held-out tasks (with the cost-quality frontier). It follows the evaluation protocol (docs/design.md, Evaluation) on the parts the
-caller cut: ladders are chosen on the learned part by the cross-validated rule of :mod:`pipeline.fit.ladders`;
-the table publishes exactly those ladders (the ones the stats prove). Their targets never include PRM fill-ins
-(they are never a held-out target nor a ladder gate, docs/design.md, Fit), and task costs with unknown attempts take the
-estimate of the learned fit.
+once on the held-out tasks (with the cost-quality frontier). It follows the evaluation protocol (docs/design.md,
+Evaluation) on the parts the caller cut: ladders are chosen on the learned part by the cross-validated rule of
+:mod:`pipeline.fit.ladders`; the table publishes exactly those ladders (the ones the stats prove). Their targets
+never include PRM fill-ins (they are never a held-out target nor a ladder gate: docs/design.md, Fit), and task
+costs with unknown attempts take the estimate of the learned fit.
 """
 
 from __future__ import annotations
