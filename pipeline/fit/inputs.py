@@ -143,7 +143,7 @@ def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None, sinc
         attempts,
         decisions,
         closures,
-        before=None,
+        until=None,
         prm=prm,
         every_task=thread is None and since is None,
     )
@@ -171,20 +171,21 @@ def _tasks(
     return out.sort("first_at", "task")
 
 
-def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, before: datetime | None) -> FitInputs:
-    """Keep only ``tasks``, and only events with ``at < before`` (None: no time limit).
+def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, until: datetime | None) -> FitInputs:
+    """Keep only ``tasks``, and only events with ``at <= until`` (None: no time limit).
 
-    A task whose first event is not before ``before`` disappears; one whose ``task.opened`` is not
-    before it falls back to region ``'general'``. A retraction counts only when it is itself
-    before ``before``, so a later retraction cannot leak into an earlier fit. PRM fill-ins and
-    ``newest_at`` are recomputed from what remains.
+    Events that tie with ``until`` (the cutoff) are concurrent with it, not later: a batch append or a
+    date-only import gives many events one time (docs/design.md, Evaluation). A task whose first event is
+    after ``until`` disappears; one whose ``task.opened`` is after it falls back to region ``'general'``.
+    A retraction counts only when it is itself at or before ``until``, so a later retraction cannot leak
+    into an earlier fit. PRM fill-ins and ``newest_at`` are recomputed from what remains.
     """
     keep = pl.Series("task", list(tasks) if not isinstance(tasks, pl.Series) else tasks, dtype=pl.String)
     task_frame = inputs.tasks.filter(pl.col("task").is_in(keep.implode()))
-    if before is not None:
-        before = _naive_utc(before)
-        opened_late = pl.col("opened_at").is_null() | (pl.col("opened_at") >= before)
-        task_frame = task_frame.filter(pl.col("first_at") < before).with_columns(
+    if until is not None:
+        until = _naive_utc(until)
+        opened_late = pl.col("opened_at").is_null() | (pl.col("opened_at") > until)
+        task_frame = task_frame.filter(pl.col("first_at") <= until).with_columns(
             region=pl.when(opened_late).then(pl.lit("general")).otherwise(pl.col("region")),
             thread=pl.when(opened_late).then(pl.lit(None, pl.String)).otherwise(pl.col("thread")),
             opened_at=pl.when(opened_late).then(pl.lit(None, pl.Datetime("us"))).otherwise(pl.col("opened_at")),
@@ -201,7 +202,7 @@ def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, before: d
         inputs.attempts.drop("region"),
         inputs.decisions.drop("region"),
         inputs.closures,
-        before=before,
+        until=until,
         prm=inputs.prm,
     )
 
@@ -213,11 +214,11 @@ def _assemble(
     decisions: pl.DataFrame,
     closures: pl.DataFrame,
     *,
-    before: datetime | None,
+    until: datetime | None,
     prm: bool,
     every_task: bool = False,
 ) -> FitInputs:
-    """Filter every frame to ``tasks`` and ``at < before``, attach regions, split off retractions.
+    """Filter every frame to ``tasks`` and ``at <= until``, attach regions, split off retractions.
 
     ``every_task``: ``tasks`` holds every task of the frames (the whole store), so only time cuts.
     """
@@ -226,16 +227,16 @@ def _assemble(
     def cut(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         """One lazy query per frame: the time cut and the task cut without an intermediate copy."""
         lazy = frame.lazy()
-        if before is not None:
-            lazy = lazy.filter(pl.col("at") < before)
+        if until is not None:
+            lazy = lazy.filter(pl.col("at") <= until)
         if not every_task:
             lazy = lazy.join(regions.lazy(), on="task", how="semi")
         return lazy.collect()
 
     all_ratings = cut(all_ratings)
     retracted_now = pl.col("retracted_at").is_not_null()
-    if before is not None:
-        retracted_now = retracted_now & (pl.col("retracted_at") < before)
+    if until is not None:
+        retracted_now = retracted_now & (pl.col("retracted_at") <= until)
     ratings = all_ratings.filter(~retracted_now).join(regions, on="task", how="left").select(RATING_COLUMNS)
     retracted = (
         all_ratings.filter(retracted_now)
