@@ -9,6 +9,7 @@ I/O (lock, compaction, publishing). Nothing here reads the clock or the disk.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -109,7 +110,7 @@ def evaluate(
         shipped=shipped_constants,
         pins=pins,
         objective=effective,
-        lambda_scale=lambda_scale(task_values(learned)),
+        lambda_scale=lambda_scale(task_values(learned))[0],
         has_shipped_priors=bool(shipped.priors),
         seed=seed,
     )
@@ -192,13 +193,25 @@ def with_constants(model: FittedModel, constants: Constants) -> FittedModel:
     return dataclasses.replace(changed, members=changed.lookup(model.pairs))
 
 
-def lambda_scale(values: pl.DataFrame) -> float | None:
-    """Mean learned cost / mean learned quality: the unit of the utility lambda grid (None without costs)."""
+def lambda_scale(values: pl.DataFrame) -> tuple[float | None, str | None]:
+    """Mean learned cost / mean learned quality: the unit of the utility lambda grid (None without costs), and a
+    note when it cannot be computed finitely.
+
+    When the mean quality is 0 (every rating scored 0) or the quotient, or the grid's top (100 times it),
+    overflows (a subnormal mean quality), the unit is 1: lambda then only multiplies a quality of about 0,
+    so the ranking is by cost whatever lambda is.
+    """
     cost = values["cost_usd"].drop_nulls().mean()
     quality = values["value"].drop_nulls().mean()
-    if cost is None or not quality:
-        return None
-    return round(float(cost) / float(quality), 9)
+    if cost is None:
+        return None, None
+    scale = round(float(cost) / float(quality), 9) if quality else math.inf
+    if math.isfinite(scale * 100):
+        return scale, None
+    return 1.0, (
+        f"The utility lambda grid is in units of 1: the learned mean cost {float(cost):.6g} over the learned mean "
+        f"quality {float(quality or 0.0):.6g} cannot be computed finitely."
+    )
 
 
 def _replay(model: FittedModel, part: Part, constants: Constants, start: StartFn, seed: int) -> dict[str, Any]:

@@ -17,6 +17,7 @@ so a time cut can honour only earlier retractions) and ``prm``; ``tasks`` also h
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -52,6 +53,8 @@ class FitInputs:
     - ``newest_at``: the newest event time in these inputs (recency ages are measured from it,
       never from the clock); None when there are no events.
     - ``prm``: whether PRM fill-in ratings are part of ``ratings`` (restrict re-derives them).
+    - ``notes``: what :func:`load_inputs` left out and why (rows outside the event bounds,
+      :func:`pipeline.fit.finite.within_bounds`), for the stats' notes.
     """
 
     tasks: pl.DataFrame
@@ -62,6 +65,7 @@ class FitInputs:
     closures: pl.DataFrame
     newest_at: datetime | None
     prm: bool = False
+    notes: tuple[str, ...] = ()
     # Memo of task_values per half-life: the grid search asks for the same few many times.
     _values: dict[Any, pl.DataFrame] = field(default_factory=dict, compare=False, repr=False)
     # Memo of what is derived from exactly these frames (the evaluation's parts): not carried over by
@@ -125,10 +129,11 @@ def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None, sinc
     the tasks whose first event is at or after it. ``prm`` adds PRM fill-in ratings
     (:func:`pipeline.fit.signals.prm_ratings`) for (task, config) pairs that have no other rating.
     """
+    from .finite import within_bounds
+
     con = _connection(store)
     opened = con.sql(_OPENED_SQL).pl()
-    all_ratings = con.sql(_RATINGS_SQL).pl()
-    attempts = con.sql(_ATTEMPTS_SQL).pl()
+    all_ratings, attempts, notes = within_bounds(con.sql(_RATINGS_SQL).pl(), con.sql(_ATTEMPTS_SQL).pl())
     decisions = con.sql(_DECISIONS_SQL).pl()
     closures = con.sql(_CLOSURES_SQL).pl()
     tasks = _tasks(
@@ -137,7 +142,7 @@ def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None, sinc
         thread=thread,
         since=_naive_utc(since) if since is not None else None,
     )
-    return _assemble(
+    loaded = _assemble(
         tasks,
         all_ratings,
         attempts,
@@ -147,6 +152,7 @@ def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None, sinc
         prm=prm,
         every_task=thread is None and since is None,
     )
+    return dataclasses.replace(loaded, notes=tuple(notes))
 
 
 def _tasks(

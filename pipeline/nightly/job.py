@@ -27,6 +27,7 @@ from ..evaluate.policies import held_out_policies
 from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
 from ..evaluate.search import Pins
 from ..evaluate.split import parts
+from ..fit.finite import ids_text, non_finite_paths
 from ..fit.inputs import FitInputs, load_inputs, task_values
 from ..fit.learning import LadderOptions, learning_stage
 from ..fit.model import fit_model, load_shipped
@@ -158,8 +159,10 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     if options.min_samples is not None:
         overrides["min_samples"] = options.min_samples
     shipped_constants = shipped.to_constants(**overrides)
+    notes = list(inputs.notes)
     if objective == "utility" and shipped_constants.lambda_ is None:
-        scale = lambda_scale(task_values(parts(inputs, options.split).learned))
+        scale, problem = lambda_scale(task_values(parts(inputs, options.split).learned))
+        notes += [problem] if problem else []
         # With no costs at all the objective degrades to quality (DESIGN 5): no lambda is needed then.
         if options.lambda_ or scale is not None:
             shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
@@ -227,6 +230,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         published_source="fitted" if adopt else "shipped",
         sections={"signals": learning.signals, **learning_figures(learning, cut), "policies": policies},
         cutoff=cutoff_text(ev.split["cutoff_at"]),
+        notes=notes,
     )
     if pinned is not None:
         stats = stats.model_copy(
@@ -307,11 +311,13 @@ def _stats(
     published_source: str,
     cutoff: str | None,
     sections: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
 ) -> Stats:
-    """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``."""
+    """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``;
+    ``notes``: what the fit left out or could not compute (first in the stats' notes)."""
     real = inputs.ratings.filter(pl.col("origin") != "prm")
     kinds = real.group_by("rater_kind").len().sort("rater_kind")
-    notes = []
+    notes = list(notes or [])
     if not ev.cost_known:
         notes.append(
             f"No attempt in the store carries a cost, so the ranking used quality alone (the "
@@ -351,6 +357,9 @@ def _stats(
             "The ladder gates are the same ratings that measure quality (as in an imported benchmark "
             "table): the ladder figures are an upper bound, reached only with a perfect verifier."
         )
+    undefined = non_finite_paths(data)
+    if undefined:
+        notes.append(f"{len(undefined)} figure(s) could not be computed finitely and are null: {ids_text(undefined)}.")
     return Stats.model_validate(rounded(data))
 
 

@@ -21,7 +21,8 @@ from ..jsonfile import read_json, validate
 SCHEMA = "routing-table/v1"
 SCHEMA_MAJOR = "routing-table/v1"
 
-_MODEL = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+# allow_inf_nan=False: a table never holds NaN or an infinity (JSON has neither; a dispatcher could not rank by one).
+_MODEL = ConfigDict(frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False)
 
 
 class Constants(BaseModel):
@@ -93,7 +94,7 @@ class Source(BaseModel):
 
 
 class RoutingTable(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True, allow_inf_nan=False)
 
     schema_: str = Field(default=SCHEMA, alias="schema")
     version: str = ""
