@@ -22,10 +22,10 @@ from .errors import PipelineError
 from .fit.shipped import Shipped, load_shipped
 from .home import Home
 from .jsonfile import first_problem
+from .nightly.publish import stats_path_of
 from .nightly.stats import Stats, load_stats
 from .routing.table import RoutingTable, load
 
-DEFAULT_CASE_STUDY = "routing-by-rating"
 DISAGREE_BY = 0.1  # issue 5: a prior disagrees when it differs from the measured quality by more than this
 CONSTANT_NAMES = (
     "prior_source",
@@ -164,7 +164,7 @@ def compare(
     h = Home.resolve(home)
     table_path = Path(table) if table is not None else h.fits / "routing-table.json"
     routing_table = load(table_path) if table is not None or table_path.exists() else None
-    stats_path = Path(stats) if stats is not None else _stats_path(h, routing_table)
+    stats_path = Path(stats) if stats is not None else stats_path_of(h, routing_table)
     case = _load_stats(stats_path) if stats is not None or stats_path.exists() else None
     if case is None and routing_table is None:
         raise PipelineError(
@@ -206,16 +206,6 @@ def compare(
         notes=notes,
         previous=_previous(h, routing_table, table_path) if previous else None,
     )
-
-
-def _stats_path(home: Home, table: RoutingTable | None) -> Path:
-    """The stats the table's evaluation points to (``stats`` path or ``case_study`` name), else the default case."""
-    evaluation = table.evaluation if table is not None else {}
-    if isinstance(evaluation.get("stats"), str):
-        path = Path(evaluation["stats"])
-        return path if path.is_absolute() else home.root / path
-    name = evaluation.get("case_study") or evaluation.get("name") or DEFAULT_CASE_STUDY
-    return home.case_study(str(name)) / "stats.json"
 
 
 def _load_stats(path: Path) -> Stats:
@@ -432,7 +422,7 @@ def _aligned(columns: list[str], rows: list[list[str]], right: set[int] = frozen
 
     def line(cells: list[str]) -> str:
         return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()
 
     return [line(columns), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]

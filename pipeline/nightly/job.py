@@ -32,12 +32,13 @@ from ..fit.inputs import FitInputs, load_inputs, task_values
 from ..fit.learning import LadderOptions, learning_stage
 from ..fit.model import fit_model, load_shipped
 from ..fit.table_build import build_table
-from ..home import Home, atomic_write
+from ..home import Home
 from ..manifest import load_manifest, manifest_numbers
 from ..pin import pinned_version
-from ..routing.table import Constants, RoutingTable, canonical_json, publish, table_json_schema
+from ..routing.table import Constants, RoutingTable
 from ..store import open_store
 from .options import FitOptions
+from .publish import publish_fit
 from .stats import Stats
 
 DECIMALS = 9
@@ -215,12 +216,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     say("evaluating every routing policy on the held-out tasks")
     policies = held_out_policies(inputs, published, shipped, ev.objective, options.split, learning.ladders)
     pinned = pinned_version(home)
-    if pinned is None:
-        table = publish(table, home.fits / "routing-table.json")
-    else:  # `ratings pin` holds the live table: keep it, record this fit in the history only
-        table = table.with_version()
-        atomic_write(home.fits / "routing-table.schema.json", canonical_json(table_json_schema()))
-    atomic_write(home.fits / "history" / f"{table.version}.json", canonical_json(table.to_json_dict()))
+    table = table.with_version()
     stats = _stats(
         ev,
         inputs,
@@ -231,8 +227,9 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         sections={"signals": learning.signals, **learning_figures(learning, cut), "policies": policies},
         cutoff=cutoff_text(ev.split["cutoff_at"]),
         notes=notes,
+        table_version=table.version,
     )
-    if pinned is not None:
+    if pinned is not None:  # `ratings pin` holds the live table: keep it, record this fit in the history only
         stats = stats.model_copy(
             update={
                 "notes": [
@@ -244,7 +241,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
                 ]
             }
         )
-    atomic_write(home.case_study(options.case_study) / "stats.json", canonical_json(stats.to_json_dict()))
+    publish_fit(home, table, stats, home.case_study(options.case_study) / "stats.json", live=pinned is None)
     return FitResult(table=table, stats=stats, evaluation=ev)
 
 
@@ -312,6 +309,7 @@ def _stats(
     cutoff: str | None,
     sections: dict[str, Any] | None = None,
     notes: list[str] | None = None,
+    table_version: str | None = None,
 ) -> Stats:
     """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``;
     ``notes``: what the fit left out or could not compute (first in the stats' notes)."""
@@ -325,6 +323,7 @@ def _stats(
         )
     data = {
         "name": options.case_study,
+        "table_version": table_version,
         "source": source,
         "objective": ev.objective,
         "objective_requested": requested,

@@ -177,6 +177,7 @@ class Stats(BaseModel):
 
     schema_: str = Field(default=STATS_SCHEMA, alias="schema")
     name: str
+    table_version: str | None = None  # the routing table these stats describe (its history copy has it)
     source: Source
     objective: Literal["quality_per_dollar", "utility", "quality"]
     cost_known: bool

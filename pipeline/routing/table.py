@@ -145,10 +145,11 @@ def table_json_schema() -> dict[str, Any]:
     return schema
 
 
-def publish(table: RoutingTable, path: str | Path) -> RoutingTable:
-    """Stamp the version, write the table atomically (temp, fsync, rename) and its JSON Schema beside it."""
+def publish(table: RoutingTable, path: str | Path, *, root: Path | None = None) -> RoutingTable:
+    """Stamp the version, write its JSON Schema beside the table, then the table (the last write is the commit
+    point), each atomically (temp, fsync, rename); with ``root`` (the home) both stay inside it."""
     path = Path(path)
     table = table.with_version()
-    atomic_write(path, canonical_json(table.to_json_dict()))
-    atomic_write(path.with_name("routing-table.schema.json"), canonical_json(table_json_schema()))
+    atomic_write(path.with_name("routing-table.schema.json"), canonical_json(table_json_schema()), root=root)
+    atomic_write(path, canonical_json(table.to_json_dict()), root=root)
     return table
