@@ -17,7 +17,7 @@ from pipeline.nightly.job import run_fit
 from pipeline.nightly.options import FitOptions
 
 HOME, N, WHEN = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-written = 0
+written = [0]  # publishing writes so far
 write_synced, fsync_dir = home_module.write_synced, home_module.fsync_dir
 
 
@@ -27,21 +27,20 @@ def publishing(path: Path) -> bool:
 
 
 def counted_write(path: Path, data: bytes, flags: int) -> None:
-    global written
     write_synced(path, data, flags)
     if publishing(path):
-        written += 1
-        if WHEN == "before-rename" and written == N:
+        written[0] += 1
+        if WHEN == "before-rename" and written[0] == N:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
 def counted_fsync_dir(path: Path) -> None:
     fsync_dir(path)
-    if WHEN == "after-rename" and written == N and publishing(path / "x"):
+    if WHEN == "after-rename" and written[0] == N and publishing(path / "x"):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
 home_module.write_synced = counted_write
 home_module.fsync_dir = counted_fsync_dir
 run_fit(HOME, FitOptions(prior_source="shipped", prior_weight=1, exploration=0.0, half_life_days="inf"))
-print(f"finished after {written} publishing write(s)")
+print(f"finished after {written[0]} publishing write(s)")
