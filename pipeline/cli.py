@@ -74,6 +74,10 @@ def handle_errors(fn: Callable) -> Callable:
         except PipelineError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except OSError as exc:  # an unwritable home, a full disk: the operation failed (exit 1), say where
+            where = f": {exc.filename}" if exc.filename else ""
+            click.echo(f"error: {exc.strerror or exc}{where}", err=True)
+            sys.exit(1)
 
     return wrapper
 

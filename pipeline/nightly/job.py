@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import FitError, StoreConflict
+from ..errors import FitError, StoreConflict, StoreCorrupt
 from ..evaluate.policies import held_out_policies
 from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
 from ..evaluate.search import Pins
@@ -96,8 +96,7 @@ class FitResult:
 @contextmanager
 def fit_lock(home: Home, *, wait: bool) -> Iterator[None]:
     """One fit at a time: an exclusive ``flock`` on ``fits/.fit.lock``; without ``wait`` a busy lock is an error."""
-    home.fits.mkdir(parents=True, exist_ok=True)
-    fd = os.open(home.fits / ".fit.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = home.open(home.fits / ".fit.lock", os.O_RDWR | os.O_CREAT)  # inside the home, never through a link
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
@@ -144,11 +143,7 @@ def run_fit(
 
 def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitResult:
     say("loading the store")
-    with open_store(home) as store:
-        manifest_number = store.manifest_number
-        events = store.event_counts()
-        manifest_sha = _manifest_sha(home, manifest_number)
-        inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
+    manifest_number, events, manifest_sha, inputs = _read(home, options)
     if inputs.ratings.height == 0:
         raise FitError(
             f"no ratings in the store at {home.store} (manifest {manifest_number}); "
@@ -243,6 +238,24 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         )
     publish_fit(home, table, stats, home.case_study(options.case_study) / "stats.json", live=pinned is None)
     return FitResult(table=table, stats=stats, evaluation=ev)
+
+
+def _read(home: Home, options: FitOptions) -> tuple[int | None, dict[str, int], str | None, FitInputs]:
+    """The store's manifest number, event counts, inputs hash and events as fit inputs. A file of the store
+    that is missing or unreadable is :class:`StoreCorrupt` (exit 1) on one line that says how to recover."""
+    import duckdb
+
+    try:
+        with open_store(home) as store:
+            number = store.manifest_number
+            inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
+            return number, store.event_counts(), _manifest_sha(home, number), inputs
+    except duckdb.Error as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise StoreCorrupt(
+            f"the store at {home.store} cannot be read ({first}); run `ratings verify` to see what is damaged, "
+            "then rebuild the store from the streams (move store/ aside and run `ratings compact`)"
+        ) from None
 
 
 def _manifest_sha(home: Home, number: int | None) -> str | None:
