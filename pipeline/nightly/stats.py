@@ -202,3 +202,32 @@ class Stats(BaseModel):
 
 def load_stats(path: str | Path) -> Stats:
     return Stats.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def stats_json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``stats.json`` (``case-studies/stats.schema.json``), generated from :class:`Stats`."""
+    schema = Stats.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "stats.schema.json"
+    schema["title"] = STATS_SCHEMA
+    return schema
+
+
+SCHEMA_FILE = Path("case-studies") / "stats.schema.json"
+
+
+def write_stats_schema(root: Path) -> Path:
+    """Write ``case-studies/stats.schema.json`` under ``root`` (``python -m pipeline.nightly.stats [ROOT]``)."""
+    from ..home import Home
+    from ..routing.table import canonical_json
+
+    home = Home.resolve(root)
+    path = home.root / SCHEMA_FILE
+    home.write(path, canonical_json(stats_json_schema()))
+    return path
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(write_stats_schema(Path(sys.argv[1] if len(sys.argv) > 1 else ".")))
