@@ -180,6 +180,7 @@ class Stats(BaseModel):
     table_version: str | None = None  # the routing table these stats describe (its history copy has it)
     source: Source
     objective: Literal["quality_per_dollar", "utility", "quality"]
+    objective_requested: str | None = None  # what was asked for (the objective degrades to quality without costs)
     cost_known: bool
     ratings: RatingCounts
     split: Split
@@ -194,6 +195,7 @@ class Stats(BaseModel):
     ladders: dict[str, Any] | None = None
     frontier: dict[str, Any] | None = None
     policies: dict[str, Any] | None = None
+    options: dict[str, Any] | None = None  # the FitOptions of the fit, as the CLI spells them
     notes: list[str] = Field(default_factory=list)
 
     def to_json_dict(self) -> dict[str, Any]:
