@@ -113,9 +113,7 @@ def compare_explorations(
     if n and diff is not None and resamples:
         orders = block_orders(n, resamples=resamples, seed=(seed, 1_000_003))
         runs = [
-            r
-            for order in orders
-            for r in seeded_runs(fitted, seed, seeds=seeds, order=order) + seeded_runs(shipped, seed, seeds=seeds, order=order)
+            r for order in orders for eps in (fitted, shipped) for r in seeded_runs(eps, seed, seeds=seeds, order=order)
         ]
         boot = replay_runs(start, tasks, outcomes, runs)
         stats = []

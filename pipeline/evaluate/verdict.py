@@ -55,6 +55,7 @@ def recommend(
     tasks: str = "eligible held-out task(s) (tasks done by two or more configs with some value > 0)",
     fmt: str = "{:+.4f}",
     val_fmt: str = "{:.4f}",
+    same_text: str = "the fitted constants are the shipped ones",
 ) -> tuple[Recommendation, str]:
     """adopt / keep / insufficient-evidence of DESIGN 6, with a sentence that gives the numbers.
 
@@ -71,7 +72,7 @@ def recommend(
     ci_text = "undefined" if ci is None else f"[{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
     numbers = f"{measure} fitted minus shipped {fmt.format(diff)} (95% CI {ci_text}, n = {n})"
     if same:
-        return "insufficient-evidence", f"the fitted constants are the shipped ones; {numbers}"
+        return "insufficient-evidence", f"{same_text}; {numbers}"
     if contains_zero(ci):
         return (
             "insufficient-evidence",

@@ -63,15 +63,22 @@ class FitResult:
             f"held-out hit rate: shipped {_fmt(r.shipped.hit_rate)} {_ci(r.shipped.ci95)}, fitted "
             f"{_fmt(r.fitted.hit_rate)} {_ci(r.fitted.ci95)}, difference {_fmt(r.difference.value)} "
             f"{_ci(r.difference.ci95)}",
-            f"recommendation: {r.recommendation}: {r.reason}",
+            f"prior family (prior source, prior weight, half-life{', lambda' if s.objective == 'utility' else ''}): "
+            f"{r.recommendation}: {r.reason}",
+        ]
+        x = r.exploration
+        if x is not None:
+            lines += [
+                f"held-out replay (mean of {x.method['seeds']} seeds): shipped exploration {x.shipped.exploration:g} "
+                f"{_fmt(x.shipped.realized_value)}, fitted {x.fitted.exploration:g} {_fmt(x.fitted.realized_value)}, "
+                f"difference {_fmt(x.difference.value)} {_ci(x.difference.ci95)}",
+                f"exploration: {x.recommendation}: {x.reason}",
+            ]
+        provenance = ", ".join(f"{k} {v}" for k, v in sorted(s.constants.provenance.items()))
+        lines += [
+            f"published constants: {s.constants.published}" + (f" ({provenance})" if provenance else ""),
             f"calibration: {cal.recommendation}: {cal.reason}",
         ]
-        for name in ("shipped", "fitted"):
-            run = getattr(s.replay, name)
-            lines.append(
-                f"replay ({name}, exploration {run.exploration}): realized {_fmt(run.realized_value)}, "
-                f"{run.tasks_routed} routed, {run.tasks_skipped} skipped"
-            )
         lines.append("baselines (eligible held-out): hit rate / mean quality / mean cost")
         for name in ("best_single", "cheapest", "random", "oracle", "shipped", "fitted"):
             b = getattr(s.baselines, name)
@@ -171,9 +178,10 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         objective=objective,
         fraction=options.split,
         seed=options.seed,
+        min_exploration=options.min_exploration,
     )
-    adopt = ev.routing["recommendation"] == "adopt"
-    published = ev.fitted if adopt else ev.shipped
+    published = ev.published
+    source_word = ev.routing["published"]["constants_source"]
     say("refitting on all tasks and publishing")
     model = fit_model(inputs, published, shipped, ev.objective)
     source = {"manifest": manifest_number, "events": events, "sha256": manifest_sha}
@@ -200,7 +208,8 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     )
     table = build_table(
         model,
-        constants_source="fitted" if adopt else "shipped",
+        constants_source=source_word,
+        provenance=ev.provenance,
         static=shipped.static,
         signals=learning.member_signals,
         ladders=learning.ladders,
@@ -218,7 +227,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         options,
         objective,
         {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
-        published_source="fitted" if adopt else "shipped",
+        published_source=source_word,
         sections={"signals": learning.signals, **learning_figures(learning, cut), "policies": policies},
         cutoff=cutoff_text(ev.split["cutoff_at"]),
         notes=notes,
@@ -352,6 +361,8 @@ def _stats(
             "fitted": _constant_set(ev.fitted, ev.objective),
             "selected_on": ev.selected_on,
             "published": published_source,
+            "provenance": ev.provenance,
+            "values": _constant_set(ev.published, ev.objective),
         },
         "routing": ev.routing,
         "replay": ev.replay,

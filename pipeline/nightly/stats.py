@@ -67,7 +67,9 @@ class Constants(BaseModel):
     shipped: ConstantSet
     fitted: ConstantSet
     selected_on: dict[str, Literal["validation", "pinned"]]
-    published: Literal["fitted", "shipped"]
+    published: Literal["fitted", "shipped", "mixed"]
+    provenance: dict[str, Literal["fitted", "shipped", "pinned"]] = Field(default_factory=dict)
+    values: ConstantSet | None = None  # the published constants
 
 
 class HitRate(BaseModel):
@@ -86,7 +88,37 @@ class Difference(BaseModel):
     ci95: Interval
 
 
+class ExplorationSide(BaseModel):
+    """One epsilon replayed on the held-out tasks, each figure the mean over the replay seeds."""
+
+    model_config = _M
+
+    exploration: float
+    realized_value: float | None
+    tasks_routed: float | None
+    tasks_skipped: float | None
+    explored: float | None
+
+
+class ExplorationVerdict(BaseModel):
+    """The exploration family's verdict: held-out replay of the fitted against the shipped epsilon, with the
+    priors that are published; ``method`` says how the interval was made (seeds, resamples, block length)."""
+
+    model_config = _M
+
+    shipped: ExplorationSide
+    fitted: ExplorationSide
+    difference: Difference
+    recommendation: Recommendation
+    reason: str
+    validation: dict[str, float | None]  # the validation replay values that chose the fitted epsilon
+    method: dict[str, Any]
+
+
 class Routing(BaseModel):
+    """The prior family's verdict (greedy hit rates, top level, as in v1), the exploration verdict, and the
+    published combination's figures on the same held-out tasks."""
+
     model_config = _M
 
     shipped: HitRate  # carries expected_hit_rate_with_exploration as an extra key
@@ -95,15 +127,19 @@ class Routing(BaseModel):
     recommendation: Recommendation
     reason: str
     validation: dict[str, float | None] | None = None  # greedy hit rates on validation (adopt needs both)
+    exploration: ExplorationVerdict | None = None
+    published: dict[str, Any] | None = None
 
 
 class ReplayRun(BaseModel):
+    """A held-out replay (the exploration verdict's sides: each figure the mean over the replay seeds)."""
+
     model_config = _OPEN
 
     exploration: float
     realized_value: float | None
-    tasks_routed: int
-    tasks_skipped: int
+    tasks_routed: float | None
+    tasks_skipped: float | None
 
 
 class Replay(BaseModel):

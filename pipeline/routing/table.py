@@ -102,7 +102,12 @@ class RoutingTable(BaseModel):
     source: Source
     objective: Literal["quality_per_dollar", "utility", "quality"]
     constants: Constants
-    constants_source: Literal["fitted", "shipped"]
+    # fitted: every searched constant is fitted (or pinned); shipped: none is; mixed: one verdict adopted the
+    # fitted values of its family and the other kept the shipped ones.
+    constants_source: Literal["fitted", "shipped", "mixed"]
+    # Per searched constant: "fitted" (its family's verdict adopted it), "shipped" or "pinned" (given on the
+    # command line). Optional: tables written before it have none.
+    constants_provenance: dict[str, Literal["fitted", "shipped", "pinned"]] = Field(default_factory=dict)
     static: Static
     regions: dict[str, Region]
     evaluation: dict[str, Any] = Field(default_factory=dict)

@@ -135,17 +135,22 @@ def test_priors_ratings_constants(tiny_fit):
     )
     assert set(stats.constants.selected_on.values()) == {"pinned"}
     assert stats.constants.fitted.prior_weight == 1.0 and stats.constants.shipped.prior_weight == 3.0
-    assert stats.constants.published == "shipped" and stats.cost_known and stats.objective == "quality_per_dollar"
+    # Every searched constant is pinned: the published table uses the pinned values (the operator's choice)
+    assert stats.constants.published == "fitted" and stats.cost_known and stats.objective == "quality_per_dollar"
+    assert set(stats.constants.provenance.values()) == {"pinned"} and stats.constants.values.prior_weight == 1.0
 
 
 def test_published_table_is_refit_on_all_tasks_with_the_allowed_constants(tiny_fit):
     home, result = tiny_fit
     table = load(home / "fits" / "routing-table.json")
-    assert table == result.table and table.constants_source == "shipped" and table.constants.prior_weight == 3.0
-    # All tasks, the late rating included: x W 9, S 6.5 -> (1.5 + 6.5)/12 = 0.666667
-    # y W 8, S 1+1+1+1+1+1+0 + 0 (late) = 6, measured prior 6/8 -> (3 * 0.75 + 6)/11 = 0.75
+    assert table == result.table and table.constants_source == "fitted" and table.constants.prior_weight == 1.0
+    assert table.constants_provenance == dict.fromkeys(
+        ("exploration", "half_life_days", "prior_source", "prior_weight"), "pinned"
+    )
+    # All tasks, the late rating included, k = 1 (pinned): x W 9, S 6.5 -> (0.5 + 6.5)/10 = 0.7
+    # y W 8, S 1+1+1+1+1+1+0 + 0 (late) = 6, measured prior 6/8 -> (0.75 + 6)/9 = 0.75
     region = table.regions["r"]
-    assert [(m.config, m.quality) for m in region.members] == [(X, approx(2 / 3)), (Y, approx(0.75))]
+    assert [(m.config, m.quality) for m in region.members] == [(X, approx(0.7)), (Y, approx(0.75))]
     assert region.choice == X
     assert table.evaluation["recommendation"] == "insufficient-evidence"
     assert table.fitted_at == "2026-01-10T02:00:00Z" and table.source.manifest == 1
@@ -247,7 +252,7 @@ def test_cli_summary_and_json(tiny_fit):
     ]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
-    assert f"published routing table {result.table.version} (constants: shipped" in out.output
+    assert f"published routing table {result.table.version} (constants: fitted" in out.output
     assert "held-out hit rate: shipped 0.6667 [0.2077, 0.9385]" in out.output
     out = CliRunner().invoke(cli, [*args, "--json"])
     printed = json.loads(out.output)
