@@ -25,7 +25,6 @@ learning online with its exploration; the realized quality per dollar is average
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 import time
@@ -66,17 +65,21 @@ def scenario(family: str, tasks: int) -> Scenario:
     weight = 3.0
     configs = [a, b, c, d]
     wrong: dict[str, float] = {}
-    if family == "prior":  # d arrives late, best per dollar in r0 and r1, believed poor and held by a heavy prior
-        configs = [a, b, c, _config("d", (0.92, 0.9, 0.5), 0.25, available_from=0.6)]
-        wrong = {"d": 0.15}
-        weight = 13.0
+    attempts = (0.0, 0.45, 0.55)
+    if family == "prior":
+        # d arrives at 45% of the timeline (a few ratings before validation starts), best per dollar in r0 and r1,
+        # believed poor (0.05) under the heaviest prior weight of the grid; few second opinions keep it thin.
+        configs = [a, b, c, _config("d", (0.92, 0.9, 0.5), 0.25, available_from=0.45)]
+        wrong = {"d": 0.05}
+        weight = 34.0
+        attempts = (0.7, 0.2, 0.1)
     elif family == "drift":  # d gets much better in r0 and r1 at 35% of the timeline, before validation
         drift = Drift(config="d/-/m/-", at=0.35, quality={"r0": 0.95, "r1": 0.92})
     elif family == "exploration":  # d improves in r0 and r1 early in the validation part
         drift = Drift(config="d/-/m/-", at=0.52, quality={"r0": 0.97, "r1": 0.95})
     base = Scenario(
         name=f"verdicts-{family}", tasks=tasks, days=120, regions=[RegionSpec(name=r, share=1.0) for r in REGIONS],
-        configs=configs, attempts=(0.0, 0.45, 0.55), gate_noise=0.05,
+        configs=configs, attempts=attempts, gate_noise=0.05,
         gates=[GateSpec(name="tests", rate=0.9)], reviewers=[ReviewerSpec(name="review", noise=0.1)],
     )  # fmt: skip
     # The shipped priors: what the ratings of each config converge to before any drift (exact beliefs) ...
