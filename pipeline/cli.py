@@ -153,7 +153,10 @@ def append(home, fsync, max_line_bytes, as_json, events):
 @json_option
 @handle_errors
 def repair(home, as_json):
-    """Move torn tails (bytes after the last newline) of every stream to quarantine/.
+    """Recover every stream: move torn tails and batches cut short to quarantine/.
+
+    A batch whose writer died is completed when all of it is on disk (only
+    its end line missing), else moved whole to quarantine/ (all or nothing).
 
     \b
     Example:
@@ -161,14 +164,42 @@ def repair(home, as_json):
     """
     from .streams import repair as repair_streams
 
-    moved = repair_streams(home)
+    done = repair_streams(home)
     if as_json:
-        emit_json({"quarantined": moved})
-    elif moved:
-        for path in moved:
-            click.echo(f"quarantined {path}")
+        emit_json({"quarantined": done.quarantined, "completed": done.completed})
+        return
+    for path in done.quarantined:
+        click.echo(f"quarantined {path}")
+    for batch in done.completed:
+        click.echo(f"completed batch {batch}")
+    if not done.quarantined and not done.completed:
+        click.echo("nothing to repair: no torn tail, no batch cut short")
+
+
+@cli.command()
+@home_option
+@json_option
+@handle_errors
+def init(home: str | None, as_json: bool) -> None:
+    """Start a home of your own: its folders and a fits/shipped.json template.
+
+    Every field of the template is present: the constants at the code
+    defaults, and each config key and prior selector a <...> placeholder
+    that the fit ignores (and names) until you replace it. Nothing that
+    exists is overwritten.
+
+    \b
+    Example:
+      ratings init --home ./myteam
+      ratings init --json
+    """
+    from .init_home import init_home
+
+    result = init_home(home)
+    if as_json:
+        emit_json(result.summary())
     else:
-        click.echo("no torn tails")
+        click.echo(result.text())
 
 
 # --------------------------------------------------------------------------- route
@@ -852,7 +883,7 @@ def fit_routing_main() -> None:
     if command is None:  # pragma: no cover - the fitter registers ``fit``
         click.echo("error: the fit command is not available in this build", err=True)
         sys.exit(2)
-    command(prog_name="fit-routing")
+    command.main(prog_name="fit-routing", help_option_names=["-h", "--help"])
 
 
 if __name__ == "__main__":

@@ -254,6 +254,9 @@ KNOWN: dict[str, type[Event]] = {
     "rating.retracted": RatingRetracted,
 }
 
+#: Types no event may have: they name the frame lines around a batch (``pipeline.framing``).
+RESERVED_TYPES = frozenset({"batch.begin", "batch.end"})
+
 #: Which stream each type is appended to. Unknown types go to ``tasks``.
 RATING_TYPES = frozenset({"task.rated", "task.rejected", "rating.retracted"})
 
@@ -380,6 +383,11 @@ def validate_object(obj: Any) -> AnyEvent:
     event_type = obj.get("type")
     if not isinstance(event_type, str) or not event_type:
         raise InvalidEvent("required: a non-empty string naming the event type", field="type")
+    if event_type in RESERVED_TYPES:
+        raise InvalidEvent(
+            f"{event_type!r} is reserved for the frame lines a writer puts around a batch; it is not an event type",
+            field="type",
+        )
     try:
         return model_for(event_type).model_validate(obj)
     except ValidationError as exc:

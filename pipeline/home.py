@@ -68,6 +68,10 @@ class Home:
         """``path`` checked to stay inside this home (:func:`confine`); missing directories created."""
         return confine(self.root, path, create=create)
 
+    def folder(self, path: Path) -> Path:
+        """The folder ``path`` inside this home, created if missing (:func:`confine` with ``directory``)."""
+        return confine(self.root, path, directory=True)
+
     def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
         """``os.open`` of a file inside this home, refusing symbolic links (:func:`open_confined`)."""
         return open_confined(self.root, path, flags, mode)
@@ -89,12 +93,13 @@ def case_study_name(name: str) -> str:
     return name
 
 
-def confine(root: Path, path: Path, *, create: bool = True) -> Path:
+def confine(root: Path, path: Path, *, create: bool = True, directory: bool = False) -> Path:
     """``path``, checked to stay inside the home ``root``; its missing directories are created when ``create``.
 
     Raises :class:`OutsideHome` (exit 2) when ``path`` is not under ``root``, when a directory between them is a
     symbolic link that resolves outside ``root`` (a link that stays inside is harmless), or when ``path`` itself
-    is a symbolic link: the pipeline writes and reads as streams only regular files of its own. ``root`` may
+    is a symbolic link: the pipeline writes and reads as streams only regular files of its own (``directory``:
+    ``path`` is a folder, checked and created like the ones above it). ``root`` may
     itself be a symbolic link (a symlinked ``--home`` is fine). Callers open the file with :data:`NOFOLLOW`
     as well, so a link created after this check is refused by the kernel.
     """
@@ -108,7 +113,7 @@ def confine(root: Path, path: Path, *, create: bool = True) -> Path:
         raise OutsideHome(f"refusing {path}: '..' would leave the home {root}")
     real_root = root.resolve()
     current = root
-    for part in rel.parts[:-1]:
+    for part in rel.parts if directory else rel.parts[:-1]:
         current = current / part
         if current.is_symlink():
             target = current.resolve()

@@ -36,6 +36,7 @@ class Outcomes(BaseModel):
     duplicate: int = 0  # same id and same payload as an event already kept: dropped
     conflict: int = 0  # same id, different payload: dead-lettered
     invalid: int = 0  # not a valid v1 event: dead-lettered
+    frames: int = 0  # batch frame lines (pipeline.framing): not events, neither stored nor dead-lettered
 
 
 class StreamRange(BaseModel):

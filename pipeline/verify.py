@@ -96,7 +96,7 @@ def verify(home: str | os.PathLike | Home | None = None) -> VerifyResult:
                     f"the previous one ended at byte {end} line {next_line}"
                 )
             out = rng.outcomes
-            if out.stored + out.duplicate + out.conflict + out.invalid != out.lines:
+            if out.stored + out.duplicate + out.conflict + out.invalid + out.frames != out.lines:
                 problems.append(f"{where}: outcomes {out.model_dump()} do not add up to its {out.lines} lines")
             stored += out.stored
             path = home.stream(stream)

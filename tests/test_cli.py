@@ -106,7 +106,7 @@ def test_repair(home):
     assert result.exit_code == 0
     moved = json.loads(result.stdout)["quarantined"]
     assert [Path(p).read_bytes() for p in moved] == [b'{"type":"task.op']
-    assert run("repair", "--home", str(home)).stdout == "no torn tails\n"
+    assert run("repair", "--home", str(home)).stdout == "nothing to repair: no torn tail, no batch cut short\n"
     with open(home / "streams" / "ratings.jsonl", "ab") as handle:
         handle.write(b"torn")
     out = run("repair", "--home", str(home)).stdout
@@ -158,3 +158,21 @@ def test_fit_with_a_missing_shipped_file_is_a_usage_error(home, tmp_path):
     result = CliRunner().invoke(cli, ["fit", "--home", str(home), "--shipped", str(tmp_path / "nope.json")])
     assert result.exit_code == 2
     assert f"Invalid value for '--shipped': File '{tmp_path / 'nope.json'}' does not exist." in result.output
+
+
+def test_fit_routing_takes_dash_h_like_every_other_command():
+    """``fit-routing -h`` is the fit command's help (the entry point is not the group, which sets -h)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv = ['fit-routing', '-h']; from pipeline.cli import "
+            "fit_routing_main; fit_routing_main()",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Usage: fit-routing [OPTIONS]\n\n  Fit routing from the ratings")

@@ -54,16 +54,17 @@ def test_duplicates_are_dropped_once_and_conflicts_dead_lettered(home):
     append(home, [rating(1), rating(2, score=0.0)])  # duplicate across runs, and a conflict
     result = compact(home)
     assert result.streams["ratings"].model_dump() == {
-        "lines": 2,
+        "lines": 4,  # the two events and the two frame lines of their batch
         "stored": 0,
         "duplicate": 1,
         "conflict": 1,
         "invalid": 0,
+        "frames": 2,
     }
     with open_store(home) as store:
         assert store.con.execute("SELECT id, score FROM ratings ORDER BY id").fetchall() == [("R-1", 1.0), ("R-2", 1.0)]
     letters = [json.loads(x) for x in (home / "deadletter" / "ratings.jsonl").read_text().splitlines()]
-    assert [(d["line_no"], d["reason"].split(":")[0:2]) for d in letters] == [(5, ["id", " conflict"])]
+    assert [(d["line_no"], d["reason"].split(":")[0:2]) for d in letters] == [(8, ["id", " conflict"])]
 
 
 def test_invalid_lines_go_to_the_dead_letters_with_position_and_raw_bytes(home):
@@ -459,11 +460,12 @@ def test_small_chunks_and_buffers_give_the_same_store(tmp_path, snapshot):
     many = compact(small, chunk_bytes=600, buffer_rows=7, merge_threshold=3)
     assert many.streams == one.streams
     assert one.streams["ratings"].model_dump() == {
-        "lines": 62,
+        "lines": 64,
         "stored": 40,
         "duplicate": 20,
         "conflict": 1,
         "invalid": 1,
+        "frames": 2,
     }
     assert snapshot(small) == snapshot(big)
     assert verify(small).ok
@@ -479,10 +481,10 @@ def test_cli_compact_prints_a_table_or_json(home):
     first = runner.invoke(cli, ["compact", "--home", str(home), "-q"])
     assert first.exit_code == 0, first.output
     assert first.output.splitlines() == [
-        "stream   lines  stored  duplicate  conflict  invalid",
-        "-------  -----  ------  ---------  --------  -------",
-        "tasks    0      0       0          0         0",
-        "ratings  2      1       1          0         0",
+        "stream   lines  stored  duplicate  conflict  invalid  frames",
+        "-------  -----  ------  ---------  --------  -------  ------",
+        "tasks    0      0       0          0         0        0",
+        "ratings  4      1       1          0         0        2",
         "manifest 1; 1 file(s) written, 0 merged; store: ratings 1",
     ]
     again = runner.invoke(cli, ["compact", "--home", str(home), "--json"])

@@ -373,7 +373,7 @@ def test_corrupted_backlog_compacts_to_exactly_the_injected_damage(tmp_path: Pat
         )
     dead = sum(len((tmp_path / "deadletter" / f"{s}.jsonl").read_bytes().splitlines()) for s in ("tasks", "ratings"))
     assert dead == sim.expected_compaction["dead_letters"]
-    assert len(repair(tmp_path)) == sim.expected_compaction["quarantined"] == 2
+    assert len(repair(tmp_path).quarantined) == sim.expected_compaction["quarantined"] == 2
 
 
 # --------------------------------------------------------------------------- scenario and CLI

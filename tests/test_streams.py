@@ -16,11 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import streams
+from pipeline import framing, streams
 from pipeline.errors import InvalidBatch
 from pipeline.events import TaskOpened, parse_line
+from pipeline.framing import BatchBegin, BatchEnd, Then, consistent_cut, frame_of
 from pipeline.home import Home
-from pipeline.streams import append, new_id, read, read_lines, repair
+from pipeline.streams import append, read, read_lines, repair
 
 CONFIG = {"cli": "claude-code", "route": None, "model": "opus", "effort": "high"}
 OPENED = {"type": "task.opened", "task": "T-1"}
@@ -113,7 +114,7 @@ def test_a_bad_item_appends_nothing_and_names_every_bad_item(home, bad_items, li
     with pytest.raises(InvalidBatch) as info:
         append(home, [RATED, *bad_items, OPENED], fsync="never", source="batch.ndjson")
     assert [e.line for e in info.value.errors] == lines
-    assert all(str(e).startswith(f"batch.ndjson:{n}: ") for e, n in zip(info.value.errors, lines))
+    assert all(str(e).startswith(f"batch.ndjson:{n}: ") for e, n in zip(info.value.errors, lines, strict=True))
     assert stream_bytes(home, "tasks") == before and stream_bytes(home, "ratings") == b""
 
 
@@ -149,55 +150,88 @@ def test_unknown_fields_survive_the_dict_path(home):
     assert list(line)[:4] == ["id", "type", "at", "v"]
 
 
-def test_new_ids_sort_by_time_and_are_unique():
-    assert new_id(0).startswith("0" * 10) and new_id((1 << 48) - 1).startswith("7ZZZZZZZZZ")
-    assert new_id(1_000) < new_id(2_000)
-    ids = {new_id() for _ in range(10_000)}
-    assert len(ids) == 10_000 and all(ULID.fullmatch(i) for i in ids)
-
-
-def test_new_ids_are_unique_across_threads_and_forks(monkeypatch):
-    from concurrent.futures import ThreadPoolExecutor
-
-    monkeypatch.setattr(streams.time, "time", lambda: 1_700_000_000.0)  # one millisecond for every id
-
-    with ThreadPoolExecutor(4) as pool:
-        ids = [i for chunk in pool.map(lambda _: [new_id() for _ in range(5_000)], range(4)) for i in chunk]
-    reader, writer = os.pipe()
-    new_id()  # the parent's sequence is under way when it forks
-    child = os.fork()
-    if child == 0:
-        os.write(writer, "".join(new_id() for _ in range(100)).encode())
-        os._exit(0)
-    ids += [new_id() for _ in range(100)]
-    os.waitpid(child, 0)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as handle:
-        raw = handle.read().decode()
-    ids += [raw[i : i + 26] for i in range(0, len(raw), 26)]
-    assert len(ids) == len(set(ids)) == 20_200
-
-
 def test_bad_fsync_policy(home):
     with pytest.raises(ValueError, match="fsync must be"):
         append(home, [OPENED], fsync="sometimes")
 
 
 @pytest.mark.parametrize(
-    "policy, lines, fsyncs",
+    "policy, batch, fsyncs",
     [
-        ("never", 3, 0),
-        ("batch", 3, 1),
-        ("always", 3, 3),
+        ("never", [OPENED], 0),
+        ("never", [OPENED] * 3, 0),
+        ("never", [OPENED, RATED], 0),
+        ("batch", [OPENED], 1),  # one line: no frame, no note
+        ("batch", [OPENED] * 3, 2),  # the note, then the stream
+        ("batch", [OPENED, RATED], 5),  # two notes; tasks lines, ratings part, tasks end (the order on disk)
+        ("always", [OPENED], 1),
+        ("always", [OPENED] * 3, 2),  # one write call: nothing between writes to fsync
     ],
 )
-def test_fsync_policy(home, monkeypatch, policy, lines, fsyncs):
-    append(home, [OPENED], fsync="never")  # the stream exists: no directory fsync
+def test_fsync_policy(home, monkeypatch, policy, batch, fsyncs):
+    append(home, [OPENED, RATED], fsync="never")  # both streams exist: no directory fsync
     calls = []
     real = os.fsync
     monkeypatch.setattr(streams.os, "fsync", lambda fd: calls.append(fd) or real(fd))
-    append(home, [OPENED] * lines, fsync=policy)
+    append(home, batch, fsync=policy)
     assert len(calls) == fsyncs
+
+
+def test_always_fsyncs_between_the_write_calls_of_a_large_batch(home, monkeypatch):
+    append(home, [OPENED], fsync="never")
+    monkeypatch.setattr(framing, "_WRITE", 100)  # a write call per line or so
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(streams.os, "fsync", lambda fd: calls.append(fd) or real(fd))
+    append(home, [OPENED] * 5, fsync="always")
+    assert len(calls) >= 5
+
+
+# --------------------------------------------------------------------------- batch framing
+def test_a_batch_is_framed_and_readers_never_see_the_frames(home):
+    append(home, [OPENED], fsync="never")
+    single = stream_bytes(home, "tasks")
+    assert b"batch" not in single  # one event carries no frame
+    result = append(home, [{**OPENED, "task": f"T-{i}"} for i in range(3)], fsync="never")
+    lines = stream_bytes(home, "tasks")[len(single) :].splitlines(keepends=True)
+    begin, end = frame_of(lines[0][:-1]), frame_of(lines[-1][:-1])
+    assert (begin.id, begin.lines, begin.bytes, begin.then) == (result.batch, 3, sum(map(len, lines[1:-1])), None)
+    assert end.id == result.batch and len(lines) == 5
+    assert [e.task for e in read(home, "tasks")] == ["T-1", "T-0", "T-1", "T-2"]
+    assert [r.line_no for r in read_lines(home, "tasks")] == [1, 3, 4, 5]  # numbers count the frame lines
+
+
+def test_a_two_stream_batch_names_where_its_ratings_part_begins(home):
+    append(home, [RATED], fsync="never")
+    ratings_before = len(stream_bytes(home, "ratings"))
+    result = append(home, [OPENED, RATED, OPENED], fsync="never")
+    tasks = stream_bytes(home, "tasks").splitlines()
+    ratings = stream_bytes(home, "ratings")[ratings_before:].splitlines()
+    assert frame_of(tasks[0]) == BatchBegin(
+        id=result.batch, lines=2, bytes=sum(len(x) + 1 for x in tasks[1:3]), then=Then(ratings=ratings_before)
+    )
+    assert frame_of(ratings[0]).then is None and frame_of(ratings[-1]) == frame_of(tasks[-1]) == BatchEnd(
+        id=result.batch
+    )
+    assert result.summary() == {"appended": 3, "streams": {"tasks": 2, "ratings": 1}}
+
+
+def test_the_same_events_give_the_same_bytes_in_any_home(tmp_path):
+    batch = [{**OPENED, "id": f"o{i}", "at": "2026-01-01T00:00:00Z"} for i in range(3)]
+    for name in ("a", "b"):
+        append(tmp_path / name, batch, fsync="never")
+    assert stream_bytes(tmp_path / "a", "tasks") == stream_bytes(tmp_path / "b", "tasks")
+
+
+@pytest.mark.parametrize("frame_type", ["batch.begin", "batch.end"])
+def test_append_refuses_the_frame_types(home, frame_type):
+    with pytest.raises(InvalidBatch) as info:
+        append(home, [OPENED, {"type": frame_type, "id": "X", "lines": 1, "bytes": 5}], fsync="never")
+    assert [str(e) for e in info.value.errors] == [
+        f"<input>:2: type: '{frame_type}' is reserved for the frame lines a writer puts around a batch; "
+        "it is not an event type"
+    ]
+    assert not (home / "streams" / "tasks.jsonl").exists()
 
 
 # --------------------------------------------------------------------------- torn tails
@@ -231,10 +265,10 @@ def test_repair_quarantines_torn_tails_of_every_stream(home):
     for stream, tail in (("tasks", b'{"ty'), ("ratings", b"\xff\xfe")):
         with open(home / "streams" / f"{stream}.jsonl", "ab") as handle:
             handle.write(tail)
-    moved = repair(home)
+    moved = repair(home).quarantined
     assert sorted(Path(p).read_bytes() for p in moved) == sorted([b'{"ty', b"\xff\xfe"])
     assert stream_bytes(home, "tasks").endswith(b"\n") and stream_bytes(home, "ratings").endswith(b"\n")
-    assert repair(home) == []
+    assert repair(home).quarantined == []
 
 
 def test_read_lines_offsets_and_long_lines(home):
@@ -243,10 +277,11 @@ def test_read_lines_offsets_and_long_lines(home):
     content = stream_bytes(home, "tasks")
     got = list(read_lines(home, "tasks"))
     assert [(r.line_no, content[r.offset : r.offset + len(r.raw)]) for r in got] == [
-        (i + 1, r.raw) for i, r in enumerate(got)
+        (i + 2, r.raw)
+        for i, r in enumerate(got)  # line 1 is the batch's begin
     ]
-    assert b"\n".join(r.raw for r in got) + b"\n" == content
-    assert [r.line_no for r in read_lines(home, "tasks", start=got[2].offset, start_line=3)] == [3]
+    assert b"\n".join(r.raw for r in got) + b"\n" == b"".join(content.splitlines(keepends=True)[1:-1])
+    assert [r.line_no for r in read_lines(home, "tasks", start=got[2].offset, start_line=4)] == [4]
 
 
 def test_read_raises_or_skips_invalid_lines(home):
@@ -258,52 +293,95 @@ def test_read_raises_or_skips_invalid_lines(home):
 
 
 # --------------------------------------------------------------------------- faults (disk full)
-def _failing_write(fail_at: int, short_first: bool):
-    """``os.write`` that fails with ENOSPC on call ``fail_at`` (after a short write on the call before, if asked)."""
-    real = os.write
+def _failing(real, fail_at: int, *, short_first: bool = False):
+    """``real`` (os.write, os.pwrite or os.fsync) failing with ENOSPC on call ``fail_at``; with ``short_first``
+    an ``os.write`` before it writes only half of its bytes."""
     calls = [0]
 
-    def write(fd, data):
+    def call(fd, data=None, *rest):
         calls[0] += 1
         if short_first and calls[0] == fail_at - 1:
-            return real(fd, bytes(data)[: max(1, len(data) // 2)])
+            return real(fd, bytes(data)[: max(1, len(data) // 2)], *rest)
         if calls[0] == fail_at:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(fd, data)
+        return real(fd, *(() if data is None else (data,)), *rest)
 
-    return write
+    return call
+
+
+BIG = [{**OPENED, "task": f"T-{i}", "pad": "p" * 300} for i in range(6)]
+TWO = [*BIG[:3], *({**RATED, "task": f"T-{i}", "pad": "p" * 300} for i in range(3)), BIG[3]]
 
 
 @pytest.mark.parametrize(
-    "fail_at, short_first, whole_lines",
+    "batch, call, fail_at, short_first",
     [
-        (1, False, 0),  # the first line fails outright
-        (3, False, 2),  # two lines in, the third fails
-        (2, True, 0),  # the first line is written short, finishing it fails
-        (5, True, 3),  # three lines, the fourth short then failing
+        ([OPENED], "write", 1, False),  # a single line fails outright
+        ([OPENED], "write", 2, True),  # a single line written short, finishing it fails
+        (BIG, "write", 1, False),  # the first write call of a batch
+        (BIG, "write", 3, False),  # the third, the part half written
+        (BIG, "write", 4, True),  # a short write, then the rest fails
+        (BIG, "pwrite", 1, False),  # the note in the lock file
+        (BIG, "fsync", 1, False),  # the note's fsync
+        (BIG, "fsync", 2, False),  # the stream's fsync, every byte written
+        (TWO, "write", 2, False),  # two streams: inside the tasks part
+        (TWO, "write", 5, False),  # inside the ratings part
+        (TWO, "write", 8, False),  # the tasks end: the ratings part is whole by now
+        (TWO, "pwrite", 2, False),  # the ratings note, the tasks note written
+        (TWO, "fsync", 4, False),  # after the tasks lines
+        (TWO, "fsync", 5, False),  # after the ratings part
     ],
 )
-def test_disk_full_leaves_whole_lines(home, monkeypatch, fail_at, short_first, whole_lines):
+def test_disk_full_appends_nothing(home, monkeypatch, batch, call, fail_at, short_first):
+    append(home, [{**OPENED, "task": "before"}, {**RATED, "task": "before"}], fsync="never")
+    before = {s: stream_bytes(home, s) for s in ("tasks", "ratings")}
+    monkeypatch.setattr(framing, "_WRITE", 400)  # about one write call per line
+    real = getattr(os, call)
+    monkeypatch.setattr(os, call, _failing(real, fail_at, short_first=short_first))
+    with pytest.raises(OSError) as info:
+        append(home, batch, fsync="batch")
+    monkeypatch.undo()
+    assert info.value.errno == errno.ENOSPC
+    if len(batch) > 1:
+        assert "the batch was rolled back: nothing of it was appended" in info.value.__notes__
+    assert {s: stream_bytes(home, s) for s in before} == before
+    assert all((home / "streams" / f".{s}.lock").read_bytes() == b"" for s in before)
+    append(home, [{**OPENED, "task": "after"}, {**RATED, "task": "after"}], fsync="never")
+    assert [e.task for e in read(home, "tasks")] == ["before", "after"]
+    assert [e.task for e in read(home, "ratings")] == ["before", "after"] and fragments(home) == []
+
+
+def test_a_batch_that_cannot_be_rolled_back_is_recovered_by_the_next_append(home, monkeypatch):
     append(home, [{**OPENED, "task": "before"}], fsync="never")
     before = stream_bytes(home, "tasks")
-    monkeypatch.setattr(streams.os, "write", _failing_write(fail_at, short_first))
+    monkeypatch.setattr(framing, "_WRITE", 400)
+    monkeypatch.setattr(os, "write", _failing(os.write, 3))
+    real_truncate = os.ftruncate
+
+    def truncate(fd: int, size: int) -> None:
+        if size == len(before):  # the roll-back of the stream (the note's own truncation goes through)
+            raise OSError(errno.EIO, "Input/output error")
+        real_truncate(fd, size)
+
+    monkeypatch.setattr(os, "ftruncate", truncate)
     with pytest.raises(OSError) as info:
-        append(home, [{**OPENED, "task": f"T-{i}"} for i in range(6)], fsync="batch")
-    assert info.value.errno == errno.ENOSPC
-    assert f"{whole_lines} of the 6 line(s)" in info.value.__notes__[0]
+        append(home, BIG, fsync="batch")
     monkeypatch.undo()
-    content = stream_bytes(home, "tasks")
-    assert content.startswith(before) and content.endswith(b"\n")
-    assert [e.task for e in read(home, "tasks")] == ["before", *[f"T-{i}" for i in range(whole_lines)]]
-    append(home, [{**OPENED, "task": "after"}], fsync="never")
-    assert [e.task for e in read(home, "tasks")][-1] == "after" and fragments(home) == []
+    assert any("could not be rolled back" in note for note in info.value.__notes__)
+    assert [e.task for e in read(home, "tasks")] == ["before"]  # readers stop before the unfinished batch
+    result = append(home, [{**OPENED, "task": "after"}], fsync="never")
+    assert [Path(p).suffix for p in result.quarantined] == [".batch"]
+    assert stream_bytes(home, "tasks").startswith(before) and [e.task for e in read(home, "tasks")] == [
+        "before",
+        "after",
+    ]
 
 
 def test_disk_full_while_quarantining_keeps_the_tail_for_next_time(home, monkeypatch):
     append(home, [OPENED], fsync="never")
     with open(home / "streams" / "tasks.jsonl", "ab") as handle:
         handle.write(b'{"torn')
-    monkeypatch.setattr(streams.os, "write", _failing_write(1, False))
+    monkeypatch.setattr(os, "write", _failing(os.write, 1))
     with pytest.raises(OSError):
         append(home, [OPENED], fsync="never")
     monkeypatch.undo()
@@ -461,3 +539,113 @@ def test_sigkill_mid_write_many_times(home, mode, rounds):
         prefix = content
     assert len(list(read(home, "tasks"))) == prefix.count(b"\n")
     assert Home.resolve(home).quarantine.exists() == bool(seen_fragments)
+
+
+# --------------------------------------------------------------------------- crash safety of batches
+#: (tasks lines, ratings lines) of each batch, per shape
+SHAPES = {"one stream": (0, 5), "two streams": (3, 4)}
+KILL_LOG: list[str] = []
+
+
+def _batch(shape: str, n: int) -> list[dict]:
+    tasks, ratings = SHAPES[shape]
+    out = [{**OPENED, "task": f"B{n}", "k": k} for k in range(tasks)]
+    return out + [{**RATED, "task": f"B{n}", "k": k, "pad": "r" * (k * 37)} for k in range(ratings)]
+
+
+def _batch_appender(home: str, shape: str, first: int, target: int, ready, ack_fd: int) -> None:
+    """Append batches ``first, first+1, ...`` (fsync=batch), writing each acknowledged number to ``ack_fd``.
+
+    With ``target`` > 0: count the calls of os.write, os.pwrite, os.ftruncate and os.fsync (recovery's own
+    included) and, at call ``target``, hang there (an os.write having written half of its bytes) for the parent
+    to SIGKILL; so every step of the writer and of recovery is a kill point. Parts are written a few lines per
+    write call."""
+    real_write = os.write
+    framing._WRITE = 120
+    if target:
+        calls = [0]
+
+        def hook(name: str):
+            real = getattr(os, name)
+
+            def call(fd, *args):
+                calls[0] += 1
+                if calls[0] == target:
+                    if name == "write":
+                        real(fd, bytes(args[0])[: max(1, len(args[0]) // 2)])
+                    ready.set()
+                    time.sleep(60)
+                return real(fd, *args)
+
+            return call
+
+        for name in ("write", "pwrite", "ftruncate", "fsync"):
+            setattr(os, name, hook(name))
+    n = first
+    while True:
+        append(home, _batch(shape, n), fsync="batch")
+        real_write(ack_fd, f"{n}\n".encode())
+        n += 1
+
+
+def _counts(home: Path, stream: str) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for event in read(home, stream):
+        if event.task.startswith("B"):
+            counts[int(event.task[1:])] = counts.get(int(event.task[1:]), 0) + 1
+    return counts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_sigkill_mid_batch_at_every_step(home, shape):
+    """Kill a batch writer at its k-th write/pwrite/ftruncate/fsync (k = 1..45, so every step of a batch, of
+    the recovery that follows the previous kill, and of the next batches), then at random moments. After each
+    kill a reader sees each stream's part of a batch wholly or not at all; after recovery (the consistent cut
+    compaction takes) each batch is in both streams or in neither, and every acknowledged batch is whole."""
+    rng = random.Random(11)
+    tasks_n, ratings_n = SHAPES[shape]
+    targets = list(range(1, 46)) + [0] * 10  # 0: no hook, a kill at a random moment
+    acked: set[int] = set()
+    tally = {"kills": 0, "acknowledged": 0, "visible": 0, "killed batch whole": 0, "killed batch absent": 0}
+    for round_no, target in enumerate(targets):
+        ready = FORK.Event()
+        read_fd, write_fd = os.pipe()
+        first = round_no * 1000
+        proc = FORK.Process(target=_batch_appender, args=(str(home), shape, first, target, ready, write_fd))
+        proc.start()
+        os.close(write_fd)
+        if target:
+            assert ready.wait(30), f"kill point {target} never reached"
+        else:
+            time.sleep(rng.uniform(0.005, 0.05))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join(20)
+        assert proc.exitcode == -signal.SIGKILL
+        tally["kills"] += 1
+        with os.fdopen(read_fd, "rb") as pipe:
+            this_round = {int(x) for x in pipe.read().split()}
+        assert this_round == set(range(first, first + len(this_round)))
+        acked |= this_round
+        # a reader that takes no lock: each stream's part whole or absent
+        assert set(_counts(home, "tasks").values()) <= {tasks_n}
+        assert set(_counts(home, "ratings").values()) <= {ratings_n}
+        # recovery, then both streams: each batch whole in both or in neither; acknowledged ones whole
+        consistent_cut(home)
+        tasks, ratings = _counts(home, "tasks"), _counts(home, "ratings")
+        started = range(first, first + 1000)
+        for n in started:
+            assert (tasks.get(n, 0), ratings.get(n, 0)) in ((0, 0), (tasks_n, ratings_n)), (target, n)
+        assert all(ratings.get(n) == ratings_n for n in acked)
+        killed = first + len(this_round)  # the batch in flight when the kill came (maybe not begun)
+        assert not any(ratings.get(n) for n in started if n > killed)
+        tally["killed batch whole" if ratings.get(killed) else "killed batch absent"] += 1
+        tally["visible"] += sum(1 for n in started if ratings.get(n))
+    tally["acknowledged"] = len(acked)
+    left = [p.suffix for p in (home / "quarantine").iterdir()] if (home / "quarantine").exists() else []
+    tally["quarantined batch parts"] = left.count(".batch")
+    tally["quarantined fragments"] = left.count(".fragment")
+    KILL_LOG.append(f"{shape}: {tally}")
+    print(f"\nSIGKILL of batch appends, {shape}: {tally}")
+    assert tally["kills"] == len(targets) and tally["acknowledged"] > 0
+    assert tally["visible"] == tally["acknowledged"] + tally["killed batch whole"]

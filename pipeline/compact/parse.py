@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidEvent
 from ..events import parse_line
+from ..framing import frame_of
 from .fastpath import lines_array, parse_fast
 from .rows import event_row, table_of
 
@@ -53,6 +54,8 @@ class ParsedChunk:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     #: (index into the chunk, reason) of every invalid line
     invalid: list[tuple[int, str]] = field(default_factory=list)
+    #: batch frame lines (pipeline.framing): not events, neither stored nor dead-lettered
+    frames: int = 0
 
 
 def fallback_id(stream: str, offset: int) -> str:
@@ -66,6 +69,9 @@ def parse_lines_slow(chunk: Chunk, indices: list[int], max_line_bytes: int) -> P
     out = ParsedChunk()
     source = f"streams/{chunk.stream}.jsonl"
     for i in indices:
+        if frame_of(chunk.line(i)) is not None:
+            out.frames += 1
+            continue
         try:
             event = parse_line(chunk.line(i), line=chunk.first_line + i, source=source, max_bytes=max_line_bytes)
         except InvalidEvent as exc:

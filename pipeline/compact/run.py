@@ -296,6 +296,7 @@ class _Run:
     def _take(self, chunk: Chunk, parsed: ParsedChunk, outcomes: Outcomes, letters: DeadLetters | None) -> None:
         """Deduplicate a parsed chunk against the index, buffer its new rows, dead-letter the rest."""
         outcomes.lines += len(chunk)
+        outcomes.frames += parsed.frames
         rejected: list[tuple[int, str]] = list(parsed.invalid)
         outcomes.invalid += len(parsed.invalid)
         families = sorted(parsed.tables)

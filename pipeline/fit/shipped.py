@@ -6,6 +6,7 @@ Every key is optional; an absent file or key means prior weight 3, exploration
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -21,6 +22,21 @@ if TYPE_CHECKING:
 
 #: The region of a prior that holds in every region.
 EVERY_REGION = "*"
+
+#: A value still holding a template placeholder (``<cli>``, ``<model>``: what ``ratings init`` writes).
+PLACEHOLDER = re.compile(r"<[^<>/]+>")
+_KEY_PLACEHOLDER = "<cli>/<route>/<model>/<effort>"
+
+#: The ``fits/shipped.json`` that ``ratings init`` writes: every field present, each config and prior a
+#: placeholder that the fit ignores (and names) until a person replaces it, the constants at the code defaults.
+TEMPLATE: dict[str, Any] = {
+    "constants": {"objective": "quality_per_dollar", "prior_weight": 3.0, "exploration": 0.3, "min_samples": 3},
+    "default_config": _KEY_PLACEHOLDER,
+    "cheap_config": _KEY_PLACEHOLDER,
+    "frontier_config": _KEY_PLACEHOLDER,
+    "pinned": {"reviewer": _KEY_PLACEHOLDER},
+    "priors": [{"selector": "<cli>", "region": "*", "quality": 0.5}],
+}
 
 
 class Prior(BaseModel):
@@ -67,6 +83,10 @@ class Shipped(BaseModel):
     frontier_config: str | None = None
     pinned: dict[str, str] = Field(default_factory=dict)
     priors: list[Prior] = Field(default_factory=list)
+    #: Whether a shipped.json was read (False: the code defaults, no roles, no priors).
+    found: bool = Field(default=True, exclude=True)
+    #: Fields that still held a template placeholder: ignored, as if absent (``default_config``, ``priors[0]``).
+    placeholders: list[str] = Field(default_factory=list, exclude=True)
 
     def to_constants(self, **overrides: Any) -> Constants:
         """The shipped constants as :class:`Constants` (defaults where shipped.json is silent).
@@ -88,15 +108,58 @@ class Shipped(BaseModel):
 
 
 def load_shipped(path: str | Path | None) -> Shipped:
-    """Read shipped.json; ``None`` or a missing file gives the defaults. A bad file raises :class:`FitError`."""
+    """Read shipped.json; ``None`` or a missing file gives the defaults (``found`` False). A bad file raises
+    :class:`FitError`. A config key or prior selector still holding a template placeholder is dropped and named
+    in ``placeholders``: a template a person has not filled in routes like no file at all."""
     if path is None:
-        return Shipped()
+        return Shipped(found=False)
     path = Path(path)
     try:
         data = read_json(path, FitError)
     except FileNotFoundError:
-        return Shipped()
-    return validate(Shipped, data, path, FitError)
+        return Shipped(found=False)
+    left: list[str] = []
+    if isinstance(data, dict):
+        data = _without_placeholders(data, left)
+    return validate(Shipped, {**data, "placeholders": left} if isinstance(data, dict) else data, path, FitError)
+
+
+def _without_placeholders(data: dict[str, Any], left: list[str]) -> dict[str, Any]:
+    """``data`` without the roles, pins and priors that still hold a placeholder; their paths go to ``left``."""
+    out = dict(data)
+    for role in ("default_config", "cheap_config", "frontier_config"):
+        if isinstance(out.get(role), str) and PLACEHOLDER.search(out[role]):
+            left.append(role)
+            del out[role]
+    if isinstance(out.get("pinned"), dict):
+        pinned = {}
+        for role, key in out["pinned"].items():
+            if isinstance(key, str) and PLACEHOLDER.search(key):
+                left.append(f"pinned.{role}")
+            else:
+                pinned[role] = key
+        out["pinned"] = pinned
+    if isinstance(out.get("priors"), list):
+        priors = []
+        for i, prior in enumerate(out["priors"]):
+            selector = prior.get("selector") if isinstance(prior, dict) else None
+            if isinstance(selector, str) and PLACEHOLDER.search(selector):
+                left.append(f"priors[{i}]")
+            else:
+                priors.append(prior)
+        out["priors"] = priors
+    return out
+
+
+def placeholder_note(shipped: Shipped, path: str) -> str | None:
+    """The one sentence every output gives when shipped.json still holds template placeholders (None: none)."""
+    if not shipped.placeholders:
+        return None
+    return (
+        f"{path} still holds template placeholders at {', '.join(shipped.placeholders)}: they are ignored, as if "
+        'absent; replace each with a config key of yours (ratings sql "SELECT DISTINCT config_key FROM attempts") '
+        "or delete it"
+    )
 
 
 class PriorLike(Protocol):

@@ -238,7 +238,7 @@ def test_static_choice_roles_default_and_most_rated(worked):
 
 
 def test_load_shipped_defaults_constants_and_errors(tmp_path):
-    assert load_shipped(None) == load_shipped(tmp_path / "absent.json") == Shipped()
+    assert load_shipped(None) == load_shipped(tmp_path / "absent.json") == Shipped(found=False)
     constants = load_shipped(None).to_constants()
     assert (constants.prior_weight, constants.exploration, constants.min_samples) == (3.0, 0.3, 3)
     path = tmp_path / "shipped.json"

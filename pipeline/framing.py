@@ -1,0 +1,650 @@
+"""Batch framing: a batch of several events is all or nothing for every reader (docs/design.md, Storage).
+
+The protocol, which every writer and reader of the streams follows (the README repeats the writer's steps):
+
+**Lines.** A batch of several events is written, per stream, as a *part*: a begin line, the part's event lines
+(``B`` bytes in all, newlines included), an end line. Frame lines have exactly these bytes (compact JSON, keys in
+this order, no other field)::
+
+    {"type":"batch.begin","id":"<batch id>","lines":N,"bytes":B}
+    {"type":"batch.begin","id":"<batch id>","lines":N,"bytes":B,"then":{"ratings":R}}   (tasks part of a 2-stream batch)
+    {"type":"batch.end","id":"<batch id>"}
+
+A batch with events for both streams frames both parts with one id; the tasks part's begin carries ``then``: the
+size ``R`` of the ratings stream when the batch started, where its ratings part begins. The types ``batch.begin``
+and ``batch.end`` are reserved: no event has them, and a line of either type that is not a frame in the exact
+form above is an invalid line like any other. A single-line append carries no frame.
+
+**Writer** (under the ``flock`` of each stream it writes, taken in the order tasks then ratings):
+
+1. recover (below); then, before writing a part, write the note ``<batch id> <begin offset>\\n`` into the
+   stream's lock file (``pwrite`` at 0, ``ftruncate`` to its length, fsync unless the policy is ``never``);
+2. write the part: begin, lines, end. A two-stream batch writes the tasks begin and lines (fsync), then the whole
+   ratings part (fsync), then the tasks end, so that a whole tasks part implies a whole ratings part, also on disk;
+3. fsync per policy, then truncate the lock file to 0 (the batch is whole; the note is gone).
+
+An error while writing (a full disk) truncates what the batch wrote and clears the notes: nothing was appended.
+
+**Recovery** (by the next holder of a stream's lock: a writer, ``ratings repair``, :func:`consistent_cut`):
+
+- a torn tail (bytes after the last newline) is moved to ``quarantine/<stream>.<offset>.<unique>.fragment``;
+- a note ``X O``: if the stream holds a whole part X at O, the batch completed: clear the note. If the bytes at O
+  are not the begin of X, the part was never written: clear the note. If it is a tasks part with ``then`` whose
+  lines are all there (only its end is missing) and the ratings stream holds a whole part X at R, roll forward:
+  append the end. Otherwise roll back: move bytes [O, end of stream) to
+  ``quarantine/<stream>.<O as 20 digits>.<unique>.batch`` (fsync'd, then the directory), truncate the stream
+  to O, fsync it, clear the note.
+
+**Readers** decide each line with :func:`scan` (the reference; compaction may decide the same vectorised and is
+tested against it): an event line outside any part is taken; a part's event lines are taken only when the part is
+whole (begin X, then exactly N lines in exactly B bytes, then end X); frame lines are never events. A part that
+the data read does not yet cover (a live writer is still writing, or recovery will resolve it) stops the range
+before its begin. A part that cannot become whole (a frame line inside it, its end missing where its byte count
+says, the count of its lines wrong) is *broken*: its begin and its lines (those starting within its B bytes, up to
+any frame line inside them, so a later batch is never swallowed) go to the dead letters with the reason, and
+reading goes on after them; so does an end with no begin. Only a writer that breaks the protocol leaves a broken
+part.
+
+:func:`consistent_cut` takes both stream locks, recovers both streams and returns their sizes: every batch lies
+wholly inside or wholly outside the cut.
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+import fcntl
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .home import STREAMS, Home, fsync_dir
+from .ulid import new_id
+
+FsyncPolicy = Literal["always", "batch", "never"]
+
+BEGIN, END = "batch.begin", "batch.end"  # pipeline.events.RESERVED_TYPES: no event has either type
+#: Every frame line starts with these bytes (the cheap test before the exact one).
+FRAME_PREFIX = b'{"type":"batch.'
+
+_BLOCK = 1 << 20  # bytes per read while scanning or copying
+_WRITE = 1 << 22  # bytes per write call of a part
+_NUM = rb"(0|[1-9][0-9]{0,17})"
+#: A batch id: printable ASCII but '"' and '\\' (no escapes, no space), at most 128 characters; a ULID fits.
+BATCH_ID = r"[\x21\x23-\x5b\x5d-\x7e]{1,128}"
+_ID = b"(" + BATCH_ID.encode() + b")"
+_BEGIN_RE = re.compile(
+    rb'\{"type":"batch\.begin","id":"' + _ID + rb'","lines":' + _NUM + rb',"bytes":' + _NUM
+    + rb'(?:,"then":\{"ratings":' + _NUM + rb"\})?\}"
+)  # fmt: skip
+_END_RE = re.compile(rb'\{"type":"batch\.end","id":"' + _ID + rb'"\}')
+_NOTE_RE = re.compile(_ID + rb" (0|[1-9][0-9]{0,18})\n")
+
+
+# --------------------------------------------------------------------------- frame lines
+class Then(BaseModel):
+    """Where the ratings part of a two-stream batch begins (the ratings stream's size when the batch started)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    ratings: int = Field(ge=0)
+
+
+class BatchBegin(BaseModel):
+    """``{"type":"batch.begin","id","lines":N,"bytes":B}``: N event lines of B bytes follow, then the end."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    type: Literal["batch.begin"] = "batch.begin"
+    id: str = Field(pattern=f"^{BATCH_ID}$")
+    lines: int = Field(ge=1)
+    bytes: int = Field(ge=1)
+    then: Then | None = None
+
+    def line(self) -> builtins.bytes:  # ``bytes`` is a field here
+        """The exact bytes of this frame line, newline included."""
+        then = f',"then":{{"ratings":{self.then.ratings}}}' if self.then is not None else ""
+        return f'{{"type":"batch.begin","id":"{self.id}","lines":{self.lines},"bytes":{self.bytes}{then}}}\n'.encode()
+
+
+class BatchEnd(BaseModel):
+    """``{"type":"batch.end","id"}``: the part of batch ``id`` is whole."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    type: Literal["batch.end"] = "batch.end"
+    id: str = Field(pattern=f"^{BATCH_ID}$")
+
+    def line(self) -> bytes:
+        return f'{{"type":"batch.end","id":"{self.id}"}}\n'.encode()
+
+
+Frame = BatchBegin | BatchEnd
+
+
+def frame_of(raw: bytes) -> Frame | None:
+    """The frame a line is (without its newline), or None for any other line (an ordinary event line).
+
+    Only the exact form is a frame: a cheap prefix test, then one regular expression. A line of a reserved type
+    in any other form is not a frame; the event parser refuses it like any invalid line.
+    """
+    if not raw.startswith(FRAME_PREFIX):
+        return None
+    if match := _BEGIN_RE.fullmatch(raw):
+        batch_id, lines, size, then = match.groups()
+        if int(lines) < 1 or int(size) < 1:
+            return None
+        return BatchBegin(
+            id=batch_id.decode(),
+            lines=int(lines),
+            bytes=int(size),
+            then=Then(ratings=int(then)) if then is not None else None,
+        )
+    if match := _END_RE.fullmatch(raw):
+        return BatchEnd(id=match.group(1).decode())
+    return None
+
+
+# --------------------------------------------------------------------------- the reference scanner
+class Verdict(enum.StrEnum):
+    TAKE = "take"  # an event line a reader takes (valid or not: the event parser decides that)
+    FRAME = "frame"  # a frame line of a whole part: never an event
+    BROKEN = "broken"  # a line of a part that can never become whole: a dead letter with the reason
+
+
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    line_no: int  # 1-based, counting every line of the stream (frame lines too)
+    offset: int  # stream byte offset of the line's first byte
+    raw: bytes  # without the newline
+    verdict: Verdict
+    reason: str | None = None  # why a BROKEN line is not taken
+
+
+Pread = Callable[[int, int], bytes]  # (length, offset) -> bytes
+
+
+def complete_end(pread: Pread, start: int, end: int) -> int:
+    """Offset just after the last newline in ``[start, end)``; ``start`` when there is none."""
+    pos = end
+    while pos > start:
+        low = max(start, pos - _BLOCK)
+        idx = pread(pos - low, low).rfind(b"\n")
+        if idx >= 0:
+            return low + idx + 1
+        pos = low
+    return start
+
+
+def lines_at(pread: Pread, start: int, limit: int) -> Iterator[tuple[int, bytes]]:
+    """``(offset, line without newline)`` of the lines in ``[start, limit)``; ``limit`` ends on a newline."""
+    pos = start
+    pending: list[bytes] = []  # pieces of a line longer than one block
+    offset = start
+    while pos < limit:
+        chunk = pread(min(_BLOCK, limit - pos), pos)
+        if not chunk:
+            return
+        pos += len(chunk)
+        if b"\n" not in chunk:
+            pending.append(chunk)
+            continue
+        pieces = chunk.split(b"\n")
+        if pending:
+            pieces[0] = b"".join(pending) + pieces[0]
+        tail = pieces.pop()
+        pending = [tail] if tail else []
+        for piece in pieces:
+            yield offset, piece
+            offset += len(piece) + 1
+
+
+@dataclass(frozen=True)
+class PartCheck:
+    """What the bytes after a begin line make of its part."""
+
+    kind: Literal["whole", "broken", "unfinished"]
+    lines: int  # lines of the part that follow the begin: N when whole, the broken lines when broken
+    reason: str | None = None
+    lines_complete: bool = False  # unfinished with exactly its N lines and B bytes: only the end is missing
+
+
+def check_part(pread: Pread, begin_offset: int, begin: BatchBegin, begin_len: int, limit: int) -> PartCheck:
+    """Judge the part whose begin line (``begin_len`` bytes with its newline) starts at ``begin_offset``.
+
+    ``limit``: the end of the complete lines available (the scan's range, or the stream's last newline).
+    """
+    body_end = begin_offset + begin_len + begin.bytes
+    missing_end = f"part of batch {begin.id}, whose batch.end is missing: a batch is all or nothing"
+    mismatch = (
+        f"part of batch {begin.id}, whose lines do not match its batch.begin ({begin.lines} line(s), "
+        f"{begin.bytes} bytes): a batch is all or nothing"
+    )
+    count = 0
+    for offset, raw in lines_at(pread, begin_offset + begin_len, limit):
+        if offset >= body_end:
+            if offset > body_end:  # the line before crossed the declared end: the byte count is wrong
+                return PartCheck("broken", count, mismatch)
+            if count != begin.lines:
+                return PartCheck("broken", count, mismatch)
+            frame = frame_of(raw)
+            if isinstance(frame, BatchEnd) and frame.id == begin.id:
+                return PartCheck("whole", count)
+            return PartCheck("broken", count, missing_end)
+        if raw.startswith(FRAME_PREFIX) and frame_of(raw) is not None:  # a frame inside: this part never ends
+            return PartCheck("broken", count, missing_end)
+        count += 1
+    if limit > body_end:  # the last line crossed the declared end and nothing follows it
+        return PartCheck("broken", count, mismatch)
+    return PartCheck("unfinished", count, lines_complete=limit == body_end and count == begin.lines)
+
+
+class StreamScan:
+    """The reference decision for every line of a stream range (iterate it once).
+
+    After iteration, ``stop`` is where reading stopped (the end of the last complete line, or the begin of an
+    unfinished part, which ``unfinished`` then holds) and ``stop_line`` the number of the line there.
+    """
+
+    def __init__(self, pread: Pread, start: int, end: int, *, start_line: int = 1) -> None:
+        self.pread, self.start, self.limit = pread, start, complete_end(pread, start, end)
+        self.stop, self.stop_line = start, start_line
+        self.unfinished: BatchBegin | None = None
+
+    def __iter__(self) -> Iterator[Scanned]:
+        lines = lines_at(self.pread, self.start, self.limit)
+        line_no = self.stop_line
+        for offset, raw in lines:
+            frame = frame_of(raw) if raw.startswith(FRAME_PREFIX) else None
+            if frame is None:
+                yield Scanned(line_no, offset, raw, Verdict.TAKE)
+            elif isinstance(frame, BatchEnd):
+                reason = f"a batch.end of batch {frame.id} without its batch.begin: a batch is all or nothing"
+                yield Scanned(line_no, offset, raw, Verdict.BROKEN, reason)
+            else:
+                part = check_part(self.pread, offset, frame, len(raw) + 1, self.limit)
+                if part.kind == "unfinished":
+                    self.stop, self.stop_line, self.unfinished = offset, line_no, frame
+                    return
+                verdict = Verdict.TAKE if part.kind == "whole" else Verdict.BROKEN
+                yield Scanned(line_no, offset, raw, Verdict.FRAME if part.kind == "whole" else verdict, part.reason)
+                for _ in range(part.lines):
+                    line_no += 1
+                    at, body = next(lines)
+                    yield Scanned(line_no, at, body, verdict, part.reason)
+                if part.kind == "whole":
+                    line_no += 1
+                    at, end = next(lines)
+                    yield Scanned(line_no, at, end, Verdict.FRAME)
+            line_no += 1
+        self.stop, self.stop_line = self.limit, line_no
+
+
+def scan_bytes(data: bytes, *, base: int = 0, start_line: int = 1) -> StreamScan:
+    """:class:`StreamScan` of ``data``, the stream's bytes from offset ``base`` (a test or a vectorised reader's
+    block; bytes after its last newline are not read)."""
+    view = memoryview(data)
+    return StreamScan(
+        lambda n, off: bytes(view[off - base : off - base + n]), base, base + len(data), start_line=start_line
+    )
+
+
+def scan_fd(fd: int, start: int = 0, end: int | None = None, *, start_line: int = 1) -> StreamScan:
+    """:class:`StreamScan` of an open stream file from ``start`` to ``end`` (default: its current size)."""
+    size = os.fstat(fd).st_size if end is None else end
+    return StreamScan(lambda n, off: os.pread(fd, n, off), start, size, start_line=start_line)
+
+
+# --------------------------------------------------------------------------- locks
+@dataclass
+class Held:
+    """A stream whose lock this process holds: the lock file and the stream, both open."""
+
+    stream: str
+    lock_fd: int
+    fd: int  # O_RDWR | O_APPEND
+    path: str
+
+
+@contextmanager
+def hold(home: Home, streams: Sequence[str], *, create: bool = True, durable: bool = True) -> Iterator[dict[str, Held]]:
+    """Take the exclusive ``flock`` of each stream in the fixed order (tasks, then ratings) and open the streams.
+
+    Every path is confined to the home (a symbolic link is refused). Without ``create`` a stream that does not
+    exist is left out (nothing to recover in it, size 0). ``durable``: fsync ``streams/`` when this call created
+    a stream or a lock file, so a note written to a new lock file survives a power loss.
+    """
+    ordered = [s for s in STREAMS if s in streams]
+    if create:
+        home.root.mkdir(parents=True, exist_ok=True)  # the home itself may be new (its folders are confined)
+    with ExitStack() as stack:
+        held: dict[str, Held] = {}
+        for stream in ordered:
+            lock_path, path = home.stream_lock(stream), home.stream(stream)
+            if not create and not os.path.lexists(path):
+                continue
+            created = not lock_path.exists() or not path.exists()
+            lock_fd = home.open(lock_path, os.O_RDWR | os.O_CREAT)
+            stack.callback(os.close, lock_fd)  # closing releases the flock
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            fd = home.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            stack.callback(os.close, fd)
+            if durable and created:
+                fsync_dir(home.streams)
+            held[stream] = Held(stream, lock_fd, fd, str(path))
+        yield held
+
+
+# --------------------------------------------------------------------------- notes in the lock file
+def write_note(held: Held, batch_id: str, offset: int, *, durable: bool) -> None:
+    """Step 1 of the writer: ``<batch id> <begin offset>\\n`` at the start of the lock file, nothing after it."""
+    note = f"{batch_id} {offset}\n".encode()
+    written = os.pwrite(held.lock_fd, note, 0)
+    while written < len(note):
+        written += os.pwrite(held.lock_fd, note[written:], written)
+    os.ftruncate(held.lock_fd, len(note))
+    if durable:
+        os.fsync(held.lock_fd)
+
+
+def read_note(held: Held) -> tuple[str, int] | Literal[False] | None:
+    """The note in the lock file: ``(batch id, offset)``, None when there is none, False when it is garbled
+    (a note cut short: its part was never begun, since a writer writes a part only after its note)."""
+    size = os.fstat(held.lock_fd).st_size
+    if size == 0:
+        return None
+    match = _NOTE_RE.fullmatch(os.pread(held.lock_fd, min(size, 256), 0))
+    if not match:
+        return False
+    return match.group(1).decode(errors="replace"), int(match.group(2))
+
+
+def clear_note(held: Held) -> None:
+    """Step 3 of the writer: the batch is whole (or resolved), the note goes. Not fsync'd: a note that comes
+    back after a power loss names a whole part, which recovery clears again."""
+    os.ftruncate(held.lock_fd, 0)
+
+
+# --------------------------------------------------------------------------- quarantine
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write all of ``data``; a short write is finished before returning."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def quarantine_range(home: Home, held: Held, start: int, end: int, kind: Literal["fragment", "batch"]) -> str:
+    """Copy bytes ``[start, end)`` of the stream to a new ``quarantine/<stream>.<start>.<unique>.<kind>`` file,
+    fsync it and the folder, then truncate the stream to ``start`` and fsync it. A crash in between leaves a
+    copy, never a loss."""
+    path = home.quarantine / f"{held.stream}.{start:020d}.{new_id()}.{kind}"
+    qfd = home.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        pos = start
+        while pos < end:
+            block = os.pread(held.fd, min(_BLOCK, end - pos), pos)
+            if not block:
+                raise OSError(f"{held.path} shrank while it was being quarantined")
+            _write_all(qfd, block)
+            pos += len(block)
+        os.fsync(qfd)
+    except BaseException:
+        os.close(qfd)
+        with suppress(OSError):
+            os.unlink(path)
+        raise
+    os.close(qfd)
+    fsync_dir(home.quarantine)
+    os.ftruncate(held.fd, start)
+    os.fsync(held.fd)
+    return str(path)
+
+
+# --------------------------------------------------------------------------- recovery
+@dataclass
+class Recovery:
+    """What recovery did to the streams it held."""
+
+    quarantined: list[str] = field(default_factory=list)  # fragment and batch files written
+    completed: list[str] = field(default_factory=list)  # "<stream>:<batch id>" rolled forward (end appended)
+
+    def merge(self, other: Recovery) -> None:
+        self.quarantined += other.quarantined
+        self.completed += other.completed
+
+
+def _pread_of(fd: int) -> Pread:
+    return lambda n, off: os.pread(fd, n, off)
+
+
+def _begin_at(fd: int, offset: int, limit: int) -> tuple[BatchBegin, int] | None:
+    """The begin line at ``offset`` and its length (newline included), if a whole begin line is there."""
+    for _, raw in lines_at(_pread_of(fd), offset, limit):
+        frame = frame_of(raw)
+        return (frame, len(raw) + 1) if isinstance(frame, BatchBegin) else None
+    return None
+
+
+def whole_part_at(fd: int, offset: int, batch_id: str) -> bool:
+    """Whether the stream open at ``fd`` holds a whole part of batch ``batch_id`` at ``offset``."""
+    limit = complete_end(_pread_of(fd), offset, os.fstat(fd).st_size)
+    found = _begin_at(fd, offset, limit)
+    if found is None or found[0].id != batch_id:
+        return False
+    return check_part(_pread_of(fd), offset, found[0], found[1], limit).kind == "whole"
+
+
+def last_frame(pread: Pread, size: int) -> tuple[int, Frame] | None:
+    """The last frame line among the complete lines of a stream of ``size`` bytes: (offset, frame)."""
+    limit = complete_end(pread, 0, size)
+    width = len(FRAME_PREFIX)
+    high = limit  # a frame line starts before ``high``
+    while high > 0:
+        low = max(0, high - _BLOCK)
+        block = pread(min(limit, high + width) - low, low)
+        stop = high - low + width  # rfind finds a prefix lying wholly inside block[:stop]
+        while (idx := block.rfind(FRAME_PREFIX, 0, stop)) >= 0:
+            before = block[idx - 1 : idx] if idx else (pread(1, low - 1) if low else b"\n")
+            if before == b"\n":  # a line starts here
+                offset, raw = next(lines_at(pread, low + idx, limit))
+                if (frame := frame_of(raw)) is not None:
+                    return offset, frame
+            stop = idx + width - 1
+        high = low
+    return None
+
+
+def _unfinished_tail(fd: int, size: int) -> tuple[str, int] | None:
+    """(batch id, offset) of an unfinished part at the end of the stream, as if a note named it."""
+    found = last_frame(_pread_of(fd), size)
+    if found is None:
+        return None
+    offset, begin = found
+    if not isinstance(begin, BatchBegin):
+        return None
+    if check_part(_pread_of(fd), offset, begin, len(begin.line()), size).kind != "unfinished":
+        return None
+    return begin.id, offset
+
+
+def recover(home: Home, held: Held, *, durable: bool = True, scan_tail: bool = False) -> Recovery:
+    """Resolve what a writer that died holding this stream's lock left: a torn tail, a batch cut short.
+
+    The caller holds the lock. Roll forward reads the ratings stream without its lock: a whole ratings part is
+    never removed by anyone (recovery rolls back only parts that are not whole). ``scan_tail`` (``ratings
+    repair``): with no note, look back for the last frame line as well, and resolve a batch left unfinished at
+    the end as if a note named it (only a power loss with ``fsync=never``, or a writer that skips the note,
+    leaves one; readers stop before it until then).
+    """
+    done = Recovery()
+    size = os.fstat(held.fd).st_size
+    if size and os.pread(held.fd, 1, size - 1) != b"\n":
+        keep = complete_end(_pread_of(held.fd), 0, size)
+        done.quarantined.append(quarantine_range(home, held, keep, size, "fragment"))
+        size = keep
+    note = read_note(held)
+    if note is None and scan_tail:
+        note = _unfinished_tail(held.fd, size)
+    if note is None:
+        return done
+    if note is False:
+        clear_note(held)
+        return done
+    batch_id, offset = note
+    found = _begin_at(held.fd, offset, size) if offset < size else None
+    if found is None or found[0].id != batch_id:  # the part was never begun (or the note is stale)
+        clear_note(held)
+        return done
+    begin, begin_len = found
+    part = check_part(_pread_of(held.fd), offset, begin, begin_len, size)
+    if part.kind == "whole":
+        clear_note(held)
+        return done
+    if held.stream == "tasks" and begin.then is not None and part.lines_complete and _ratings_whole(home, begin):
+        _write_all(held.fd, BatchEnd(id=batch_id).line())
+        if durable:
+            os.fsync(held.fd)
+        clear_note(held)
+        done.completed.append(f"{held.stream}:{batch_id}")
+        return done
+    done.quarantined.append(quarantine_range(home, held, offset, size, "batch"))
+    clear_note(held)
+    return done
+
+
+def _ratings_whole(home: Home, begin: BatchBegin) -> bool:
+    assert begin.then is not None
+    path = home.stream("ratings")
+    if not path.exists():
+        return False
+    fd = home.open(path, os.O_RDONLY)
+    try:
+        return whole_part_at(fd, begin.then.ratings, begin.id)
+    finally:
+        os.close(fd)
+
+
+def recover_all(home: Home, held: Mapping[str, Held], *, durable: bool = True, scan_tail: bool = False) -> Recovery:
+    """:func:`recover` each held stream in the fixed order (tasks, then ratings)."""
+    done = Recovery()
+    for stream in STREAMS:
+        if stream in held:
+            done.merge(recover(home, held[stream], durable=durable, scan_tail=scan_tail))
+    return done
+
+
+def consistent_cut(home: str | os.PathLike | Home | None) -> dict[str, int]:
+    """``{stream: size}`` such that every batch lies wholly inside or wholly outside ``[0, size)``.
+
+    Takes both stream locks (tasks, then ratings), recovers both streams, reads their sizes, releases the
+    locks. Compaction takes its input range from it (holding the locks only for that moment).
+    """
+    home = Home.resolve(home)
+    with hold(home, STREAMS, create=False) as held:
+        recover_all(home, held)
+        return {stream: os.fstat(held[stream].fd).st_size if stream in held else 0 for stream in STREAMS}
+
+
+# --------------------------------------------------------------------------- writing
+def write_line(held: Held, line: bytes, fsync: FsyncPolicy) -> None:
+    """A single-line append (no frame): one write; on an error the partial line is cut off again."""
+    end = os.fstat(held.fd).st_size
+    try:
+        _write_all(held.fd, line)
+    except BaseException:
+        with suppress(OSError):
+            os.ftruncate(held.fd, end)
+        raise
+    if fsync != "never":
+        os.fsync(held.fd)
+
+
+def _write_chunked(held: Held, pieces: Sequence[bytes], fsync: FsyncPolicy) -> None:
+    """Write ``pieces`` in few large writes (about 4 MiB each); ``always`` fsyncs between them as well (the
+    caller fsyncs after the last)."""
+    buffer: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        buffer.append(piece)
+        size += len(piece)
+        if size >= _WRITE:
+            _write_all(held.fd, b"".join(buffer))
+            buffer, size = [], 0
+            if fsync == "always":
+                os.fsync(held.fd)
+    if buffer:
+        _write_all(held.fd, b"".join(buffer))
+
+
+def batch_id_of(event_ids: Sequence[str]) -> str:
+    """The id of a batch: 32 hex digits of the SHA-256 of its events' ids, so that appending the same events
+    (with their own ids and times) gives the same bytes in any home. Frames are matched by position, so a batch
+    appended twice may carry one id twice."""
+    return hashlib.sha256("\n".join(event_ids).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def write_batch(
+    held: Mapping[str, Held], parts: Mapping[str, Sequence[bytes]], fsync: FsyncPolicy, *, batch_id: str | None = None
+) -> str:
+    """Steps 1 to 3 of the writer for one batch (the caller holds the locks of ``parts``' streams and has
+    recovered them); return the batch id (default: a new ULID). On an error every stream is truncated back:
+    nothing was appended."""
+    batch_id = batch_id or new_id()
+    order = [s for s in STREAMS if parts.get(s)]
+    starts = {s: os.fstat(held[s].fd).st_size for s in order}
+    durable = fsync != "never"
+
+    def begin(stream: str, then: int | None = None) -> bytes:
+        lines = parts[stream]
+        size = sum(len(line) for line in lines)
+        return BatchBegin(
+            id=batch_id, lines=len(lines), bytes=size, then=Then(ratings=then) if then is not None else None
+        ).line()
+
+    end = BatchEnd(id=batch_id).line()
+    try:
+        for stream in order:
+            write_note(held[stream], batch_id, starts[stream], durable=durable)
+        if len(order) == 2:
+            tasks, ratings = held["tasks"], held["ratings"]
+            _write_chunked(tasks, [begin("tasks", starts["ratings"]), *parts["tasks"]], fsync)
+            if durable:
+                os.fsync(tasks.fd)  # the tasks lines are on disk before the ratings part can be
+            _write_chunked(ratings, [begin("ratings"), *parts["ratings"], end], fsync)
+            if durable:
+                os.fsync(ratings.fd)  # the ratings part is on disk before the tasks end can be
+            _write_chunked(tasks, [end], fsync)
+            if durable:
+                os.fsync(tasks.fd)
+        else:
+            only = held[order[0]]
+            _write_chunked(only, [begin(order[0]), *parts[order[0]], end], fsync)
+            if durable:
+                os.fsync(only.fd)
+    except BaseException as exc:
+        _roll_back(held, starts, durable, exc)
+        raise
+    for stream in order:
+        clear_note(held[stream])
+    return batch_id
+
+
+def _roll_back(held: Mapping[str, Held], starts: Mapping[str, int], durable: bool, exc: BaseException) -> None:
+    """Undo a batch the writer could not finish: truncate each stream back, then clear its note. When that
+    fails too, the notes stay and the next holder of the locks rolls the batch back."""
+    try:
+        for stream, start in starts.items():
+            os.ftruncate(held[stream].fd, start)
+            if durable:
+                os.fsync(held[stream].fd)
+        for stream in starts:
+            clear_note(held[stream])
+        exc.add_note("the batch was rolled back: nothing of it was appended")
+    except OSError as undo:
+        exc.add_note(f"the batch could not be rolled back ({undo}); the next append or `ratings repair` will")
