@@ -69,6 +69,23 @@ class RoutingFigures(BaseModel):
     shipped_expected_with_exploration: float | None
 
 
+class ExplorationFigures(BaseModel):
+    """The exploration verdict: held-out replay (mean over the replay seeds) of the fitted against the shipped
+    epsilon, with the published priors; the difference's moving-block bootstrap interval."""
+
+    model_config = _M
+
+    shipped_exploration: float
+    fitted_exploration: float
+    shipped_value: float | None
+    fitted_value: float | None
+    difference: float | None
+    difference_ci95: tuple[float, float] | None
+    seeds: int | None
+    recommendation: str
+    reason: str
+
+
 class PriorCheck(BaseModel):
     model_config = _M
 
@@ -129,12 +146,14 @@ class Comparison(BaseModel):
     table_file: str | None
     shipped_file: str | None
     objective: str | None
-    published: Literal["fitted", "shipped"] | None
+    published: Literal["fitted", "shipped", "mixed"] | None
     published_from: Literal["table", "stats"] | None
+    provenance: dict[str, str]  # per searched constant: fitted, shipped or pinned (empty for older tables)
     constants: list[ConstantRow]
     routing: RoutingFigures
-    recommendation: str | None
+    recommendation: str | None  # the prior family's verdict (greedy hit rates)
     reason: str | None
+    exploration: ExplorationFigures | None  # the exploration verdict (null for stats written before it)
     calibration_recommendation: str | None
     calibration_reason: str | None
     priors: list[PriorCheck]
@@ -194,10 +213,14 @@ def compare(
         objective=case.objective if case else routing_table.objective,
         published=published,
         published_from="table" if routing_table is not None else "stats",
+        provenance=dict(routing_table.constants_provenance)
+        if routing_table is not None
+        else dict(case.constants.provenance if case else {}),
         constants=_constants(case, routing_table, owner),
         routing=_routing(case, evaluation),
         recommendation=case.routing.recommendation if case else evaluation.get("recommendation"),
         reason=case.routing.reason if case else evaluation.get("reason"),
+        exploration=_exploration(case),
         calibration_recommendation=case.calibration.recommendation if case else evaluation.get("calibration"),
         calibration_reason=case.calibration.reason if case else None,
         priors=priors,
@@ -267,6 +290,23 @@ def _routing(case: Stats | None, evaluation: dict[str, Any]) -> RoutingFigures:
         difference=diff.get("value"),
         difference_ci95=_pair(diff.get("ci95")),
         shipped_expected_with_exploration=None,
+    )
+
+
+def _exploration(case: Stats | None) -> ExplorationFigures | None:
+    x = case.routing.exploration if case is not None else None
+    if x is None:
+        return None
+    return ExplorationFigures(
+        shipped_exploration=x.shipped.exploration,
+        fitted_exploration=x.fitted.exploration,
+        shipped_value=x.shipped.realized_value,
+        fitted_value=x.fitted.realized_value,
+        difference=x.difference.value,
+        difference_ci95=x.difference.ci95,
+        seeds=x.method.get("seeds"),
+        recommendation=x.recommendation,
+        reason=x.reason,
     )
 
 
@@ -462,7 +502,18 @@ def _text(c: Comparison) -> str:
     out.append(f"Fitted minus shipped: {fmt.points(r.difference)} (95% CI {fmt.points_interval(r.difference_ci95)})")
     if r.shipped_expected_with_exploration is not None:
         out.append(f"Shipped under its exploration, expected: {fmt.pct(r.shipped_expected_with_exploration)}")
-    out += ["", f"Recommendation: {c.recommendation or 'n/a'}. {c.reason or ''}".rstrip()]
+    out += ["", f"Prior family (greedy hit rate): {c.recommendation or 'n/a'}. {c.reason or ''}".rstrip()]
+    x = c.exploration
+    if x is not None:
+        out += [
+            "",
+            f"Exploration (held-out replay, mean of {x.seeds} seeds): shipped {x.shipped_exploration:g} realized "
+            f"{fmt.num(x.shipped_value)}, fitted {x.fitted_exploration:g} realized {fmt.num(x.fitted_value)}; "
+            f"fitted minus shipped {fmt.signed(x.difference)} (95% CI {_span(x.difference_ci95)})",
+            f"Exploration: {x.recommendation}. {x.reason}",
+        ]
+    if c.provenance:
+        out.append(f"Published: {c.published} (" + ", ".join(f"{k} {v}" for k, v in sorted(c.provenance.items())) + ")")
     if c.calibration_recommendation:
         out.append(
             f"Calibration against the plain mean: {c.calibration_recommendation}. {c.calibration_reason or ''}".rstrip()
@@ -536,3 +587,8 @@ def _text(c: Comparison) -> str:
             right={4, 5, 6},
         )
     return "\n".join(out)
+
+
+def _span(ci: tuple[float, float] | None) -> str:
+    """A 95% interval of a difference of replay values: ``[-0.0123, +0.2000]``."""
+    return fmt.NA if ci is None else f"[{fmt.signed(ci[0])}, {fmt.signed(ci[1])}]"
