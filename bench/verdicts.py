@@ -43,6 +43,7 @@ FAMILIES = ("null", "prior", "drift", "exploration")
 #: The family whose verdict should adopt (None: neither should).
 RIGHT = {"null": None, "prior": "prior", "drift": "prior", "exploration": "exploration"}
 FLOOR = 0.05
+DRIFT_AT = 0.38
 #: Future tasks routed from the truth to compare the published and the shipped constants, and replay seeds.
 FUTURE_TASKS, FUTURE_SEEDS = 400, 4
 
@@ -66,6 +67,7 @@ def scenario(family: str, tasks: int) -> Scenario:
     configs = [a, b, c, d]
     wrong: dict[str, float] = {}
     attempts = (0.0, 0.45, 0.55)
+    days = 120.0
     if family == "prior":
         # d arrives at 45% of the timeline (a few ratings before validation starts), best per dollar in r0 and r1,
         # believed poor (0.05) under the heaviest prior weight of the grid; few second opinions keep it thin.
@@ -73,12 +75,16 @@ def scenario(family: str, tasks: int) -> Scenario:
         wrong = {"d": 0.05}
         weight = 34.0
         attempts = (0.7, 0.2, 0.1)
-    elif family == "drift":  # d gets much better in r0 and r1 at 35% of the timeline, before validation
-        drift = Drift(config="d/-/m/-", at=0.35, quality={"r0": 0.95, "r1": 0.92})
+    elif family == "drift":
+        # A year of backlog; d gets much better in r0 and r1 at 38% of it (two months before validation
+        # starts), and the no-recency mean at the cutoff is still below b's in r0 and c's in r1.
+        configs = [a, _config("b", (0.85, 0.6, 0.75), 0.42), c, _config("d", (0.1, 0.1, 0.5), 0.3)]
+        drift = Drift(config="d/-/m/-", at=DRIFT_AT, quality={"r0": 0.98, "r1": 0.95})
+        days = 365.0
     elif family == "exploration":  # d improves in r0 and r1 early in the validation part
         drift = Drift(config="d/-/m/-", at=0.52, quality={"r0": 0.97, "r1": 0.95})
     base = Scenario(
-        name=f"verdicts-{family}", tasks=tasks, days=120, regions=[RegionSpec(name=r, share=1.0) for r in REGIONS],
+        name=f"verdicts-{family}", tasks=tasks, days=days, regions=[RegionSpec(name=r, share=1.0) for r in REGIONS],
         configs=configs, attempts=attempts, gate_noise=0.05,
         gates=[GateSpec(name="tests", rate=0.9)], reviewers=[ReviewerSpec(name="review", noise=0.1)],
     )  # fmt: skip
