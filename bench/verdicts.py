@@ -44,6 +44,7 @@ FAMILIES = ("null", "prior", "drift", "exploration")
 RIGHT = {"null": None, "prior": "prior", "drift": "prior", "exploration": "exploration"}
 FLOOR = 0.05
 DRIFT_AT = 0.38
+E_AT, E_COST = 0.5, 0.35
 #: Future tasks routed from the truth to compare the published and the shipped constants, and replay seeds.
 FUTURE_TASKS, FUTURE_SEEDS = 400, 4
 
@@ -85,8 +86,8 @@ def scenario(family: str, tasks: int) -> Scenario:
         # Two configs. e is poor and rarely tried (the logging policy explores 5%, one task in seven gets a second
         # opinion); when validation starts it becomes the best per dollar everywhere. The fits' evidence on e is
         # mostly old and poor, so the greedy table keeps b; an exploring router tries e and finds it.
-        configs = [_config("b", (0.75, 0.75, 0.75), 0.45), _config("e", (0.25, 0.25, 0.25), 0.3)]
-        drift = Drift(config="e/-/m/-", at=0.5, quality=dict.fromkeys(REGIONS, 0.95))
+        configs = [_config("b", (0.75, 0.75, 0.75), 0.45), _config("e", (0.25, 0.25, 0.25), E_COST)]
+        drift = Drift(config="e/-/m/-", at=E_AT, quality=dict.fromkeys(REGIONS, 0.95))
         attempts = (0.85, 0.15, 0.0)
     base = Scenario(
         name=f"verdicts-{family}", tasks=tasks, days=days, regions=[RegionSpec(name=r, share=1.0) for r in REGIONS],
