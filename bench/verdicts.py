@@ -117,24 +117,12 @@ class Outcome:
 
 def run_one(family: str, seed: int, tasks: int, root: Path) -> Outcome:
     """Simulate, compact, evaluate; check an adopted verdict against the truth."""
-    from pipeline.compact import compact
-    from pipeline.evaluate.protocol import evaluate
-    from pipeline.evaluate.search import Pins
-    from pipeline.fit.inputs import load_inputs
-    from pipeline.fit.model import load_shipped
     from pipeline.simulate import simulate
-    from pipeline.store import open_store
 
     sc = scenario(family, tasks)
     home = root / f"{family}-{seed}"
     simulate(home, sc, seed=seed)
-    compact(home)
-    with open_store(home) as store:
-        inputs = load_inputs(store)
-    shipped = load_shipped(home / "fits" / "shipped.json")
-    constants = shipped.to_constants()
-    ev = evaluate(inputs, shipped=shipped, shipped_constants=constants, pins=Pins(), objective="quality_per_dollar",
-                  fraction=0.7, seed=seed)  # fmt: skip
+    inputs, shipped, ev = evaluate_home(home, seed)
     prior = ev.routing["recommendation"]
     exploration = ev.routing["exploration"]["recommendation"]
     closer = published = shipped_value = None
@@ -156,21 +144,80 @@ def future_value(inputs: Any, constants: Any, shipped: Any, sc: Scenario, seed: 
 
     _, after = quality_tables(sc)
     cost = mean_cost(sc)
+    names = sc.region_names
+    shares = np.array([r.share for r in sc.regions]) / sum(r.share for r in sc.regions)
     rng = np.random.default_rng([seed, 77])
-    regions = rng.choice(len(REGIONS), size=FUTURE_TASKS)
+    regions = rng.choice(len(names), size=FUTURE_TASKS, p=shares)
     rows = []
     for t, r in enumerate(regions):
         for cfg in sc.configs:
-            q = after[cfg.key][REGIONS[r]]
-            rows.append((f"F{t:05d}", REGIONS[r], cfg.key, float(rng.random() < q), cost[cfg.key][REGIONS[r]]))
+            q = after[cfg.key][names[r]]
+            rows.append((f"F{t:05d}", names[r], cfg.key, float(rng.random() < q), cost[cfg.key][names[r]]))
     outcomes = pl.DataFrame(rows, schema=["task", "region", "config_key", "value", "cost_t"], orient="row")
     outcomes = outcomes.with_columns(weight=pl.lit(1.0), unknown_cost=pl.lit(0, pl.Int64))
     tasks = outcomes.select("task", "region").unique(maintain_order=True).with_row_index("first_at")
     model = fit_model(inputs, constants, shipped, "quality_per_dollar")
-    start = start_from(model, task_values(inputs, half_life_days=constants.half_life_days), list(REGIONS))
+    start = start_from(model, task_values(inputs, half_life_days=constants.half_life_days), names)
     runs = [Run(float(constants.exploration), (seed, 78, i)) for i in range(FUTURE_SEEDS)]
     results = replay_runs(start, tasks, outcomes, runs)
     return float(np.mean([r.realized_value for r in results if r.realized_value is not None]))
+
+
+def evaluate_home(home: Path, seed: int) -> tuple[Any, Any, Any]:
+    """Compact ``home`` and evaluate it as the nightly job does: (inputs, shipped file, evaluation)."""
+    from pipeline.compact import compact
+    from pipeline.evaluate.protocol import evaluate
+    from pipeline.evaluate.search import Pins
+    from pipeline.fit.inputs import load_inputs
+    from pipeline.fit.model import load_shipped
+    from pipeline.store import open_store
+
+    compact(home)
+    with open_store(home) as store:
+        inputs = load_inputs(store)
+    shipped = load_shipped(home / "fits" / "shipped.json")
+    ev = evaluate(inputs, shipped=shipped, shipped_constants=shipped.to_constants(), pins=Pins(),
+                  objective="quality_per_dollar", fraction=0.7, seed=seed)  # fmt: skip
+    return inputs, shipped, ev
+
+
+def default_backlog(root: Path) -> str:
+    """What the truth of the default backlog (``make default-data``: preset ``backlog``, seed 7, truth in
+    ``fits/truth.json``) makes the right constants, and whether the fit's verdicts agreed. Right, per family:
+    the fitted values route new tasks drawn from the truth better than the shipped ones (the other family
+    shipped), by the same forward measure as the study."""
+    from pipeline.simulate import preset, simulate
+
+    sc = preset("backlog")
+    home = root / "default-backlog"
+    simulate(home, sc, seed=7)
+    inputs, shipped, ev = evaluate_home(home, 0)
+    prior_fields = {f: getattr(ev.fitted, f) for f in ("prior_source", "prior_weight", "half_life_days")}
+    base = future_value(inputs, ev.shipped, shipped, sc, 0)
+    with_priors = future_value(inputs, ev.shipped.model_copy(update=prior_fields), shipped, sc, 0)
+    with_eps = future_value(
+        inputs, ev.shipped.model_copy(update={"exploration": ev.fitted.exploration}), shipped, sc, 0
+    )
+    lines = ["default backlog (preset backlog, seed 7; the truth is fits/truth.json):"]
+    prior_text = ", ".join(f"{k} {v}" for k, v in prior_fields.items())
+    exploration = ev.routing["exploration"]["recommendation"]
+    for family, value, verdict, fitted_text in (
+        ("prior family", with_priors, ev.routing["recommendation"], prior_text),
+        ("exploration", with_eps, exploration, f"exploration {ev.fitted.exploration:g}"),
+    ):
+        right = value > base
+        agreed = (verdict == "adopt") == right
+        says = (
+            "the fitted values are the shipped ones (they route alike)"
+            if value == base
+            else f"the truth makes the {'fitted' if right else 'shipped'} values right"
+        )
+        lines.append(
+            f"  {family}: fitted ({fitted_text}) routes new truth tasks at {value:.4g} quality per dollar against "
+            f"{base:.4g} for the shipped constants: {says}; the fit said {verdict}: "
+            f"{'agreed' if agreed else 'disagreed'}"
+        )
+    return "\n".join(lines)
 
 
 def clopper_pearson(k: int, n: int) -> tuple[float, float]:
@@ -231,12 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--tasks", type=int, default=900)
     parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--no-default", action="store_true", help="Skip the default backlog's truth check.")
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
     began = time.perf_counter()
     results = []
     with tempfile.TemporaryDirectory(prefix="verdicts-") as tmp:
         for family in families:
+            if args.seeds <= 0:
+                break
             outcomes = []
             for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
                 outcomes.append(run_one(family, seed, args.tasks, Path(tmp)))
@@ -251,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
             print(file=sys.stderr)
             results.append(summarize(family, outcomes))
             print(report(results[-1]), flush=True)
+        if not args.no_default:
+            print(default_backlog(Path(tmp)), flush=True)
     elapsed = time.perf_counter() - began
     print(f"{sum(r['n'] for r in results)} simulated fits in {elapsed:.0f} s ({elapsed / 60:.1f} min)")
     return 0
