@@ -91,3 +91,16 @@ def test_blocks_are_consecutive_tasks_cut_to_n():
     pairs = orders.reshape(100, 5, 2)
     assert np.all(pairs[:, :, 1] == pairs[:, :, 0] + 1)  # each block is two consecutive tasks
     assert np.array_equal(orders, block_orders(10, resamples=100, seed=0))  # seeded
+
+
+def test_bias_corrected_interval():
+    from pipeline.evaluate.exploration import bias_corrected_interval
+
+    stats = np.arange(1, 100) / 100  # 0.01 .. 0.99, B = 99
+    # estimate 0.5: 49 values below, 1 tie -> p0 = 49.5 / 99 = 0.5, z0 = 0: the plain percentile interval,
+    # quantiles 0.025 and 0.975 of 0.01..0.99 (linear): 0.01 + 0.025 * 0.98 = 0.0345 and 0.01 + 0.975 * 0.98 = 0.9655
+    assert bias_corrected_interval(stats, 0.5) == pytest.approx((0.0345, 0.9655))
+    # estimate 0.9: p0 = 89.5 / 99, z0 = Phi^-1(0.90404) = 1.3058; Phi(2 z0 -+ 1.96) = Phi(0.6516), Phi(4.5716)
+    # = 0.7427, 0.999998: the interval moves up with the estimate (quantiles 0.01 + q * 0.98)
+    low, high = bias_corrected_interval(stats, 0.9)
+    assert low == pytest.approx(0.01 + 0.7427 * 0.98, abs=1e-3) and high == pytest.approx(0.99, abs=1e-4)
