@@ -25,6 +25,7 @@ learning online with its exploration; the realized quality per dollar is average
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 import time
@@ -221,12 +222,22 @@ def default_backlog(root: Path) -> str:
 
 
 def clopper_pearson(k: int, n: int) -> tuple[float, float]:
-    """Exact 95% interval of a binomial proportion: Beta(0.025; k, n - k + 1), Beta(0.975; k + 1, n - k)."""
-    from scipy.stats import beta
+    """Exact 95% interval of a binomial proportion k / n: low is the p where P(X >= k | p) = 0.025 (0 when
+    k = 0), high = 1 - low(n - k) by symmetry; found by bisection on the binomial distribution."""
 
-    low = 0.0 if k == 0 else float(beta.ppf(0.025, k, n - k + 1))
-    high = 1.0 if k == n else float(beta.ppf(0.975, k + 1, n - k))
-    return low, high
+    def at_most(j: int, p: float) -> float:  # P(X <= j | n, p)
+        return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(j + 1))
+
+    def low(j: int) -> float:  # the p where P(X >= j | p) = 1 - P(X <= j - 1 | p), increasing in p, is 0.025
+        if j == 0:
+            return 0.0
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if 1.0 - at_most(j - 1, mid) < 0.025 else (lo, mid)
+        return (lo + hi) / 2
+
+    return low(k), 1.0 - low(n - k)
 
 
 def summarize(family: str, outcomes: list[Outcome]) -> dict[str, Any]:

@@ -7,6 +7,8 @@ published table is refit on all tasks, which may already know what exploring fou
 
 from __future__ import annotations
 
+import pytest
+
 from bench.verdicts import run_one, summarize
 
 
@@ -23,3 +25,13 @@ def test_each_verdict_adopts_on_its_effect_and_not_under_the_null(tmp_path):
     assert summarize("exploration", runs["exploration"])["adopt_exploration"] >= 1
     checked = [o.closer for o in runs["prior"] if o.prior == "adopt"]
     assert checked and all(checked)
+
+
+def test_clopper_pearson_matches_the_exact_binomial_interval():
+    from bench.verdicts import clopper_pearson
+
+    # Tabulated exact intervals: 0/100 -> (0, 0.0362), 5/10 -> (0.1871, 0.8129), 9/100 -> (0.0420, 0.1640)
+    assert clopper_pearson(0, 100) == pytest.approx((0.0, 0.0362), abs=1e-4)
+    assert clopper_pearson(5, 10) == pytest.approx((0.1871, 0.8129), abs=1e-4)
+    assert clopper_pearson(9, 100) == pytest.approx((0.0420, 0.1640), abs=1e-4)
+    assert clopper_pearson(100, 100) == pytest.approx((0.9638, 1.0), abs=1e-4)

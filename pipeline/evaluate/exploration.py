@@ -22,6 +22,7 @@ Evaluation):
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -60,13 +61,11 @@ def bias_corrected_interval(stats: np.ndarray, estimate: float) -> tuple[float, 
     half) and ``z0 = Phi^-1(p0)``, the interval is the ``Phi(2 z0 - 1.96)`` and ``Phi(2 z0 + 1.96)`` quantiles;
     ``z0 = 0`` (no shift) gives the percentile interval.
     """
-    from scipy.stats import norm
-
+    normal = NormalDist()
     b = stats.size
-    p0 = (np.sum(stats < estimate) + 0.5 * np.sum(stats == estimate)) / b
-    z0 = float(norm.ppf(min(max(p0, 1 / (b + 1)), b / (b + 1))))
-    low, high = norm.cdf([2 * z0 - Z95, 2 * z0 + Z95])
-    q = np.quantile(stats, [low, high])
+    p0 = float((np.sum(stats < estimate) + 0.5 * np.sum(stats == estimate)) / b)
+    z0 = normal.inv_cdf(min(max(p0, 1 / (b + 1)), b / (b + 1)))
+    q = np.quantile(stats, [normal.cdf(2 * z0 - Z95), normal.cdf(2 * z0 + Z95)])
     return float(q[0]), float(q[1])
 
 
