@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -224,16 +224,17 @@ def lambda_scale(values: pl.DataFrame) -> tuple[float | None, str | None]:
     overflows (a subnormal mean quality), the unit is 1: lambda then only multiplies a quality of about 0,
     so the ranking is by cost whatever lambda is.
     """
-    cost = values["cost_usd"].drop_nulls().mean()
-    quality = values["value"].drop_nulls().mean()
-    if cost is None:
+    costs, qualities = values["cost_usd"].drop_nulls(), values["value"].drop_nulls()
+    if costs.is_empty():
         return None, None
-    scale = round(float(cost) / float(quality), 9) if quality else math.inf
+    cost = float(cast(float, costs.cast(pl.Float64).mean()))
+    quality = float(cast(float, qualities.cast(pl.Float64).mean())) if not qualities.is_empty() else 0.0
+    scale = round(cost / quality, 9) if quality else math.inf
     if math.isfinite(scale * 100):
         return scale, None
     return 1.0, (
-        f"The utility lambda grid is in units of 1: the learned mean cost {float(cost):.6g} over the learned mean "
-        f"quality {float(quality or 0.0):.6g} cannot be computed finitely."
+        f"The utility lambda grid is in units of 1: the learned mean cost {cost:.6g} over the learned mean "
+        f"quality {quality:.6g} cannot be computed finitely."
     )
 
 
