@@ -316,6 +316,12 @@ def _evaluation_summary(ev: Evaluation, cutoff: str | None, options: FitOptions,
         "difference": r["difference"],
         "recommendation": r["recommendation"],
         "reason": r["reason"],
+        "exploration": {
+            "shipped": r["exploration"]["shipped"]["exploration"],
+            "fitted": r["exploration"]["fitted"]["exploration"],
+            "difference": r["exploration"]["difference"],
+            "recommendation": r["exploration"]["recommendation"],
+        },
         "calibration": ev.calibration.recommendation,
     }
 
