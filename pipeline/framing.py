@@ -79,19 +79,20 @@ _NUM = rb"(0|[1-9][0-9]{0,17})"
 #: A batch id: printable ASCII but '"' and '\\' (no escapes, no space), at most 128 characters; a ULID fits.
 BATCH_ID = r"[\x21\x23-\x5b\x5d-\x7e]{1,128}"
 _ID = b"(" + BATCH_ID.encode() + b")"
-_BEGIN_RE = re.compile(
+# Compiled on first use (by ``re``'s own cache): appending one event never needs them.
+_BEGIN_RE = (
     rb'\{"type":"batch\.begin","id":"' + _ID + rb'","lines":' + _NUM + rb',"bytes":' + _NUM
     + rb'(?:,"then":\{"ratings":' + _NUM + rb"\})?\}"
 )  # fmt: skip
-_END_RE = re.compile(rb'\{"type":"batch\.end","id":"' + _ID + rb'"\}')
-_NOTE_RE = re.compile(_ID + rb" (0|[1-9][0-9]{0,18})\n")
+_END_RE = rb'\{"type":"batch\.end","id":"' + _ID + rb'"\}'
+_NOTE_RE = _ID + rb" (0|[1-9][0-9]{0,18})\n"
 
 
 # --------------------------------------------------------------------------- frame lines
 class Then(BaseModel):
     """Where the ratings part of a two-stream batch begins (the ratings stream's size when the batch started)."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
 
     ratings: int = Field(ge=0)
 
@@ -99,7 +100,7 @@ class Then(BaseModel):
 class BatchBegin(BaseModel):
     """``{"type":"batch.begin","id","lines":N,"bytes":B}``: N event lines of B bytes follow, then the end."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
 
     type: Literal["batch.begin"] = "batch.begin"
     id: str = Field(pattern=f"^{BATCH_ID}$")
@@ -116,7 +117,7 @@ class BatchBegin(BaseModel):
 class BatchEnd(BaseModel):
     """``{"type":"batch.end","id"}``: the part of batch ``id`` is whole."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
 
     type: Literal["batch.end"] = "batch.end"
     id: str = Field(pattern=f"^{BATCH_ID}$")
@@ -136,7 +137,7 @@ def frame_of(raw: bytes) -> Frame | None:
     """
     if not raw.startswith(FRAME_PREFIX):
         return None
-    if match := _BEGIN_RE.fullmatch(raw):
+    if match := re.fullmatch(_BEGIN_RE, raw):
         batch_id, lines, size, then = match.groups()
         if int(lines) < 1 or int(size) < 1:
             return None
@@ -146,7 +147,7 @@ def frame_of(raw: bytes) -> Frame | None:
             bytes=int(size),
             then=Then(ratings=int(then)) if then is not None else None,
         )
-    if match := _END_RE.fullmatch(raw):
+    if match := re.fullmatch(_END_RE, raw):
         return BatchEnd(id=match.group(1).decode())
     return None
 
@@ -359,7 +360,7 @@ def read_note(held: Held) -> tuple[str, int] | Literal[False] | None:
     size = os.fstat(held.lock_fd).st_size
     if size == 0:
         return None
-    match = _NOTE_RE.fullmatch(os.pread(held.lock_fd, min(size, 256), 0))
+    match = re.fullmatch(_NOTE_RE, os.pread(held.lock_fd, min(size, 256), 0))
     if not match:
         return False
     return match.group(1).decode(errors="replace"), int(match.group(2))

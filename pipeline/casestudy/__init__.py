@@ -20,6 +20,7 @@ from . import fmt
 from .credits import credits
 from .doc import Code, Document
 from .headline import headline
+from .lead import routing_table_lead
 from .plots import FIGURE_FILES, all_plots
 from .render_html import render_html
 from .render_markdown import render_markdown
@@ -53,6 +54,7 @@ def build_document(stats: Stats, plots: dict) -> Document:
         credits=tuple(credits(stats)),
         headline=tuple(headline(stats)),
         body=tuple(body(stats, plots)),
+        lead=tuple(routing_table_lead(stats)),
     )
 
 

@@ -3,8 +3,9 @@
 For each lambda of the grid, the router routes every held-out task among the configs that did it by the
 utility objective ``lambda * q(c, r) - cost(c, r)`` (DESIGN 5 choice and tie rules, with the fitted
 (c, r) table) and realizes the task values and costs of its choices: one (mean cost, mean quality) point
-per lambda. Beside them: every single config's point (its held-out means over the tasks it did) and the
-oracle's (per task the best value, the cheapest among the best).
+per lambda. Beside them: every single config's point and the oracle's, as the baselines table has them
+(:mod:`pipeline.evaluate.yardstick`: a single over the eligible tasks it did, with its coverage and, where the
+logs carry propensities, its SNIPS estimate; the oracle one config of each task's best set).
 
 AIQ (Average Improvement in Quality, RouterBench, Hu et al. 2024) of a set of points::
 
@@ -25,7 +26,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .metrics import round9
+from .metrics import mark_best, round9
+from .yardstick import oracle_row, single_rows, snips_singles
 
 GRID_SIZE = 13
 
@@ -136,9 +138,14 @@ def frontier_section(
     members: pl.DataFrame | None = None,
     choose: Callable[[float], pl.DataFrame] | None = None,
     cost_estimates: dict[str, float] | None = None,
+    floor: float = 0.000001,
+    decisions: pl.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The ``frontier`` object of ``stats.json``: ``router`` (one point per lambda), ``singles``,
     ``oracle``, and ``aiq`` for the router and the singles.
+
+    ``task_values_heldout``: the eligible held-out tasks (the one yardstick); ``floor``: the cost floor of the
+    best set; ``decisions``: the logged routing decisions, for the singles' SNIPS estimates.
 
     The router's choice per lambda comes from ``choose(lam) -> frame[task, config_key]`` when given,
     else :func:`route_by_table` over ``members``. A held-out (task, config) cost is its ``cost_usd``;
@@ -150,17 +157,22 @@ def frontier_section(
         schema={"config_key": pl.String, "_est": pl.Float64},
     )
     tv = tv.join(est, on="config_key", how="left").with_columns(cost=pl.coalesce("cost_usd", "_est"))
-    singles = []
-    for (config,), frame in sorted(tv.group_by("config_key"), key=lambda g: g[0][0]):
-        q, c, n = _point(frame)
-        singles.append({"config": config, "quality": round9(q), "cost_usd": round9(c), "tasks": n})
-    best = (
-        tv.sort(["task", "value", "cost", "config_key"], descending=[False, True, False, False], nulls_last=True)
-        .group_by("task", maintain_order=True)
-        .first()
-    )
-    oq, oc, on = _point(best)
-    oracle = {"quality": round9(oq), "cost_usd": round9(oc), "tasks": on}
+    cost_known = tv.height > 0 and tv["cost"].null_count() == 0
+    best = mark_best(tv, objective="quality_per_dollar", floor=floor, cost="cost")  # as the baselines' best set
+    snips = snips_singles(best, decisions, cost_known=cost_known, cost="cost") if decisions is not None else {}
+    singles = [
+        {
+            "config": config,
+            "quality": row["mean_quality"],
+            "cost_usd": row["mean_cost_usd"],
+            "tasks": row["tasks"],
+            "coverage": row["coverage"],
+            **snips.get(config, {}),
+        }
+        for config, row in single_rows(best, cost_known=cost_known, cost="cost").items()
+    ]
+    o = oracle_row(best, cost_known=cost_known, cost="cost")
+    oracle = {"quality": o["mean_quality"], "cost_usd": o["mean_cost_usd"], "tasks": o["tasks"]}
     router = []
     if lambdas is None:
         return {
@@ -204,8 +216,9 @@ def frontier_section(
         if not partial
         else (
             f"{len(partial)} of {len(singles)} configurations did only some of the {tasks} held-out tasks (logged "
-            "data): each single's point is its mean over the tasks it did, so singles and router compare "
-            "different task sets"
+            "data): each single's point is its mean over the tasks it did (its coverage says how many), while "
+            "the router routes every task among the configs that did it"
+            + ("; the SNIPS estimates beside them are what each would do on every task" if snips else "")
         )
     )
     return {

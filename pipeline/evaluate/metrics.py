@@ -25,6 +25,12 @@ def round9(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), DECIMALS)
 
 
+def mean_of(series: pl.Series) -> float | None:
+    """A column's mean as a float (None when empty or all null): polars types it as any scalar."""
+    value = series.mean()
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
 def objective_expr(objective: str, *, quality: str, cost: str, floor: float, lam: float | None) -> pl.Expr:
     """The objective of DESIGN 5 as a polars expression.
 

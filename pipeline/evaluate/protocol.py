@@ -193,18 +193,26 @@ def evaluate(
     )
 
 
-def learning_figures(learning: LearningOutputs, cut: Parts) -> dict[str, Any]:
+def learning_figures(learning: LearningOutputs, cut: Parts, decisions: pl.DataFrame | None = None) -> dict[str, Any]:
     """The ``ladders`` and ``frontier`` objects of ``stats.json``: the learning stage's ladders reported once on
     the held-out tasks, and the cost-quality frontier of the learned fit there (its lambda grid from the learned
-    tasks). Held-out targets exclude PRM fill-ins; unknown attempt costs take the learned fit's estimate."""
+    tasks). Both on the eligible held-out tasks, the baselines' yardstick (:mod:`pipeline.evaluate.yardstick`);
+    ``decisions`` (the logged routing decisions) give the singles' SNIPS estimates. Held-out targets exclude PRM
+    fill-ins; unknown attempt costs take the learned fit's estimate."""
     model = learning.learned_model
-    held_tv = costed_targets(cut.held_out, model)
+    held_tv = eligible(costed_targets(cut.held_out, model))  # one yardstick: the eligible held-out tasks
     if learning.ladder_fit is not None:
         ladders = ladders_section(learning.ladder_fit, held_tv)
     else:
         ladders = {"summary": None, "regions": {}, "reason": learning.ladder_reason}
     learned_tv = costed_targets(cut.learned, model)
-    frontier = frontier_section(held_tv, lambda_grid(learned_tv) if model.cost_known else None, members=model.members)
+    frontier = frontier_section(
+        held_tv,
+        lambda_grid(learned_tv) if model.cost_known else None,
+        members=model.members,
+        floor=float(model.constants.cost_floor_usd),
+        decisions=decisions,
+    )
     return {"ladders": ladders, "frontier": frontier}
 
 

@@ -51,6 +51,7 @@ class ReplayStart:
     objective: str  # the effective objective (quality when no cost is known)
     floor: float
     lam: float | None = None
+    min_quality: float | None = None  # the quality floor of the greedy order (FittedModel's greedy_order)
 
 
 def start_from(model: Any, fitted_task_values: pl.DataFrame, regions: Sequence[str]) -> ReplayStart:
@@ -70,6 +71,7 @@ def start_from(model: Any, fitted_task_values: pl.DataFrame, regions: Sequence[s
         objective=model.effective_objective,
         floor=float(c.cost_floor_usd),
         lam=c.lambda_,
+        min_quality=c.min_quality,
     )
 
 
@@ -187,7 +189,6 @@ def _run(
         dtype=float,
     )
     rows = np.arange(n_runs)
-    index = np.arange(k_pool)
     routed = np.zeros(n_runs, dtype=np.int64)
     explored = np.zeros(n_runs, dtype=np.int64)
     total_q = np.zeros(n_runs)
@@ -205,8 +206,10 @@ def _run(
             q = np.where(k + w == 0, p, (k * p + s) / (k + w))
             est = np.where(cost_n > 0, cost_sum / np.maximum(cost_n, 1), fallback[region])
         est = np.where(np.isnan(est), np.nan, np.maximum(est, start.floor))
-        score = _values(start, q, est)
-        greedy = _greedy(score, q, est, index)
+        # At or above the quality floor first; below it, quality alone (docs/design.md, Fit)
+        above = np.ones_like(q, dtype=bool) if start.min_quality is None else q >= start.min_quality
+        score = np.where(above, _values(start, q, est), q)
+        greedy = _greedy(above, score, q, est)
         chosen = greedy
         if k_pool > 1:
             explore = draw_u[:, step] < eps
@@ -247,9 +250,12 @@ def _run(
     ]
 
 
-def _greedy(score: np.ndarray, q: np.ndarray, est: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """Per run, the greedy order of DESIGN 5: best objective, then higher q, then lower cost, then key order."""
-    best = score == score.max(axis=1, keepdims=True)
+def _greedy(above: np.ndarray, score: np.ndarray, q: np.ndarray, est: np.ndarray) -> np.ndarray:
+    """Per run, the greedy order (docs/design.md, Fit): at or above the quality floor first, then the best score,
+    then higher q, then lower cost, then key order."""
+    best = above == above.max(axis=1, keepdims=True)
+    s_best = np.where(best, score, -np.inf)
+    best &= s_best == s_best.max(axis=1, keepdims=True)
     q_best = np.where(best, q, -np.inf)
     best &= q_best == q_best.max(axis=1, keepdims=True)
     cheap = np.where(best, -np.nan_to_num(est, nan=0.0), -np.inf)

@@ -30,6 +30,7 @@ from typing import Any
 
 import polars as pl
 
+from ..fit.model import greedy_order
 from ..routing.table import Constants
 from .exploration import replay_value
 from .metrics import BestIndex, expected_hit, hit_summary, route_hits
@@ -94,11 +95,6 @@ class SearchResult:
     validation_replay: dict[float, float | None] = field(default_factory=dict)
 
 
-#: The greedy order of DESIGN 5 (as FittedModel.choose_frame): best objective, higher q, lower cost, key order.
-_GREEDY_BY = ["region", "value", "quality", "cost_usd", "config_key"]
-_GREEDY_DESC = [False, True, True, False, False]
-
-
 def greedy_hits(model: Any, part: Part | pl.DataFrame) -> pl.DataFrame:
     """Route every scored task greedily among the configs that did it; per-task hit frame (:func:`route_hits`)."""
     if isinstance(part, pl.DataFrame) or part.index is None:
@@ -111,7 +107,8 @@ def greedy_hits(model: Any, part: Part | pl.DataFrame) -> pl.DataFrame:
     missing = pairs.join(known.select("region", "config_key"), on=["region", "config_key"], how="anti")
     if missing.height:
         known = pl.concat([known, model.lookup(missing).select(cols)])
-    return part.index.route(known.sort(_GREEDY_BY, descending=_GREEDY_DESC, nulls_last=True))
+    by, descending = greedy_order(model.constants.min_quality)  # as FittedModel.choose_frame, region by region
+    return part.index.route(known.sort([pl.col("region"), *by], descending=[False, *descending], nulls_last=True))
 
 
 def exploration_grid(min_exploration: float) -> tuple[float, ...]:

@@ -41,9 +41,34 @@ GLOBAL = "*"
 #: Columns of :attr:`FittedModel.members` (and of :meth:`FittedModel.lookup`), in order.
 MEMBER_COLUMNS = ("region", "config_key", "prior", "quality", "cost_usd", "value", "weight", "n_ratings")
 
-# The greedy order of DESIGN 5: best objective, then higher q, then lower cost, then key order.
-_CHOICE_BY = ["value", "quality", "cost_usd", "config_key"]
-_CHOICE_DESC = [True, True, False, False]
+
+def greedy_order(min_quality: float | None) -> tuple[list[pl.Expr], list[bool]]:
+    """Sort keys (and their descending flags) of the greedy order over member rows (``value, quality, cost_usd,
+    config_key``).
+
+    docs/design.md, Fit: best objective, then higher q, then lower cost (unknown last), then key order. With a quality
+    floor Q (``constants.min_quality``): members with ``q >= Q`` first, by that order; the others after them by
+    quality alone, so the choice is the best objective among members at or above the floor, else the highest
+    quality.
+    """
+    if min_quality is None:
+        return [pl.col("value"), pl.col("quality"), pl.col("cost_usd"), pl.col("config_key")], [
+            True,
+            True,
+            False,
+            False,
+        ]
+    below = pl.col("quality") < float(min_quality)
+    return (
+        [
+            below,
+            pl.when(below).then(pl.col("quality")).otherwise(pl.col("value")),
+            pl.col("quality"),
+            pl.col("cost_usd"),
+            pl.col("config_key"),
+        ],
+        [False, True, True, False, False],
+    )
 
 
 @dataclass(frozen=True)
@@ -120,9 +145,10 @@ class FittedModel:
 
         The pairs are ranked once in the greedy order; each task then takes its best-ranked row.
         """
+        by, descending = greedy_order(self.constants.min_quality)
         ranked = (
             self.lookup(candidates)
-            .sort([*_CHOICE_BY, "region"], descending=[*_CHOICE_DESC, False], nulls_last=True)
+            .sort([*by, pl.col("region")], descending=[*descending, False], nulls_last=True)
             .with_row_index("rank")
             .select("region", "config_key", "rank")
         )
@@ -144,6 +170,12 @@ class FittedModel:
             .with_columns(cost_t=pl.col("cost_usd").fill_null(0.0) + pl.col("unknown_cost") * pl.col("estimate"))
             .drop("estimate")
         )
+
+    def highest_quality(self) -> str | None:
+        """The best single configuration: the highest quality in the global pool (ties: key order); None without
+        members. The baselines, the ladders and the page compare with this one config."""
+        pool = self.members.filter(pl.col("region") == GLOBAL).sort(["quality", "config_key"], descending=[True, False])
+        return pool["config_key"][0] if pool.height else None
 
     def most_rated(self) -> str | None:
         """The config with the most fitted ratings (ties: key order); None without ratings."""

@@ -69,6 +69,7 @@ class ShippedConstants(BaseModel):
     min_samples: int | None = Field(default=None, ge=0)
     cost_floor_usd: float | None = Field(default=None, gt=0.0)
     lambda_: float | None = Field(default=None, alias="lambda", gt=0.0)
+    min_quality: float | None = Field(default=None, ge=0.0, le=1.0)
     objective: Literal["quality_per_dollar", "utility", "quality"] | None = None
 
 

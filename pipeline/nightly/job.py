@@ -35,6 +35,7 @@ from ..fit.table_build import build_table
 from ..home import Home
 from ..manifest import load_manifest, manifest_numbers
 from ..pin import pinned_version
+from ..routing.summary import summarize
 from ..routing.table import Constants, RoutingTable
 from ..store import open_store
 from .options import FitOptions
@@ -84,13 +85,29 @@ class FitResult:
             b = getattr(s.baselines, name)
             label = f"{name} ({b.config})" if b.config else name
             lines.append(f"  {label}: {_fmt(b.hit_rate)} / {_fmt(b.mean_quality)} / {_fmt(b.mean_cost_usd)}")
+        policies = (s.policies or {}).get("policies") or {}
+        if "learning_governed" in policies and "quality_per_dollar" in policies:
+            lg, qpd = policies["learning_governed"], policies["quality_per_dollar"]
+            lines.append(
+                f"default policy learning_governed (evidence gate): held-out hit rate {_fmt(lg['hit_rate'])}, "
+                f"quality_per_dollar without the gate {_fmt(qpd['hit_rate'])}"
+            )
         ladders = s.ladders or {}
         if ladders.get("summary"):
             lad, rungs = ladders["summary"], ladders["regions"]["*"]["ladder"]
             replaced = sorted(r for r, v in ladders["regions"].items() if v["source"] == "region")
             where = f"; own ladders in {', '.join(replaced)}" if replaced else ""
+            rule_of = ladders.get("rule") or {}
+            kappa = rule_of.get("kappa")
+            rule = (
+                f"kappa {kappa:g}"
+                if kappa is not None
+                else "the best single alone"
+                if rule_of.get("name") == "best-single"
+                else str(rule_of.get("name", "n/a"))
+            )
             lines.append(
-                f"published ladders (global {' > '.join(rungs)}{where}): held-out quality "
+                f"published ladders (global {' > '.join(rungs)}{where}; rule: {rule}): held-out quality "
                 f"{_fmt(lad['held_out_quality'])} at "
                 f"{_fmt(lad['held_out_cost_usd'])} USD/task vs best single {lad['best_single_config']} "
                 f"{_fmt(lad['best_single_quality'])} at {_fmt(lad['best_single_cost_usd'])} "
@@ -161,6 +178,8 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
     if options.min_samples is not None:
         overrides["min_samples"] = options.min_samples
+    if options.min_quality is not None:
+        overrides["min_quality"] = options.min_quality
     shipped_constants = shipped.to_constants(**overrides)
     notes = list(inputs.notes)
     if objective == "utility" and shipped_constants.lambda_ is None:
@@ -202,8 +221,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         shipped=shipped,
         objective=ev.objective,
         learned=cut.learned,
-        inner_learned=cut.inner_learned,
-        validation=cut.validation,
+        seed=options.seed,
         ladder=ladder,
     )
     table = build_table(
@@ -212,13 +230,16 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         provenance=ev.provenance,
         static=shipped.static,
         signals=learning.member_signals,
+        gate=learning.gate,
         ladders=learning.ladders,
         source=source,
         fitted_at=inputs.newest_at,
         evaluation=rounded(summary),
     )
     say("evaluating every routing policy on the held-out tasks")
-    policies = held_out_policies(inputs, published, shipped, ev.objective, options.split, learning.ladders)
+    policies = held_out_policies(
+        inputs, published, shipped, ev.objective, options.split, learning.ladders, seed=options.seed
+    )
     pinned = pinned_version(home)
     table = table.with_version()
     stats = _stats(
@@ -228,7 +249,12 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         objective,
         {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
         published_source=source_word,
-        sections={"signals": learning.signals, **learning_figures(learning, cut), "policies": policies},
+        sections={
+            "routing_table": summarize(table).model_dump(mode="json"),
+            "signals": learning.signals,
+            **learning_figures(learning, cut, decisions=inputs.decisions),
+            "policies": policies,
+        },
         cutoff=cutoff_text(ev.split["cutoff_at"]),
         notes=notes,
         table_version=table.version,
@@ -288,6 +314,8 @@ def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
     data = c.model_dump(by_alias=True)
     if objective != "utility":
         data.pop("lambda")
+    if data["min_quality"] is None:  # no floor: the constant sets read as before it existed
+        data.pop("min_quality")
     return data
 
 

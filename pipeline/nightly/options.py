@@ -35,6 +35,7 @@ class FitOptions(BaseModel):
     min_exploration: float = Field(default=0.05, ge=0.0, le=1.0)
     half_life_days: float | Literal["inf"] | None = None
     min_samples: int | None = Field(default=None, ge=0)
+    min_quality: float | None = Field(default=None, ge=0.0, le=1.0)  # --min-quality: the quality floor
     thread: str | None = None
     since: datetime | None = None
     prm: bool = True
@@ -106,6 +107,7 @@ _FLAGS = {
     "min_exploration": "--min-exploration",
     "half_life_days": "--half-life-days",
     "min_samples": "--min-samples",
+    "min_quality": "--min-quality",
     "thread": "--thread",
     "since": "--since",
     "prm": "--no-prm",

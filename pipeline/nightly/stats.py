@@ -59,6 +59,7 @@ class ConstantSet(BaseModel):
     min_samples: int
     cost_floor_usd: float
     lambda_: float | None = Field(default=None, alias="lambda")
+    min_quality: float | None = None  # the quality floor (routing-table/v1.1); null: none
 
 
 class Constants(BaseModel):
@@ -231,6 +232,7 @@ class Stats(BaseModel):
     ladders: dict[str, Any] | None = None
     frontier: dict[str, Any] | None = None
     policies: dict[str, Any] | None = None
+    routing_table: dict[str, Any] | None = None  # the published table in words (pipeline.routing.summary)
     options: dict[str, Any] | None = None  # the FitOptions of the fit, as the CLI spells them
     notes: list[str] = Field(default_factory=list)
 

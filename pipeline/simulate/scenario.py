@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import PipelineError
-from ..events import _utc_timestamp, config_key
+from ..events import config_key, utc_timestamp
 from ..jsonfile import read_json, validate
 
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -198,7 +198,7 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
-        _utc_timestamp(self.start)
+        utc_timestamp(self.start)
         names = [r.name for r in self.regions]
         if len(set(names)) != len(names):
             raise ValueError("region names must be unique")

@@ -337,7 +337,7 @@ def test_events_that_tie_with_the_cutoff_are_fitted(tmp_path):
     # The learned fit saw every learned rating: 21 tasks x 2 configs, weight 1 each
     learned = run_fit(home, FitOptions(no_compact=True)).evaluation.learned_members
     assert learned.filter(pl.col("region") == "*")["weight"].sum() == 42
-    routed = runner.invoke(cli, ["route", "--home", str(home), "--region", "r0"])
+    routed = runner.invoke(cli, ["route", "--home", str(home), "--region", "r0", "--json"])
     assert routed.exit_code == 0 and json.loads(routed.output)["config"] in ("c/-/m0/-", "c/-/m1/-")
 
 

@@ -16,7 +16,9 @@ COLUMNS = ("n_ratings", "weight", "quality", "cost_usd", "relative_advantage", "
 @pytest.mark.parametrize("region", ["implement", "review", "*"])
 def test_ratings_sql_reproduces_the_explained_rows(fitted_sim_home, region):
     home = str(fitted_sim_home)
-    explained = json.loads(CliRunner().invoke(cli, ["route", "--home", home, "--region", region, "--explain"]).output)
+    explained = json.loads(
+        CliRunner().invoke(cli, ["route", "--home", home, "--region", region, "--explain", "--json"]).output
+    )
     result = CliRunner().invoke(cli, ["sql", "--home", home, "--json", explained["sql"]])
     assert result.exit_code == 0, result.output
     recomputed = {row["config"]: row for row in json.loads(result.output)}
