@@ -25,6 +25,7 @@ SMALL: dict[str, list[str]] = {
     "route": ["--decisions", "{events}"],
     "simulate": ["--events", "{events}", "--sample", "20000"],
     "ladders": ["--tasks", "3000"],
+    "verdicts": ["--seeds", "2", "--tasks", "600"],  # the study of the verdicts, 2 seeds a family (100: the study)
 }
 DEFAULT_EVENTS = 100_000
 

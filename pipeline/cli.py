@@ -447,6 +447,14 @@ def _case_study(ctx, param, value):
 @click.option("--prior-weight", type=click.FloatRange(0), default=None, metavar="K", help="Pin the prior weight.")
 @click.option("--exploration", type=click.FloatRange(0, 1), default=None, metavar="EPS", help="Pin exploration.")
 @click.option(
+    "--min-exploration",
+    type=click.FloatRange(0, 1),
+    default=0.05,
+    show_default=True,
+    metavar="EPS",
+    help="Floor of the searched exploration grid (0: the loop may stop trying non-greedy configs).",
+)
+@click.option(
     "--half-life-days",
     "half_life",
     default=None,
@@ -511,6 +519,7 @@ def fit(
     prior_source,
     prior_weight,
     exploration,
+    min_exploration,
     half_life,
     min_samples,
     min_quality,
@@ -562,6 +571,7 @@ def fit(
         prior_source=prior_source,
         prior_weight=prior_weight,
         exploration=exploration,
+        min_exploration=min_exploration,
         half_life_days=half_life,
         min_samples=min_samples,
         min_quality=min_quality,

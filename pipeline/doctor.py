@@ -156,6 +156,7 @@ def _store_checks(home: Home) -> list[Check]:
 
 def _table_checks(home: Home, pending: int) -> tuple[list[Check], int | None]:
     from .manifest import load_manifest, newest_manifest_number
+    from .nightly.publish import consistency
     from .pin import read_pin
     from .routing.table import canonical_json, load, table_json_schema
 
@@ -193,6 +194,9 @@ def _table_checks(home: Home, pending: int) -> tuple[list[Check], int | None]:
             ),
         )
     )
+    pin = read_pin(home)
+    agree = consistency(home, table, pinned=pin.version if pin else None)
+    checks.append(_check("LIVE", "table, stats and history agree", agree.ok, agree.detail))
     newest = newest_manifest_number(home)
     newest_rows = sum(load_manifest(home, newest).rows.values()) if newest is not None else 0
     fitted = table.source.manifest
@@ -201,7 +205,6 @@ def _table_checks(home: Home, pending: int) -> tuple[list[Check], int | None]:
     except PipelineError:
         fitted_rows = 0
     stale = max(0, newest_rows - fitted_rows) + pending
-    pin = read_pin(home)
     if pin is not None and pin.version == table.version:
         checks.append(
             _check(

@@ -35,7 +35,7 @@ HEADLINE = [
     "would be expected to hit 45.2%",
     "0.1412 against 0.1587 for the plain mean",
     "difference 95% CI -0.0241 to -0.0109",
-    "Recommendation: adopt.",
+    "Prior family (prior source, prior weight, half-life): adopt.",
     "The published routing table uses the fitted constants.",
     "Verdict: ",
     "held-out quality 0.866 at $0.0297 per task, against 0.861 at $0.412 (7.2% of it spent by the ladders)",
@@ -133,9 +133,12 @@ def test_a_fit_that_beats_nothing_says_so_plainly(tmp_path):
     stats["constants"]["published"] = "shipped"
     html, readme, _ = render(tmp_path, stats)
     for text in (text_of(html), md_text(readme)):
-        assert "The fit does NOT beat the shipped constants on held-out tasks." in text
+        assert "The fitted prior family does NOT beat the shipped one on held-out tasks." in text
         assert "Regions do NOT clearly beat the plain mean" in text
-        assert "Recommendation: keep. Fitted does not beat shipped on held-out." in text
+        assert (
+            "Prior family (prior source, prior weight, half-life): keep. Fitted does not beat shipped on held-out."
+            in text
+        )
         assert "uses the shipped constants" in text
     assert html.count('class="note"') == 2
 
@@ -227,7 +230,8 @@ def test_renders_the_fitters_own_stats(tmp_path, tiny_fit):
     fitted = result.stats.routing.fitted
     phrase = f"{fitted.hits} of {fitted.n} ("
     assert phrase in text_of(html) and phrase in md_text(readme)
-    assert f"Recommendation: {result.stats.routing.recommendation}." in text_of(html)
+    assert f"half-life): {result.stats.routing.recommendation}." in text_of(html)
+    assert f"Verdict: {result.stats.routing.exploration.recommendation}." in text_of(html)
 
 
 def test_a_default_policy_held_back_by_the_gate_is_explained(tmp_path, page):

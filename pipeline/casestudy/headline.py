@@ -12,9 +12,14 @@ from .doc import Block, Code, Note, Strong, para
 from .optional import first, ladder_regions, ladder_summary, policy_rows, rungs, short_config
 
 VERDICT = {
-    "adopt": "The fit beats the shipped constants on held-out tasks.",
-    "keep": "The fit does NOT beat the shipped constants on held-out tasks.",
-    "insufficient-evidence": "The evidence is NOT enough to say the fit beats the shipped constants.",
+    "adopt": "The fitted prior family beats the shipped one on held-out tasks.",
+    "keep": "The fitted prior family does NOT beat the shipped one on held-out tasks.",
+    "insufficient-evidence": "The evidence is NOT enough to say the fitted prior family beats the shipped one.",
+}
+EXPLORATION_VERDICT = {
+    "adopt": "The fitted exploration beats the shipped one in the held-out replay.",
+    "keep": "The fitted exploration does NOT beat the shipped one in the held-out replay.",
+    "insufficient-evidence": "The evidence is NOT enough to say the fitted exploration beats the shipped one.",
 }
 CALIBRATION_VERDICT = {
     "adopt": "Regions beat the plain mean: per-region quality carries a signal.",
@@ -57,8 +62,33 @@ def routing_lead(stats: Stats) -> list[Block]:
         blocks.append(Note((verdict,)))
     blocks.append(
         para(
-            Strong(f"Recommendation: {r.recommendation}. "),
-            f"{fmt.sentence(r.reason)} The published routing table uses the {c.published} constants.",
+            Strong(f"Prior family (prior source, prior weight, half-life): {r.recommendation}. "),
+            fmt.sentence(r.reason),
+            lead=True,
+        )
+    )
+    x = r.exploration
+    if x is not None:
+        ci = x.difference.ci95
+        span = "n/a" if ci is None else f"{fmt.signed(ci[0])} to {fmt.signed(ci[1])}"
+        blocks.append(
+            para(
+                Strong("Exploration: "),
+                f"replaying the {fmt.count(x.method.get('tasks'))} held-out tasks in time order (mean of "
+                f"{x.method.get('seeds')} replay seeds), exploration {x.fitted.exploration:g} (fitted) realized "
+                f"{fmt.num(x.fitted.realized_value)} and {x.shipped.exploration:g} (shipped) "
+                f"{fmt.num(x.shipped.realized_value)}; fitted minus shipped {fmt.signed(x.difference.value)} "
+                f"(95% CI {span}, moving-block bootstrap). ",
+                Strong(f"{EXPLORATION_VERDICT[x.recommendation]} "),
+                f"Verdict: {x.recommendation}. {fmt.sentence(x.reason)}",
+                lead=True,
+            )
+        )
+    provenance = ", ".join(f"{k} {v}" for k, v in sorted(c.provenance.items()))
+    blocks.append(
+        para(
+            Strong("Published: "),
+            f"the routing table uses the {c.published} constants" + (f" ({provenance})." if provenance else "."),
             lead=True,
         )
     )

@@ -41,7 +41,9 @@ def lambda_grid(task_values_learn: pl.DataFrame) -> list[float] | None:
     if rows.is_empty() or not rows["value"].mean():
         return None
     base = rows["cost_usd"].mean() / rows["value"].mean()
-    return [round(base * 10 ** (-2 + 4 * i / (GRID_SIZE - 1)), 15) for i in range(GRID_SIZE)]
+    grid = [round(base * 10 ** (-2 + 4 * i / (GRID_SIZE - 1)), 15) for i in range(GRID_SIZE)]
+    # A subnormal mean quality can overflow the quotient: no finite grid, no frontier (never an infinite lambda).
+    return grid if all(map(math.isfinite, grid)) else None
 
 
 def route_by_table(members: pl.DataFrame, task_values: pl.DataFrame, lam: float) -> pl.DataFrame:

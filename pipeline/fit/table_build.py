@@ -30,7 +30,7 @@ def rounded(x: float | None) -> float | None:
 def build_table(
     model: FittedModel,
     *,
-    constants_source: Literal["fitted", "shipped"],
+    constants_source: Literal["fitted", "shipped", "mixed"],
     static: Static,
     source: Source | Mapping[str, Any],
     fitted_at: datetime | None,
@@ -38,6 +38,7 @@ def build_table(
     signals: pl.DataFrame | None = None,
     ladders: Mapping[str, Ladder] | None = None,
     gate: pl.DataFrame | None = None,
+    provenance: Mapping[str, str] | None = None,
 ) -> RoutingTable:
     """The routing table of ``model`` (unversioned: :func:`pipeline.routing.table.publish` stamps it).
 
@@ -45,6 +46,7 @@ def build_table(
     ``signals`` (optional) has ``config_key, region`` and any of ``relative_advantage, win_rate``
     (region ``'*'`` too); pairs it lacks get null. ``ladders`` maps a region to its ladder. ``gate``:
     :func:`pipeline.fit.gate.gate_evidence` rows (each member's tests against the static choices).
+    ``provenance``: per searched constant, fitted, shipped or pinned.
     ``objective`` is the model's effective objective: ``quality`` when no cost is known, since
     every ``value`` then is the quality.
     """
@@ -85,6 +87,7 @@ def build_table(
         objective=model.effective_objective,
         constants=model.constants,
         constants_source=constants_source,
+        constants_provenance=dict(provenance or {}),
         static=static,
         regions=regions,
         evaluation=dict(evaluation or {}),

@@ -22,22 +22,24 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import FitError, StoreConflict
+from ..errors import FitError, StoreConflict, StoreCorrupt
 from ..evaluate.policies import held_out_policies
 from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
 from ..evaluate.search import Pins
 from ..evaluate.split import parts
+from ..fit.finite import ids_text, non_finite_paths
 from ..fit.inputs import FitInputs, load_inputs, task_values
 from ..fit.learning import LadderOptions, learning_stage
 from ..fit.model import fit_model, load_shipped
 from ..fit.table_build import build_table
-from ..home import Home, atomic_write
+from ..home import Home
 from ..manifest import load_manifest, manifest_numbers
 from ..pin import pinned_version
 from ..routing.summary import summarize
-from ..routing.table import Constants, RoutingTable, canonical_json, publish, table_json_schema
+from ..routing.table import Constants, RoutingTable
 from ..store import open_store
 from .options import FitOptions
+from .publish import publish_fit
 from .stats import Stats
 
 DECIMALS = 9
@@ -62,15 +64,22 @@ class FitResult:
             f"held-out hit rate: shipped {_fmt(r.shipped.hit_rate)} {_ci(r.shipped.ci95)}, fitted "
             f"{_fmt(r.fitted.hit_rate)} {_ci(r.fitted.ci95)}, difference {_fmt(r.difference.value)} "
             f"{_ci(r.difference.ci95)}",
-            f"recommendation: {r.recommendation}: {r.reason}",
+            f"prior family (prior source, prior weight, half-life{', lambda' if s.objective == 'utility' else ''}): "
+            f"{r.recommendation}: {r.reason}",
+        ]
+        x = r.exploration
+        if x is not None:
+            lines += [
+                f"held-out replay (mean of {x.method['seeds']} seeds): shipped exploration {x.shipped.exploration:g} "
+                f"{_fmt(x.shipped.realized_value)}, fitted {x.fitted.exploration:g} {_fmt(x.fitted.realized_value)}, "
+                f"difference {_fmt(x.difference.value)} {_ci(x.difference.ci95)}",
+                f"exploration: {x.recommendation}: {x.reason}",
+            ]
+        provenance = ", ".join(f"{k} {v}" for k, v in sorted(s.constants.provenance.items()))
+        lines += [
+            f"published constants: {s.constants.published}" + (f" ({provenance})" if provenance else ""),
             f"calibration: {cal.recommendation}: {cal.reason}",
         ]
-        for name in ("shipped", "fitted"):
-            run = getattr(s.replay, name)
-            lines.append(
-                f"replay ({name}, exploration {run.exploration}): realized {_fmt(run.realized_value)}, "
-                f"{run.tasks_routed} routed, {run.tasks_skipped} skipped"
-            )
         lines.append("baselines (eligible held-out): hit rate / mean quality / mean cost")
         for name in ("best_single", "cheapest", "random", "oracle", "shipped", "fitted"):
             b = getattr(s.baselines, name)
@@ -111,8 +120,7 @@ class FitResult:
 @contextmanager
 def fit_lock(home: Home, *, wait: bool) -> Iterator[None]:
     """One fit at a time: an exclusive ``flock`` on ``fits/.fit.lock``; without ``wait`` a busy lock is an error."""
-    home.fits.mkdir(parents=True, exist_ok=True)
-    fd = os.open(home.fits / ".fit.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = home.open(home.fits / ".fit.lock", os.O_RDWR | os.O_CREAT)  # inside the home, never through a link
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
@@ -159,11 +167,7 @@ def run_fit(
 
 def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitResult:
     say("loading the store")
-    with open_store(home) as store:
-        manifest_number = store.manifest_number
-        events = store.event_counts()
-        manifest_sha = _manifest_sha(home, manifest_number)
-        inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
+    manifest_number, events, manifest_sha, inputs = _read(home, options)
     if inputs.ratings.height == 0:
         raise FitError(
             f"no ratings in the store at {home.store} (manifest {manifest_number}); "
@@ -177,8 +181,10 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     if options.min_quality is not None:
         overrides["min_quality"] = options.min_quality
     shipped_constants = shipped.to_constants(**overrides)
+    notes = list(inputs.notes)
     if objective == "utility" and shipped_constants.lambda_ is None:
-        scale = lambda_scale(task_values(parts(inputs, options.split).learned))
+        scale, problem = lambda_scale(task_values(parts(inputs, options.split).learned))
+        notes += [problem] if problem else []
         # With no costs at all the objective degrades to quality (DESIGN 5): no lambda is needed then.
         if options.lambda_ or scale is not None:
             shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
@@ -191,9 +197,10 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         objective=objective,
         fraction=options.split,
         seed=options.seed,
+        min_exploration=options.min_exploration,
     )
-    adopt = ev.routing["recommendation"] == "adopt"
-    published = ev.fitted if adopt else ev.shipped
+    published = ev.published
+    source_word = ev.routing["published"]["constants_source"]
     say("refitting on all tasks and publishing")
     model = fit_model(inputs, published, shipped, ev.objective)
     source = {"manifest": manifest_number, "events": events, "sha256": manifest_sha}
@@ -219,7 +226,8 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     )
     table = build_table(
         model,
-        constants_source="fitted" if adopt else "shipped",
+        constants_source=source_word,
+        provenance=ev.provenance,
         static=shipped.static,
         signals=learning.member_signals,
         gate=learning.gate,
@@ -233,19 +241,14 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         inputs, published, shipped, ev.objective, options.split, learning.ladders, seed=options.seed
     )
     pinned = pinned_version(home)
-    if pinned is None:
-        table = publish(table, home.fits / "routing-table.json")
-    else:  # `ratings pin` holds the live table: keep it, record this fit in the history only
-        table = table.with_version()
-        atomic_write(home.fits / "routing-table.schema.json", canonical_json(table_json_schema()))
-    atomic_write(home.fits / "history" / f"{table.version}.json", canonical_json(table.to_json_dict()))
+    table = table.with_version()
     stats = _stats(
         ev,
         inputs,
         options,
         objective,
         {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
-        published_source="fitted" if adopt else "shipped",
+        published_source=source_word,
         sections={
             "routing_table": summarize(table).model_dump(mode="json"),
             "signals": learning.signals,
@@ -253,8 +256,10 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
             "policies": policies,
         },
         cutoff=cutoff_text(ev.split["cutoff_at"]),
+        notes=notes,
+        table_version=table.version,
     )
-    if pinned is not None:
+    if pinned is not None:  # `ratings pin` holds the live table: keep it, record this fit in the history only
         stats = stats.model_copy(
             update={
                 "notes": [
@@ -266,8 +271,26 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
                 ]
             }
         )
-    atomic_write(home.case_study(options.case_study) / "stats.json", canonical_json(stats.to_json_dict()))
+    publish_fit(home, table, stats, home.case_study(options.case_study) / "stats.json", live=pinned is None)
     return FitResult(table=table, stats=stats, evaluation=ev)
+
+
+def _read(home: Home, options: FitOptions) -> tuple[int | None, dict[str, int], str | None, FitInputs]:
+    """The store's manifest number, event counts, inputs hash and events as fit inputs. A file of the store
+    that is missing or unreadable is :class:`StoreCorrupt` (exit 1) on one line that says how to recover."""
+    import duckdb
+
+    try:
+        with open_store(home) as store:
+            number = store.manifest_number
+            inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
+            return number, store.event_counts(), _manifest_sha(home, number), inputs
+    except duckdb.Error as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise StoreCorrupt(
+            f"the store at {home.store} cannot be read ({first}); run `ratings verify` to see what is damaged, "
+            "then rebuild the store from the streams (move store/ aside and run `ratings compact`)"
+        ) from None
 
 
 def _manifest_sha(home: Home, number: int | None) -> str | None:
@@ -321,6 +344,12 @@ def _evaluation_summary(ev: Evaluation, cutoff: str | None, options: FitOptions,
         "difference": r["difference"],
         "recommendation": r["recommendation"],
         "reason": r["reason"],
+        "exploration": {
+            "shipped": r["exploration"]["shipped"]["exploration"],
+            "fitted": r["exploration"]["fitted"]["exploration"],
+            "difference": r["exploration"]["difference"],
+            "recommendation": r["exploration"]["recommendation"],
+        },
         "calibration": ev.calibration.recommendation,
     }
 
@@ -335,11 +364,14 @@ def _stats(
     published_source: str,
     cutoff: str | None,
     sections: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
+    table_version: str | None = None,
 ) -> Stats:
-    """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``."""
+    """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``;
+    ``notes``: what the fit left out or could not compute (first in the stats' notes)."""
     real = inputs.ratings.filter(pl.col("origin") != "prm")
     kinds = real.group_by("rater_kind").len().sort("rater_kind")
-    notes = []
+    notes = list(notes or [])
     if not ev.cost_known:
         notes.append(
             f"No attempt in the store carries a cost, so the ranking used quality alone (the "
@@ -347,6 +379,7 @@ def _stats(
         )
     data = {
         "name": options.case_study,
+        "table_version": table_version,
         "source": source,
         "objective": ev.objective,
         "objective_requested": requested,
@@ -362,6 +395,8 @@ def _stats(
             "fitted": _constant_set(ev.fitted, ev.objective),
             "selected_on": ev.selected_on,
             "published": published_source,
+            "provenance": ev.provenance,
+            "values": _constant_set(ev.published, ev.objective),
         },
         "routing": ev.routing,
         "replay": ev.replay,
@@ -379,6 +414,9 @@ def _stats(
             "The ladder gates are the same ratings that measure quality (as in an imported benchmark "
             "table): the ladder figures are an upper bound, reached only with a perfect verifier."
         )
+    undefined = non_finite_paths(data)
+    if undefined:
+        notes.append(f"{len(undefined)} figure(s) could not be computed finitely and are null: {ids_text(undefined)}.")
     return Stats.model_validate(rounded(data))
 
 

@@ -28,7 +28,8 @@ SCHEMA_MAJOR = "routing-table/v1"
 #: The first minor version whose members carry the evidence gate's tests (``Member.gate``).
 SCHEMA_WITH_GATE = "routing-table/v1.1"
 
-_MODEL = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+# allow_inf_nan=False: a table never holds NaN or an infinity (JSON has neither; a dispatcher could not rank by one).
+_MODEL = ConfigDict(frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False)
 
 
 class Constants(BaseModel):
@@ -126,7 +127,7 @@ class Source(BaseModel):
 
 
 class RoutingTable(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True, allow_inf_nan=False)
 
     schema_: str = Field(default=SCHEMA, alias="schema")
     version: str = ""
@@ -134,7 +135,12 @@ class RoutingTable(BaseModel):
     source: Source
     objective: Literal["quality_per_dollar", "utility", "quality"]
     constants: Constants
-    constants_source: Literal["fitted", "shipped"]
+    # fitted: every searched constant is fitted (or pinned); shipped: none is; mixed: one verdict adopted the
+    # fitted values of its family and the other kept the shipped ones.
+    constants_source: Literal["fitted", "shipped", "mixed"]
+    # Per searched constant: "fitted" (its family's verdict adopted it), "shipped" or "pinned" (given on the
+    # command line). Optional: tables written before it have none.
+    constants_provenance: dict[str, Literal["fitted", "shipped", "pinned"]] = Field(default_factory=dict)
     static: Static
     regions: dict[str, Region]
     evaluation: dict[str, Any] = Field(default_factory=dict)
@@ -177,10 +183,11 @@ def table_json_schema() -> dict[str, Any]:
     return schema
 
 
-def publish(table: RoutingTable, path: str | Path) -> RoutingTable:
-    """Stamp the version, write the table atomically (temp, fsync, rename) and its JSON Schema beside it."""
+def publish(table: RoutingTable, path: str | Path, *, root: Path | None = None) -> RoutingTable:
+    """Stamp the version, write its JSON Schema beside the table, then the table (the last write is the commit
+    point), each atomically (temp, fsync, rename); with ``root`` (the home) both stay inside it."""
     path = Path(path)
     table = table.with_version()
-    atomic_write(path, canonical_json(table.to_json_dict()))
-    atomic_write(path.with_name("routing-table.schema.json"), canonical_json(table_json_schema()))
+    atomic_write(path.with_name("routing-table.schema.json"), canonical_json(table_json_schema()), root=root)
+    atomic_write(path, canonical_json(table.to_json_dict()), root=root)
     return table

@@ -36,6 +36,11 @@ class ConfigSpec(BaseModel):
     cost_usd: Positive = Field(description="mean cost of one attempt before the region's cost multiplier")
     cost_sigma: Annotated[float, Field(ge=0.0, le=3.0)] = 0.5
     cost_missing: Unit = Field(0.02, description="share of attempts that report no cost")
+    available_from: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(
+        0.0,
+        description="fraction of the timeline from which the config exists (a late config): before it, "
+        "it is neither routed nor asked for a second opinion",
+    )
 
     @property
     def key(self) -> str:
@@ -203,6 +208,8 @@ class Scenario(BaseModel):
         for c in self.configs:
             if set(c.quality) != set(names):
                 raise ValueError(f"config {c.key}: quality must name exactly the regions {names}")
+        if all(c.available_from > 0 for c in self.configs):
+            raise ValueError("at least one config must exist from the start (available_from 0)")
         if abs(sum(self.attempts) - 1.0) > 1e-9:
             raise ValueError("attempts: the probabilities of 1, 2 and 3 configs must sum to 1")
         if self.drift is not None:

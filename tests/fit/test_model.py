@@ -217,7 +217,7 @@ def test_recency_weighting_in_the_model():
 
 
 def test_fit_on_a_restricted_part_uses_that_part_only(worked):
-    learned = restrict(worked, ["t1", "t2"], before=None)
+    learned = restrict(worked, ["t1", "t2"], until=None)
     model = fit_model(learned, MEASURED, Shipped())
     assert set(model.members["region"]) == {GLOBAL, "implement"}
     # A measured over t1, t2 only: S = 1.9, W = 2.5 -> 0.76; q(A, implement) = (3 * 0.76 + 1.9) / 5.5 = 0.76
