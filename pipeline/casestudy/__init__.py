@@ -8,6 +8,7 @@ with the figures as SVG files beside them. Same stats, same bytes.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def render(stats: Stats, directory: Path) -> Rendered:
     return Rendered(directory, ("index.html", "README.md", *sorted(plots)))
 
 
-def render_case_study(home, name: str) -> Rendered:
+def render_case_study(home: str | os.PathLike[str] | Home | None, name: str) -> Rendered:
     """Render ``case-studies/<name>/`` of ``home`` from its ``stats.json``."""
     directory = Home.resolve(home).case_study(name)
     path = directory / "stats.json"
