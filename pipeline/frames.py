@@ -1,4 +1,4 @@
-"""Typed scalars of polars columns, for every layer (the fit, its judging, the pages).
+"""Typed scalars of polars columns, for every layer that reads one (the fit and its judging).
 
 polars types a column's ``mean()`` or ``max()`` as any Python scalar (a number, a date, a string, a list, ...),
 whatever the column holds. These helpers say which scalar the caller expects and refuse any other, so a wrong
