@@ -12,9 +12,9 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC
+from datetime import UTC, datetime
 from functools import wraps
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -44,10 +44,10 @@ def print_table(rows: list[dict[str, Any]], columns: list[str] | None = None) ->
     columns = columns or list(rows[0])
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     click.echo("  ".join("-" * w for w in widths))
     for row in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _cell(value: Any) -> str:
@@ -172,7 +172,7 @@ def append(
     Example:
       ratings append '{"type":"task.rated","task":"T-1","config":{"cli":"claude-code","route":"anthropic","model":"opus","effort":"high"},"rater":{"kind":"gate","name":"pytest"},"score":1}'
       cat events.ndjson | ratings append --fsync always
-    """
+    """  # noqa: E501  # the example event is one line, as a reader copies it into a shell
     from .events import nearest_type
     from .streams import append as append_events
 
@@ -289,7 +289,20 @@ def init(home: str | None, as_json: bool) -> None:
 )
 @json_option
 @handle_errors
-def route(home, region, pool, role, failed, policy, seed, explain, log, task, table, as_json):
+def route(
+    home: str | None,
+    region: str,
+    pool: tuple[str, ...],
+    role: str | None,
+    failed: tuple[str, ...],
+    policy: str | None,
+    seed: int | None,
+    explain: bool,
+    log: bool,
+    task: str | None,
+    table: str | None,
+    as_json: bool,
+) -> None:
     """Decide which configuration does a task, from the published routing table.
 
     Prints the decision for people: the config, the policy, why (the gate's test in
@@ -342,7 +355,7 @@ def route(home, region, pool, role, failed, policy, seed, explain, log, task, ta
 )
 @json_option
 @handle_errors
-def table_(home, table, as_json):
+def table_(home: str | None, table: str | None, as_json: bool) -> None:
     """Print the published routing table for people: per region the choice, its quality, cost and n, the
     runner-up, the ladder, and why (the evidence gate's reason, with its numbers).
 
@@ -365,7 +378,7 @@ def table_(home, table, as_json):
 
 
 # --------------------------------------------------------------------------- fit (fit-routing)
-def _half_life(ctx, param, value):
+def _half_life(ctx: click.Context, param: click.Parameter, value: str | None) -> float | Literal["inf"] | None:
     if value is None or value.lower() in ("inf", "infinity"):
         return None if value is None else "inf"
     try:
@@ -377,11 +390,9 @@ def _half_life(ctx, param, value):
     return days
 
 
-def _since(ctx, param, value):
+def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
     if value is None:
         return None
-    from datetime import datetime
-
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
@@ -389,7 +400,7 @@ def _since(ctx, param, value):
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _case_study(ctx, param, value):
+def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
     from .home import case_study_name
 
     try:
@@ -605,7 +616,7 @@ def fit(
 @json_option
 @click.argument("name")
 @handle_errors
-def case_study(home, as_json, name):
+def case_study(home: str | None, as_json: bool, name: str) -> None:
     """Render case-studies/NAME/index.html and README.md (and SVG figures) from its stats.json alone.
 
     \b
@@ -645,7 +656,9 @@ def case_study(home, as_json, name):
 @click.option("--previous", is_flag=True, help="Also compare the table with the previous fit in fits/history/.")
 @json_option
 @handle_errors
-def compare(home, shipped, table, stats, previous, as_json):
+def compare(
+    home: str | None, shipped: str | None, table: str | None, stats: str | None, previous: bool, as_json: bool
+) -> None:
     """Shipped against fitted constants: held-out hit rates, the published choice, disagreeing priors.
 
     \b
@@ -698,7 +711,7 @@ def doctor(home, as_json):
 @json_option
 @click.argument("version", required=False)
 @handle_errors
-def pin(home, latest, as_json, version):
+def pin(home: str | None, latest: bool, as_json: bool, version: str | None) -> None:
     """Pin the published routing table to a past fit in fits/history/, or follow the newest fit again.
 
     The pin is recorded in fits/pin.json; `ratings doctor` reports the table as pinned, not stale.
@@ -924,7 +937,7 @@ def _progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None
 )
 @json_option
 @handle_errors
-def smoke(tasks, evidence_tasks, seed, keep, as_json):
+def smoke(tasks: int, evidence_tasks: int | None, seed: int, keep: str | None, as_json: bool) -> None:
     """Prove the loop learns: simulate, fit, route, add evidence for another config, fit, route again.
 
     Runs in a temporary directory and never touches your home. Prints
@@ -1000,7 +1013,18 @@ def smoke(tasks, evidence_tasks, seed, keep, as_json):
 @click.option("--force", is_flag=True, help="Replace existing non-empty streams in --out.")
 @json_option
 @handle_errors
-def simulate(out, preset_name, scenario_file, tasks, seed, corrupt, gate_noise, truth_path, force, as_json):
+def simulate(
+    out: str,
+    preset_name: Literal["backlog", "scale"],
+    scenario_file: str | None,
+    tasks: int | None,
+    seed: int,
+    corrupt: float,
+    gate_noise: float | None,
+    truth_path: str,
+    force: bool,
+    as_json: bool,
+) -> None:
     """Write a simulated backlog with known truth: real v1 streams plus truth.json.
 
     Deterministic for a seed. The logging policy routed with the shipped

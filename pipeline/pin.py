@@ -106,7 +106,7 @@ def pin(home: str | os.PathLike | Home | None, version: str | None = None, *, la
     home = Home.resolve(home)
     if latest == (version is not None):
         raise PipelineError("give either a VERSION or --latest")
-    if latest:
+    if version is None:  # --latest: the check above refused both and neither
         files = _history(home)
         if not files:
             raise PipelineError(f"no fit in {history_dir(home)}; run `fit-routing` first")

@@ -188,7 +188,7 @@ def test_previous_fit_shows_changed_regions_and_value_moves(tmp_path):
 def test_previous_without_history_is_a_clear_error(tmp_path):
     home = make_home(tmp_path, sample())
     publish(table(OPUS, fitted_at="2026-11-01T00:00:00Z", value=7.8), home / "fits" / "routing-table.json")
-    with pytest.raises(PipelineError, match="no previous fit in .*history"):
+    with pytest.raises(PipelineError, match=r"no previous fit in .*history"):
         compare(home, previous=True)
 
 

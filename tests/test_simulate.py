@@ -209,7 +209,7 @@ def test_selection_is_biased_and_the_propensities_undo_it(big_home: Path) -> Non
     codex = keys.index(CODEX)
     naive, ipw = [0.0, 0.0], [0.0, 0.0]
     for region, configs, outcomes in truth["assignments"]:
-        for c, y in zip(configs, outcomes):
+        for c, y in zip(configs, outcomes, strict=True):
             if c == codex:
                 w = 1.0 / truth["policy"]["inclusion"][CODEX][regions[region]]
                 naive[0] += y

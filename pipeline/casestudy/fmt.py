@@ -60,7 +60,7 @@ def count(n: int | None) -> str:
     return NA if n is None else f"{n:,}"
 
 
-def constant(name: str, value) -> str:
+def constant(name: str, value: float | str | None) -> str:
     """A routing constant as a person reads it: no recency weighting is ``off (∞)``."""
     if value is None:
         return "off (∞)" if name == "half_life_days" else NA

@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from ..frames import mean_of
 from .yardstick import oracle_row, single_rows
 
 
@@ -65,10 +66,9 @@ def baselines(
 def _summary(
     hit: pl.Series, quality: pl.Series, cost: pl.Series, *, cost_known: bool, config: str | None = None
 ) -> dict[str, Any]:
-    n = hit.len()
     return {
         "config": config,
-        "hit_rate": float(hit.mean()) if n else None,
-        "mean_quality": float(quality.mean()) if n else None,
-        "mean_cost_usd": float(cost.mean()) if n and cost_known and cost.null_count() < n else None,
+        "hit_rate": mean_of(hit),
+        "mean_quality": mean_of(quality),
+        "mean_cost_usd": mean_of(cost) if cost_known else None,
     }

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..frames import mean_of
 from .metrics import mark_best, round9
 from .yardstick import oracle_row, single_rows, snips_singles
 
@@ -38,9 +39,10 @@ def lambda_grid(task_values_learn: pl.DataFrame) -> list[float] | None:
     Means over the learned (task, config) rows with a known cost and a value; None without costs.
     """
     rows = task_values_learn.filter(pl.col("cost_usd").is_not_null() & pl.col("value").is_not_null())
-    if rows.is_empty() or not rows["value"].mean():
+    mean_cost, mean_quality = mean_of(rows["cost_usd"]), mean_of(rows["value"])
+    if mean_cost is None or not mean_quality:
         return None
-    base = rows["cost_usd"].mean() / rows["value"].mean()
+    base = mean_cost / mean_quality
     grid = [round(base * 10 ** (-2 + 4 * i / (GRID_SIZE - 1)), 15) for i in range(GRID_SIZE)]
     # A subnormal mean quality can overflow the quotient: no finite grid, no frontier (never an infinite lambda).
     return grid if all(map(math.isfinite, grid)) else None
@@ -86,8 +88,8 @@ def _route(pool: pl.DataFrame, lam: float) -> pl.DataFrame:
 def _point(frame: pl.DataFrame) -> tuple[float | None, float | None, int]:
     if frame.is_empty():
         return None, None, 0
-    cost = frame["cost"].mean() if frame["cost"].null_count() == 0 else None
-    return frame["value"].mean(), cost, frame.height
+    cost = mean_of(frame["cost"]) if frame["cost"].null_count() == 0 else None
+    return mean_of(frame["value"]), cost, frame.height
 
 
 def hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -118,10 +120,10 @@ def aiq(points: list[tuple[float, float]], c_min: float, c_max: float) -> float 
     if not points:
         return None
     vertices = hull(points)
-    if c_max <= c_min:
-        return float(np.interp(c_min, *zip(*vertices, strict=True))) if c_min >= vertices[0][0] else 0.0
     cs = np.array([v[0] for v in vertices])
     qs = np.array([v[1] for v in vertices])
+    if c_max <= c_min:
+        return float(np.interp(c_min, cs, qs)) if c_min >= cs[0] else 0.0
     grid = np.unique(np.concatenate([[c_min, c_max], cs[(cs > c_min) & (cs < c_max)]]))
     # H below the set's cheapest point is 0 (the set cannot work there); add that step's edge.
     if cs[0] > c_min and cs[0] < c_max:

@@ -17,7 +17,8 @@ import polars as pl
 
 from ..fit.ladder_search import MAX_RUNGS, MIN_COVERAGE, TaskMatrix, run_ladder, search_ladders, task_matrix
 from ..fit.ladders import DEFAULT_PASS_THRESHOLD, LadderFit
-from .metrics import mean_of, round9
+from ..frames import mean_of
+from .metrics import round9
 
 #: Above this many configurations the hindsight frontier is searched by the beam, not enumerated.
 EXHAUSTIVE_HINDSIGHT = 20
@@ -112,7 +113,7 @@ def ladders_section(
     cost_known = fit.cost_known
 
     def mean(frame: pl.DataFrame, col: str) -> float | None:
-        return round9(frame[col].mean()) if frame.height and (cost_known or "cost" not in col) else None
+        return round9(mean_of(frame[col])) if frame.height and (cost_known or "cost" not in col) else None
 
     def ratio(a: float | None, b: float | None) -> float | None:
         return round9(a / b) if a is not None and b not in (None, 0.0) else None
@@ -148,7 +149,7 @@ def ladders_section(
         "best_single_cost_usd": best_c,
         "quality_ratio": ratio(quality, best_q),
         "cost_ratio": ratio(cost, best_c),
-        "coverage": round9(runs["observed"].mean()) if runs.height else None,
+        "coverage": round9(mean_of(runs["observed"])) if runs.height else None,
         "gate_is_target": fit.gate_is_target,
     }
     return {

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..frames import mean_of
 from .intervals import wilson
 
 #: Decimals of every published figure.
@@ -23,12 +24,6 @@ DECIMALS = 9
 def round9(x: float | None) -> float | None:
     """A published figure: rounded to 9 decimals; None and NaN (undefined) are None."""
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), DECIMALS)
-
-
-def mean_of(series: pl.Series) -> float | None:
-    """A column's mean as a float (None when empty or all null): polars types it as any scalar."""
-    value = series.mean()
-    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 def objective_expr(objective: str, *, quality: str, cost: str, floor: float, lam: float | None) -> pl.Expr:
@@ -160,7 +155,7 @@ def expected_hit(per_task: pl.DataFrame, exploration: float) -> float | None:
     if per_task.height == 0:
         return None
     hit = per_task["hit"].cast(pl.Float64)
-    return float(((1 - exploration) * hit + exploration * per_task["share_best_others"]).mean())
+    return mean_of((1 - exploration) * hit + exploration * per_task["share_best_others"])
 
 
 def hit_summary(per_task: pl.DataFrame) -> dict[str, Any]:

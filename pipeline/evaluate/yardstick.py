@@ -22,7 +22,8 @@ from typing import Any
 
 import polars as pl
 
-from .metrics import mean_of, round9
+from ..frames import mean_of
+from .metrics import round9
 
 
 def single_rows(best: pl.DataFrame, *, cost_known: bool, cost: str = "cost_t") -> dict[str, dict[str, Any]]:

@@ -22,13 +22,28 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
+from ..frames import latest
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
+
 #: Columns of :attr:`FitInputs.ratings`, in order.
 RATING_COLUMNS = ("id", "task", "region", "config_key", "at", "score", "w", "rater_kind", "rater_name", "origin")
+
+
+@dataclass
+class _Memo:
+    """What :func:`task_values` derives from the frames of one :class:`FitInputs`: the task values per
+    (without PRM fill-ins, half-life), the PRM fill-in rows of each full aggregation, and the groups."""
+
+    values: dict[tuple[bool, float | None], pl.DataFrame] = field(default_factory=dict)
+    prm: dict[float | None, pl.Series] = field(default_factory=dict)
+    groups: tuple[pl.Series, pl.DataFrame] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,13 +82,13 @@ class FitInputs:
     prm: bool = False
     notes: tuple[str, ...] = ()
     # Memo of task_values per half-life: the grid search asks for the same few many times.
-    _values: dict[Any, pl.DataFrame] = field(default_factory=dict, compare=False, repr=False)
+    _memo: _Memo = field(default_factory=_Memo, compare=False, repr=False)
     # Memo of what is derived from exactly these frames (the evaluation's parts): not carried over by
     # ``dataclasses.replace``, since a replaced frame changes what derives from it.
     _derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
 
-def _connection(store: Any):
+def _connection(store: Any) -> DuckDBPyConnection:
     """The DuckDB connection of a store: the object itself, or its ``con``."""
     return getattr(store, "con", store)
 
@@ -259,13 +274,13 @@ def _assemble(
     decisions = _with_region(cut(decisions), regions)
     closures = cut(closures)
     times = [
-        tasks["first_at"].max(),
-        tasks["opened_at"].max(),
-        ratings["at"].max(),
-        retracted["retracted_at"].max(),
-        attempts["at"].max(),
-        decisions["at"].max(),
-        closures["at"].max(),
+        latest(tasks["first_at"]),
+        latest(tasks["opened_at"]),
+        latest(ratings["at"]),
+        latest(retracted["retracted_at"]),
+        latest(attempts["at"]),
+        latest(decisions["at"]),
+        latest(closures["at"]),
     ]
     known = [t for t in times if t is not None]
     return FitInputs(
@@ -317,13 +332,13 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
     """
     key = None if half_life_days is None or math.isinf(half_life_days) else float(half_life_days)
     if real:
-        cached = inputs._values.get(("real", key))
+        cached = inputs._memo.values.get((True, key))
         if cached is None:
             full = task_values(inputs, half_life_days=key)
-            cached = full.filter(~inputs._values[("prm", key)])
-            inputs._values[("real", key)] = cached
+            cached = full.filter(~inputs._memo.prm[key])
+            inputs._memo.values[(True, key)] = cached
         return cached
-    cached = inputs._values.get(key)
+    cached = inputs._memo.values.get((False, key))
     if cached is not None:
         return cached
     codes, groups = _groups(inputs)
@@ -366,9 +381,9 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
         at="at",
         prm="prm",
     )
-    inputs._values[("prm", key)] = out["prm"]
+    inputs._memo.prm[key] = out["prm"]
     out = out.drop("prm")
-    inputs._values[key] = out
+    inputs._memo.values[(False, key)] = out
     return out
 
 
@@ -377,9 +392,8 @@ def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
     and per group (in the output order) everything that does not depend on the half-life: ``n``, ``at``,
     whether its ratings are PRM fill-ins, the costs and the task's region and time. Each half-life then only
     sums its weights by the integer code."""
-    cached = inputs._values.get("groups")
-    if cached is not None:
-        return cached
+    if inputs._memo.groups is not None:
+        return inputs._memo.groups
     codes = inputs.ratings.select(g=pl.struct("task", "config_key").rank("dense").cast(pl.Int64))["g"]
     costs = (
         inputs.attempts.lazy()
@@ -418,5 +432,5 @@ def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
     row_of[groups["g"].to_numpy() - 1] = np.arange(groups.height, dtype=np.uint32)
     codes = pl.Series("g", row_of[codes.to_numpy() - 1] if codes.len() else [], dtype=pl.UInt32)
     groups = groups.drop("g")
-    inputs._values["groups"] = (codes, groups)
+    inputs._memo.groups = (codes, groups)
     return codes, groups

@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 Objective = Literal["quality_per_dollar", "utility", "quality"]
-OBJECTIVES: tuple[str, ...] = ("quality_per_dollar", "utility", "quality")
+OBJECTIVES: tuple[Objective, ...] = ("quality_per_dollar", "utility", "quality")
 #: The region name of the global pool.
 GLOBAL = "*"
 
@@ -89,7 +89,7 @@ class FittedModel:
     """
 
     members: pl.DataFrame
-    objective: str
+    objective: Objective
     cost_known: bool
     constants: Constants
     global_quality: float | None  # S / W over every fitted rating (None without weighted ratings)
@@ -99,7 +99,7 @@ class FittedModel:
     priors: pl.DataFrame  # selector, prior_region, prior_quality, segments, order (shipped priors)
 
     @property
-    def effective_objective(self) -> str:
+    def effective_objective(self) -> Objective:
         """The objective actually ranked by: ``quality`` when no cost is known."""
         return self.objective if self.cost_known else "quality"
 
@@ -221,7 +221,15 @@ class FittedModel:
         return frame.with_columns(value=_objective(self.effective_objective, c)).select(MEMBER_COLUMNS)
 
 
-def _objective(objective: str, constants: Constants) -> pl.Expr:
+def as_objective(name: str) -> Objective:
+    """``name`` as one of :data:`OBJECTIVES`; FitError for any other name."""
+    for objective in OBJECTIVES:
+        if objective == name:
+            return objective
+    raise FitError(f"unknown objective {name!r}; expected one of {', '.join(OBJECTIVES)}")
+
+
+def _objective(objective: Objective, constants: Constants) -> pl.Expr:
     """quality_per_dollar = q / cost; utility = lambda * q - cost; quality = q."""
     if objective == "quality_per_dollar":
         return pl.col("quality") / pl.col("cost_usd")
@@ -229,9 +237,7 @@ def _objective(objective: str, constants: Constants) -> pl.Expr:
         if constants.lambda_ is None:
             raise FitError("the utility objective needs lambda (--lambda X, or let the search fit it)")
         return float(constants.lambda_) * pl.col("quality") - pl.col("cost_usd")
-    if objective == "quality":
-        return pl.col("quality")
-    raise FitError(f"unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}")
+    return pl.col("quality")
 
 
 def fit_model(
@@ -254,7 +260,8 @@ def fit_values(
     on t has a cost (``unknown_cost == 0``). Only those enter the cost means, which is what keeps
     the estimate for unknown attempts (cost_t,c = known + unknown * cost(c, r)) free of circularity.
     """
-    _objective(objective, constants)  # refuse a bad objective or a missing lambda up front
+    checked = as_objective(objective)
+    _objective(checked, constants)  # refuse a bad objective or a missing lambda up front
     known = pl.col("unknown_cost") == 0  # cost_t,c is known when every attempt of c on t has a cost
     sums = [
         pl.col("weight").sum(),
@@ -277,7 +284,7 @@ def fit_values(
     )
     model = FittedModel(
         members=pl.DataFrame(),
-        objective=objective,
+        objective=checked,
         cost_known=totals["cost"] is not None,
         constants=constants,
         global_quality=global_quality,

@@ -164,11 +164,17 @@ def placeholder_note(shipped: Shipped, path: str) -> str | None:
 
 
 class PriorLike(Protocol):
-    """Anything with a prior's three fields (:class:`Prior`, the simulator's scenario prior)."""
+    """Anything with a prior's three fields (:class:`Prior`, the simulator's scenario prior), read only: both
+    are frozen models."""
 
-    selector: str
-    region: str
-    quality: float
+    @property
+    def selector(self) -> str: ...
+
+    @property
+    def region(self) -> str: ...
+
+    @property
+    def quality(self) -> float: ...
 
 
 def priors_frame(priors: Sequence[PriorLike]) -> pl.DataFrame:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import polars as pl
 
@@ -20,6 +20,14 @@ from .model import FittedModel
 
 DECIMALS = 9
 SIGNAL_COLUMNS = ("relative_advantage", "win_rate")
+
+
+@overload
+def rounded(x: float) -> float: ...
+
+
+@overload
+def rounded(x: None) -> None: ...
 
 
 def rounded(x: float | None) -> float | None:

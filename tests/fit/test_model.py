@@ -259,7 +259,7 @@ def test_load_shipped_defaults_constants_and_errors(tmp_path):
     assert shipped.static == Static(cheap_config=A, frontier_config=B, pinned={"reviewer": B})
     assert shipped.priors[0].segments == 1
     path.write_text('{"priors": [{"selector": "a", "quality": 1.5}]}')
-    with pytest.raises(FitError, match="priors.0.quality"):
+    with pytest.raises(FitError, match=r"priors\.0\.quality"):
         load_shipped(path)
     path.write_text("{not json")
     with pytest.raises(FitError, match="not valid JSON"):

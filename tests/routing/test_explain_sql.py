@@ -91,7 +91,7 @@ def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_s
         for region in ("docs", "clean-up", "*"):
             content = table.regions[region]
             names, rows = store.query(router.explain(region)["sql"])
-            recomputed = {row[0]: dict(zip(names, row)) for row in rows}
+            recomputed = {row[0]: dict(zip(names, row, strict=True)) for row in rows}
             for m in content.members:
                 for column in COLUMNS:
                     assert recomputed[m.config][column] == pytest.approx(getattr(m, column), abs=1e-8), (
