@@ -318,22 +318,28 @@ def hold(home: Home, streams: Sequence[str], *, create: bool = True, durable: bo
     """Take the exclusive ``flock`` of each stream in the fixed order (tasks, then ratings) and open the streams.
 
     Every path is confined to the home (a symbolic link is refused). Without ``create`` a stream that does not
-    exist is left out (nothing to recover in it, size 0). ``durable``: fsync ``streams/`` when this call created
-    a stream or a lock file, so a note written to a new lock file survives a power loss.
+    exist is left out (nothing to recover in it, size 0), but its lock is still taken and held: a writer takes
+    the lock before it creates the stream, so a stream that is missing under its lock stays missing until the
+    lock is released (checking for the file before taking the lock would let a two-stream batch start and end
+    between the check and the other stream's lock). Only a home without ``streams/`` takes no lock at all: a
+    writer starting there writes wholly after the cut. ``durable``: fsync ``streams/`` when this call created a
+    stream or a lock file, so a note written to a new lock file survives a power loss.
     """
     ordered = [s for s in STREAMS if s in streams]
     if create:
         home.root.mkdir(parents=True, exist_ok=True)  # the home itself may be new (its folders are confined)
+    elif not home.streams.is_dir():
+        ordered = []
     with ExitStack() as stack:
         held: dict[str, Held] = {}
         for stream in ordered:
             lock_path, path = home.stream_lock(stream), home.stream(stream)
-            if not create and not os.path.lexists(path):
-                continue
             created = not lock_path.exists() or not path.exists()
             lock_fd = home.open(lock_path, os.O_RDWR | os.O_CREAT)
             stack.callback(os.close, lock_fd)  # closing releases the flock
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            if not create and not os.path.lexists(path):
+                continue  # under its lock: no writer is creating it now
             fd = home.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             stack.callback(os.close, fd)
             if durable and created:
