@@ -1,21 +1,26 @@
-"""Append throughput in-process and the start-up cost of one CLI append, with baselines from the same run.
+"""Batch append throughput, four ways, against the bare ``os.write`` floor measured in the same run.
 
-Run: ``.venv/bin/python -m bench.append [--events N] [--batch B] [--cli-runs R]``.
+Run: ``.venv/bin/python -m bench.append [--events N] [--batch B] [--sample S] [--cli-runs R]``.
 
-1. In-process: N ``task.rated`` events, prepared as dicts (what a dispatcher passes), appended in
-   batches of B with ``fsync=batch`` (one fsync per batch). Reported as events/s of wall time and of
-   CPU time (the machine may be shared), against the floor of the same number of bare ``os.write``
-   calls of the finished lines. Target: >= 100,000 events/s.
-2. Where the time goes, per event on a sample: validation (pydantic), id, line rendering
-   (``pydantic_core.to_json`` and the reader's checks), ``os.write``; the rest is the loop and the lock.
-3. One ``ratings append EVENT`` in a fresh process against ``python -c pass`` (median of R runs each).
-   Target: <= 15x.
+1. N ``task.rated`` events with ``fsync=batch``, each way:
+   - in-process, dicts as a dispatcher passes them (batches of B), without and with their own ``id``, ``at``, ``v``;
+   - ``ratings append`` reading the N lines from stdin (one batch), without and with their own ``id``, ``at``, ``v``.
+   Events/s of wall time and of CPU time (the machine may be shared: CPU time is the steadier figure), and how many
+   times the floor's wall time each takes: N bare ``os.write`` calls of a finished line (one syscall per event, the
+   cost of the simplest possible writer). Target: >= 100,000 events/s; moonshot 150,000.
+2. The same events through the per-line path alone (``pipeline.events`` models, one call per event): the baseline
+   the batch validator replaces, in the same run.
+3. Where the time goes, per event on a sample of raw lines with their own ids: the fast validator, the rest of the
+   validation and rendering, and the write of the framed batch.
+4. One ``ratings append EVENT`` in a fresh process against ``python -c pass`` (median of R runs). Target: <= 15x.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -24,40 +29,63 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.events import encode_line, validate_object, with_head
-from pipeline.streams import append, new_id, prepare
+from pipeline import batch, framing
+from pipeline.home import Home
+from pipeline.streams import append, prepare
 
 CONFIGS = [
     {"cli": "claude-code", "route": "anthropic", "model": m, "effort": e}
     for m in ("opus", "sonnet", "haiku")
     for e in ("high", None)
 ]
+TARGET, MOONSHOT = 100_000, 150_000
 
 
-def rating(i: int) -> dict:
-    return {
+def rating(i: int, own: bool) -> dict:
+    """A rating as a dispatcher sends it: with ``own``, its own ULID-like id, a time with microseconds and ``v``."""
+    event = {
         "type": "task.rated",
         "task": f"T-{i // 3}",
         "config": CONFIGS[i % len(CONFIGS)],
         "rater": {"kind": "gate", "name": "pytest"},
         "score": (i % 5) / 4,
     }
+    if not own:
+        return event
+    at = f"2026-01-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i // 60) % 60:02d}.{1 + i % 999_999:06d}Z"
+    return {"id": f"01J{i:023d}", **event, "at": at, "v": 1}
 
 
-def in_process(home: Path, events: int, batch: int) -> dict:
+def lines_of(events: int, own: bool) -> bytes:
+    return b"".join(json.dumps(rating(i, own), separators=(",", ":")).encode() + b"\n" for i in range(events))
+
+
+def in_process(home: Path, events: int, size: int, own: bool) -> dict:
     wall = cpu = 0.0
-    for start in range(0, events, batch):
-        items = [rating(i) for i in range(start, min(events, start + batch))]
+    for start in range(0, events, size):
+        items = [rating(i, own) for i in range(start, min(events, start + size))]
         w0, c0 = time.perf_counter(), time.process_time()
         append(home, items, fsync="batch")
         wall += time.perf_counter() - w0
         cpu += time.process_time() - c0
-    return {"wall_s": wall, "cpu_s": cpu, "events_per_s": events / wall, "cpu_events_per_s": events / cpu}
+    return {"wall_s": wall, "cpu_s": cpu}
+
+
+def through_cli(home: Path, data: bytes) -> dict:
+    """One ``ratings append`` reading ``data`` from stdin: wall time and the child's CPU time."""
+    ratings = shutil.which("ratings", path=str(Path(sys.executable).parent)) or "ratings"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w0 = time.perf_counter()
+    subprocess.run([ratings, "append", "--home", str(home)], input=data, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - w0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": wall, "cpu_s": cpu}
 
 
 def bare_writes(home: Path, events: int) -> float:
     """Seconds for ``events`` bare ``os.write`` calls of a finished line (the syscall floor)."""
-    line = prepare([rating(0)]).lines["ratings"][0]
+    line = prepare([rating(0, True)]).lines["ratings"][0]
     home.mkdir(parents=True, exist_ok=True)
     fd = os.open(home / "floor.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -69,56 +97,54 @@ def bare_writes(home: Path, events: int) -> float:
         os.close(fd)
 
 
-def stages(home: Path, sample: int) -> dict[str, float]:
-    """CPU microseconds per event of each stage of ``append``, measured one stage at a time.
+def per_line_path(events: int, own: bool) -> float:
+    """CPU seconds of validating and rendering ``events`` raw lines one by one (the per-line path)."""
+    items = lines_of(events, own).splitlines()
+    c0 = time.process_time()
+    batch.render(items, fast_from=len(items) + 1)
+    return time.process_time() - c0
 
-    CPU time, not wall time: on a shared machine it is the steadier of the two. Results are
-    dropped as they come (as ``append`` does), so no stage pays for keeping objects alive.
-    """
-    items = [rating(i) for i in range(sample)]
-    event = validate_object(items[0])
+
+def stages(home: Path, sample: int) -> dict[str, float]:
+    """CPU microseconds per event of each stage of a batch append of raw lines with their own ids."""
+    items = lines_of(sample, True).splitlines()
     out: dict[str, float] = {}
 
     def timed(name, fn):
-        t0 = time.process_time()
-        fn()
-        out[name] = (time.process_time() - t0) / sample * 1e6
+        c0 = time.process_time()
+        result = fn()
+        out[name] = (time.process_time() - c0) / sample * 1e6
+        return result
 
-    def validate():
-        for d in items:
-            validate_object(d)
+    validator = batch.fast_validator()
+    chunks = [b"[" + b",".join(items[i : i + 4096]) + b"]" for i in range(0, sample, 4096)]
+    with batch.collector_paused():  # as prepare runs it
+        timed("fast validator (pydantic-core)", lambda: [validator.validate_json(chunk) for chunk in chunks])
+    prepared = timed("whole validation + rendering", lambda: prepare(items))
+    out["  of which the rest"] = out["whole validation + rendering"] - out["fast validator (pydantic-core)"]
+    home_ = Home.resolve(home)
 
-    def ids():
-        for _ in items:
-            new_id()
+    def write():
+        with framing.hold(home_, ["ratings"]) as held:
+            framing.recover_all(home_, held)
+            framing.write_batch(held, prepared.lines, "batch")
 
-    def render():
-        for d in items:
-            encode_line(with_head(d, event, id="01J00000000000000000000000", at="2026-01-01T00:00:00Z"))
-
-    timed("validate (pydantic)", validate)
-    timed("id (ULID)", ids)
-    timed("render (to_json + checks)", render)
-    timed("os.write", lambda: bare_writes(home, sample))
-    timed("whole append", lambda: append(home, items, fsync="batch"))
-    out["loop, lock, fsync (rest)"] = out["whole append"] - sum(v for k, v in out.items() if k != "whole append")
+    timed("framed write + fsync", write)
     return out
 
 
-def median_wall(cmd: list[str], runs: int, env: dict | None = None) -> float:
+def median_wall(cmd: list[str], runs: int) -> float:
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
 def cli_startup(home: Path, runs: int) -> dict:
-    import json
-
     ratings = shutil.which("ratings", path=str(Path(sys.executable).parent)) or "ratings"
-    event = json.dumps(rating(0))
+    event = json.dumps(rating(0, False))
     median_wall([sys.executable, "-c", "pass"], 2)  # warm the page cache
     base = median_wall([sys.executable, "-c", "pass"], runs)
     one = median_wall([ratings, "append", "--home", str(home), event], runs)
@@ -128,27 +154,39 @@ def cli_startup(home: Path, runs: int) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--batch", type=int, default=10_000, help="Events per append call (one fsync each).")
+    parser.add_argument("--batch", type=int, default=10_000, help="Events per in-process append call.")
     parser.add_argument("--sample", type=int, default=50_000, help="Events in the per-stage profile.")
     parser.add_argument("--cli-runs", type=int, default=10)
     args = parser.parse_args(argv)
+    n = args.events
     root = Path(tempfile.mkdtemp(prefix="bench-append-"))
     try:
-        rate = in_process(root / "home", args.events, args.batch)
-        floor = bare_writes(root, args.events)
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"machine: {os.cpu_count()} CPUs, load average {load} (wall figures suffer when it exceeds the CPUs)")
-        print(f"in-process append, {args.events:,} task.rated dicts, batches of {args.batch:,}, fsync=batch")
-        print(f"  {rate['events_per_s']:>12,.0f} events/s wall   ({rate['wall_s']:.2f} s)")
-        print(f"  {rate['cpu_events_per_s']:>12,.0f} events/s CPU    ({rate['cpu_s']:.2f} s)")
-        print(f"  {args.events / floor:>12,.0f} bare os.write/s (floor; append is {rate['wall_s'] / floor:.1f}x it)")
-        print(f"  target >= 100,000 events/s: {'met' if rate['events_per_s'] >= 100_000 else 'NOT met'}")
+        runs = {}
+        for own in (False, True):
+            runs[("in-process dicts", own)] = in_process(root / f"dicts-{own}", n, args.batch, own)
+            runs[("ratings append < stdin", own)] = through_cli(root / f"cli-{own}", lines_of(n, own))
+        floor = bare_writes(root, n)
+        print(f"append {n:,} task.rated events, fsync=batch; floor: {n / floor:,.0f} bare os.write/s ({floor:.2f} s)")
+        print(f"  {'way':<24}{'own id/at/v':<13}{'events/s wall':>14}{'events/s CPU':>14}{'x floor':>9}  target")
+        for (way, own), run in runs.items():
+            rate = n / run["wall_s"]
+            verdict = "moonshot met" if rate >= MOONSHOT else ("met" if rate >= TARGET else "NOT met")
+            print(
+                f"  {way:<24}{'yes' if own else 'no':<13}{rate:>14,.0f}{n / run['cpu_s']:>14,.0f}"
+                f"{run['wall_s'] / floor:>8.1f}x  {verdict}"
+            )
+        size = min(n, 200_000)
+        print(f"the per-line path alone (one model per event), CPU, {size:,} raw lines:")
+        for own in (False, True):
+            rate = size / per_line_path(size, own)
+            label = "yes" if own else "no"
+            print(f"  own id/at/v {label:<4} {rate:>10,.0f} events/s CPU (validation and rendering only)")
         parts = stages(root / "profile", args.sample)
-        whole = parts["whole append"]
-        print(f"where the time goes (CPU us/event, sample of {args.sample:,}):")
+        print(f"where the time goes (CPU us/event, raw lines with their own ids, sample of {args.sample:,}):")
         for name, us in parts.items():
-            share = "" if name == "whole append" else f"  {us / whole:6.1%}"
-            print(f"  {name:<28}{us:7.2f}{share}")
+            print(f"  {name:<34}{us:7.2f}")
         cli = cli_startup(root / "cli", args.cli_runs)
         print(f"one CLI append vs `python -c pass` (median of {args.cli_runs}):")
         print(f"  python -c pass {cli['python_c_pass_s'] * 1000:7.1f} ms")

@@ -90,11 +90,11 @@ def main(argv: list[str] | None = None) -> None:
             router.route(region)
 
     def pooled_loop():
-        for region, pool in zip(region_seq, pool_seq):
+        for region, pool in zip(region_seq, pool_seq, strict=True):
             router.route(region, pool=pool, role="implementer", rng=rng)
 
     def uncached_loop():
-        for region, pool in zip(region_seq[:m], pool_seq[:m]):
+        for region, pool in zip(region_seq[:m], pool_seq[:m], strict=True):
             memo.clear()
             router.route(region, pool=pool, role="implementer", rng=rng)
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
-from datetime import UTC
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import wraps
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -128,19 +129,52 @@ def handle_errors(fn: Callable) -> Callable:
     """Turn library errors into one line per problem on stderr and the error's exit code."""
 
     @wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except InvalidBatch as exc:
             for err in exc.errors:
                 click.echo(err.message(), err=True)
-            click.echo(f"nothing appended: {len(exc.errors)} invalid event(s)", err=True)
+            named = f" (the first {len(exc.errors)} named above)" if exc.total > len(exc.errors) else ""
+            click.echo(f"nothing appended: {exc.total} invalid event(s){named}", err=True)
             sys.exit(2)
         except PipelineError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except OSError as exc:  # an unwritable home, a full disk: the environment failed, not the input
+            click.echo(f"error: {os_error_line(exc)}", err=True)
+            sys.exit(1)
 
     return wrapper
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an I/O failure: what failed, on which file, and the notes the library added (what was kept)."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    if exc.filename is not None:
+        what += f": {exc.filename}"
+    notes = getattr(exc, "__notes__", [])
+    return what + (f" ({'; '.join(notes)})" if notes else "")
+
+
+@contextmanager
+def json_errors(as_json: bool, **shape: Any) -> Iterator[None]:
+    """With ``--json``, report a failure as one JSON object on stdout (``shape`` plus ``errors`` or ``error``)
+    and exit with its code; without it, let :func:`handle_errors` print it for people."""
+    if not as_json:
+        yield
+        return
+    try:
+        yield
+    except InvalidBatch as exc:
+        emit_json({**shape, "errors": [e.as_json() for e in exc.errors], "invalid": exc.total})
+        sys.exit(exc.exit_code)
+    except PipelineError as exc:
+        emit_json({**shape, "error": str(exc)})
+        sys.exit(exc.exit_code)
+    except OSError as exc:
+        emit_json({**shape, "error": os_error_line(exc)})
+        sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -171,22 +205,40 @@ def cli() -> None:
     show_default=True,
     help="Reject lines (as given and as stored, with id and at) longer than this.",
 )
+@click.option(
+    "--allow-type",
+    "allow_types",
+    multiple=True,
+    metavar="NAME",
+    help="Keep events of this unknown type although it is one edit away from a v1 type (repeat).",
+)
 @json_option
 @click.argument("events", nargs=-1)
 @handle_errors
-def append(home, fsync, max_line_bytes, as_json, events):
+def append(
+    home: str | None,
+    fsync: str,
+    max_line_bytes: int,
+    allow_types: tuple[str, ...],
+    as_json: bool,
+    events: tuple[str, ...],
+) -> None:
     """Append events (JSON objects) to the task and rating streams.
 
     Reads NDJSON from stdin when no EVENTS are given. The whole batch is
     validated first: one bad line and nothing is appended (exit 2, one
-    message per bad line). Events without `id` or `at` get a ULID and the
-    current time; each goes to the tasks or ratings stream by its type.
+    message per bad line naming each of its problems). Events without `id`
+    or `at` get a ULID and the current time; each goes to the tasks or
+    ratings stream by its type. A type one edit away from a v1 type
+    (task.opend) is refused as a typo unless --allow-type names it; other
+    unknown types are kept. With --json, the result or the errors as JSON.
 
     \b
     Example:
       ratings append '{"type":"task.rated","task":"T-1","config":{"cli":"claude-code","route":"anthropic","model":"opus","effort":"high"},"rater":{"kind":"gate","name":"pytest"},"score":1}'
-      cat events.ndjson | ratings append --fsync always --json
-    """
+      cat events.ndjson | ratings append --fsync always
+    """  # noqa: E501  # the example event is one line, as a reader copies it into a shell
+    from .events import nearest_type
     from .streams import append as append_events
 
     if events:
@@ -195,11 +247,21 @@ def append(home, fsync, max_line_bytes, as_json, events):
         source, lines = "<stdin>", sys.stdin.buffer.read().split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
-    result = append_events(home, lines, fsync=fsync, source=source, max_bytes=max_line_bytes)
+    with json_errors(as_json, appended=0):
+        result = append_events(
+            home,
+            lines,
+            fsync=fsync,  # type: ignore[arg-type]  # click.Choice checked it
+            source=source,
+            max_bytes=max_line_bytes,
+            allow_types=allow_types,
+        )
     for kind, count in sorted(result.unknown_types.items()):
+        near = nearest_type(kind)
+        hint = f"; did you mean {near[1]}?" if near is not None and kind not in allow_types else ""
         click.echo(
             f"note: {count} event(s) of type {kind!r}, which v1 does not know: kept (family 'other'), "
-            "ignored by the fit",
+            f"ignored by the fit{hint}",
             err=True,
         )
     if as_json:
@@ -213,7 +275,7 @@ def append(home, fsync, max_line_bytes, as_json, events):
 @home_option
 @json_option
 @handle_errors
-def repair(home, as_json):
+def repair(home: str | None, as_json: bool) -> None:
     """Recover every stream: move torn tails and batches cut short to quarantine/.
 
     A batch whose writer died is completed when all of it is on disk (only
@@ -292,40 +354,96 @@ def init(home: str | None, as_json: bool) -> None:
 )
 @json_option
 @handle_errors
-def route(home, region, pool, role, failed, policy, seed, explain, log, task, table, as_json):
+def route(
+    home: str | None,
+    region: str,
+    pool: tuple[str, ...],
+    role: str | None,
+    failed: tuple[str, ...],
+    policy: str | None,
+    seed: int | None,
+    explain: bool,
+    log: bool,
+    task: str | None,
+    table: str | None,
+    as_json: bool,
+) -> None:
     """Decide which configuration does a task, from the published routing table.
 
-    Prints the decision as JSON (also without --json): config, policy, reason,
-    explored, table_version, predicted_quality, propensity, candidates.
+    Prints the decision for people: the config, the policy, why (the gate's test in
+    words), the predicted quality, the propensity and the candidates; with --json
+    the same as one object (config, policy, reason, explored, table_version,
+    predicted_quality, propensity, candidates). A --pool key the table does not
+    know is refused (exit 2). --log --task ID warns on stderr when the home has
+    never seen the task.
 
     \b
     Example:
       ratings route --region implement --role implementer
       ratings route --region review --pool codex/openai/gpt-5/medium --pool kimi/moonshot/k2/- --explain
-      ratings route --region implement --seed 7 --log --task T-42
+      ratings route --region implement --seed 7 --log --task T-42 --json
     """
     from .routing.decide import decide
+    from .routing.words import decision_lines
 
     if log and not task:
         raise click.UsageError("--log needs --task ID (the task the decision is logged for)")
-    emit_json(
-        decide(
-            home,
-            region=region,
-            pool=pool,
-            role=role,
-            failures=failed,
-            policy=policy,
-            seed=seed,
-            explain=explain,
-            table=table,
-            log_task=task if log else None,
-        )
+    out = decide(
+        home,
+        region=region,
+        pool=pool,
+        role=role,
+        failures=failed,
+        policy=policy,
+        seed=seed,
+        explain=explain,
+        table=table,
+        log_task=task if log else None,
     )
+    for warning in out.pop("warnings", []):
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        emit_json(out)
+        return
+    for line in decision_lines(out):
+        click.echo(line)
+
+
+@cli.command("table")
+@home_option
+@click.option(
+    "--table",
+    "table",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Routing table file (default: <home>/fits/routing-table.json).",
+)
+@json_option
+@handle_errors
+def table_(home: str | None, table: str | None, as_json: bool) -> None:
+    """Print the published routing table for people: per region the choice, its quality, cost and n, the
+    runner-up, the ladder, and why (the evidence gate's reason, with its numbers).
+
+    \b
+    Example:
+      ratings table --home ./myteam
+      ratings table --json | jq '.regions[] | {region, config: .choice.config}'
+    """
+    from .routing.decide import table_path
+    from .routing.summary import summarize
+    from .routing.table import load
+    from .routing.words import table_lines
+
+    summary = summarize(load(table_path(home, table)))
+    if as_json:
+        emit_json(summary.model_dump(mode="json"))
+        return
+    for line in table_lines(summary):
+        click.echo(line)
 
 
 # --------------------------------------------------------------------------- fit (fit-routing)
-def _half_life(ctx, param, value):
+def _half_life(ctx: click.Context, param: click.Parameter, value: str | None) -> float | Literal["inf"] | None:
     if value is None or value.lower() in ("inf", "infinity"):
         return None if value is None else "inf"
     try:
@@ -337,11 +455,9 @@ def _half_life(ctx, param, value):
     return days
 
 
-def _since(ctx, param, value):
+def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
     if value is None:
         return None
-    from datetime import datetime
-
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
@@ -349,7 +465,7 @@ def _since(ctx, param, value):
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _case_study(ctx, param, value):
+def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
     from .home import case_study_name
 
     try:
@@ -407,6 +523,14 @@ def _case_study(ctx, param, value):
 @click.option("--prior-weight", type=click.FloatRange(0), default=None, metavar="K", help="Pin the prior weight.")
 @click.option("--exploration", type=click.FloatRange(0, 1), default=None, metavar="EPS", help="Pin exploration.")
 @click.option(
+    "--min-exploration",
+    type=click.FloatRange(0, 1),
+    default=0.05,
+    show_default=True,
+    metavar="EPS",
+    help="Floor of the searched exploration grid (0: the loop may stop trying non-greedy configs).",
+)
+@click.option(
     "--half-life-days",
     "half_life",
     default=None,
@@ -420,6 +544,13 @@ def _case_study(ctx, param, value):
     default=None,
     metavar="N",
     help="Evidence gate: ratings a learned choice needs (default: shipped.json's, else 3).",
+)
+@click.option(
+    "--min-quality",
+    type=click.FloatRange(0, 1),
+    default=None,
+    metavar="Q",
+    help="Quality floor: the best objective among configs of quality >= Q, else the highest quality.",
 )
 @click.option("--thread", default=None, help="Fit only the tasks of this thread.")
 @click.option("--since", default=None, metavar="DATE", callback=_since, help="Fit only tasks opened since DATE.")
@@ -465,8 +596,10 @@ def fit(
     prior_source,
     prior_weight,
     exploration,
+    min_exploration,
     half_life,
     min_samples,
+    min_quality,
     thread,
     since,
     no_compact,
@@ -496,6 +629,7 @@ def fit(
       ratings fit --objective quality --prior-weight 3 --exploration 0.1 --json
       ratings fit --half-life-days inf --since 2026-01-01 --case-study january
       ratings fit --ladder-budget 0.001 --pass-threshold 0.7
+      ratings fit --min-quality 0.8
       fit-routing --home build/lcb --case-study livecodebench --credit "LiveCodeBench leaderboard data"
     """
     from .nightly.job import run_fit
@@ -514,8 +648,10 @@ def fit(
         prior_source=prior_source,
         prior_weight=prior_weight,
         exploration=exploration,
+        min_exploration=min_exploration,
         half_life_days=half_life,
         min_samples=min_samples,
+        min_quality=min_quality,
         thread=thread,
         since=since,
         no_compact=no_compact,
@@ -546,7 +682,7 @@ def fit(
 @json_option
 @click.argument("name")
 @handle_errors
-def case_study(home, as_json, name):
+def case_study(home: str | None, as_json: bool, name: str) -> None:
     """Render case-studies/NAME/index.html and README.md (and SVG figures) from its stats.json alone.
 
     \b
@@ -586,7 +722,9 @@ def case_study(home, as_json, name):
 @click.option("--previous", is_flag=True, help="Also compare the table with the previous fit in fits/history/.")
 @json_option
 @handle_errors
-def compare(home, shipped, table, stats, previous, as_json):
+def compare(
+    home: str | None, shipped: str | None, table: str | None, stats: str | None, previous: bool, as_json: bool
+) -> None:
     """Shipped against fitted constants: held-out hit rates, the published choice, disagreeing priors.
 
     \b
@@ -640,7 +778,7 @@ def doctor(home, as_json):
 @json_option
 @click.argument("version", required=False)
 @handle_errors
-def pin(home, latest, as_json, version):
+def pin(home: str | None, latest: bool, as_json: bool, version: str | None) -> None:
     """Pin the published routing table to a past fit in fits/history/, or follow the newest fit again.
 
     The pin is recorded in fits/pin.json; `ratings doctor` reports the table as pinned, not stale.
@@ -847,15 +985,29 @@ def _size(n: int) -> str:
 @click.option("--thread", default=None, help="Thread name recorded on each task.opened.")
 @click.option("--skip-bad", is_flag=True, help="Dead-letter bad rows instead of failing.")
 @click.option("--fsync", type=click.Choice(["always", "batch", "never"]), default="batch", show_default=True)
+@quiet_option
 @json_option
 @click.argument("file", type=click.Path(dir_okay=False))
 @handle_errors
-def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json, file):
+def import_(
+    home: str | None,
+    fmt: str,
+    rater_kind: str,
+    rater_name: str | None,
+    thread: str | None,
+    skip_bad: bool,
+    fsync: str,
+    quiet: bool,
+    as_json: bool,
+    file: str,
+) -> None:
     """Import a long table (CSV, CSV.gz or Parquet) of past results as events.
 
     Columns: task_id, config, score, cost_usd, region, at; others become task
     labels. Rows with a blank score are skipped and counted. Ids come from the
     row content, so importing a file twice adds nothing after compaction.
+    The table is streamed: every row is checked first (a bad row and nothing
+    is appended, unless --skip-bad), then appended in chunks, each one batch.
 
     \b
     Example:
@@ -864,9 +1016,18 @@ def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json,
     """
     from .imports import import_table
 
-    result = import_table(
-        home, file, fmt=fmt, rater_kind=rater_kind, rater_name=rater_name, thread=thread, skip_bad=skip_bad, fsync=fsync
-    )
+    with _progress_bar("importing", quiet or as_json) as advance:
+        result = import_table(
+            home,
+            file,
+            fmt=fmt,  # type: ignore[arg-type]  # click.Choice checked it
+            rater_kind=rater_kind,
+            rater_name=rater_name,
+            thread=thread,
+            skip_bad=skip_bad,
+            fsync=fsync,  # type: ignore[arg-type]
+            progress=advance,
+        )
     if as_json:
         emit_json(result.summary())
     else:
@@ -875,6 +1036,30 @@ def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json,
             f"{result.appended} event(s) appended; {result.skipped_blank_score} blank score(s) skipped, "
             f"{result.bad_rows} bad row(s) dead-lettered"
         )
+
+
+@contextmanager
+def _progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback ``(done, total)`` drawing click's bar on a terminal; None in pipes or when quiet."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    bar: Any = None
+    shown = 0
+
+    def advance(done: int, total: int) -> None:
+        nonlocal bar, shown
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - shown)
+        shown = done
+
+    try:
+        yield advance
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
 
 
 # --------------------------------------------------------------------------- smoke
@@ -897,7 +1082,7 @@ def import_(home, fmt, rater_kind, rater_name, thread, skip_bad, fsync, as_json,
 )
 @json_option
 @handle_errors
-def smoke(tasks, evidence_tasks, seed, keep, as_json):
+def smoke(tasks: int, evidence_tasks: int | None, seed: int, keep: str | None, as_json: bool) -> None:
     """Prove the loop learns: simulate, fit, route, add evidence for another config, fit, route again.
 
     Runs in a temporary directory and never touches your home. Prints
@@ -973,7 +1158,18 @@ def smoke(tasks, evidence_tasks, seed, keep, as_json):
 @click.option("--force", is_flag=True, help="Replace existing non-empty streams in --out.")
 @json_option
 @handle_errors
-def simulate(out, preset_name, scenario_file, tasks, seed, corrupt, gate_noise, truth_path, force, as_json):
+def simulate(
+    out: str,
+    preset_name: Literal["backlog", "scale"],
+    scenario_file: str | None,
+    tasks: int | None,
+    seed: int,
+    corrupt: float,
+    gate_noise: float | None,
+    truth_path: str,
+    force: bool,
+    as_json: bool,
+) -> None:
     """Write a simulated backlog with known truth: real v1 streams plus truth.json.
 
     Deterministic for a seed. The logging policy routed with the shipped

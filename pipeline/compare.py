@@ -22,10 +22,10 @@ from .errors import PipelineError
 from .fit.shipped import Shipped, load_shipped
 from .home import Home
 from .jsonfile import first_problem
+from .nightly.publish import stats_path_of
 from .nightly.stats import Stats, load_stats
 from .routing.table import RoutingTable, load
 
-DEFAULT_CASE_STUDY = "routing-by-rating"
 DISAGREE_BY = 0.1  # issue 5: a prior disagrees when it differs from the measured quality by more than this
 CONSTANT_NAMES = (
     "prior_source",
@@ -67,6 +67,23 @@ class RoutingFigures(BaseModel):
     difference: float | None
     difference_ci95: tuple[float, float] | None
     shipped_expected_with_exploration: float | None
+
+
+class ExplorationFigures(BaseModel):
+    """The exploration verdict: held-out replay (mean over the replay seeds) of the fitted against the shipped
+    epsilon, with the published priors; the difference's moving-block bootstrap interval."""
+
+    model_config = _M
+
+    shipped_exploration: float
+    fitted_exploration: float
+    shipped_value: float | None
+    fitted_value: float | None
+    difference: float | None
+    difference_ci95: tuple[float, float] | None
+    seeds: int | None
+    recommendation: str
+    reason: str
 
 
 class PriorCheck(BaseModel):
@@ -129,12 +146,14 @@ class Comparison(BaseModel):
     table_file: str | None
     shipped_file: str | None
     objective: str | None
-    published: Literal["fitted", "shipped"] | None
+    published: Literal["fitted", "shipped", "mixed"] | None
     published_from: Literal["table", "stats"] | None
+    provenance: dict[str, str]  # per searched constant: fitted, shipped or pinned (empty for older tables)
     constants: list[ConstantRow]
     routing: RoutingFigures
-    recommendation: str | None
+    recommendation: str | None  # the prior family's verdict (greedy hit rates)
     reason: str | None
+    exploration: ExplorationFigures | None  # the exploration verdict (null for stats written before it)
     calibration_recommendation: str | None
     calibration_reason: str | None
     priors: list[PriorCheck]
@@ -164,7 +183,7 @@ def compare(
     h = Home.resolve(home)
     table_path = Path(table) if table is not None else h.fits / "routing-table.json"
     routing_table = load(table_path) if table is not None or table_path.exists() else None
-    stats_path = Path(stats) if stats is not None else _stats_path(h, routing_table)
+    stats_path = Path(stats) if stats is not None else stats_path_of(h, routing_table)
     case = _load_stats(stats_path) if stats is not None or stats_path.exists() else None
     if case is None and routing_table is None:
         raise PipelineError(
@@ -194,10 +213,14 @@ def compare(
         objective=case.objective if case else routing_table.objective,
         published=published,
         published_from="table" if routing_table is not None else "stats",
+        provenance=dict(routing_table.constants_provenance)
+        if routing_table is not None
+        else dict(case.constants.provenance if case else {}),
         constants=_constants(case, routing_table, owner),
         routing=_routing(case, evaluation),
         recommendation=case.routing.recommendation if case else evaluation.get("recommendation"),
         reason=case.routing.reason if case else evaluation.get("reason"),
+        exploration=_exploration(case),
         calibration_recommendation=case.calibration.recommendation if case else evaluation.get("calibration"),
         calibration_reason=case.calibration.reason if case else None,
         priors=priors,
@@ -206,16 +229,6 @@ def compare(
         notes=notes,
         previous=_previous(h, routing_table, table_path) if previous else None,
     )
-
-
-def _stats_path(home: Home, table: RoutingTable | None) -> Path:
-    """The stats the table's evaluation points to (``stats`` path or ``case_study`` name), else the default case."""
-    evaluation = table.evaluation if table is not None else {}
-    if isinstance(evaluation.get("stats"), str):
-        path = Path(evaluation["stats"])
-        return path if path.is_absolute() else home.root / path
-    name = evaluation.get("case_study") or evaluation.get("name") or DEFAULT_CASE_STUDY
-    return home.case_study(str(name)) / "stats.json"
 
 
 def _load_stats(path: Path) -> Stats:
@@ -277,6 +290,23 @@ def _routing(case: Stats | None, evaluation: dict[str, Any]) -> RoutingFigures:
         difference=diff.get("value"),
         difference_ci95=_pair(diff.get("ci95")),
         shipped_expected_with_exploration=None,
+    )
+
+
+def _exploration(case: Stats | None) -> ExplorationFigures | None:
+    x = case.routing.exploration if case is not None else None
+    if x is None:
+        return None
+    return ExplorationFigures(
+        shipped_exploration=x.shipped.exploration,
+        fitted_exploration=x.fitted.exploration,
+        shipped_value=x.shipped.realized_value,
+        fitted_value=x.fitted.realized_value,
+        difference=x.difference.value,
+        difference_ci95=x.difference.ci95,
+        seeds=x.method.get("seeds"),
+        recommendation=x.recommendation,
+        reason=x.reason,
     )
 
 
@@ -434,7 +464,7 @@ def _aligned(columns: list[str], rows: list[list[str]], right: set[int] = frozen
 
     def line(cells: list[str]) -> str:
         return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()
 
     return [line(columns), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
@@ -474,7 +504,18 @@ def _text(c: Comparison) -> str:
     out.append(f"Fitted minus shipped: {fmt.points(r.difference)} (95% CI {fmt.points_interval(r.difference_ci95)})")
     if r.shipped_expected_with_exploration is not None:
         out.append(f"Shipped under its exploration, expected: {fmt.pct(r.shipped_expected_with_exploration)}")
-    out += ["", f"Recommendation: {c.recommendation or 'n/a'}. {c.reason or ''}".rstrip()]
+    out += ["", f"Prior family (greedy hit rate): {c.recommendation or 'n/a'}. {c.reason or ''}".rstrip()]
+    x = c.exploration
+    if x is not None:
+        out += [
+            "",
+            f"Exploration (held-out replay, mean of {x.seeds} seeds): shipped {x.shipped_exploration:g} realized "
+            f"{fmt.num(x.shipped_value)}, fitted {x.fitted_exploration:g} realized {fmt.num(x.fitted_value)}; "
+            f"fitted minus shipped {fmt.signed(x.difference)} (95% CI {_span(x.difference_ci95)})",
+            f"Exploration: {x.recommendation}. {x.reason}",
+        ]
+    if c.provenance:
+        out.append(f"Published: {c.published} (" + ", ".join(f"{k} {v}" for k, v in sorted(c.provenance.items())) + ")")
     if c.calibration_recommendation:
         out.append(
             f"Calibration against the plain mean: {c.calibration_recommendation}. {c.calibration_reason or ''}".rstrip()
@@ -548,3 +589,8 @@ def _text(c: Comparison) -> str:
             right={4, 5, 6},
         )
     return "\n".join(out)
+
+
+def _span(ci: tuple[float, float] | None) -> str:
+    """A 95% interval of a difference of replay values: ``[-0.0123, +0.2000]``."""
+    return fmt.NA if ci is None else f"[{fmt.signed(ci[0])}, {fmt.signed(ci[1])}]"

@@ -76,13 +76,9 @@ def _code_checks() -> list[Check]:
 # ---------------------------------------------------------------------------------------------- [LIVE]
 def _consumed_offsets(home: Home, table: Any) -> dict[str, int]:
     """Per stream, the byte offset up to which this home's writer committed it (0 when never)."""
-    from .compact.run import txn_ids
-    from .store.writer import identity
+    from .store.table import consumed_offsets
 
-    if table is None or not (home.store / "writer.json").exists():
-        return {}
-    writer = identity(home).writer
-    return {stream: table.transaction_version(txn_ids(writer, stream)[0]) or 0 for stream in STREAMS}
+    return (consumed_offsets(home, table) or {}) if table is not None else {}
 
 
 def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
@@ -172,6 +168,7 @@ def _rows_at(table: Any, version: int | None) -> int:
 
 def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], int | None]:
     from .compact.run import family_rows
+    from .nightly.publish import consistency
     from .pin import read_pin
     from .routing.table import canonical_json, load, table_json_schema
 
@@ -210,12 +207,14 @@ def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], in
             ),
         )
     )
+    pin = read_pin(home)
+    agree = consistency(home, routing, pinned=pin.version if pin else None)
+    checks.append(_check("LIVE", "table, stats and history agree", agree.ok, agree.detail))
     newest = table.version() if table is not None else None
     newest_rows = sum(family_rows(table).values()) if table is not None else 0
     fitted = routing.source.version
     fitted_rows = newest_rows if fitted == newest else _rows_at(table, fitted)
     stale = max(0, newest_rows - fitted_rows) + pending
-    pin = read_pin(home)
     if pin is not None and pin.version == routing.version:
         checks.append(
             _check(

@@ -18,14 +18,24 @@ class InvalidEvent(PipelineError):
 
     ``source`` names where it came from (a file, ``<stdin>``, ``<arg>``),
     ``line`` is 1-based, ``field`` is a dotted path (``rater.kind``) or ``-``
-    when the line as a whole is wrong.
+    when the line as a whole is wrong. ``problems`` lists every (field, reason)
+    found (the first is ``field`` and the start of ``reason``, which names them all).
     """
 
-    def __init__(self, reason: str, *, field: str = "-", line: int | None = None, source: str = "<input>"):
+    def __init__(
+        self,
+        reason: str,
+        *,
+        field: str = "-",
+        line: int | None = None,
+        source: str = "<input>",
+        problems: tuple[tuple[str, str], ...] | None = None,
+    ):
         self.reason = reason
         self.field = field
         self.line = line
         self.source = source
+        self.problems = problems if problems is not None else ((field, reason),)
         super().__init__(self.message())
 
     def message(self) -> str:
@@ -33,7 +43,15 @@ class InvalidEvent(PipelineError):
         return f"{where}: {self.field}: {self.reason}"
 
     def located(self, *, source: str, line: int) -> InvalidEvent:
-        return InvalidEvent(self.reason, field=self.field, line=line, source=source)
+        return InvalidEvent(self.reason, field=self.field, line=line, source=source, problems=self.problems)
+
+    def as_json(self) -> dict[str, object]:
+        """The stable JSON shape of this error (``ratings append --json``)."""
+        return {
+            "source": self.source,
+            "line": self.line,
+            "problems": [{"field": field, "reason": reason} for field, reason in self.problems],
+        }
 
 
 class OutsideHome(PipelineError):
@@ -45,10 +63,12 @@ class OutsideHome(PipelineError):
 
 
 class InvalidBatch(PipelineError):
-    """A batch with one or more invalid events; nothing of it was written."""
+    """A batch with one or more invalid events; nothing of it was written. ``errors`` names them, or the first
+    of ``total`` when there are too many to name."""
 
-    def __init__(self, errors: list[InvalidEvent]):
+    def __init__(self, errors: list[InvalidEvent], *, total: int | None = None):
         self.errors = errors
+        self.total = total if total is not None else len(errors)
         super().__init__("\n".join(e.message() for e in errors))
 
 

@@ -1,4 +1,4 @@
-"""Events of schema v1 (DESIGN 3): frozen pydantic models and one line parser.
+"""Events of schema v1 (docs/design.md, Events): frozen pydantic models and one line parser.
 
 Every model is built lazily (``defer_build``): appending one rating builds the
 rating model only, which keeps the CLI's start-up small. Unknown fields are
@@ -24,7 +24,7 @@ from pydantic_core import to_json
 from .errors import InvalidEvent
 
 SCHEMA_VERSION = 1
-DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB, DESIGN 3
+DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB (docs/design.md, Events)
 MAX_NESTING = 64  # deeper JSON is rejected before it can exhaust the stack
 
 # Numbers are bounded where they enter (docs/design.md, events): generous for any real task, and small enough
@@ -40,11 +40,30 @@ RESERVED_ID = re.compile(r"(?:[^:]+:)?(?:tasks|ratings)@[0-9]+")
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
 
-def _utc_timestamp(value: str) -> str:
+#: The form :func:`format_timestamp` writes: UTC, ``Z``, no fraction or six digits that are not all zero.
+CANONICAL_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{6})?Z"
+_CANONICAL = re.compile(CANONICAL_TIME)
+
+
+def is_canonical_time(value: str) -> bool:
+    """Whether ``value`` is a real time already in the normalised form, so that :func:`utc_timestamp` returns it
+    unchanged (the form alone is not enough: 2026-02-30 has it)."""
+    if not _CANONICAL.fullmatch(value) or value.endswith(".000000Z"):
+        return False
+    try:
+        datetime.fromisoformat(value[:-1])
+    except ValueError:
+        return False
+    return True
+
+
+def utc_timestamp(value: str) -> str:
     """Accept an RFC 3339 timestamp with a zone; return it in UTC as ``...Z``.
 
     Microsecond precision: finer digits are truncated, which keeps ordering.
     """
+    if is_canonical_time(value):  # the common case: nothing to normalise
+        return value
     if not _RFC3339.fullmatch(value):
         raise ValueError("not an RFC 3339 timestamp with a time zone (e.g. 2026-01-31T12:00:00Z)")
     text = value.replace("t", "T").replace(" ", "T").replace("z", "Z")
@@ -66,7 +85,7 @@ def format_timestamp(moment: datetime) -> str:
     return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
 
 
-Timestamp = Annotated[str, AfterValidator(_utc_timestamp), WithJsonSchema({"type": "string", "format": "date-time"})]
+Timestamp = Annotated[str, AfterValidator(utc_timestamp), WithJsonSchema({"type": "string", "format": "date-time"})]
 NonEmpty = Annotated[str, Field(min_length=1)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 PositiveUnit = Annotated[float, Field(gt=0.0, le=1.0)]
@@ -75,8 +94,13 @@ CostUsd = Annotated[float, Field(ge=0.0, le=MAX_COST_USD)]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 
 
-def _free_id(value: str) -> str:
-    if RESERVED_ID.fullmatch(value):
+def is_reserved_id(value: str) -> bool:
+    """Whether ``value`` has the form the compactor gives to id-less lines (refused as an explicit id)."""
+    return "@" in value and RESERVED_ID.fullmatch(value) is not None
+
+
+def free_id(value: str) -> str:
+    if is_reserved_id(value):
         raise ValueError(
             f"id {value!r} has the form <stream>@<offset> that the compactor gives to lines without an id; choose "
             "another id (a ULID or UUID) or leave it out"
@@ -84,7 +108,7 @@ def _free_id(value: str) -> str:
     return value
 
 
-def _known_major(value: int) -> int:
+def known_major(value: int) -> int:
     if value != SCHEMA_VERSION:
         raise ValueError(
             f"schema version {value} is not one this reader knows (it reads v{SCHEMA_VERSION}); "
@@ -93,8 +117,8 @@ def _known_major(value: int) -> int:
     return value
 
 
-EventId = Annotated[str, Field(min_length=1), AfterValidator(_free_id)]
-MajorVersion = Annotated[int, Field(ge=1, json_schema_extra={"maximum": SCHEMA_VERSION}), AfterValidator(_known_major)]
+EventId = Annotated[str, Field(min_length=1), AfterValidator(free_id)]
+MajorVersion = Annotated[int, Field(ge=1, json_schema_extra={"maximum": SCHEMA_VERSION}), AfterValidator(known_major)]
 
 _STRICT = ConfigDict(strict=True, frozen=True, defer_build=True, allow_inf_nan=False)
 
@@ -135,11 +159,11 @@ class Config(BaseModel):
         if len(parts) != 4:
             raise ValueError(f"config key {key!r} must have 4 parts separated by '/', found {len(parts)}")
         cli, route, model, effort = (_decode_part(p) for p in parts)
-        return cls(cli=cli, route=route, model=model, effort=effort)
+        return cls.model_validate({"cli": cli, "route": route, "model": model, "effort": effort})
 
 
 def config_key(cli: str, route: str | None, model: str, effort: str | None) -> str:
-    """The one implementation of the config key (DESIGN 3), shared with the vectorised compactor."""
+    """The one implementation of the config key (docs/design.md, Events), shared with the vectorised compactor."""
     return "/".join(_encode_part(p) for p in (cli, route, model, effort))
 
 
@@ -260,7 +284,7 @@ RESERVED_TYPES = frozenset({"batch.begin", "batch.end"})
 #: Which stream each type is appended to. Unknown types go to ``tasks``.
 RATING_TYPES = frozenset({"task.rated", "task.rejected", "rating.retracted"})
 
-#: Store family per type (DESIGN 4 / compaction). Unknown types: ``other``.
+#: Store family per type (docs/design.md, Storage). Unknown types: ``other``.
 FAMILY: dict[str, str] = {
     "task.opened": "tasks",
     "task.attempted": "attempts",
@@ -271,9 +295,9 @@ FAMILY: dict[str, str] = {
     "task.closed": "closures",
 }
 
-AnyEvent = Union[
-    TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted, OtherEvent
-]
+AnyEvent = (
+    TaskOpened | TaskAttempted | RouteDecided | TaskClosed | TaskRated | TaskRejected | RatingRetracted | OtherEvent
+)
 
 
 def stream_of(event_type: str) -> str:
@@ -282,6 +306,29 @@ def stream_of(event_type: str) -> str:
 
 def model_for(event_type: str) -> type[Event]:
     return KNOWN.get(event_type, OtherEvent)
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Edits (insert, delete, replace one character, or swap two neighbours) that turn ``a`` into ``b``."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        current = [i]
+        for j, cb in enumerate(b, start=1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+def nearest_type(event_type: str) -> tuple[int, str] | None:
+    """The v1 type closest to an unknown ``event_type`` (edits, name) when it is at most two edits away."""
+    if event_type in KNOWN:
+        return None
+    distance, name = min((edit_distance(event_type, known), known) for known in KNOWN)
+    return (distance, name) if distance <= 2 else None
 
 
 # --------------------------------------------------------------------------- parsing
@@ -373,10 +420,15 @@ def _field_path(loc: tuple) -> str:
     return ".".join(parts) or "-"
 
 
+#: At most this many problems of one line are named; a count of the others follows them.
+MAX_PROBLEMS = 10
+
+
 def validate_object(obj: Any) -> AnyEvent:
     """Validate one decoded JSON value as an event, or raise :class:`InvalidEvent` (no location yet).
 
-    The reason is pydantic's first error; a count of the others follows it.
+    The reason names every problem pydantic finds, ``field: reason`` joined by ``; `` (the first field is the
+    error's ``field``), at most :data:`MAX_PROBLEMS` of them and a count of the rest.
     """
     if not isinstance(obj, dict):
         raise InvalidEvent(f"expected a JSON object, got {_json_kind(obj)}")
@@ -388,16 +440,21 @@ def validate_object(obj: Any) -> AnyEvent:
             f"{event_type!r} is reserved for the frame lines a writer puts around a batch; it is not an event type",
             field="type",
         )
+    model = KNOWN.get(event_type, OtherEvent)
     try:
-        return model_for(event_type).model_validate(obj)
+        return model.model_validate(obj)  # type: ignore[return-value]  # KNOWN maps each type to its model
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False, include_input=False)
-        first = errors[0]
-        reason = "required field is missing" if first["type"] == "missing" else first["msg"]
-        reason = reason.removeprefix("Value error, ")
-        if len(errors) > 1:
-            reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-        raise InvalidEvent(reason, field=_field_path(first["loc"])) from None
+        problems = tuple(
+            (_field_path(e["loc"]), "required field is missing" if e["type"] == "missing" else e["msg"]) for e in errors
+        )
+        problems = tuple((field, reason.removeprefix("Value error, ")) for field, reason in problems)
+        named = problems[:MAX_PROBLEMS]
+        reason = "; ".join([named[0][1], *(f"{field}: {why}" for field, why in named[1:])])
+        if len(problems) > MAX_PROBLEMS:
+            more = len(problems) - MAX_PROBLEMS
+            reason += f" (and {more} more problem{'s' if more > 1 else ''})"
+        raise InvalidEvent(reason, field=named[0][0], problems=named) from None
 
 
 def _json_kind(value: Any) -> str:
@@ -419,17 +476,17 @@ def parse_line(
     except InvalidEvent as exc:
         if line is not None:
             raise exc.located(source=source, line=line) from None
-        raise InvalidEvent(exc.reason, field=exc.field, source=source) from None
+        raise InvalidEvent(exc.reason, field=exc.field, source=source, problems=exc.problems) from None
 
 
-def with_head(data: dict[str, Any], event: Event, *, id: str | None, at: str | None) -> dict[str, Any]:
+def with_head(data: dict[str, Any], *, type: str, v: int, id: str | None, at: str | None) -> dict[str, Any]:
     """``data`` (a validated event's fields) with the common fields first: ``id``, ``type``, ``at``, ``v``.
 
     ``at`` is the normalised time (or the one ``append`` filled); a ``None`` id or time is left out.
     """
-    out: dict[str, Any] = {"id": id, "type": event.type, "at": at, "v": event.v, **data}
+    out: dict[str, Any] = {"id": id, "type": type, "at": at, "v": v, **data}
     # a key of ``data`` keeps the position given above; its value is replaced by the normalised one
-    out["id"], out["type"], out["at"], out["v"] = id, event.type, at, event.v
+    out["id"], out["type"], out["at"], out["v"] = id, type, at, v
     if id is None:
         del out["id"]
     if at is None:
@@ -466,7 +523,7 @@ def to_json_line(event: Event, *, max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> by
     back as the same event and unknown fields survive.
     """
     data = event.model_dump(mode="json", exclude_unset=True)
-    return encode_line(with_head(data, event, id=event.id, at=event.at), max_bytes=max_bytes)
+    return encode_line(with_head(data, type=event.type, v=event.v, id=event.id, at=event.at), max_bytes=max_bytes)
 
 
 # --------------------------------------------------------------------------- JSON Schema
@@ -479,7 +536,7 @@ def events_json_schema() -> dict[str, Any]:
     from pydantic import TypeAdapter
 
     models = (TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted, OtherEvent)
-    schema = TypeAdapter(Union[models]).json_schema(mode="validation")  # type: ignore[valid-type]
+    schema = TypeAdapter(Union[models]).json_schema(mode="validation")  # type: ignore[arg-type]  # noqa: UP007
     defs = schema["$defs"]
     for model in models:
         branch = defs[model.__name__]

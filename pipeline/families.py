@@ -23,15 +23,15 @@ RATER = [("rater_kind", "VARCHAR"), ("rater_name", "VARCHAR")]
 EXTRA = [("extra", "VARCHAR")]
 
 COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "tasks": COMMON
-    + [
+    "tasks": [
+        *COMMON,
         ("task", "VARCHAR"),
         ("region", "VARCHAR"),
         ("title", "VARCHAR"),
         ("labels", "VARCHAR"),  # JSON object text, or NULL
         ("thread", "VARCHAR"),
-    ]
-    + EXTRA,
+        *EXTRA,
+    ],
     "attempts": [
         *COMMON,
         ("task", "VARCHAR"),
@@ -69,8 +69,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         *EXTRA,
     ],
     "retractions": [*COMMON, ("rating", "VARCHAR"), ("reason", "VARCHAR"), *EXTRA],
-    "decisions": COMMON
-    + [
+    "decisions": [
+        *COMMON,
         ("task", "VARCHAR"),
         ("policy", "VARCHAR"),
         ("chosen", "VARCHAR"),
@@ -80,8 +80,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("explored", "BOOLEAN"),
         ("reason", "VARCHAR"),
         ("predicted_quality", "DOUBLE"),
-    ]
-    + EXTRA,
+        *EXTRA,
+    ],
     "closures": [*COMMON, ("task", "VARCHAR"), ("outcome", "VARCHAR"), *EXTRA],
     # Events of a type v1 does not know: everything but the common fields stays in ``extra``.
     "other": COMMON + EXTRA,

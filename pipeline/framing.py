@@ -79,19 +79,20 @@ _NUM = rb"(0|[1-9][0-9]{0,17})"
 #: A batch id: printable ASCII but '"' and '\\' (no escapes, no space), at most 128 characters; a ULID fits.
 BATCH_ID = r"[\x21\x23-\x5b\x5d-\x7e]{1,128}"
 _ID = b"(" + BATCH_ID.encode() + b")"
-_BEGIN_RE = re.compile(
+# Compiled on first use (by ``re``'s own cache): appending one event never needs them.
+_BEGIN_RE = (
     rb'\{"type":"batch\.begin","id":"' + _ID + rb'","lines":' + _NUM + rb',"bytes":' + _NUM
     + rb'(?:,"then":\{"ratings":' + _NUM + rb"\})?\}"
 )  # fmt: skip
-_END_RE = re.compile(rb'\{"type":"batch\.end","id":"' + _ID + rb'"\}')
-_NOTE_RE = re.compile(_ID + rb" (0|[1-9][0-9]{0,18})\n")
+_END_RE = rb'\{"type":"batch\.end","id":"' + _ID + rb'"\}'
+_NOTE_RE = _ID + rb" (0|[1-9][0-9]{0,18})\n"
 
 
 # --------------------------------------------------------------------------- frame lines
 class Then(BaseModel):
     """Where the ratings part of a two-stream batch begins (the ratings stream's size when the batch started)."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
 
     ratings: int = Field(ge=0)
 
@@ -99,7 +100,7 @@ class Then(BaseModel):
 class BatchBegin(BaseModel):
     """``{"type":"batch.begin","id","lines":N,"bytes":B}``: N event lines of B bytes follow, then the end."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
 
     type: Literal["batch.begin"] = "batch.begin"
     id: str = Field(pattern=f"^{BATCH_ID}$")
@@ -116,7 +117,7 @@ class BatchBegin(BaseModel):
 class BatchEnd(BaseModel):
     """``{"type":"batch.end","id"}``: the part of batch ``id`` is whole."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
 
     type: Literal["batch.end"] = "batch.end"
     id: str = Field(pattern=f"^{BATCH_ID}$")
@@ -136,7 +137,7 @@ def frame_of(raw: bytes) -> Frame | None:
     """
     if not raw.startswith(FRAME_PREFIX):
         return None
-    if match := _BEGIN_RE.fullmatch(raw):
+    if match := re.fullmatch(_BEGIN_RE, raw):
         batch_id, lines, size, then = match.groups()
         if int(lines) < 1 or int(size) < 1:
             return None
@@ -146,7 +147,7 @@ def frame_of(raw: bytes) -> Frame | None:
             bytes=int(size),
             then=Then(ratings=int(then)) if then is not None else None,
         )
-    if match := _END_RE.fullmatch(raw):
+    if match := re.fullmatch(_END_RE, raw):
         return BatchEnd(id=match.group(1).decode())
     return None
 
@@ -317,22 +318,28 @@ def hold(home: Home, streams: Sequence[str], *, create: bool = True, durable: bo
     """Take the exclusive ``flock`` of each stream in the fixed order (tasks, then ratings) and open the streams.
 
     Every path is confined to the home (a symbolic link is refused). Without ``create`` a stream that does not
-    exist is left out (nothing to recover in it, size 0). ``durable``: fsync ``streams/`` when this call created
-    a stream or a lock file, so a note written to a new lock file survives a power loss.
+    exist is left out (nothing to recover in it, size 0), but its lock is still taken and held: a writer takes
+    the lock before it creates the stream, so a stream that is missing under its lock stays missing until the
+    lock is released (checking for the file before taking the lock would let a two-stream batch start and end
+    between the check and the other stream's lock). Only a home without ``streams/`` takes no lock at all: a
+    writer starting there writes wholly after the cut. ``durable``: fsync ``streams/`` when this call created a
+    stream or a lock file, so a note written to a new lock file survives a power loss.
     """
     ordered = [s for s in STREAMS if s in streams]
     if create:
         home.root.mkdir(parents=True, exist_ok=True)  # the home itself may be new (its folders are confined)
+    elif not home.streams.is_dir():
+        ordered = []
     with ExitStack() as stack:
         held: dict[str, Held] = {}
         for stream in ordered:
             lock_path, path = home.stream_lock(stream), home.stream(stream)
-            if not create and not os.path.lexists(path):
-                continue
             created = not lock_path.exists() or not path.exists()
             lock_fd = home.open(lock_path, os.O_RDWR | os.O_CREAT)
             stack.callback(os.close, lock_fd)  # closing releases the flock
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            if not create and not os.path.lexists(path):
+                continue  # under its lock: no writer is creating it now
             fd = home.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             stack.callback(os.close, fd)
             if durable and created:
@@ -359,7 +366,7 @@ def read_note(held: Held) -> tuple[str, int] | Literal[False] | None:
     size = os.fstat(held.lock_fd).st_size
     if size == 0:
         return None
-    match = _NOTE_RE.fullmatch(os.pread(held.lock_fd, min(size, 256), 0))
+    match = re.fullmatch(_NOTE_RE, os.pread(held.lock_fd, min(size, 256), 0))
     if not match:
         return False
     return match.group(1).decode(errors="replace"), int(match.group(2))

@@ -1,4 +1,4 @@
-"""Where a home keeps things (DESIGN 2): one place that knows the layout."""
+"""Where a home keeps things (docs/design.md, Layout): one place that knows the layout."""
 
 from __future__ import annotations
 

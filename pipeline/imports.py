@@ -15,9 +15,15 @@ Rules:
   else a model name, which becomes ``{"cli": "import", "route": null, "model": <name>, "effort": null}``.
 - ids are derived from the row content (SHA-256), so importing the same file again
   appends lines that compaction drops as duplicates: the store gains nothing.
-- a bad row is an error naming its row (1-based, the header not counted) and column;
-  nothing is appended. With ``skip_bad`` the bad rows go to
-  ``deadletter/import-<file name>.jsonl`` and the good ones are imported.
+- a bad row is an error naming its row (1-based, the header not counted) and column
+  (the first :data:`MAX_NAMED` bad rows, and how many there are); nothing is appended. With
+  ``skip_bad`` the bad rows go to ``deadletter/import-<file name>.jsonl`` and the good ones are imported.
+
+The table is streamed, in bounded memory whatever its length: a first pass checks every row and finds
+each task's earliest row (memory: one entry per task); a second pass appends the events of each chunk of
+:data:`CHUNK_ROWS` rows as one framed batch (all or nothing for readers), a task's ``task.opened``
+with its earliest row. An import cut short (a crash, a full disk) leaves whole chunks: run it again, and
+compaction keeps each event once.
 """
 
 from __future__ import annotations
@@ -31,20 +37,22 @@ import io
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import InvalidBatch, InvalidEvent
 from .events import Config, Timestamp, format_timestamp
-from .home import Home, write_synced
+from .home import Home
 from .streams import FsyncPolicy, append
 
 REQUIRED = ("task_id", "config", "score", "cost_usd", "region", "at")
 IMPORT_CLI = "import"
+CHUNK_ROWS = 10_000  # rows per appended batch (and per Parquet read)
+MAX_NAMED = 100  # bad rows named in an error; the count says how many there are
 
 
 class ImportResult(BaseModel):
@@ -62,30 +70,31 @@ class ImportResult(BaseModel):
         return self.model_dump(mode="json")
 
 
-def _rows(path: Path) -> Iterator[dict[str, str | None]]:
-    """The table's rows as text (None for a missing value), from CSV, gzip'd CSV or Parquet."""
+def _rows(path: Path, width: int) -> Iterator[Sequence[str | None]]:
+    """The table's data rows as text cells in column order (None for a missing value), from CSV, gzip'd CSV or
+    Parquet, streamed. ``width``: the number of columns of the header."""
     name = path.name.lower()
     if name.endswith(".parquet"):
         import pyarrow.parquet as pq
 
-        table = pq.read_table(path)
-        for row in table.to_pylist():
-            yield {k: _text(v) for k, v in row.items()}
+        with pq.ParquetFile(path) as table:
+            for batch in table.iter_batches(batch_size=CHUNK_ROWS):
+                columns = [[_text(v) for v in column.to_pylist()] for column in batch.columns]
+                yield from (list(cells) for cells in zip(*columns, strict=True))
         return
     opener = gzip.open if name.endswith(".gz") else open
     with opener(path, "rb") as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-        reader = csv.DictReader(text)
-        if reader.fieldnames is None:
+        reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
+        if next(reader, None) is None:
             return
         for row in reader:
-            if None in row:
+            if len(row) > width:
                 raise InvalidEvent(
-                    f"{len(row[None])} more cell(s) than the header has columns",
+                    f"{len(row) - width} more cell(s) than the header has columns",
                     line=reader.line_num - 1,
                     source=str(path),
                 )
-            yield row
+            yield [*row, *([None] * (width - len(row)))] if len(row) < width else row
 
 
 # What reading a file that is not the table it claims to be raises: gzip's BadGzipFile (an OSError), a
@@ -102,6 +111,13 @@ def _reading(path: Path) -> Iterator[None]:
     except _UNREADABLE as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InvalidEvent(f"cannot read the table: {reason}", source=str(path)) from None
+
+
+def _numbered_rows(path: Path, width: int) -> Iterator[tuple[int, Sequence[str | None]]]:
+    """``(row number, cells)`` of every data row; only reading errors become :func:`_reading`'s (what the caller
+    does with a row between two reads, such as appending, raises its own errors)."""
+    with _reading(path):
+        yield from enumerate(_rows(path, width), start=1)
 
 
 def _text(value: Any) -> str | None:
@@ -127,16 +143,24 @@ def _columns(path: Path) -> list[str]:
 
 
 def _digest(*parts: Any) -> str:
-    """A deterministic id suffix from content: SHA-256 of the parts' JSON, 24 hex digits (96 bits)."""
-    data = json.dumps(parts, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode("utf-8")
-    return hashlib.sha256(data).hexdigest()[:24]
+    """A deterministic id suffix from content: SHA-256 of the parts' canonical JSON, 24 hex digits (96 bits)."""
+    return _hashed(_canonical(parts))
+
+
+def _hashed(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
 @functools.lru_cache(maxsize=4096)
-def _config(text: str) -> Config:
-    if len(text.split("/")) == 4:
-        return Config.from_key(text)
-    return Config(cli=IMPORT_CLI, route=None, model=text, effort=None)
+def _config(text: str) -> tuple[dict[str, str | None], str]:
+    """The config of a ``config`` cell, and its canonical JSON (for :func:`_row_ids`)."""
+    config = (Config.from_key(text) if len(text.split("/")) == 4 else Config(cli=IMPORT_CLI, model=text)).model_dump()
+    return config, _canonical(config)
+
+
+def _canonical(value: Any) -> str:
+    """The JSON text the ids are hashed from: sorted keys, no spaces, UTF-8 as is."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def _number(text: str, *, low: float, high: float | None) -> float:
@@ -163,9 +187,10 @@ def _timestamp(text: str) -> str:
         raise ValueError(exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")) from None
 
 
-class _Row(BaseModel):
+class _Row(NamedTuple):
     task: str
-    config: Config
+    config: dict[str, str | None]
+    config_json: str
     score: float
     cost_usd: float | None
     region: str
@@ -173,56 +198,70 @@ class _Row(BaseModel):
     labels: dict[str, str]
 
 
-def _check(row: dict[str, str | None], extra_columns: list[str]) -> _Row | None:
+class _Columns(NamedTuple):
+    """Where each required column is, and the other columns (task labels)."""
+
+    names: list[str]
+    at: dict[str, int]  # required column -> position
+    extra: list[tuple[str, int]]
+
+    @classmethod
+    def of(cls, names: list[str]) -> _Columns:
+        at = {name: names.index(name) for name in REQUIRED}
+        return cls(names, at, [(name, i) for i, name in enumerate(names) if name not in REQUIRED])
+
+    def record(self, cells: Sequence[str | None]) -> dict[str, str | None]:
+        return dict(zip(self.names, cells, strict=True))
+
+
+def _check(cells: Sequence[str | None], columns: _Columns) -> _Row | None:
     """A validated row, None for a blank score; :class:`ValueError` with ``column: reason`` when bad."""
-
-    def cell(column: str) -> str:
-        return (row.get(column) or "").strip()
-
-    def fail(column: str, reason: str) -> ValueError:
-        return ValueError(column, reason)
-
-    if not cell("score"):
+    at_ = columns.at
+    text = {column: (cells[at_[column]] or "").strip() for column in REQUIRED}
+    if not text["score"]:
         return None
-    task = cell("task_id")
-    if not task:
-        raise fail("task_id", "must not be blank")
-    if not cell("config"):
-        raise fail("config", "must not be blank")
+    if not text["task_id"]:
+        raise ValueError("task_id", "must not be blank")
+    if not text["config"]:
+        raise ValueError("config", "must not be blank")
     try:
-        config = _config(cell("config"))
+        config, config_json = _config(text["config"])
     except ValueError as exc:
-        raise fail("config", str(exc).splitlines()[0]) from None
-    values: dict[str, Any] = {}
+        raise ValueError("config", str(exc).splitlines()[0]) from None
+    values: dict[str, float | None] = {"cost_usd": None}
     for column, low, high in (("score", 0.0, 1.0), ("cost_usd", 0.0, None)):
-        text = cell(column)
-        if not text:
-            values[column] = None
+        if not text[column]:
             continue
         try:
-            values[column] = _number(text, low=low, high=high)
+            values[column] = _number(text[column], low=low, high=high)
         except ValueError as exc:
-            raise fail(column, str(exc) if "is not" in str(exc) else f"{text!r} is not a number") from None
-    if not cell("at"):
-        raise fail("at", "must not be blank")
+            reason = str(exc) if "is not" in str(exc) else f"{text[column]!r} is not a number"
+            raise ValueError(column, reason) from None
+    if not text["at"]:
+        raise ValueError("at", "must not be blank")
     try:
-        at = _timestamp(cell("at"))
+        at = _timestamp(text["at"])
     except ValueError as exc:
-        raise fail("at", str(exc)) from None
-    labels = {c: row[c] for c in extra_columns if row.get(c) not in (None, "")}
+        raise ValueError("at", str(exc)) from None
+    labels = {name: value for name, i in columns.extra if (value := cells[i]) not in (None, "")}
+    score = values["score"]
+    assert score is not None
     return _Row(
-        task=task,
-        config=config,
-        score=values["score"],
-        cost_usd=values["cost_usd"],
-        region=cell("region") or "general",
-        at=at,
-        labels=labels,
+        text["task_id"], config, config_json, score, values["cost_usd"], text["region"] or "general", at, labels
     )
 
 
 def _moment(at: str) -> datetime:
     return datetime.fromisoformat(at.replace("Z", "+00:00"))
+
+
+class _Checked(NamedTuple):
+    """What the first pass learns: every row checked, and where each task's ``task.opened`` comes from."""
+
+    rows: int
+    blank: int
+    bad: int
+    opened_rows: frozenset[int]  # the row number of each task's earliest row (ties: the first in the file)
 
 
 def import_table(
@@ -235,16 +274,19 @@ def import_table(
     thread: str | None = None,
     skip_bad: bool = False,
     fsync: FsyncPolicy = "batch",
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImportResult:
-    """Import a long table (CSV, CSV.gz or Parquet) as events; see the module docstring for the rules."""
+    """Import a long table (CSV, CSV.gz or Parquet) as events; see the module docstring for the rules.
+
+    ``progress`` is called after each chunk appended with the rows done and the rows in all.
+    """
     if fmt != "long":
         raise InvalidEvent(f"unknown import format {fmt!r} (known: long)", source=str(path))
     home = Home.resolve(home)
     path = Path(path)
     if not path.is_file():
         raise InvalidEvent("no such file", source=str(path))
-    stem = path.name.split(".")[0]
-    rater = {"kind": rater_kind, "name": rater_name or stem}
+    rater = {"kind": rater_kind, "name": rater_name or path.name.split(".")[0]}
     with _reading(path):
         columns = _columns(path)
     missing = [c for c in REQUIRED if c not in columns]
@@ -252,94 +294,169 @@ def import_table(
         raise InvalidEvent(
             f"missing column(s) {', '.join(missing)}; the long format needs {', '.join(REQUIRED)}", source=str(path)
         )
-    extra_columns = [c for c in columns if c not in REQUIRED]
-    good: list[_Row] = []
-    bad: list[tuple[int, str, str, dict]] = []
-    blank = total = 0
-    with _reading(path):
-        for number, row in enumerate(_rows(path), start=1):
-            total += 1
-            try:
-                checked = _check(row, extra_columns)
-            except ValueError as exc:
-                column, reason = exc.args
-                bad.append((number, column, reason, row))
-                continue
-            if checked is None:
-                blank += 1
-            else:
-                good.append(checked)
-    if bad and not skip_bad:
-        raise InvalidBatch(
-            [InvalidEvent(reason, field=column, line=number, source=f"{path} row") for number, column, reason, _ in bad]
+    table = _Columns.of(columns)
+    stamp = _stamp(path)
+    letters = home.deadletter / f"import-{path.name}.jsonl"
+    checked = _first_pass(home, path, table, letters if skip_bad else None)
+    rater_json = _canonical(rater)
+    appended, streams = 0, dict[str, int]()
+    events: list[dict[str, Any]] = []
+    done = 0
+
+    def flush(rows: int) -> None:
+        nonlocal appended, events
+        if events:
+            result = append(home, events, fsync=fsync, source=str(path))
+            appended += result.appended
+            for stream, count in result.streams.items():
+                streams[stream] = streams.get(stream, 0) + count
+        if progress is not None:
+            progress(rows, checked.rows)
+        events = []
+
+    for number, cells in _numbered_rows(path, len(columns)):
+        try:
+            good = _check(cells, table)
+        except ValueError:
+            good = None  # dead-lettered by the first pass
+        if good is not None:
+            if number in checked.opened_rows:
+                events.append(_opened(good, thread))
+            events += _row_events(good, rater, rater_json)
+        if number % CHUNK_ROWS == 0:
+            flush(number)
+        done = number
+    flush(done)
+    if _stamp(path) != stamp:
+        raise InvalidEvent(
+            f"the file changed while it was imported ({appended} event(s) appended): import it again (the ids come "
+            "from the row content, so compaction keeps each event once)",
+            source=str(path),
         )
-    events = _events(good, rater, thread)
-    letters = _dead_letter(home, path, bad) if bad else None
-    result = append(home, events, fsync=fsync, source=str(path)) if events else None
+    imported = checked.rows - checked.blank - checked.bad
     return ImportResult(
         source=str(path),
-        rows=total,
-        imported_rows=len(good),
-        skipped_blank_score=blank,
-        bad_rows=len(bad),
-        tasks=len({r.task for r in good}),
-        appended=result.appended if result else 0,
-        streams=result.streams if result else {},
-        deadletter=str(letters) if letters else None,
+        rows=checked.rows,
+        imported_rows=imported,
+        skipped_blank_score=checked.blank,
+        bad_rows=checked.bad,
+        tasks=len(checked.opened_rows),
+        appended=appended,
+        streams=streams,
+        deadletter=str(letters) if checked.bad else None,
     )
 
 
-def _events(rows: list[_Row], rater: dict[str, str], thread: str | None) -> list[dict[str, Any]]:
-    first: dict[str, _Row] = {}
-    for row in rows:
-        seen = first.get(row.task)
-        if seen is None or _moment(row.at) < _moment(seen.at):
-            first[row.task] = row
-    events: list[dict[str, Any]] = []
-    for task, row in first.items():
-        opened = {"type": "task.opened", "task": task, "region": row.region, "at": row.at}
-        if row.labels:
-            opened["labels"] = row.labels
-        if thread is not None:
-            opened["thread"] = thread
-        events.append({"id": f"imp-{_digest(opened)}", **opened})
-    for row in rows:
-        config = row.config.model_dump()
-        attempted = {
+def _stamp(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_size, info.st_mtime_ns
+
+
+def _first_pass(home: Home, path: Path, table: _Columns, letters: Path | None) -> _Checked:
+    """Check every row; dead-letter the bad ones (``letters``) or raise :class:`InvalidBatch` naming them."""
+    first: dict[str, tuple[datetime, int]] = {}
+    named: list[InvalidEvent] = []
+    rows = blank = bad = 0
+    with _DeadLetters(home, letters) as dead:
+        for number, cells in _numbered_rows(path, len(table.names)):
+            rows += 1
+            try:
+                good = _check(cells, table)
+            except ValueError as exc:
+                column, reason = exc.args
+                bad += 1
+                if letters is not None:
+                    raw = table.record(cells)
+                    dead.write({"source": str(path), "row": number, "column": column, "reason": reason, "raw": raw})
+                elif len(named) < MAX_NAMED:
+                    named.append(InvalidEvent(reason, field=column, line=number, source=f"{path} row"))
+                continue
+            if good is None:
+                blank += 1
+                continue
+            moment = _moment(good.at)
+            seen = first.get(good.task)
+            if seen is None or moment < seen[0]:
+                first[good.task] = (moment, number)
+    if named:
+        raise InvalidBatch(named, total=bad)
+    return _Checked(rows, blank, bad, frozenset(number for _, number in first.values()))
+
+
+def _opened(row: _Row, thread: str | None) -> dict[str, Any]:
+    opened: dict[str, Any] = {"type": "task.opened", "task": row.task, "region": row.region, "at": row.at}
+    if row.labels:
+        opened["labels"] = row.labels
+    if thread is not None:
+        opened["thread"] = thread
+    return {"id": f"imp-{_digest(opened)}", **opened}
+
+
+def _row_events(row: _Row, rater: dict[str, str], rater_json: str) -> list[dict[str, Any]]:
+    """The row's ``task.attempted`` and ``task.rated``, ids hashed as :func:`_digest` would (its canonical JSON
+    written directly for these two fixed shapes: the ids of every import ever made stay the same)."""
+    status = "success" if row.score >= 0.5 else "failure"
+    cost = "null" if row.cost_usd is None else float.__repr__(row.cost_usd)
+    at, task = _quoted(row.at), _quoted(row.task)
+    attempted_id = _hashed(
+        f'[{{"at":{at},"config":{row.config_json},"cost_usd":{cost},"status":"{status}","task":{task},'
+        '"type":"task.attempted"}]'
+    )
+    rated_id = _hashed(
+        f'[{{"at":{at},"config":{row.config_json},"rater":{rater_json},"score":{float.__repr__(row.score)},'
+        f'"task":{task},"type":"task.rated"}}]'
+    )
+    common = {"task": row.task, "config": row.config}
+    return [
+        {
+            "id": f"imp-{attempted_id}",
             "type": "task.attempted",
-            "task": row.task,
-            "config": config,
-            "status": "success" if row.score >= 0.5 else "failure",
+            **common,
+            "status": status,
             "cost_usd": row.cost_usd,
             "at": row.at,
-        }
-        rated = {
-            "type": "task.rated",
-            "task": row.task,
-            "config": config,
-            "rater": rater,
-            "score": row.score,
-            "at": row.at,
-        }
-        events.append({"id": f"imp-{_digest(attempted)}", **attempted})
-        events.append({"id": f"imp-{_digest(rated)}", **rated})
-    return events
+        },
+        {"id": f"imp-{rated_id}", "type": "task.rated", **common, "rater": rater, "score": row.score, "at": row.at},
+    ]
 
 
-def _dead_letter(home: Home, path: Path, bad: list[tuple[int, str, str, dict]]) -> Path:
-    """Append the bad rows to ``deadletter/import-<file name>.jsonl``: ``{source, row, column, reason, raw}``."""
-    home.deadletter.mkdir(parents=True, exist_ok=True)
-    target = home.deadletter / f"import-{path.name}.jsonl"
-    lines = b"".join(
-        (
-            json.dumps(
-                {"source": str(path), "row": n, "column": c, "reason": r, "raw": raw},
-                ensure_ascii=False,
-                separators=(",", ":"),
-            )
-            + "\n"
-        ).encode("utf-8")
-        for n, c, r, raw in bad
-    )
-    write_synced(target, lines, os.O_APPEND | os.O_CREAT)
-    return target
+#: A string as the canonical JSON writes it (json's own C encoder, as ``ensure_ascii=False`` uses it).
+_quoted = json.encoder.encode_basestring
+
+
+class _DeadLetters:
+    """``deadletter/import-<file name>.jsonl``, appended ``{source, row, column, reason, raw}`` records (opened
+    inside the home only, on the first record; fsync'd when closed)."""
+
+    def __init__(self, home: Home, path: Path | None) -> None:
+        self.home, self.path, self.fd = home, path, -1
+        self.buffer: list[bytes] = []
+
+    def __enter__(self) -> _DeadLetters:
+        return self
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        self.buffer.append(line.encode("utf-8"))
+        if len(self.buffer) >= 1024:
+            self._drain()
+
+    def _drain(self) -> None:
+        if not self.buffer or self.path is None:
+            return
+        if self.fd < 0:
+            self.fd = self.home.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        view = memoryview(b"".join(self.buffer))
+        while view:
+            view = view[os.write(self.fd, view) :]
+        self.buffer = []
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if exc[0] is None:
+                self._drain()
+                if self.fd >= 0:
+                    os.fsync(self.fd)
+        finally:
+            if self.fd >= 0:
+                os.close(self.fd)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .errors import PipelineError, TableSchemaError
 from .events import format_timestamp
-from .home import Home, atomic_write, fsync_dir
+from .home import Home, fsync_dir
 from .jsonfile import first_problem
 from .routing.table import canonical_json, load, table_json_schema
 
@@ -93,8 +93,8 @@ def _version_of(path: Path) -> str:
 def _publish_copy(home: Home, source: Path) -> str:
     """Validate a history table and publish it (its bytes, atomically) with the schema beside it."""
     table = load(source)
-    atomic_write(home.fits / TABLE_FILE, source.read_bytes())
-    atomic_write(home.fits / "routing-table.schema.json", canonical_json(table_json_schema()))
+    home.write(home.fits / "routing-table.schema.json", canonical_json(table_json_schema()))
+    home.write(home.fits / TABLE_FILE, source.read_bytes())  # last: the commit point
     return table.version
 
 
@@ -106,7 +106,7 @@ def pin(home: str | os.PathLike | Home | None, version: str | None = None, *, la
     home = Home.resolve(home)
     if latest == (version is not None):
         raise PipelineError("give either a VERSION or --latest")
-    if latest:
+    if version is None:  # --latest: the check above refused both and neither
         files = _history(home)
         if not files:
             raise PipelineError(f"no fit in {history_dir(home)}; run `fit-routing` first")
@@ -123,5 +123,5 @@ def pin(home: str | os.PathLike | Home | None, version: str | None = None, *, la
         pinned_at=format_timestamp(datetime.now(UTC)),
         history=str(source.relative_to(home.fits)),
     )
-    atomic_write(home.fits / PIN_FILE, canonical_json(record.model_dump(mode="json")))
+    home.write(home.fits / PIN_FILE, canonical_json(record.model_dump(mode="json")))
     return {"pinned": published, "table": published, "history": record.history}

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
@@ -30,9 +30,24 @@ from .errors import PipelineError
 from .events import Config, format_timestamp
 from .home import Home
 
+if TYPE_CHECKING:
+    from .nightly.job import FitResult
+    from .routing.table import RoutingTable
+
 DEFAULT_TASKS = 300
+
+
+class Pinned(TypedDict):
+    """The constants both fits pin (keyword arguments of :class:`pipeline.nightly.options.FitOptions`)."""
+
+    prior_source: Literal["shipped", "measured"]
+    prior_weight: float
+    exploration: float
+    half_life_days: float | Literal["inf"]
+
+
 #: Constants pinned in both fits (the shipped defaults of DESIGN 7), so no grid search runs.
-PINNED = {"prior_source": "shipped", "prior_weight": 3.0, "exploration": 0.3, "half_life_days": "inf"}
+PINNED: Pinned = {"prior_source": "shipped", "prior_weight": 3.0, "exploration": 0.3, "half_life_days": "inf"}
 
 
 class SmokeResult(BaseModel):
@@ -55,14 +70,14 @@ def _simulate(home: Path, tasks: int, seed: int) -> None:
     simulate(home, scenario.model_copy(update={"days": max(7.0, scenario.days * tasks / 1000)}), seed=seed)
 
 
-def _fit(home: Path, seed: int):
+def _fit(home: Path, seed: int) -> FitResult:
     from .nightly.job import run_fit
     from .nightly.options import FitOptions
 
     return run_fit(home, FitOptions(seed=seed, case_study="smoke", **PINNED))
 
 
-def _pick_region(table) -> str:
+def _pick_region(table: RoutingTable) -> str:
     """The region (not '*') with the most fitted rating weight and at least two members; ties by name."""
     candidates = [
         (sum(m.weight for m in r.members), name)
@@ -74,7 +89,7 @@ def _pick_region(table) -> str:
     return min(candidates, key=lambda x: (-x[0], x[1]))[1]
 
 
-def _evidence(table, region: str, a: str, b: str, n: int) -> list[dict[str, Any]]:
+def _evidence(table: RoutingTable, region: str, a: str, b: str, n: int) -> list[dict[str, Any]]:
     """``n`` tasks of ``region`` where ``a`` fails (gate 0) and ``b`` passes (gate 1), after the newest event."""
     rows = {m.config: m for m in table.regions[region].members}
     start = (
@@ -136,7 +151,15 @@ def smoke(
         return _run(Home(Path(tmp)), tasks, evidence_tasks, seed, say, kept=False)
 
 
-def _run(home: Home, tasks: int, evidence_tasks: int | None, seed: int, say, *, kept: bool) -> SmokeResult:
+def _run(
+    home: Home,
+    tasks: int,
+    evidence_tasks: int | None,
+    seed: int,
+    say: Callable[[str], None] | None,
+    *,
+    kept: bool,
+) -> SmokeResult:
     from .routing import Router
     from .streams import append
 

@@ -24,31 +24,33 @@ see a frame line (:func:`read_lines`, :func:`read`). A cut across both streams t
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from . import framing
-from .errors import InvalidBatch, InvalidEvent
-from .events import (
-    DEFAULT_MAX_LINE_BYTES,
-    KNOWN,
-    AnyEvent,
-    Event,
-    decode_line,
-    encode_line,
-    format_timestamp,
-    parse_line,
-    stream_of,
-    validate_object,
-    with_head,
-)
+from .batch import Batch, Item, prepare
+from .errors import InvalidEvent
+from .events import DEFAULT_MAX_LINE_BYTES, AnyEvent, parse_line
 from .framing import FsyncPolicy, Verdict
 from .home import STREAMS, Home
 from .ulid import new_id
 
-__all__ = ["AppendResult", "Batch", "FsyncPolicy", "RawLine", "append", "new_id", "prepare", "read", "read_lines"]
+__all__ = [
+    "AppendResult",
+    "Batch",
+    "FsyncPolicy",
+    "Item",
+    "RawLine",
+    "append",
+    "new_id",
+    "prepare",
+    "read",
+    "read_lines",
+    "repair",
+    "scan",
+    "write",
+]
 
 
 @dataclass
@@ -62,63 +64,6 @@ class AppendResult:
 
     def summary(self) -> dict[str, Any]:
         return {"appended": self.appended, "streams": dict(self.streams)}
-
-
-@dataclass
-class Batch:
-    """A validated batch: the lines to write per stream, and the id of every event in input order."""
-
-    lines: dict[str, list[bytes]] = field(default_factory=dict)
-    ids: list[str] = field(default_factory=list)
-    unknown_types: dict[str, int] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return sum(len(todo) for todo in self.lines.values())
-
-
-Item = AnyEvent | Mapping[str, Any] | bytes | str
-
-
-def prepare(
-    events: Iterable[Item], *, source: str = "<input>", max_bytes: int = DEFAULT_MAX_LINE_BYTES, now: str | None = None
-) -> Batch:
-    """Validate a whole batch and render its lines; raise :class:`InvalidBatch` with every bad item.
-
-    An item is an event model, a mapping (what a dispatcher passes) or one raw JSON line
-    (bytes or str). Item ``i`` (1-based) is reported as ``source:i``. Each line is built
-    from the item's own fields (no model round trip): ``id`` and ``at`` filled when absent,
-    ``at`` normalised to UTC, unknown fields kept as given.
-    """
-    now = now or format_timestamp(datetime.now(UTC))
-    lines: dict[str, list[bytes]] = {stream: [] for stream in STREAMS}
-    ids: list[str] = []
-    errors: list[InvalidEvent] = []
-    unknown: dict[str, int] = {}
-    for i, item in enumerate(events, start=1):
-        try:
-            if type(item) is dict:  # the common case first: what a dispatcher passes
-                data = item
-                event = validate_object(data)
-            elif isinstance(item, Event):
-                event, data = item, item.model_dump(mode="json", exclude_unset=True)
-            else:
-                if isinstance(item, (bytes, bytearray, memoryview, str)):
-                    data = decode_line(item, max_bytes=max_bytes)
-                else:
-                    data = dict(item) if isinstance(item, Mapping) else item
-                event = validate_object(data)
-            event_id = event.id or new_id()
-            line = encode_line(with_head(data, event, id=event_id, at=event.at or now), max_bytes=max_bytes)
-        except InvalidEvent as exc:
-            errors.append(exc.located(source=source, line=i))
-            continue
-        lines[stream_of(event.type)].append(line)
-        ids.append(event_id)
-        if event.type not in KNOWN:
-            unknown[event.type] = unknown.get(event.type, 0) + 1
-    if errors:
-        raise InvalidBatch(errors)
-    return Batch(lines={stream: todo for stream, todo in lines.items() if todo}, ids=ids, unknown_types=unknown)
 
 
 def write(home: Home, batch: Batch, fsync: FsyncPolicy) -> AppendResult:
@@ -153,16 +98,20 @@ def append(
     fsync: FsyncPolicy = "batch",
     source: str = "<input>",
     max_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    allow_types: Iterable[str] = (),
 ) -> AppendResult:
     """Validate the whole batch, fill ``id`` and ``at`` where absent, and append each event to its stream.
 
     All or nothing: an invalid item raises :class:`InvalidBatch` and no byte is written; several events are
-    framed as one batch, which readers take whole or not at all, also after a crash or a full disk.
+    framed as one batch, which readers take whole or not at all, also after a crash or a full disk. An unknown
+    type one edit away from a v1 type is refused as a typo unless ``allow_types`` names it
+    (:func:`pipeline.batch.prepare`).
     """
     if fsync not in ("always", "batch", "never"):
         raise ValueError(f"fsync must be always, batch or never, not {fsync!r}")
     home = Home.resolve(home)
-    return write(home, prepare(events, source=source, max_bytes=max_bytes), fsync)
+    batch = prepare(events, source=source, max_bytes=max_bytes, allow_types=allow_types)
+    return write(home, batch, fsync)
 
 
 def repair(home: str | os.PathLike | Home | None = None) -> framing.Recovery:

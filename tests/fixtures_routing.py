@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.routing.table import Constants, Ladder, Member, Region, RoutingTable, Source, Static
+from pipeline.routing.table import Constants, Evidence, Ladder, Member, Region, RoutingTable, Source, Static
 
 A, B, C, D = "claude-code/anthropic/opus/high", "codex/openai/gpt-5/medium", "kimi/moonshot/k2/-", "glm/zai/glm-4.6/-"
 
@@ -20,8 +20,14 @@ def member(
     ra: float | None = 0.5,
     wr: float | None = None,
     weight: float | None = None,
+    gate: dict[str, tuple[int, float | None, float | None]] | None = None,
+    min_samples: int = 3,
 ) -> Member:
-    """A member whose value is quality per dollar q / cost (quality alone without cost)."""
+    """A member whose value is quality per dollar q / cost (quality alone without cost).
+
+    ``gate``: static choice -> (shared tasks, paired difference, lower bound) of its evidence gate test; it
+    passes as the fit would publish it: at least ``min_samples`` shared tasks and a lower bound above 0.
+    """
     value = quality if cost is None else quality / cost
     return Member(
         config=config,
@@ -32,6 +38,14 @@ def member(
         n_ratings=n,
         relative_advantage=ra,
         win_rate=wr,
+        gate=None
+        if gate is None
+        else {
+            s: Evidence(
+                shared_tasks=n_s, difference=d, lower=lo, passes=n_s >= min_samples and lo is not None and lo > 0
+            )
+            for s, (n_s, d, lo) in gate.items()
+        },
     )
 
 
@@ -40,12 +54,14 @@ def build_table(
     *,
     static: dict[str, Any] | None = None,
     ladders: dict[str, list[str]] | None = None,
+    schema: str | None = None,
     **constants: Any,
 ) -> RoutingTable:
     ladders = ladders or {}
     regions = dict(regions)
     regions.setdefault("*", [])
     table = RoutingTable(
+        **({"schema": schema} if schema else {}),
         fitted_at="2026-01-01T00:00:00Z",
         source=Source(version=1, events={"tasks": 1, "ratings": 1}),
         objective="quality_per_dollar",

@@ -35,11 +35,11 @@ HEADLINE = [
     "would be expected to hit 45.2%",
     "0.1412 against 0.1587 for the plain mean",
     "difference 95% CI -0.0241 to -0.0109",
-    "Recommendation: adopt.",
+    "Prior family (prior source, prior weight, half-life): adopt.",
     "The published routing table uses the fitted constants.",
     "Verdict: ",
     "held-out quality 0.866 at $0.0297 per task, against 0.861 at $0.412 (7.2% of it spent by the ladders)",
-    "on 342 held-out tasks",
+    "on the 342 held-out tasks",
     "routed 260 of 412 (63.1%) held-out tasks to a best configuration",
     "Sending every task to the best single configuration of the learned tasks (opus high) would have hit 21.8%, with "
     "mean quality 0.861 at $0.412 per task against 0.771 at $0.0388 for the fitted constants.",
@@ -133,9 +133,12 @@ def test_a_fit_that_beats_nothing_says_so_plainly(tmp_path):
     stats["constants"]["published"] = "shipped"
     html, readme, _ = render(tmp_path, stats)
     for text in (text_of(html), md_text(readme)):
-        assert "The fit does NOT beat the shipped constants on held-out tasks." in text
+        assert "The fitted prior family does NOT beat the shipped one on held-out tasks." in text
         assert "Regions do NOT clearly beat the plain mean" in text
-        assert "Recommendation: keep. Fitted does not beat shipped on held-out." in text
+        assert (
+            "Prior family (prior source, prior weight, half-life): keep. Fitted does not beat shipped on held-out."
+            in text
+        )
         assert "uses the shipped constants" in text
     assert html.count('class="note"') == 2
 
@@ -227,7 +230,8 @@ def test_renders_the_fitters_own_stats(tmp_path, tiny_fit):
     fitted = result.stats.routing.fitted
     phrase = f"{fitted.hits} of {fitted.n} ("
     assert phrase in text_of(html) and phrase in md_text(readme)
-    assert f"Recommendation: {result.stats.routing.recommendation}." in text_of(html)
+    assert f"half-life): {result.stats.routing.recommendation}." in text_of(html)
+    assert f"Verdict: {result.stats.routing.exploration.recommendation}." in text_of(html)
 
 
 def test_a_default_policy_held_back_by_the_gate_is_explained(tmp_path, page):
@@ -255,7 +259,7 @@ def test_empty_signals_are_one_line_and_commands_name_the_home(tmp_path):
     stats["source"]["command"] = "fit-routing --home 'build/my home' --case-study routing-by-rating"
     html, _readme, _ = render(tmp_path, stats)
     text = text_of(html)
-    assert "Nothing to show in this data for: decisions, off policy, prompt versions." in text
+    assert "Nothing to show in this data for: logged routing decisions, prompt versions." in text
     assert "ratings case-study routing-by-rating --home 'build/my home'" in text
     assert "ratings compare --home 'build/my home'" in text
 
@@ -296,3 +300,73 @@ def test_cli_rejects_a_case_study_name_outside_the_home(tmp_path, command):
         in result.output
     )
     assert not (tmp_path / "evil").exists()
+
+
+# ------------------------------------------------------------------ a page that agrees with itself
+GLOSSARY_TERMS = ("eligible task", "hit rate", "realized value", "replay", "PRM", "AIQ", "coverage", "gate")
+
+
+def spaced(html: str) -> str:
+    """Like :func:`text_of`, with each tag read as a space (table cells stay apart)."""
+    from html import unescape
+
+    return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", html)))
+
+
+def test_the_glossary_defines_every_term_the_page_uses_once(page):
+    html, readme, _ = page
+    glossary = html.split('id="glossary"')[1]
+    for term in GLOSSARY_TERMS:
+        assert glossary.count(f"<strong>{term}: </strong>") == 1, term
+        assert f"**{term}: **" in readme or f"**{term}:** " in readme, term
+
+
+def test_no_raw_column_names_on_the_page(page):
+    html, _readme, _ = page
+    text = text_of(html)
+    for raw in ("mean_reward", "config_key", "n_tasks", "prompt_version", "win_rate", "rated_tasks", "| n/a"):
+        assert raw not in text, raw
+    assert "reason n/a" not in text and "n/a n/a" not in text
+
+
+def test_members_by_advantage_list_each_config_once_where_it_belongs(tmp_path):
+    # Two members in region r: the top 3 and the bottom 3 both hold both of them. Each is listed once, on its side.
+    stats = sample()
+    a = {"config_key": "c/-/a/-", "relative_advantage": 0.4, "win_rate": 0.7, "n_tasks": 9}
+    b = {"config_key": "c/-/b/-", "relative_advantage": -0.4, "win_rate": 0.3, "n_tasks": 9}
+    stats["signals"]["members"] = {"r": {"top": [a, b], "bottom": [b, a]}}
+    html, _readme, _ = render(tmp_path, stats)
+    section = spaced(html.split("Members by relative advantage")[1].split("<tbody>")[1].split("</table>")[0])
+    assert section.count(" a ") == 1 and section.count(" b ") == 1
+    assert "r a +0.40 above the task mean 70.0% 9" in section
+    assert "r b -0.40 below the task mean 30.0% 9" in section
+
+
+def test_the_page_leads_with_what_the_dispatcher_will_do(tmp_path):
+    stats = sample()
+    stats["routing_table"] = {
+        "version": "0123456789abcdef",
+        "schema_version": "routing-table/v1.1",
+        "fitted_at": "2026-01-01T00:00:00Z",
+        "objective": "quality_per_dollar",
+        "policy": "learning_governed",
+        "constants": {},
+        "constants_source": "shipped",
+        "static": {"cheap_config": None, "frontier_config": None, "default_config": None, "pinned": {}},
+        "configs": ["c/-/a/-", "c/-/b (High)/-"],
+        "regions": [
+            {
+                "region": "implement",
+                "choice": {"config": "c/-/a/-", "quality": 0.8, "cost_usd": 0.1, "value": 8.0, "n_ratings": 40},
+                "runner_up": {"config": "c/-/b/-", "quality": 0.9, "cost_usd": 1.0, "value": 0.9, "n_ratings": 12},
+                "ladder": {"rungs": ["c/-/a/-", "c/-/b/-"], "source": "global", "pass_threshold": 0.5},
+                "why": "learned choice in implement: c/-/a/- beats the static choice c/-/b (High)/-",
+            }
+        ],
+    }
+    html, readme, _ = render(tmp_path, stats)
+    lead = html.split('aria-label="What the dispatcher will do">')[1].split("</section>")[0]
+    assert html.index('aria-label="What the dispatcher will do"') < html.index('aria-label="Headline"')
+    assert "implement a 0.800 $0.100 40 b (0.900, $1.00) a → b" in spaced(lead)
+    assert "implement: Learned choice in implement: a beats the static choice b (High)." in spaced(lead)
+    assert readme.index("## What the dispatcher will do") < readme.index("**Routing:**")

@@ -34,14 +34,71 @@ def test_append_arguments(home):
     assert [e.task for e in read(home, "tasks")] == ["T-1"] and len(list(read(home, "ratings"))) == 1
 
 
-def test_append_notes_an_unknown_type_on_stderr(home):
-    """A typo in ``type`` is a valid event of an unknown type (kept, ignored by the fit): say so."""
-    result = run("append", "--home", str(home), '{"type":"task.rate","task":"T-1"}')
-    assert result.exit_code == 0
-    assert result.stdout == "appended 1 event(s): 1 to tasks\n"
-    assert result.stderr == (
-        "note: 1 event(s) of type 'task.rate', which v1 does not know: kept (family 'other'), ignored by the fit\n"
-    )
+NOTE = "note: 1 event(s) of type {!r}, which v1 does not know: kept (family 'other'), ignored by the fit"
+
+
+@pytest.mark.parametrize(
+    "event_type, allow, exit_code, stderr",
+    [
+        (
+            "task.rate",
+            (),
+            2,
+            [
+                "<arg>:1: type: 'task.rate' is not a v1 event type: did you mean task.rated? (to keep it as a type "
+                "of its own, allow it: --allow-type task.rate)",
+                "nothing appended: 1 invalid event(s)",
+            ],
+        ),
+        (
+            "task.opend",
+            (),
+            2,
+            [
+                "<arg>:1: type: 'task.opend' is not a v1 event type: did you mean task.opened? (to keep it as a "
+                "type of its own, allow it: --allow-type task.opend)",
+                "nothing appended: 1 invalid event(s)",
+            ],
+        ),
+        ("task.opend", ("--allow-type", "task.opend"), 0, [NOTE.format("task.opend")]),
+        ("task.opnd", (), 0, [NOTE.format("task.opnd") + "; did you mean task.opened?"]),  # two edits away
+        ("task.reopened", (), 0, [NOTE.format("task.reopened") + "; did you mean task.opened?"]),
+        ("deploy.finished", (), 0, [NOTE.format("deploy.finished")]),
+    ],
+)
+def test_append_unknown_types_typos_and_allowed_types(home, event_type, allow, exit_code, stderr):
+    result = run("append", "--home", str(home), *allow, f'{{"type":"{event_type}","task":"T-1"}}')
+    assert result.exit_code == exit_code
+    assert result.stderr.splitlines() == stderr
+    assert result.stdout == ("appended 1 event(s): 1 to tasks\n" if exit_code == 0 else "")
+    assert (home / "streams" / "tasks.jsonl").exists() == (exit_code == 0)
+
+
+def test_append_json_reports_errors_as_json(home):
+    result = run("append", "--home", str(home), "--json", stdin=f'{OPENED}\n{{"type":"task.rated","score":2}}\n[]\n')
+    assert result.exit_code == 2 and result.stderr == ""
+    assert json.loads(result.stdout) == {
+        "appended": 0,
+        "errors": [
+            {
+                "source": "<stdin>",
+                "line": 2,
+                "problems": [
+                    {"field": "task", "reason": "required field is missing"},
+                    {"field": "config", "reason": "required field is missing"},
+                    {"field": "rater", "reason": "required field is missing"},
+                    {"field": "score", "reason": "Input should be less than or equal to 1"},
+                ],
+            },
+            {
+                "source": "<stdin>",
+                "line": 3,
+                "problems": [{"field": "-", "reason": "expected a JSON object, got an array"}],
+            },
+        ],
+        "invalid": 2,
+    }
+    assert not (home / "streams" / "tasks.jsonl").exists()
 
 
 @pytest.mark.parametrize(
@@ -80,7 +137,10 @@ def test_append_uses_ratings_home(home):
         (
             (OPENED, '{"type":"task.rated","task":"T","score":2}'),
             None,
-            ["<arg>:2: config: required field is missing (and 2 more problems)"],
+            [
+                "<arg>:2: config: required field is missing; rater: required field is missing; "
+                "score: Input should be less than or equal to 1"
+            ],
         ),
         (("--max-line-bytes", "140", OPENED, RATED), None, ["<arg>:2: -: line is 166 bytes, over the limit of 140"]),
     ],
@@ -147,7 +207,7 @@ except SystemExit as exc:
 after_append = sorted(m for m in {HEAVY!r} if m in sys.modules)
 print(json.dumps([after_import, after_append]))
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [[], []]
     assert len(list(read(home, "ratings"))) == 1
@@ -176,3 +236,145 @@ def test_fit_routing_takes_dash_h_like_every_other_command():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Usage: fit-routing [OPTIONS]\n\n  Fit routing from the ratings")
+
+
+# --------------------------------------------------------------------------- nothing leaves the home
+TORN = b'{"type":"task.opened","task":"T-0"}\n{"type":"task.op'
+
+
+def _victim(tmp_path: Path) -> Path:
+    """A file outside the home that a link inside it points at (a system file, in an attack)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"root:x:0:0\npartial")  # no final newline: a writer would quarantine the 'torn tail'
+    return victim
+
+
+def _link(home: Path, relative: str, target: Path) -> None:
+    (home / relative).parent.mkdir(parents=True, exist_ok=True)
+    (home / relative).unlink(missing_ok=True)
+    (home / relative).symlink_to(target)
+
+
+@pytest.mark.parametrize(
+    "linked, command, refused",
+    [
+        ("streams/tasks.jsonl", ("append", OPENED), "streams/tasks.jsonl: it is a symbolic link"),
+        ("streams/tasks.jsonl", ("append", OPENED, RATED), "streams/tasks.jsonl: it is a symbolic link"),
+        ("streams/tasks.jsonl", ("repair",), "streams/tasks.jsonl: it is a symbolic link"),
+        ("streams/ratings.jsonl", ("append", RATED), "streams/ratings.jsonl: it is a symbolic link"),
+        ("streams/.tasks.lock", ("append", OPENED), "streams/.tasks.lock: it is a symbolic link"),
+        ("streams/.ratings.lock", ("repair",), "streams/.ratings.lock: it is a symbolic link"),
+        ("streams", ("append", OPENED), "streams is a symbolic link to"),
+        ("quarantine", ("append", OPENED), "quarantine is a symbolic link to"),
+        ("quarantine", ("repair",), "quarantine is a symbolic link to"),
+        ("deadletter", ("import", "--skip-bad", "{table}"), "deadletter is a symbolic link to"),
+        ("deadletter/import-table.csv.jsonl", ("import", "--skip-bad", "{table}"), "it is a symbolic link"),
+    ],
+)
+def test_a_link_out_of_the_home_is_refused_in_one_line(home, tmp_path, linked, command, refused):
+    """A stream, lock file, quarantine or dead-letter file or folder linked out of the home: exit 2, one line,
+    the target untouched (never truncated, appended to, or copied into quarantine/ or deadletter/)."""
+    victim = _victim(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "tasks.jsonl").write_bytes(TORN)
+    is_folder = "." not in Path(linked).name
+    if linked != "streams":
+        (home / "streams").mkdir(exist_ok=True)
+        (home / "streams" / "tasks.jsonl").write_bytes(TORN)  # a torn tail: recovery would move it
+        (home / "streams" / "ratings.jsonl").write_bytes(b"")
+    _link(home, linked, elsewhere if is_folder else victim)
+    table = tmp_path / "table.csv"
+    table.write_text("task_id,config,score,cost_usd,region,at\nT1,m,7,0.1,code,2026-01-01T00:00:00Z\n")
+    before = {p: p.read_bytes() for p in [victim, *elsewhere.iterdir()]}
+    result = run(command[0], "--home", str(home), *(c.replace("{table}", str(table)) for c in command[1:]))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: refusing ") and refused in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and result.stdout == ""
+    assert {p: p.read_bytes() for p in [victim, *elsewhere.iterdir()]} == before
+    if linked != "quarantine":
+        assert not (home / "quarantine").exists() or list((home / "quarantine").iterdir()) == []
+
+
+def test_a_linked_stream_is_not_read():
+    """Readers refuse a stream linked out of the home too (its bytes would become events, or dead letters)."""
+    import tempfile
+
+    from pipeline.errors import OutsideHome
+    from pipeline.streams import read_lines
+
+    with tempfile.TemporaryDirectory() as tmp:
+        home, victim = Path(tmp) / "home", _victim(Path(tmp))
+        _link(home, "streams/tasks.jsonl", victim)
+        with pytest.raises(OutsideHome, match="it is a symbolic link"):
+            list(read_lines(home, "tasks"))
+
+
+# --------------------------------------------------------------------------- one line, never a traceback
+def _fail_os(monkeypatch, name: str, code: int, *, when=lambda *args: True) -> None:
+    import errno as errno_
+    import os
+
+    real = getattr(os, name)
+
+    def failing(*args, **kwargs):
+        if when(*args):
+            raise OSError(code, os.strerror(code), *([str(args[0])] if name == "open" else []))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, name, failing)
+    assert errno_.errorcode[code]
+
+
+def _in_home(home: Path):
+    return lambda path, *rest: str(path).startswith(str(home)) and not str(path).endswith(".csv")
+
+
+@pytest.mark.parametrize(
+    "command, fault, message",
+    [
+        (("append", OPENED), ("open", 13), "error: Permission denied: {home}/streams/.tasks.lock"),
+        (("append", OPENED, RATED), ("open", 30), "error: Read-only file system: {home}/streams/.tasks.lock"),
+        (("repair",), ("open", 13), "error: Permission denied: {home}/streams/.tasks.lock"),
+        (("import", "{table}"), ("open", 13), "error: Permission denied: {home}/streams/.tasks.lock"),
+        (("append", OPENED), ("write", 28), "error: No space left on device (while appending 1 event(s) to"),
+        (
+            ("append", OPENED, OPENED),
+            ("write", 28),
+            "error: No space left on device (the batch was rolled back: nothing of it was appended; while appending",
+        ),
+        (("import", "{table}"), ("write", 28), "error: No space left on device (the batch was rolled back"),
+        (("repair",), ("write", 28), "error: No space left on device"),
+    ],
+)
+def test_an_unwritable_home_or_a_full_disk_is_one_line(home, tmp_path, monkeypatch, command, fault, message):
+    (home / "streams").mkdir()
+    content = TORN if command[0] == "repair" else TORN[: TORN.index(b"\n") + 1]  # repair has a tail to move
+    (home / "streams" / "tasks.jsonl").write_bytes(content)
+    (home / "streams" / "ratings.jsonl").write_bytes(b"")
+    table = tmp_path / "table.csv"
+    table.write_text("task_id,config,score,cost_usd,region,at\nT1,m,1,0.1,code,2026-01-01T00:00:00Z\n")
+    name, code = fault
+    _fail_os(monkeypatch, name, code, when=_in_home(home) if name == "open" else lambda *args: True)
+    result = run(command[0], "--home", str(home), *(c.replace("{table}", str(table)) for c in command[1:]))
+    monkeypatch.undo()
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(message.format(home=home)), result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
+    assert (home / "streams" / "tasks.jsonl").read_bytes() == content  # nothing appended, nothing moved
+
+
+def test_a_home_under_a_file_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = run("append", "--home", str(tmp_path / "file" / "home"), OPENED)
+    assert result.exit_code == 1 and result.stderr.startswith("error: Not a directory: ")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_append_json_reports_an_io_error_as_json(home, monkeypatch):
+    _fail_os(monkeypatch, "write", 28)
+    result = run("append", "--home", str(home), "--json", OPENED)
+    monkeypatch.undo()
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
+    assert out["appended"] == 0 and out["error"].startswith("No space left on device (while appending 1 event(s)")

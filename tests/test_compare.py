@@ -131,7 +131,7 @@ def test_side_by_side_constants_hit_rates_and_the_published_choice(tmp_path):
     assert "fitted        65.0%  268 of 412  60.3%–69.5%" in text
     assert "shipped       56.1%  231 of 412  51.2%–60.8%" in text
     assert "Fitted minus shipped: +9.0 points (95% CI +4.1 to +13.8)" in text
-    assert "Recommendation: adopt." in text
+    assert "Prior family (greedy hit rate): adopt." in text
 
 
 def test_without_stats_the_tables_evaluation_is_used(tmp_path):
@@ -188,7 +188,7 @@ def test_previous_fit_shows_changed_regions_and_value_moves(tmp_path):
 def test_previous_without_history_is_a_clear_error(tmp_path):
     home = make_home(tmp_path, sample())
     publish(table(OPUS, fitted_at="2026-11-01T00:00:00Z", value=7.8), home / "fits" / "routing-table.json")
-    with pytest.raises(PipelineError, match="no previous fit in .*history"):
+    with pytest.raises(PipelineError, match=r"no previous fit in .*history"):
         compare(home, previous=True)
 
 
@@ -204,10 +204,12 @@ def test_cli_json_shape_is_stable_and_errors_exit_2(tmp_path):
         "objective",
         "published",
         "published_from",
+        "provenance",
         "constants",
         "routing",
         "recommendation",
         "reason",
+        "exploration",
         "calibration_recommendation",
         "calibration_reason",
         "priors",

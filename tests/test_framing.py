@@ -311,6 +311,7 @@ def test_power_loss_at_every_byte_of_a_two_stream_batch(tmp_path, with_note):
     # and every cut inside the tasks end line); every earlier cut rolls back.
     assert outcomes["whole"] == 1 + len(BatchEnd(id="P").line())
     assert outcomes["whole"] + outcomes["none"] == total + 1
+    print(f"\npower loss at every byte, note {'kept' if with_note else 'lost'}: {total + 1} states, {outcomes}")
 
 
 # --------------------------------------------------------------------------- the consistent cut, under a live writer
@@ -386,3 +387,41 @@ def test_a_writer_killed_holding_both_locks_is_recovered_by_the_cut(home):
     proc.join(20)
     assert consistent_cut(home) == {"tasks": 0, "ratings": 0}
     assert sorted(p.name.split(".")[-1] for p in (home / "quarantine").iterdir()) == ["batch"]
+
+
+def test_the_cut_waits_for_a_writer_that_holds_the_locks_before_the_streams_exist(home):
+    """A writer (in any language) takes both locks, then creates the streams: the cut must not see the missing
+    tasks stream as empty while the ratings part lands, or it splits the very first batch (tasks 0, ratings
+    whole). It takes the tasks lock anyway and finds the stream only once the writer is done."""
+    import threading
+
+    streams = home / "streams"
+    streams.mkdir()
+    locked, cut_started = threading.Event(), threading.Event()
+    tasks_part = part("b1", [ev("task.opened", task="T")], then=0)
+    ratings_part = part("b1", [ev("rating.retracted", rating="r", reason="x")])
+    tasks_lines, tasks_end = tasks_part[: -len(BatchEnd(id="b1").line())], BatchEnd(id="b1").line()
+
+    def writer() -> None:
+        import fcntl
+
+        fds = [os.open(streams / f".{s}.lock", os.O_RDWR | os.O_CREAT) for s in ("tasks", "ratings")]
+        for fd in fds:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        locked.set()
+        cut_started.wait(10)
+        time.sleep(0.3)  # the cut is now waiting on a lock
+        (streams / "tasks.jsonl").write_bytes(tasks_lines)
+        (streams / "ratings.jsonl").write_bytes(ratings_part)
+        with open(streams / "tasks.jsonl", "ab") as handle:
+            handle.write(tasks_end)
+        for fd in fds:
+            os.close(fd)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert locked.wait(10)
+    cut_started.set()
+    cut = consistent_cut(home)
+    thread.join(10)
+    assert cut == {"tasks": len(tasks_part), "ratings": len(ratings_part)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.cli import cli
 from pipeline.compact import compact
@@ -199,3 +202,115 @@ def test_an_unreadable_file_is_bad_input_not_a_traceback(home, tmp_path, name, w
     assert result.output.startswith(f"error: {path}: -: cannot read the table: ")
     assert reason in result.output and len(result.output.splitlines()) == 1
     assert not (home / "streams" / "ratings.jsonl").exists() or (home / "streams" / "ratings.jsonl").stat().st_size == 0
+
+
+# --------------------------------------------------------------------------- streamed in chunks
+@settings(max_examples=200, deadline=None)
+@given(
+    task=st.text(min_size=1, max_size=12).filter(str.strip),
+    config=st.sampled_from(["m", "Qwen/Qwen2-72B", "c/r/m/-", "c/-/m%2Fx/%2D", 'é/ü/"q"/\\\\']),
+    score=st.floats(0, 1),
+    cost=st.none() | st.floats(0, 1e6),
+    at=st.sampled_from(["2026-01-01T00:00:00Z", "2026-01-01T00:00:00.5+02:00", "0999-12-31T23:59:59Z"]),
+    rater=st.fixed_dictionaries({"kind": st.sampled_from(["gate", "human"]), "name": st.text(min_size=1, max_size=8)}),
+)
+def test_row_ids_are_the_digests_of_their_events(task, config, score, cost, at, rater):
+    """The row events' ids are written from a template, fast: they equal the generic digest of each event, so the
+    ids of every earlier import stay the same (re-importing adds nothing after compaction)."""
+    from pipeline import imports
+
+    cells = [task.strip(), config, repr(score), "" if cost is None else repr(cost), "r", at]
+    row = imports._check(cells, imports._Columns.of(list(imports.REQUIRED)))
+    for event in imports._row_events(row, rater, imports._canonical(rater)):
+        body = {k: v for k, v in event.items() if k != "id"}
+        assert event["id"] == f"imp-{imports._digest(body)}"
+
+
+def test_a_table_is_appended_in_chunks_each_a_framed_batch(home, tmp_path, monkeypatch):
+    from pipeline import imports
+    from pipeline.framing import frame_of
+    from pipeline.streams import read
+
+    monkeypatch.setattr(imports, "CHUNK_ROWS", 7)
+    sizes: list[int] = []
+    real = imports.append
+    monkeypatch.setattr(imports, "append", lambda *a, **k: sizes.append(len(a[1])) or real(*a, **k))
+    rows = "".join(
+        f"T{i % 5},m{i % 4},{i % 2},0.1,r{i % 5},2026-01-{1 + (i * 7) % 28:02d}T00:00:00Z\n" for i in range(30)
+    )
+    result = import_table(home, _csv(tmp_path, rows))
+    assert result.tasks == 5 and result.appended == 30 * 2 + 5
+    assert len(sizes) == 5 and max(sizes) <= 7 * 2 + 5  # 30 rows in chunks of 7: five batches, none bigger
+    frames = [frame_of(x) for x in (home / "streams" / "ratings.jsonl").read_bytes().splitlines()]
+    assert sum(f is not None and f.type == "batch.begin" for f in frames) == 5
+    opened = [e for e in read(home, "tasks") if e.type == "task.opened"]
+    assert sorted(e.task for e in opened) == [f"T{i}" for i in range(5)]  # one each, dated by its earliest row
+    earliest = {f"T{t}": min(f"2026-01-{1 + (i * 7) % 28:02d}T00:00:00Z" for i in range(t, 30, 5)) for t in range(5)}
+    assert {e.task: e.at for e in opened} == earliest
+
+
+def test_too_many_bad_rows_are_counted_and_the_first_hundred_named(home, tmp_path):
+    rows = "".join(f"T{i},m,{2 + i},0.1,code,2026-01-01T00:00:00Z\n" for i in range(150))
+    result = CliRunner().invoke(cli, ["import", "--home", str(home), str(_csv(tmp_path, rows))])
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 101 and lines[0].endswith("row:1: score: 2 is not in [0, 1]")
+    assert lines[-1] == "nothing appended: 150 invalid event(s) (the first 100 named above)"
+    assert not (home / "streams").exists()
+
+
+def test_a_file_changed_between_the_passes_is_named(home, tmp_path, monkeypatch):
+    from pipeline import imports
+
+    path = _csv(tmp_path, "T0,m,1,0.1,code,2026-01-01T00:00:00Z\n")
+    real = imports._first_pass
+
+    def then_change(*args, **kwargs):
+        checked = real(*args, **kwargs)
+        with open(path, "a") as handle:
+            handle.write("T1,m,1,0.1,code,2026-01-01T00:00:00Z\n")
+        return checked
+
+    monkeypatch.setattr(imports, "_first_pass", then_change)
+    with pytest.raises(InvalidEvent, match=r"the file changed while it was imported .* import it again"):
+        import_table(home, path)
+
+
+def test_a_full_disk_mid_import_leaves_whole_chunks_and_a_rerun_completes_it(home, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from pipeline import framing, imports
+
+    monkeypatch.setattr(imports, "CHUNK_ROWS", 10)
+    rows = "".join(f"T{i},m{i % 3},1,0.1,code,2026-01-01T00:00:{i % 60:02d}Z\n" for i in range(45))
+    path = _csv(tmp_path, rows)
+    clean = tmp_path / "clean"
+    import_table(clean, path)
+    real, calls = os.write, [0]
+
+    def write(fd, data):
+        calls[0] += 1
+        if calls[0] == 8:  # two chunks written (three writes each: tasks lines, ratings part, tasks end), then full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(framing.os, "write", write)
+    result = CliRunner().invoke(cli, ["import", "--home", str(home), str(path)])
+    monkeypatch.setattr(framing.os, "write", real)
+    assert result.exit_code == 1 and result.stderr.startswith("error: No space left on device (")
+    assert "the batch was rolled back: nothing of it was appended" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
+    with open_store_after_compaction(home) as partial:
+        assert partial == {"tasks": 20, "attempts": 20, "ratings": 20}  # two chunks of ten rows, whole
+    import_table(home, path)
+    with open_store_after_compaction(home) as done, open_store_after_compaction(clean) as expected:
+        assert done == expected == {"tasks": 45, "attempts": 45, "ratings": 45}
+
+
+@contextlib.contextmanager
+def open_store_after_compaction(home: Path):
+    compact(home)
+    with open_store(home) as store:
+        counts = store.event_counts()
+    yield {k: v for k, v in counts.items() if k in ("tasks", "attempts", "ratings")}

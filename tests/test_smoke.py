@@ -27,11 +27,13 @@ def test_smoke_observes_learning_and_leaves_the_users_home_alone(tmp_path, monke
 
 
 def test_no_change_exits_1_with_the_gate_checks(monkeypatch, tmp_path):
-    # Two members, no relative advantage: learning_governed stays on the static config whatever the evidence.
+    # Two members; B ranks first (5 per dollar against 0.9) but its test against the static A fails (lower bound
+    # below 0): learning_governed stays on the static config.
+    failing = {A: (40, -0.1, -0.3)}
     table = build_table(
         {
-            "implement": [member(A, 0.9, 1.0, ra=None), member(B, 0.5, 0.1, ra=None)],
-            "*": [member(A, 0.9, 1.0, ra=None), member(B, 0.5, 0.1, ra=None)],
+            "implement": [member(A, 0.9, 1.0), member(B, 0.5, 0.1, gate=failing)],
+            "*": [member(A, 0.9, 1.0), member(B, 0.5, 0.1, gate=failing)],
         },
         static={"default_config": A},
     )
@@ -41,11 +43,11 @@ def test_no_change_exits_1_with_the_gate_checks(monkeypatch, tmp_path):
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[-2] == (
-        f"VERDICT: NO CHANGE — router stayed on {A}: gate not met in implement: {B} has no "
-        f"relative advantage (null); in *: {B} has no relative advantage (null); static: "
-        f"default_config {A}"
+        f"VERDICT: NO CHANGE — router stayed on {A}: gate not met in implement: {B} vs {A} on 40 shared tasks: "
+        f"difference -0.1, one-sided 95% lower bound -0.3 <= 0; in *: {B} vs {A} on 40 shared tasks: "
+        f"difference -0.1, one-sided 95% lower bound -0.3 <= 0; static: default_config {A}"
     )
-    assert '"advantage_ok": false' in lines[-1]
+    assert '"passes": false' in lines[-1]
     assert (tmp_path / "kept" / "streams" / "tasks.jsonl").exists()  # --keep keeps the throwaway home
 
 

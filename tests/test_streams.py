@@ -1,4 +1,4 @@
-"""The append-only streams (DESIGN 4): all-or-nothing batches, routing, locking, torn tails, faults."""
+"""The append-only streams: all-or-nothing batches, routing, locking, torn tails, faults, crashes."""
 
 from __future__ import annotations
 

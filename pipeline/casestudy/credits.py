@@ -10,6 +10,7 @@ LiveCodeBench data always says where the data came from.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from ..nightly.stats import Stats
 from .doc import Inline, Link
@@ -31,7 +32,7 @@ KNOWN: dict[str, tuple[Inline, ...]] = {
 }
 
 
-def _as_list(value) -> list[str]:
+def _as_list(value: str | Iterable[object] | None) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):

@@ -76,8 +76,9 @@ class Document:
     title: str
     subtitle: tuple[Inline, ...]
     credits: tuple[tuple[Inline, ...], ...]
-    headline: tuple[Block, ...]  # the numbers in words, first on the page
+    headline: tuple[Block, ...]  # the numbers in words, right after the lead
     body: tuple[Block, ...]
+    lead: tuple[Block, ...] = ()  # first on the page: what the published table does
 
 
 def para(*parts: Inline, lead: bool = False) -> Para:

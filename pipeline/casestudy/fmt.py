@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-import math
+from ..money import NA, usd
 
-NA = "n/a"
+__all__ = [
+    "NA",
+    "constant",
+    "count",
+    "interval",
+    "num",
+    "pct",
+    "points",
+    "points_interval",
+    "sentence",
+    "signed",
+    "usd",
+]
 
 
 def pct(x: float | None) -> str:
@@ -48,19 +60,7 @@ def count(n: int | None) -> str:
     return NA if n is None else f"{n:,}"
 
 
-def usd(x: float | None) -> str:
-    """Dollars with three significant digits below $1 (``$0.0123``), cents above (``$1.23``)."""
-    if x is None:
-        return NA
-    if x == 0:
-        return "$0"
-    if abs(x) >= 1:
-        return f"${x:,.2f}"
-    decimals = max(2, 2 - math.floor(math.log10(abs(x))))
-    return f"${x:.{decimals}f}"
-
-
-def constant(name: str, value) -> str:
+def constant(name: str, value: float | str | None) -> str:
     """A routing constant as a person reads it: no recency weighting is ``off (∞)``."""
     if value is None:
         return "off (∞)" if name == "half_life_days" else NA

@@ -12,9 +12,14 @@ from .doc import Block, Code, Note, Strong, para
 from .optional import first, ladder_regions, ladder_summary, policy_rows, rungs, short_config
 
 VERDICT = {
-    "adopt": "The fit beats the shipped constants on held-out tasks.",
-    "keep": "The fit does NOT beat the shipped constants on held-out tasks.",
-    "insufficient-evidence": "The evidence is NOT enough to say the fit beats the shipped constants.",
+    "adopt": "The fitted prior family beats the shipped one on held-out tasks.",
+    "keep": "The fitted prior family does NOT beat the shipped one on held-out tasks.",
+    "insufficient-evidence": "The evidence is NOT enough to say the fitted prior family beats the shipped one.",
+}
+EXPLORATION_VERDICT = {
+    "adopt": "The fitted exploration beats the shipped one in the held-out replay.",
+    "keep": "The fitted exploration does NOT beat the shipped one in the held-out replay.",
+    "insufficient-evidence": "The evidence is NOT enough to say the fitted exploration beats the shipped one.",
 }
 CALIBRATION_VERDICT = {
     "adopt": "Regions beat the plain mean: per-region quality carries a signal.",
@@ -41,8 +46,8 @@ def routing_lead(stats: Stats) -> list[Block]:
             f" constants routed {hit_phrase(r.shipped)}. Fitted minus shipped: "
             f"{fmt.points(r.difference.value)} (95% CI {fmt.points_interval(r.difference.ci95)}).",
             (
-                f" With their exploration of {fmt.constant('exploration', c.shipped.exploration)}, the shipped constants "
-                f"would be expected to hit {fmt.pct(expected)}."
+                f" With their exploration of {fmt.constant('exploration', c.shipped.exploration)}, the shipped "
+                f"constants would be expected to hit {fmt.pct(expected)}."
                 if expected is not None
                 else ""
             ),
@@ -57,8 +62,33 @@ def routing_lead(stats: Stats) -> list[Block]:
         blocks.append(Note((verdict,)))
     blocks.append(
         para(
-            Strong(f"Recommendation: {r.recommendation}. "),
-            f"{fmt.sentence(r.reason)} The published routing table uses the {c.published} constants.",
+            Strong(f"Prior family (prior source, prior weight, half-life): {r.recommendation}. "),
+            fmt.sentence(r.reason),
+            lead=True,
+        )
+    )
+    x = r.exploration
+    if x is not None:
+        ci = x.difference.ci95
+        span = "n/a" if ci is None else f"{fmt.signed(ci[0])} to {fmt.signed(ci[1])}"
+        blocks.append(
+            para(
+                Strong("Exploration: "),
+                f"replaying the {fmt.count(x.method.get('tasks'))} held-out tasks in time order (mean of "
+                f"{x.method.get('seeds')} replay seeds), exploration {x.fitted.exploration:g} (fitted) realized "
+                f"{fmt.num(x.fitted.realized_value)} and {x.shipped.exploration:g} (shipped) "
+                f"{fmt.num(x.shipped.realized_value)}; fitted minus shipped {fmt.signed(x.difference.value)} "
+                f"(95% CI {span}, moving-block bootstrap). ",
+                Strong(f"{EXPLORATION_VERDICT[x.recommendation]} "),
+                f"Verdict: {x.recommendation}. {fmt.sentence(x.reason)}",
+                lead=True,
+            )
+        )
+    provenance = ", ".join(f"{k} {v}" for k, v in sorted(c.provenance.items()))
+    blocks.append(
+        para(
+            Strong("Published: "),
+            f"the routing table uses the {c.published} constants" + (f" ({provenance})." if provenance else "."),
             lead=True,
         )
     )
@@ -72,9 +102,13 @@ def _best_single_phrase(stats: Stats) -> str:
         return ""
     fitted = stats.baselines.fitted
     costs = best.mean_cost_usd is not None and fitted.mean_cost_usd is not None
+    coverage = (best.model_extra or {}).get("coverage")
+    where = (
+        f" on the {fmt.pct(coverage)} of the eligible tasks it did" if coverage is not None and coverage < 1.0 else ""
+    )
     return (
         f" Sending every task to the best single configuration of the learned tasks "
-        f"({short_config(best.config)}) would have hit {fmt.pct(best.hit_rate)}, with mean quality "
+        f"({short_config(best.config)}) would have hit {fmt.pct(best.hit_rate)}{where}, with mean quality "
         f"{fmt.num(best.mean_quality, 3)}"
         + (f" at {fmt.usd(best.mean_cost_usd)} per task" if costs else "")
         + f" against {fmt.num(fitted.mean_quality, 3)}"
@@ -114,7 +148,21 @@ def ladder_lead(stats: Stats) -> list[Block]:
     s = ladder_summary(stats)
     if not s:
         return []
-    chain = " → ".join(short_config(k) for k in rungs(s) or rungs(ladder_regions(stats).get("*")))
+    global_rungs = rungs(s) or rungs(ladder_regions(stats).get("*"))
+    alone = global_rungs == [s.get("best_single_config")] and all(
+        row.get("source") != "region" for row in ladder_regions(stats).values()
+    )
+    if alone:  # the rule kept the best single: say so instead of comparing it with itself
+        return [
+            para(
+                Strong("Escalation ladders: "),
+                f"the published ladder is the best single configuration alone "
+                f"({short_config(global_rungs[0])}): no cheaper ladder kept its quality on the cross-validation "
+                "of the learned tasks (see Escalation ladders below).",
+                lead=True,
+            )
+        ]
+    chain = " → ".join(short_config(k) for k in global_rungs)
     chain = f"the published ladders (global: {chain})" if chain else "the published ladders"
     at, their = "", ""
     if first(s, "held_out_cost_usd") is not None and first(s, "cost_ratio") is not None:
@@ -123,15 +171,15 @@ def ladder_lead(stats: Stats) -> list[Block]:
             f" at {fmt.usd(first(s, 'best_single_cost_usd'))} ({fmt.pct(s['cost_ratio'])} of it spent by the ladders)"
         )
     compared = (stats.ladders or {}).get("held_out_tasks_compared")
-    on = f"{fmt.count(compared)} held-out tasks" if compared is not None else "the held-out tasks"
+    on = f"{fmt.count(compared)} held-out tasks" if compared is not None else "held-out tasks"
     blocks: list[Block] = [
         para(
             Strong("Escalation ladders: "),
             f"{chain} reached held-out quality {fmt.num(first(s, 'held_out_quality'), 3)}{at}, against "
             f"{fmt.num(first(s, 'best_single_quality'), 3)}{their} for "
-            f"{short_config(str(first(s, 'best_single_config') or 'n/a'))}, the best single configuration on the tasks "
-            f"the ladders were searched on; measured on {on} where every rung they ran "
-            f"was observed ({fmt.pct(first(s, 'coverage'))} of held-out tasks; the rest are not counted).",
+            f"{short_config(str(first(s, 'best_single_config') or 'n/a'))}, the best single configuration; measured "
+            f"on the {on} where every rung they ran and the best single were observed ({fmt.pct(first(s, 'coverage'))} "
+            "coverage of the eligible tasks; the rest are not counted).",
             lead=True,
         )
     ]
@@ -149,8 +197,8 @@ def ladder_lead(stats: Stats) -> list[Block]:
         blocks.append(
             Note(
                 (
-                    "This ladder figure is an upper bound for a perfect verifier: its gate ratings are the same ratings that "
-                    "measure quality, so escalation never misses a failure the way a real gate would.",
+                    "This ladder figure is an upper bound for a perfect verifier: its gate ratings are the same "
+                    "ratings that measure quality, so escalation never misses a failure the way a real gate would.",
                 )
             )
         )
@@ -183,9 +231,8 @@ def policy_lead(stats: Stats) -> list[Block]:
     static, greedy = rows.get("workflow_default"), rows.get("quality_per_dollar")
     if static and _same_figures(default, static) and not (greedy and _same_figures(default, greedy)):
         parts.append(
-            " It did exactly what the static choice (workflow_default) does: the evidence gate (at least "
-            "min_samples ratings and a relative advantage above 0 in the region) did not let the learned "
-            "choice override it"
+            " It did exactly what the static choice (workflow_default) does: the evidence gate did not let the "
+            "learned choice override it anywhere"
             + (
                 f"; without the gate, the quality_per_dollar policy hit {fmt.pct(first(greedy, 'hit_rate'))}"
                 if greedy
@@ -193,7 +240,29 @@ def policy_lead(stats: Stats) -> list[Block]:
             )
             + "."
         )
+    elif greedy and first(greedy, "hit_rate") is not None and first(default, "hit_rate") is not None:
+        gap = first(default, "hit_rate") - first(greedy, "hit_rate")
+        parts.append(
+            f" Plain quality_per_dollar, without the evidence gate, hit {fmt.pct(first(greedy, 'hit_rate'))} "
+            f"({fmt.points(gap)} for the gate)."
+        )
     return [para(*parts, lead=True)]
+
+
+def cheapest_lead(stats: Stats) -> list[Block]:
+    """Say it plainly when always sending a task to the cheapest configuration beats the router."""
+    cheap, fitted = stats.baselines.cheapest, stats.baselines.fitted
+    if cheap.config is None or cheap.hit_rate is None or fitted.hit_rate is None or cheap.hit_rate <= fitted.hit_rate:
+        return []
+    return [
+        Note(
+            (
+                f"The cheapest configuration alone ({short_config(cheap.config)}) hit {fmt.pct(cheap.hit_rate)} of "
+                f"the eligible tasks it did, more than the router's {fmt.pct(fitted.hit_rate)}: on hit rate, the "
+                "router does not beat the cheapest baseline here.",
+            )
+        )
+    ]
 
 
 def _same_figures(a: dict, b: dict) -> bool:
@@ -202,7 +271,9 @@ def _same_figures(a: dict, b: dict) -> bool:
 
 
 def headline(stats: Stats) -> list[Block]:
-    blocks = routing_lead(stats) + calibration_lead(stats) + ladder_lead(stats) + policy_lead(stats)
+    blocks = (
+        routing_lead(stats) + cheapest_lead(stats) + calibration_lead(stats) + ladder_lead(stats) + policy_lead(stats)
+    )
     if not stats.cost_known:
         blocks.append(
             Note(

@@ -56,9 +56,10 @@ def ladder_summary(stats: Stats) -> dict[str, Any] | None:
 def ladder_regions(stats: Stats) -> dict[str, dict[str, Any]]:
     """Region -> its ladder row (``*`` first), whether the stage nests them under ``regions`` or not."""
     ladders = stats.ladders or {}
+    nested = ladders.get("regions")
     regions = (
-        ladders.get("regions")
-        if isinstance(ladders.get("regions"), dict)
+        nested
+        if isinstance(nested, dict)
         else {k: v for k, v in ladders.items() if k != "summary" and isinstance(v, dict)}
     )
     return dict(sorted(regions.items(), key=lambda kv: (kv[0] != "*", kv[0])))

@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
-from ..nightly.stats import Stats
+from ..nightly.stats import ConstantSet, GridRow, Stats
 from . import fmt
 from .optional import frontier_points, short_config
 
-RC = {
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.image import AxesImage
+    from matplotlib.typing import RcKeyType
+
+RC: dict[RcKeyType, Any] = {
     "svg.hashsalt": "ratings-case-study",
     "svg.fonttype": "none",  # text stays text: crisp, selectable, searchable
     "font.family": "DejaVu Sans",
@@ -37,13 +46,13 @@ class Plot:
     alt: str
 
 
-def _save(fig) -> bytes:
+def _save(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "ratings case-study"})
     return buf.getvalue()
 
 
-def _draw(file: str, alt: str, draw) -> Plot:
+def _draw(file: str, alt: str, draw: Callable[[Figure], None]) -> Plot:
     import matplotlib
     from matplotlib.figure import Figure
 
@@ -54,11 +63,11 @@ def _draw(file: str, alt: str, draw) -> Plot:
 
 
 # --------------------------------------------------------------------------- grid heat map
-def _kind(row) -> str | None:
+def _kind(row: GridRow) -> str | None:
     return (row.model_extra or {}).get("kind")
 
 
-def _grid_slice(stats: Stats):
+def _grid_slice(stats: Stats) -> list[GridRow]:
     """The plane of prior weight x exploration with the other constants at their fitted values.
 
     The fitter writes it as rows of kind ``expected_hit_rate``; without kinds, take the rows at the fitted
@@ -72,19 +81,20 @@ def _grid_slice(stats: Stats):
 
 
 def grid_heatmap(stats: Stats) -> Plot | None:
-    rows = [r for r in _grid_slice(stats) if r.held_out_diagnostic is not None]
-    if not rows:
+    scored = [(r, hit) for r in _grid_slice(stats) if (hit := r.held_out_diagnostic) is not None]
+    if not scored:
         return None
+    rows = [r for r, _ in scored]
     fitted, shipped = stats.constants.fitted, stats.constants.shipped
     sources = sorted({r.prior_source for r in rows}, key=lambda s: (s != fitted.prior_source, s))
     weights = sorted({r.prior_weight for r in rows})
     explorations = sorted({r.exploration for r in rows}, key=lambda e: (e is not None, e or 0.0))
-    cells = {(r.prior_source, r.exploration, r.prior_weight): r.held_out_diagnostic for r in rows}
+    cells = {(r.prior_source, r.exploration, r.prior_weight): hit for r, hit in scored}
     values = list(cells.values())
     lo, hi = min(values), max(values)
-    best = max(rows, key=lambda r: r.held_out_diagnostic)
+    best, best_hit = max(scored, key=lambda row_hit: row_hit[1])
 
-    def mark(ax, source, consts, color, style, label):
+    def mark(ax: Axes, source: str, consts: ConstantSet, color: str, style: str, label: str) -> None:
         if consts.prior_source != source or consts.prior_weight not in weights:
             return
         if consts.exploration not in explorations:
@@ -105,13 +115,13 @@ def grid_heatmap(stats: Stats) -> Plot | None:
             )
         )
 
-    def draw(fig):
+    def draw(fig: Figure) -> None:
         import numpy as np
 
         fig.set_size_inches(WIDTH_IN, 1.4 + len(sources) * (0.42 * len(explorations) + 0.9))
         axes = fig.subplots(len(sources), 1, squeeze=False)[:, 0]
-        image = None
-        for ax, source in zip(axes, sources):
+        image: AxesImage | None = None
+        for ax, source in zip(axes, sources, strict=True):
             grid = np.full((len(explorations), len(weights)), np.nan)
             for (s, e, w), v in cells.items():
                 if s == source:
@@ -141,13 +151,14 @@ def grid_heatmap(stats: Stats) -> Plot | None:
             ax.set_ylabel("exploration ε")
             ax.set_title(f"prior source: {source}", loc="left")
             ax.spines[:].set_visible(False)
-        legend: dict[str, object] = {}  # a mark drawn on any panel, named once
+        legend: dict[str, Artist] = {}  # a mark drawn on any panel, named once
         for ax in axes:
-            for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles, labels = ax.get_legend_handles_labels()
+            for handle, label in zip(handles, labels, strict=True):
                 legend.setdefault(label, handle)
-        handles, labels = list(legend.values()), list(legend)
-        if handles:
-            fig.legend(handles, labels, loc="outside upper right", ncols=2, frameon=False)
+        if legend:
+            fig.legend(list(legend.values()), list(legend), loc="outside upper right", ncols=2, frameon=False)
+        assert image is not None  # the rows name at least one prior source, so one panel was drawn
         fig.colorbar(
             image,
             ax=list(axes),
@@ -165,22 +176,43 @@ def grid_heatmap(stats: Stats) -> Plot | None:
         f"Heat map of the held-out hit rate (diagnostic) over prior weight and exploration, "
         f"at half-life {fmt.constant('half_life_days', f.half_life_days)}. Values range from {fmt.pct(lo)} to "
         f"{fmt.pct(hi)}; the best cell is prior weight {fmt.constant('prior_weight', best.prior_weight)}, "
-        f"exploration {best.exploration}, source {best.prior_source} ({fmt.pct(best.held_out_diagnostic)}). "
+        f"exploration {best.exploration}, source {best.prior_source} ({fmt.pct(best_hit)}). "
         f"Fitted cell: {fmt.pct(fitted_cell)}. Shipped cell: {fmt.pct(shipped_cell)}."
     )
     return _draw("grid.svg", alt, draw)
 
 
 # --------------------------------------------------------------------------- cost-quality frontier
+class _Costed(NamedTuple):
+    """A point of the cost-quality picture whose cost and quality are both known: what the figure draws."""
+
+    kind: str
+    label: str
+    quality: float
+    cost: float
+
+
+class _Style(TypedDict):
+    """How the figure draws one kind of point (keyword arguments of ``Axes.scatter``)."""
+
+    marker: str
+    color: str
+    s: float
+    zorder: int
+
+
 def frontier_plot(stats: Stats) -> Plot | None:
-    pts = frontier_points(stats)
-    costed = [p for p in pts if p.cost is not None and p.quality is not None]
+    costed = [
+        _Costed(p.kind, p.label, p.quality, p.cost)
+        for p in frontier_points(stats)
+        if p.cost is not None and p.quality is not None
+    ]
     if not stats.cost_known or not costed:
         return None
     costs = [p.cost for p in costed if p.cost > 0]
     decades = math.log10(max(costs) / min(costs)) if costs else 0.0
     log_x = decades > math.log10(20)
-    styles = {
+    styles: dict[str, _Style] = {
         "single": {"marker": "o", "color": "#757575", "s": 36, "zorder": 3},
         "router": {"marker": "o", "color": "#1565c0", "s": 30, "zorder": 4},
         "ladder": {"marker": "^", "color": "#6a1b9a", "s": 110, "zorder": 6},
@@ -197,7 +229,7 @@ def frontier_plot(stats: Stats) -> Plot | None:
         "oracle": "oracle",
     }
 
-    def draw(fig):
+    def draw(fig: Figure) -> None:
         fig.set_size_inches(WIDTH_IN, 4.4)
         ax = fig.subplots()
         for kind, style in styles.items():
@@ -234,7 +266,7 @@ def frontier_plot(stats: Stats) -> Plot | None:
     return _draw("frontier.svg", alt, draw)
 
 
-def _label_singles(ax, singles) -> None:
+def _label_singles(ax: Axes, singles: list[_Costed]) -> None:
     """Name the single configurations where a label fits: greedy by quality, skipping any that would overlap.
 
     Label boxes are estimated in axes fractions (8 pt text on this figure width: about 0.019 of the axes per
@@ -275,7 +307,7 @@ def priors_plot(stats: Stats) -> Plot | None:
     if not rows:
         return None
 
-    def draw(fig):
+    def draw(fig: Figure) -> None:
         # Each row's label sits above its line rather than beside the axis, so the plot keeps the full width
         # on a phone.
         fig.set_size_inches(WIDTH_IN, 0.9 + 0.62 * len(rows))

@@ -24,7 +24,8 @@ p,li{overflow-wrap:anywhere}
 .subtitle{color:#555;margin-top:0}
 .credits{font-size:.95rem;background:#f5f7fa;border:1px solid #e1e5eb;border-radius:6px;padding:.5rem .8rem}
 .credits p{margin:.2rem 0}
-.headline{border-top:3px solid #1b5e20;margin-top:1rem;padding-top:.4rem}
+.lead h2{margin-top:1.2rem}
+.headline{border-top:3px solid #1b5e20;margin-top:1.6rem;padding-top:.4rem}
 .headline p{font-size:1.07rem}
 .note{border-left:4px solid #b71c1c;background:#fdecea;padding:.55rem .8rem;margin:1rem 0;border-radius:0 6px 6px 0}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.88em;background:#f3f3f3;
@@ -33,7 +34,8 @@ padding:0 .2em;border-radius:3px;overflow-wrap:anywhere}
 table{border-collapse:collapse;width:100%;font-size:.9rem}
 caption{caption-side:bottom;text-align:left;color:#555;font-size:.85rem;padding-top:.3rem}
 th,td{padding:.35rem .45rem;border-bottom:1px solid #e5e5e5;text-align:left;vertical-align:top}
-td{overflow-wrap:break-word}
+td{overflow-wrap:anywhere}
+td:first-child{overflow-wrap:break-word}
 th{background:#f5f5f5;font-weight:600;hyphens:auto}
 .num{text-align:right;font-variant-numeric:tabular-nums}
 td.num{white-space:nowrap}
@@ -44,6 +46,7 @@ a{color:#0b57d0}
 @media (max-width:36rem){body{font-size:15px}main{padding:.75rem}table{font-size:.85rem}th,td{padding:.3rem .25rem}
 /* wide tables become one card per row on a phone: each cell says its column */
 table.wide,table.wide tbody,table.wide tr,table.wide td{display:block;width:100%}
+table.wide{display:flex;flex-direction:column}table.wide caption{order:1}
 table.wide thead{position:absolute;left:-9999px}
 table.wide tr{border:1px solid #ddd;border-radius:6px;margin:0 0 .6rem;padding:.2rem .5rem}
 table.wide td{border:0;padding:.1rem 0;text-align:left;white-space:normal;line-height:1.35;
@@ -122,7 +125,10 @@ def render_html(doc: Document) -> str:
         "<body><main>",
         f"<h1>{escape(doc.title)}</h1>",
         f'<p class="subtitle">{inline(doc.subtitle)}</p>',
-        credits + '<section class="headline" aria-label="Headline">',
+        credits + '<section class="lead" aria-label="What the dispatcher will do">',
+        *(block(b) for b in doc.lead),
+        "</section>",
+        '<section class="headline" aria-label="Headline">',
         *(block(b) for b in doc.headline),
         "</section>",
         *(block(b) for b in doc.body),

@@ -64,6 +64,7 @@ def block(b: Block) -> str:
 def render_markdown(doc: Document) -> str:
     blocks = [f"# {_text(doc.title)}", inline(doc.subtitle)]
     blocks += [inline(c) for c in doc.credits]
+    blocks += [block(b) for b in doc.lead]
     blocks += [block(b) for b in doc.headline]
     blocks += [block(b) for b in doc.body]
     return "\n\n".join(blocks) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..nightly.stats import Stats
 from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
-from .generic import blocks_for, scalar
+from .glossary import glossary_section, see_glossary
 from .optional import (
     first,
     frontier_aiq,
@@ -17,6 +17,7 @@ from .optional import (
     short_config,
 )
 from .plots import Plot
+from .signals import signals_section
 
 #: What sequential replay's realized value measures, per objective (DESIGN 6).
 REALIZED = {
@@ -61,7 +62,8 @@ def source_caption(stats: Stats) -> tuple[Inline, ...]:
     """Where a figure's numbers come from: the store's table version, the event counts, the commands."""
     src = stats.source
     events = ", ".join(f"{n:,} {kind}" for kind, n in src.events.items()) or "no event counts"
-    parts: list[Inline] = [f"Source: store table version {src.version if src.version is not None else 'n/a'} ({events})"]
+    version = src.version if src.version is not None else "n/a"
+    parts: list[Inline] = [f"Source: store table version {version} ({events})"]
     if src.command:
         parts += ["; fitted by ", Code(src.command)]
     parts += ["; drawn by ", Code(render_command(stats)), " from stats.json."]
@@ -131,6 +133,7 @@ def baselines_section(stats: Stats) -> list[Block]:
         x = getattr(b, name)
         if name == "cheapest" and not stats.cost_known:  # no costs: there is no cheapest configuration
             continue
+        coverage = (x.model_extra or {}).get("coverage")
         rows.append(
             [
                 name.replace("_", " "),
@@ -138,6 +141,7 @@ def baselines_section(stats: Stats) -> list[Block]:
                 fmt.pct(x.hit_rate),
                 fmt.num(x.mean_quality, 3),
                 fmt.usd(x.mean_cost_usd),
+                fmt.pct(coverage if coverage is not None else 1.0),
             ]
         )
     rp = stats.replay
@@ -155,15 +159,14 @@ def baselines_section(stats: Stats) -> list[Block]:
         Heading(2, "Against the baselines", "baselines"),
         costed_table(
             stats,
-            ["route by", "config", "hit rate", "mean quality", "mean cost"],
+            ["route by", "config", "hit rate", "mean quality", "mean cost", "coverage"],
             rows,
-            f"On the {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks.",
-            [False, False, True, True, True],
+            f"On the {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks; a single configuration "
+            "on those it did.",
+            [False, False, True, True, True, True],
         ),
-        para(
-            "Sequential replay on the held-out tasks (each route reveals only the chosen configuration's outcome; "
-            f"realized value: {REALIZED[stats.objective]} over the period):"
-        ),
+        see_glossary("eligible task", "hit rate", "best single", "oracle", "coverage"),
+        para(f"Replay on the held-out tasks (realized value: {REALIZED[stats.objective]}):"),
         table(
             ["constants", "exploration", "realized value", "tasks routed", "tasks skipped"],
             replay,
@@ -259,24 +262,43 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         key=lambda p: (p.cost or 0.0, p.label) if stats.cost_known else (-(p.quality or 0.0), p.label),
     )
     if singles:
+        extra = {s["config"]: s for s in (stats.frontier or {}).get("singles") or [] if isinstance(s, dict)}
+        snips = any("snips_quality" in s for s in extra.values())
+        columns = ["single configuration", "mean quality", "mean cost", "coverage"]
+        columns += ["SNIPS quality", "SNIPS cost"] if snips else []
+        rows = []
+        for p in singles:
+            row = extra.get(p.label, {})
+            cells = [short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost), fmt.pct(row.get("coverage"))]
+            if snips:
+                cells += [fmt.num(row.get("snips_quality"), 3), fmt.usd(row.get("snips_cost_usd"))]
+            rows.append(cells)
         out.append(
             costed_table(
                 stats,
-                ["single configuration", "mean quality", "mean cost"],
-                [[short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost)] for p in singles],
-                "Each configuration alone, over the held-out tasks it did.",
-                [False, True, True],
+                columns,
+                rows,
+                "Each configuration alone, over the eligible held-out tasks it did"
+                + (
+                    "; beside it, the SNIPS estimate from the logged routing decisions: what it would do on every task."
+                    if snips
+                    else "."
+                ),
+                [False, True, True, True, True, True][: len(columns)],
             )
         )
     aiq = frontier_aiq(stats)
     if aiq:
         out.append(
             para(
-                "Area under the cost-quality frontier (AIQ, normalised by the cost range): "
+                "AIQ of the router's lambda sweep and of the single configurations: "
                 + "; ".join(f"{k} {fmt.num(v, 3)}" for k, v in aiq.items())
                 + "."
             )
         )
+        note = (stats.frontier or {}).get("note")
+        if note:
+            out.append(para(fmt.sentence(note)))
     elif stats.frontier is None:
         out.append(_not_computed("frontier"))
     elif stats.frontier.get("reason"):
@@ -340,6 +362,9 @@ def ladders_section(stats: Stats) -> list[Block]:
     out: list[Block] = [Heading(2, "Escalation ladders", "ladders")]
     if stats.ladders is None:
         return [*out, _not_computed("ladders")]
+    rule = stats.ladders.get("rule") or {}
+    if rule.get("reason"):
+        out.append(para("The rule: ", fmt.sentence(rule["reason"])))
     regions = ladder_regions(stats)
     rows = [
         [
@@ -360,16 +385,43 @@ def ladders_section(stats: Stats) -> list[Block]:
                 [
                     "region",
                     "ladder",
-                    "validated quality",
-                    "validated cost",
+                    "cross-validated quality",
+                    "cross-validated cost",
                     "held-out quality",
                     "held-out cost",
                     "coverage",
                 ],
                 rows,
+                "Cross-validated: what the rule's choices did on the validation blocks of the learned tasks (its "
+                "promise); held-out: the published ladder on the eligible held-out tasks it covered.",
                 numeric=[False, False, True, True, True, True, True],
             )
         )
+    kappas = [k for k in rule.get("kappas") or [] if isinstance(k, dict)]
+    if kappas:
+        out.append(
+            costed_table(
+                stats,
+                ["kappa", "choices that were ladders", "quality vs best single", "95% lower bound", "cost difference"],
+                [
+                    [
+                        f"{k['kappa']:g}",
+                        f"{k['ladders']} of {rule.get('folds', 0)} folds",
+                        fmt.signed(k.get("difference"), 4),
+                        fmt.signed(k.get("lower"), 4),
+                        fmt.signed(k.get("spend_difference"), 6),
+                    ]
+                    for k in kappas
+                ],
+                "The cross-validation that chose kappa (the standard errors a ladder's gain must clear): the rule's "
+                "choices against each fold's best single on its validation block, pooled"
+                + ("" if stats.cost_known else "; without costs, the cost difference is in calls")
+                + ".",
+                [True, False, True, True, True],
+            )
+        )
+    out += _hindsight(stats)
+    out.append(_why_ladders(stats))
     summary = ladder_summary(stats)
     if summary and summary.get("gate_is_target"):
         out.append(
@@ -380,12 +432,73 @@ def ladders_section(stats: Stats) -> list[Block]:
                 )
             )
         )
+    out.append(see_glossary("gate", "coverage", "best single", "eligible task"))
     return out
+
+
+def _hindsight(stats: Stats) -> list[Block]:
+    """The held-out ladder frontier, chosen with hindsight: how far the rule's choice is from the limit."""
+    h = (stats.ladders or {}).get("hindsight")
+    summary = ladder_summary(stats)
+    if not isinstance(h, dict) or not summary:
+        return []
+    unit = "cost_usd" if stats.cost_known else "calls"
+    spend = (lambda x: fmt.usd(x.get(unit))) if stats.cost_known else (lambda x: f"{fmt.num(x.get(unit), 2)} calls")
+    near, reach = h.get("frontier_at_cost") or {}, h.get("cheapest_reaching_best_single") or {}
+    parts = []
+    if near.get("ladder"):
+        parts.append(
+            f"the best any ladder of up to three rungs reached at no more than the published ladders' spend was "
+            f"{fmt.num(near.get('quality'), 3)} ({' → '.join(short_config(c) for c in near['ladder'])}, "
+            f"{spend(near)}), {fmt.signed(near.get('gap'), 3)} above them"
+        )
+    if reach.get("ladder"):
+        parts.append(
+            f"the cheapest one reaching the best single's quality was "
+            f"{' → '.join(short_config(c) for c in reach['ladder'])} at {spend(reach)}"
+            + (f" ({fmt.pct(reach.get('cost_ratio'))} of the best single's spend)" if reach.get("cost_ratio") else "")
+        )
+    if not parts:
+        return []
+    return [
+        para(
+            "Diagnostic, chosen with hindsight on the held-out tasks (never used to choose): "
+            + "; ".join(parts)
+            + f" ({fmt.count(h.get('ladders_scored'))} ladders scored)."
+        )
+    ]
+
+
+def _why_ladders(stats: Stats) -> Block:
+    """Whether a ladder pays here, and why, in words."""
+    summary = ladder_summary(stats) or {}
+    rule = (stats.ladders or {}).get("rule") or {}
+    best = short_config(str(summary.get("best_single_config") or "the best single"))
+    if rule.get("name") == "best-single" and rule.get("kappa") is None:
+        coverage = summary.get("coverage")
+        return para(
+            f"Here a ladder does not pay: at no confidence level did the rule's ladders beat {best} on the "
+            "validation blocks with a lower bound at or above 0, so the published ladder is that configuration "
+            "alone. "
+            + (
+                f"Gates are sparse or noisy here: every rung a ladder runs must carry a gate rating, and only "
+                f"{fmt.pct(coverage)} of the eligible held-out tasks had one for each, so a ladder is judged on few "
+                "tasks, and a gate that passes a failure stops the ladder on it."
+                if coverage is not None and coverage < 0.8
+                else "The cheaper configurations rarely solve what the best single fails, so escalating buys little."
+            )
+        )
+    ratio, cost_ratio = summary.get("quality_ratio"), summary.get("cost_ratio")
+    spent = f" for {fmt.pct(cost_ratio)} of its cost" if cost_ratio is not None else ""
+    return para(
+        f"Here a ladder pays: on the held-out tasks it reached {fmt.pct(ratio)} of {best}'s quality{spent}, "
+        "because cheap first rungs solve most tasks and their gates send the rest up."
+    )
 
 
 #: What each built-in routing policy does (pipeline.routing.policies), for the reader of the policies table.
 POLICY_MEANING = {
-    "learning_governed": "the learned choice when it passes the evidence gate, else the static choice (default)",
+    "learning_governed": "the learned choice where the evidence gate lets it override the static choice (default)",
     "quality_per_dollar": "the best quality per dollar in the table, no gate",
     "ladder": "the region's escalation ladder, next rung after each failure",
     "workflow_default": "the static default configuration",
@@ -418,66 +531,16 @@ def policies_section(stats: Stats) -> list[Block]:
     ]
     return [
         *out,
+        see_glossary("eligible task", "hit rate", "evidence gate", "gate"),
         costed_table(
             stats,
             ["policy", "what it routes to", "hit rate", "mean quality", "mean cost", "configs run", "n"],
             body,
-            "Hit rate: routed (or, for policies that escalate, stopped) at a best configuration "
-            "of the task; configs run: how many configurations a task used on average.",
+            "Configs run: how many configurations a task used on average (more than one when a policy "
+            "escalates after a failed gate).",
             numeric=[False, False, True, True, True, True, True],
         ),
     ]
-
-
-def signals_section(stats: Stats) -> list[Block]:
-    out: list[Block] = [Heading(2, "Learning signals", "signals")]
-    signals = stats.signals
-    if signals is None:
-        return [*out, _not_computed("signals")]
-    counts = signals.get("counts")
-    if isinstance(counts, dict):
-        out.append(table(["count", "value"], [[k.replace("_", " "), scalar(v)] for k, v in counts.items()]))
-    members = signals.get("members")
-    if isinstance(members, dict) and members:
-        rows = [
-            [
-                region,
-                side,
-                short_config(str(first(m, "config_key", "config"))),
-                fmt.signed(first(m, "relative_advantage"), 2),
-                fmt.pct(first(m, "win_rate")),
-                fmt.count(first(m, "n_tasks", "n")),
-            ]
-            for region, ranked in members.items()
-            if isinstance(ranked, dict)
-            for side in ("top", "bottom")
-            for m in ranked.get(side) or []
-        ]
-        out += [
-            Heading(3, "Best and worst members by relative advantage"),
-            table(
-                ["region", "rank", "config", "advantage", "win rate", "tasks"],
-                rows,
-                numeric=[False, False, False, True, True, True],
-            ),
-        ]
-    empty = [key for key, value in signals.items() if key not in ("counts", "members") and _empty(value)]
-    for key, value in signals.items():
-        if key not in ("counts", "members") and key not in empty:
-            out += [Heading(3, key.replace("_", " ")), *blocks_for(value, level=4)]
-    if empty:
-        out.append(para("Nothing to show in this data for: " + ", ".join(k.replace("_", " ") for k in empty) + "."))
-    return out
-
-
-def _empty(value) -> bool:
-    """A signal with nothing in it: none, an empty collection, or a mapping whose counts are all 0 or null."""
-    if value is None or value == [] or value == {}:
-        return True
-    if isinstance(value, dict):
-        values = [v for v in value.values() if not isinstance(v, str)]  # a reason beside zeros says nothing more
-        return bool(values) and all(v is None or v == 0 or v == [] or v == {} for v in values)
-    return False
 
 
 def closing_section(stats: Stats) -> list[Block]:
@@ -505,6 +568,7 @@ def body(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         + ladders_section(stats)
         + policies_section(stats)
         + signals_section(stats)
+        + glossary_section()
         + closing_section(stats)
     )
     return [b for b in blocks if b is not None]

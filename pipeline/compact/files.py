@@ -36,6 +36,8 @@ PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "write_statistics": 
 def parquet_options(table: pa.Table) -> dict[str, Any]:
     """Writer options for one data file: dictionary encoding only for the columns that repeat."""
     return {**PARQUET_OPTIONS, "use_dictionary": [c for c in table.column_names if c not in UNIQUE_COLUMNS]}
+
+
 _STAT_STRING_MAX = 32  # longer strings get no min/max in the commit (a truncated max would be wrong)
 #: Columns whose min/max the commit records (what queries filter on); every column gets its null count.
 STATS_COLUMNS = frozenset(

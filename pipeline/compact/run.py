@@ -47,7 +47,17 @@ from ..framing import consistent_cut
 from ..home import STREAMS, Home
 from ..store import location as loc
 from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
-from ..store.table import RECOVER, environment_problem, exists, fail, first_line, machine_errors, open_table
+from ..store.table import (
+    RECOVER,
+    environment_problem,
+    exists,
+    fail,
+    first_line,
+    home_txn_id,
+    machine_errors,
+    open_table,
+    txn_ids,
+)
 from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams import new_id
 from .files import DeadLetters, TableFiles, deadletter_record, file_stats, partition_dir
@@ -128,15 +138,6 @@ def fault_hook(step: str) -> None:
 
     Does nothing; crash tests replace it (in a child process) to kill the run at a chosen step.
     """
-
-
-def txn_ids(writer: str, stream: str) -> tuple[str, str, str]:
-    """Application ids of one (writer, stream): end offset consumed, next line number, dead-letter bytes."""
-    return f"{writer}:{stream}", f"{writer}:{stream}:line", f"{writer}:{stream}:deadletter"
-
-
-def home_txn_id(writer: str) -> str:
-    return f"{writer}:home"
 
 
 @contextmanager

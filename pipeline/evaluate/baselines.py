@@ -1,11 +1,11 @@
 """Baselines of DESIGN 6 on the eligible held-out tasks: hit rate, mean quality, mean cost of each.
 
-- ``best_single``: the config with the highest learned quality (global pool); on a task it did not do, the next
-  config in that order that did (a fixed preference, never looking at the task).
-- ``cheapest``: the same with the lowest learned cost first (configs of unknown cost last); all null when no
-  cost is known at all.
+- ``best_single``: the config with the highest learned quality (global pool), scored on the eligible tasks it
+  did, with its ``coverage`` (:func:`pipeline.evaluate.yardstick.single_rows`: the frontier's point of it).
+- ``cheapest``: the same for the config with the lowest learned cost (configs of unknown cost last); all null
+  when no cost is known at all.
 - ``random``: the expectation of a uniform choice among the configs that did the task.
-- ``oracle``: a config of the task's best set (its quality and cost are the best set's means).
+- ``oracle``: one config of the task's best set (:func:`pipeline.evaluate.yardstick.oracle_row`).
 - ``shipped``, ``fitted``: the greedy choices of those constants.
 
 Quality is the task value q_t,c of the chosen config; cost its cost_t,c (column ``cost_t``); hit: it is in the best set.
@@ -18,19 +18,8 @@ from typing import Any
 
 import polars as pl
 
-
-def ranked_choice(best: pl.DataFrame, ranking: Sequence[str]) -> pl.DataFrame:
-    """Per task the member that comes first in ``ranking`` (members not ranked come after, in key order)."""
-    order = pl.DataFrame(
-        {"config_key": list(ranking), "_rank": list(range(len(ranking)))},
-        schema={"config_key": pl.String, "_rank": pl.Int64},
-    )
-    ranked = best.join(order, on="config_key", how="left").with_columns(pl.col("_rank").fill_null(len(ranking)))
-    return (
-        ranked.sort(["task", "_rank", "config_key"])
-        .group_by("task", maintain_order=True)
-        .agg(pl.col("config_key").first().alias("chosen"))
-    )
+from ..frames import mean_of
+from .yardstick import oracle_row, single_rows
 
 
 def score_choice(best: pl.DataFrame, chosen: pl.DataFrame, *, cost_known: bool, config: str | None = None) -> dict:
@@ -51,21 +40,16 @@ def baselines(
     """All six baselines. ``best`` is :func:`pipeline.evaluate.metrics.mark_best` of the eligible held-out tasks."""
     by_quality = [c for c, _ in sorted(learned_quality, key=lambda x: (-x[1], x[0]))]
     by_cost = [c for c, _ in sorted(learned_cost, key=lambda x: (x[1] is None, x[1] or 0.0, x[0]))]
+    singles = single_rows(best, cost_known=cost_known)
+    absent = {"hit_rate": None, "mean_quality": None, "mean_cost_usd": None, "tasks": 0, "coverage": 0.0}
+
+    def single(config: str | None) -> dict[str, Any]:
+        return singles.get(config, {**absent, "config": config}) if config is not None else {**absent, "config": None}
+
     out = {
-        "best_single": score_choice(
-            best, ranked_choice(best, by_quality), cost_known=cost_known, config=by_quality[0] if by_quality else None
-        ),
+        "best_single": single(by_quality[0] if by_quality else None),
         # without any known cost there is no cheapest config: every figure is null
-        "cheapest": score_choice(
-            best, ranked_choice(best, by_cost), cost_known=cost_known, config=by_cost[0] if by_cost else None
-        )
-        if cost_known
-        else _summary(
-            pl.Series([], dtype=pl.Float64),
-            pl.Series([], dtype=pl.Float64),
-            pl.Series([], dtype=pl.Float64),
-            cost_known=False,
-        ),
+        "cheapest": single(by_cost[0] if by_cost else None) if cost_known else {**absent, "config": None},
     }
     per_task_random = best.group_by("task").agg(
         pl.col("best").cast(pl.Float64).mean().alias("hit"), pl.col("value").mean(), pl.col("cost_t").mean()
@@ -73,14 +57,7 @@ def baselines(
     out["random"] = _summary(
         per_task_random["hit"], per_task_random["value"], per_task_random["cost_t"], cost_known=cost_known
     )
-    per_task_oracle = (
-        best.filter(pl.col("best"))
-        .group_by("task")
-        .agg(pl.lit(1.0).alias("hit"), pl.col("value").mean(), pl.col("cost_t").mean())
-    )
-    out["oracle"] = _summary(
-        per_task_oracle["hit"], per_task_oracle["value"], per_task_oracle["cost_t"], cost_known=cost_known
-    )
+    out["oracle"] = oracle_row(best, cost_known=cost_known)
     out["shipped"] = score_choice(best, shipped, cost_known=cost_known)
     out["fitted"] = score_choice(best, fitted, cost_known=cost_known)
     return out
@@ -89,10 +66,9 @@ def baselines(
 def _summary(
     hit: pl.Series, quality: pl.Series, cost: pl.Series, *, cost_known: bool, config: str | None = None
 ) -> dict[str, Any]:
-    n = hit.len()
     return {
         "config": config,
-        "hit_rate": float(hit.mean()) if n else None,
-        "mean_quality": float(quality.mean()) if n else None,
-        "mean_cost_usd": float(cost.mean()) if n and cost_known and cost.null_count() < n else None,
+        "hit_rate": mean_of(hit),
+        "mean_quality": mean_of(quality),
+        "mean_cost_usd": mean_of(cost) if cost_known else None,
     }

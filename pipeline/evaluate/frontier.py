@@ -3,8 +3,9 @@
 For each lambda of the grid, the router routes every held-out task among the configs that did it by the
 utility objective ``lambda * q(c, r) - cost(c, r)`` (DESIGN 5 choice and tie rules, with the fitted
 (c, r) table) and realizes the task values and costs of its choices: one (mean cost, mean quality) point
-per lambda. Beside them: every single config's point (its held-out means over the tasks it did) and the
-oracle's (per task the best value, the cheapest among the best).
+per lambda. Beside them: every single config's point and the oracle's, as the baselines table has them
+(:mod:`pipeline.evaluate.yardstick`: a single over the eligible tasks it did, with its coverage and, where the
+logs carry propensities, its SNIPS estimate; the oracle one config of each task's best set).
 
 AIQ (Average Improvement in Quality, RouterBench, Hu et al. 2024) of a set of points::
 
@@ -25,7 +26,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .metrics import round9
+from ..frames import mean_of
+from .metrics import mark_best, round9
+from .yardstick import oracle_row, single_rows, snips_singles
 
 GRID_SIZE = 13
 
@@ -36,10 +39,13 @@ def lambda_grid(task_values_learn: pl.DataFrame) -> list[float] | None:
     Means over the learned (task, config) rows with a known cost and a value; None without costs.
     """
     rows = task_values_learn.filter(pl.col("cost_usd").is_not_null() & pl.col("value").is_not_null())
-    if rows.is_empty() or not rows["value"].mean():
+    mean_cost, mean_quality = mean_of(rows["cost_usd"]), mean_of(rows["value"])
+    if mean_cost is None or not mean_quality:
         return None
-    base = rows["cost_usd"].mean() / rows["value"].mean()
-    return [round(base * 10 ** (-2 + 4 * i / (GRID_SIZE - 1)), 15) for i in range(GRID_SIZE)]
+    base = mean_cost / mean_quality
+    grid = [round(base * 10 ** (-2 + 4 * i / (GRID_SIZE - 1)), 15) for i in range(GRID_SIZE)]
+    # A subnormal mean quality can overflow the quotient: no finite grid, no frontier (never an infinite lambda).
+    return grid if all(map(math.isfinite, grid)) else None
 
 
 def route_by_table(members: pl.DataFrame, task_values: pl.DataFrame, lam: float) -> pl.DataFrame:
@@ -82,8 +88,8 @@ def _route(pool: pl.DataFrame, lam: float) -> pl.DataFrame:
 def _point(frame: pl.DataFrame) -> tuple[float | None, float | None, int]:
     if frame.is_empty():
         return None, None, 0
-    cost = frame["cost"].mean() if frame["cost"].null_count() == 0 else None
-    return frame["value"].mean(), cost, frame.height
+    cost = mean_of(frame["cost"]) if frame["cost"].null_count() == 0 else None
+    return mean_of(frame["value"]), cost, frame.height
 
 
 def hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -114,10 +120,10 @@ def aiq(points: list[tuple[float, float]], c_min: float, c_max: float) -> float 
     if not points:
         return None
     vertices = hull(points)
-    if c_max <= c_min:
-        return float(np.interp(c_min, *zip(*vertices, strict=True))) if c_min >= vertices[0][0] else 0.0
     cs = np.array([v[0] for v in vertices])
     qs = np.array([v[1] for v in vertices])
+    if c_max <= c_min:
+        return float(np.interp(c_min, cs, qs)) if c_min >= cs[0] else 0.0
     grid = np.unique(np.concatenate([[c_min, c_max], cs[(cs > c_min) & (cs < c_max)]]))
     # H below the set's cheapest point is 0 (the set cannot work there); add that step's edge.
     if cs[0] > c_min and cs[0] < c_max:
@@ -134,9 +140,14 @@ def frontier_section(
     members: pl.DataFrame | None = None,
     choose: Callable[[float], pl.DataFrame] | None = None,
     cost_estimates: dict[str, float] | None = None,
+    floor: float = 0.000001,
+    decisions: pl.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The ``frontier`` object of ``stats.json``: ``router`` (one point per lambda), ``singles``,
     ``oracle``, and ``aiq`` for the router and the singles.
+
+    ``task_values_heldout``: the eligible held-out tasks (the one yardstick); ``floor``: the cost floor of the
+    best set; ``decisions``: the logged routing decisions, for the singles' SNIPS estimates.
 
     The router's choice per lambda comes from ``choose(lam) -> frame[task, config_key]`` when given,
     else :func:`route_by_table` over ``members``. A held-out (task, config) cost is its ``cost_usd``;
@@ -148,17 +159,22 @@ def frontier_section(
         schema={"config_key": pl.String, "_est": pl.Float64},
     )
     tv = tv.join(est, on="config_key", how="left").with_columns(cost=pl.coalesce("cost_usd", "_est"))
-    singles = []
-    for (config,), frame in sorted(tv.group_by("config_key"), key=lambda g: g[0][0]):
-        q, c, n = _point(frame)
-        singles.append({"config": config, "quality": round9(q), "cost_usd": round9(c), "tasks": n})
-    best = (
-        tv.sort(["task", "value", "cost", "config_key"], descending=[False, True, False, False], nulls_last=True)
-        .group_by("task", maintain_order=True)
-        .first()
-    )
-    oq, oc, on = _point(best)
-    oracle = {"quality": round9(oq), "cost_usd": round9(oc), "tasks": on}
+    cost_known = tv.height > 0 and tv["cost"].null_count() == 0
+    best = mark_best(tv, objective="quality_per_dollar", floor=floor, cost="cost")  # as the baselines' best set
+    snips = snips_singles(best, decisions, cost_known=cost_known, cost="cost") if decisions is not None else {}
+    singles = [
+        {
+            "config": config,
+            "quality": row["mean_quality"],
+            "cost_usd": row["mean_cost_usd"],
+            "tasks": row["tasks"],
+            "coverage": row["coverage"],
+            **snips.get(config, {}),
+        }
+        for config, row in single_rows(best, cost_known=cost_known, cost="cost").items()
+    ]
+    o = oracle_row(best, cost_known=cost_known, cost="cost")
+    oracle = {"quality": o["mean_quality"], "cost_usd": o["mean_cost_usd"], "tasks": o["tasks"]}
     router = []
     if lambdas is None:
         return {
@@ -202,8 +218,9 @@ def frontier_section(
         if not partial
         else (
             f"{len(partial)} of {len(singles)} configurations did only some of the {tasks} held-out tasks (logged "
-            "data): each single's point is its mean over the tasks it did, so singles and router compare "
-            "different task sets"
+            "data): each single's point is its mean over the tasks it did (its coverage says how many), while "
+            "the router routes every task among the configs that did it"
+            + ("; the SNIPS estimates beside them are what each would do on every task" if snips else "")
         )
     )
     return {

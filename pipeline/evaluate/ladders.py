@@ -9,14 +9,19 @@ means and lowers ``coverage`` = observed tasks / tasks. Every figure is the mean
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from ..fit.ladder_search import run_ladder, task_matrix
+from ..fit.ladder_search import MAX_RUNGS, MIN_COVERAGE, TaskMatrix, run_ladder, search_ladders, task_matrix
 from ..fit.ladders import DEFAULT_PASS_THRESHOLD, LadderFit
+from ..frames import mean_of
 from .metrics import round9
+
+#: Above this many configurations the hindsight frontier is searched by the beam, not enumerated.
+EXHAUSTIVE_HINDSIGHT = 20
 
 
 def evaluate_ladder(
@@ -103,10 +108,12 @@ def ladders_section(
         }
     runs = published_runs(fit, task_values_heldout, cost_estimates)
     both = runs.filter(pl.col("observed") & pl.col("best_observed"))
+    spend = "cost_usd" if fit.cost_known else "calls"
+    chosen_spend = mean_of(both[spend])
     cost_known = fit.cost_known
 
     def mean(frame: pl.DataFrame, col: str) -> float | None:
-        return round9(frame[col].mean()) if frame.height and (cost_known or "cost" not in col) else None
+        return round9(mean_of(frame[col])) if frame.height and (cost_known or "cost" not in col) else None
 
     def ratio(a: float | None, b: float | None) -> float | None:
         return round9(a / b) if a is not None and b not in (None, 0.0) else None
@@ -142,7 +149,7 @@ def ladders_section(
         "best_single_cost_usd": best_c,
         "quality_ratio": ratio(quality, best_q),
         "cost_ratio": ratio(cost, best_c),
-        "coverage": round9(runs["observed"].mean()) if runs.height else None,
+        "coverage": round9(mean_of(runs["observed"])) if runs.height else None,
         "gate_is_target": fit.gate_is_target,
     }
     return {
@@ -154,4 +161,88 @@ def ladders_section(
         "regions": regions,
         "summary": summary,
         "held_out_tasks_compared": both.height,
+        "rule": fit.rule,
+        "hindsight": hindsight(fit, task_values_heldout, quality, chosen_spend, cost_estimates),
+    }
+
+
+def hindsight(
+    fit: LadderFit,
+    task_values_heldout: pl.DataFrame,
+    chosen_quality: float | None,
+    chosen_spend: float | None,
+    cost_estimates: dict[str, float] | None = None,
+) -> dict[str, Any] | None:
+    """Diagnostic, chosen with hindsight on the held-out tasks (never used to choose): every ladder of up to
+    three rungs scored as the summary scores the published ones (on the tasks where it and the best single were
+    observed; ladders of 2+ rungs observed on at least ``MIN_COVERAGE`` of them), and
+
+    - ``frontier_at_cost``: the best quality any of them reaches at no more than the chosen ladders' spend (cost
+      per task, calls without costs), and its ``gap`` above the chosen ladders' quality;
+    - ``cheapest_reaching_best_single``: the cheapest one whose quality reaches the best single's on its tasks,
+      with its spend as a share of the best single's (``cost_ratio``).
+
+    So a reader sees how far the rule's choice is from the limit of this held-out sample.
+    """
+    if fit.best_single is None or chosen_quality is None or chosen_spend is None:
+        return None
+    configs = tuple(sorted(set(task_values_heldout["config_key"].unique().to_list()) | {fit.best_single}))
+    m = task_matrix(task_values_heldout, configs, cost_estimates)
+    if not m.cost_known and fit.cost_known:
+        return None
+    best = run_ladder(m, (configs.index(fit.best_single),), fit.pass_threshold)
+    scored = [_scored(m, lad, best, fit.pass_threshold) for lad in _all_ladders(m, fit.pass_threshold)]
+    ok = [x for x in scored if x is not None]
+    near = max((x for x in ok if x["spend"] <= chosen_spend + 1e-12), key=lambda x: x["quality"], default=None)
+    reach = min(
+        (x for x in ok if x["quality"] >= x["best_quality"] - 1e-12),
+        key=lambda x: (x["spend"], -x["quality"]),
+        default=None,
+    )
+    unit = "cost_usd" if m.cost_known else "calls"
+
+    def row(x: dict[str, Any] | None) -> dict[str, Any] | None:
+        if x is None:
+            return None
+        return {
+            "ladder": x["ladder"],
+            "quality": round9(x["quality"]),
+            unit: round9(x["spend"]),
+            "quality_ratio": round9(x["quality"] / x["best_quality"]) if x["best_quality"] else None,
+            "cost_ratio": round9(x["spend"] / x["best_spend"]) if x["best_spend"] else None,
+        }
+
+    return {
+        "diagnostic": "chosen with hindsight on the held-out tasks; never used to choose",
+        "ladders_scored": len(ok),
+        "frontier_at_cost": {
+            **(row(near) or {}),
+            "gap": round9(near["quality"] - chosen_quality) if near else None,
+        },
+        "cheapest_reaching_best_single": row(reach),
+    }
+
+
+def _all_ladders(m: TaskMatrix, pass_threshold: float) -> list[tuple[int, ...]]:
+    """Every ordered ladder of up to three distinct configs (the beam's front above ``EXHAUSTIVE_HINDSIGHT``)."""
+    n = len(m.configs)
+    if n <= EXHAUSTIVE_HINDSIGHT:
+        return [lad for k in range(1, MAX_RUNGS + 1) for lad in itertools.permutations(range(n), k)]
+    rows = np.ones(len(m.tasks), dtype=bool)
+    return [lad for lad, _ in search_ladders(m, rows, pass_threshold).candidates]
+
+
+def _scored(m: TaskMatrix, rungs: tuple[int, ...], best: Any, pass_threshold: float) -> dict[str, Any] | None:
+    run = run_ladder(m, rungs, pass_threshold)
+    ok = run.observed & best.observed
+    if not ok.any() or (len(rungs) > 1 and ok.sum() < MIN_COVERAGE * best.observed.sum()):
+        return None
+    spend = run.cost if m.cost_known else run.calls.astype(float)
+    best_spend = best.cost if m.cost_known else best.calls.astype(float)
+    return {
+        "ladder": [m.configs[j] for j in rungs],
+        "quality": float(run.quality[ok].mean()),
+        "spend": float(spend[ok].mean()),
+        "best_quality": float(best.quality[ok].mean()),
+        "best_spend": float(best_spend[ok].mean()),
     }

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..frames import mean_of
 from .intervals import wilson
 
 #: Decimals of every published figure.
@@ -154,7 +155,7 @@ def expected_hit(per_task: pl.DataFrame, exploration: float) -> float | None:
     if per_task.height == 0:
         return None
     hit = per_task["hit"].cast(pl.Float64)
-    return float(((1 - exploration) * hit + exploration * per_task["share_best_others"]).mean())
+    return mean_of((1 - exploration) * hit + exploration * per_task["share_best_others"])
 
 
 def hit_summary(per_task: pl.DataFrame) -> dict[str, Any]:

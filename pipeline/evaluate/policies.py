@@ -35,6 +35,7 @@ from typing import Any
 
 import polars as pl
 
+from ..fit.gate import member_gate
 from ..fit.inputs import FitInputs, task_values
 from ..fit.learning import costed_targets
 from ..fit.model import Shipped, fit_model
@@ -178,12 +179,15 @@ def held_out_policies(
     objective: str,
     fraction: float,
     ladders: dict[str, Ladder],
+    *,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """The ``policies`` section: every built-in routing policy scored on the held-out tasks.
 
-    The router runs on a table built from the learned tasks only (model, member signals and the ladders
-    chosen on validation, all before the cutoff), never on the published table, which has seen the
-    held-out tasks. Held-out targets exclude PRM fill-ins, as every held-out figure.
+    The router runs on a table built from the learned tasks only (model, member signals, the evidence gate's
+    tests and the ladders the cross-validated rule chose on the learned tasks, all before the cutoff), never on
+    the published table, which has seen the held-out tasks. Held-out targets exclude PRM fill-ins, as every
+    held-out figure.
     """
     cut = parts(inputs, fraction)
     model = fit_model(cut.learned, constants, shipped, objective)
@@ -195,12 +199,13 @@ def held_out_policies(
         fitted_at=cut.learned.newest_at,
         ladders=ladders,
         signals=member_signals(task_values(cut.learned), cut.learned.newest_at),
+        gate=member_gate(cut.learned, model, shipped.static, attempts=inputs.attempts, seed=seed),
     )
     figures = evaluate_policies(table, costed_targets(cut.held_out, model), policies=BUILTIN)
     return {
         "protocol": (
             "each eligible held-out task routed as new by a table fitted on the learned tasks only "
-            "(the published constants; ladders chosen on validation), greedy, pool = the configs that "
+            "(the published constants; ladders chosen on the learned tasks), greedy, pool = the configs that "
             "did the task; ladder and trace_governed escalate on a failed gate"
         ),
         "policies": figures,

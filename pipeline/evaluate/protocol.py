@@ -9,9 +9,10 @@ I/O (lock, compaction, publishing). Nothing here reads the clock or the disk.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -22,12 +23,13 @@ from ..fit.model import FittedModel, Shipped, fit_model
 from ..routing.table import Constants
 from .baselines import baselines
 from .calibration import CalibrationResult, calibrate
+from .exploration import compare_explorations
 from .frontier import frontier_section, lambda_grid
 from .intervals import paired_bootstrap
 from .ladders import ladders_section
 from .metrics import eligible, expected_hit, hit_summary, mark_best
-from .replay import ReplayResult, ReplayStart, replay, start_from
-from .search import Part, Pins, SearchResult, StartFn, greedy_hits, make_part, search
+from .replay import ReplayStart, start_from
+from .search import MIN_EXPLORATION, SEARCHED, Part, Pins, SearchResult, greedy_hits, make_part, search
 from .split import Parts, parts
 from .verdict import recommend
 
@@ -41,6 +43,8 @@ class Evaluation:
     split: dict[str, Any]
     shipped: Constants
     fitted: Constants
+    published: Constants  # per family: fitted on its own adopt (or pinned), else shipped
+    provenance: dict[str, str]  # searched constant -> fitted | shipped | pinned
     selected_on: dict[str, str]
     routing: dict[str, Any]
     replay: dict[str, Any]
@@ -74,6 +78,7 @@ def evaluate(
     objective: str,
     fraction: float,
     seed: int,
+    min_exploration: float = MIN_EXPLORATION,
 ) -> Evaluation:
     """Run DESIGN 6 on ``inputs``; ``shipped_constants`` already carry the cost floor, min samples and lambda."""
     outer, learned, held, inner, inner_learned, validation = parts(inputs, fraction)
@@ -109,9 +114,10 @@ def evaluate(
         shipped=shipped_constants,
         pins=pins,
         objective=effective,
-        lambda_scale=lambda_scale(task_values(learned)),
+        lambda_scale=lambda_scale(task_values(learned))[0],
         has_shipped_priors=bool(shipped.priors),
         seed=seed,
+        min_exploration=min_exploration,
     )
     fitted = found.constants
     models = {"shipped": fit(learned, shipped_constants), "fitted": fit(learned, fitted)}
@@ -120,21 +126,37 @@ def evaluate(
         name: hit_summary(greedy_hits(fit(inner_learned, c), val_part))["hit_rate"]
         for name, c in (("shipped", shipped_constants), ("fitted", fitted))
     }
-    replays = {
-        name: _replay(models[name], held_part, constants, start, seed)
-        for name, constants in (("shipped", shipped_constants), ("fitted", fitted))
-    }
+    # The prior family's verdict: greedy hit rates (exploration does not change a greedy choice).
     routing = _routing(hits, val_hits, shipped_constants, fitted, seed)
-    if (
-        _same(shipped_constants.model_copy(update={"exploration": fitted.exploration}), fitted)
-        and shipped_constants.exploration != fitted.exploration
-    ):
-        routing["reason"] += (
-            f". The constants differ only in exploration ({fitted.exploration:g} fitted vs "
-            f"{shipped_constants.exploration:g} shipped), which greedy routing does not see; the held-out replay "
-            f"realized {_num(replays['fitted']['realized_value'])} (fitted) vs "
-            f"{_num(replays['shipped']['realized_value'])} (shipped)"
-        )
+    prior_adopted = routing["recommendation"] == "adopt"
+    priors = shipped_constants.model_copy(
+        update={f: getattr(fitted if prior_adopted or _pin(f) in pins else shipped_constants, f) for f in PRIOR_FAMILY}
+    )
+    # The exploration verdict: the replay on held-out with the priors that will be published.
+    prior_model = fit(learned, priors)
+    exploration = _exploration(
+        start(prior_model, held_part, priors), held_part, shipped_constants, fitted, found.validation_replay, seed
+    )
+    explore_adopted = exploration["recommendation"] == "adopt" or "exploration" in pins
+    published = priors.model_copy(
+        update={"exploration": (fitted if explore_adopted else shipped_constants).exploration}
+    )
+    provenance = {
+        name: "pinned"
+        if name in pins
+        else ("fitted" if (explore_adopted if name == "exploration" else prior_adopted) else "shipped")
+        for name in SEARCHED
+        if name != "lambda" or effective == "utility"
+    }
+    routing["exploration"] = exploration
+    routing["published"] = {
+        "constants_source": constants_source(provenance),
+        "provenance": provenance,
+        **hit_summary(greedy_hits(prior_model, held_part)),
+        "exploration": published.exploration,
+        "realized_value": exploration["fitted" if explore_adopted else "shipped"]["realized_value"],
+    }
+    replays = {"shipped": exploration["shipped"], "fitted": exploration["fitted"]}
     cal = calibrate(held.ratings, models["fitted"], seed=seed)
     star = models["fitted"].members.filter(pl.col("region") == "*")
     base = baselines(
@@ -158,6 +180,8 @@ def evaluate(
         split=split,
         shipped=shipped_constants,
         fitted=fitted,
+        published=published,
+        provenance=provenance,
         selected_on=found.selected_on,
         routing=routing,
         replay=replays,
@@ -169,18 +193,26 @@ def evaluate(
     )
 
 
-def learning_figures(learning: LearningOutputs, cut: Parts) -> dict[str, Any]:
+def learning_figures(learning: LearningOutputs, cut: Parts, decisions: pl.DataFrame | None = None) -> dict[str, Any]:
     """The ``ladders`` and ``frontier`` objects of ``stats.json``: the learning stage's ladders reported once on
     the held-out tasks, and the cost-quality frontier of the learned fit there (its lambda grid from the learned
-    tasks). Held-out targets exclude PRM fill-ins; unknown attempt costs take the learned fit's estimate."""
+    tasks). Both on the eligible held-out tasks, the baselines' yardstick (:mod:`pipeline.evaluate.yardstick`);
+    ``decisions`` (the logged routing decisions) give the singles' SNIPS estimates. Held-out targets exclude PRM
+    fill-ins; unknown attempt costs take the learned fit's estimate."""
     model = learning.learned_model
-    held_tv = costed_targets(cut.held_out, model)
+    held_tv = eligible(costed_targets(cut.held_out, model))  # one yardstick: the eligible held-out tasks
     if learning.ladder_fit is not None:
         ladders = ladders_section(learning.ladder_fit, held_tv)
     else:
         ladders = {"summary": None, "regions": {}, "reason": learning.ladder_reason}
     learned_tv = costed_targets(cut.learned, model)
-    frontier = frontier_section(held_tv, lambda_grid(learned_tv) if model.cost_known else None, members=model.members)
+    frontier = frontier_section(
+        held_tv,
+        lambda_grid(learned_tv) if model.cost_known else None,
+        members=model.members,
+        floor=float(model.constants.cost_floor_usd),
+        decisions=decisions,
+    )
     return {"ladders": ladders, "frontier": frontier}
 
 
@@ -192,20 +224,76 @@ def with_constants(model: FittedModel, constants: Constants) -> FittedModel:
     return dataclasses.replace(changed, members=changed.lookup(model.pairs))
 
 
-def lambda_scale(values: pl.DataFrame) -> float | None:
-    """Mean learned cost / mean learned quality: the unit of the utility lambda grid (None without costs)."""
-    cost = values["cost_usd"].drop_nulls().mean()
-    quality = values["value"].drop_nulls().mean()
-    if cost is None or not quality:
-        return None
-    return round(float(cost) / float(quality), 9)
+def lambda_scale(values: pl.DataFrame) -> tuple[float | None, str | None]:
+    """Mean learned cost / mean learned quality: the unit of the utility lambda grid (None without costs), and a
+    note when it cannot be computed finitely.
 
-
-def _replay(model: FittedModel, part: Part, constants: Constants, start: StartFn, seed: int) -> dict[str, Any]:
-    result: ReplayResult = replay(
-        start(model, part, constants), part.tasks, part.outcomes, exploration=float(constants.exploration), seed=seed
+    When the mean quality is 0 (every rating scored 0) or the quotient, or the grid's top (100 times it),
+    overflows (a subnormal mean quality), the unit is 1: lambda then only multiplies a quality of about 0,
+    so the ranking is by cost whatever lambda is.
+    """
+    costs, qualities = values["cost_usd"].drop_nulls(), values["value"].drop_nulls()
+    if costs.is_empty():
+        return None, None
+    cost = float(cast(float, costs.cast(pl.Float64).mean()))
+    quality = float(cast(float, qualities.cast(pl.Float64).mean())) if not qualities.is_empty() else 0.0
+    scale = round(cost / quality, 9) if quality else math.inf
+    if math.isfinite(scale * 100):
+        return scale, None
+    return 1.0, (
+        f"The utility lambda grid is in units of 1: the learned mean cost {cost:.6g} over the learned mean "
+        f"quality {quality:.6g} cannot be computed finitely."
     )
-    return result.model_dump()
+
+
+#: The constants the prior family's verdict judges (by greedy hit rate); exploration has its own.
+PRIOR_FAMILY = ("prior_source", "prior_weight", "half_life_days", "lambda_")
+
+
+def _pin(field: str) -> str:
+    """The :class:`Pins` name of a :class:`Constants` field."""
+    return "lambda" if field == "lambda_" else field
+
+
+def constants_source(provenance: dict[str, str]) -> str:
+    """``shipped`` when every judged constant is the shipped value, ``fitted`` when none is, else ``mixed``
+    (a pinned value is the operator's choice, not the shipped one)."""
+    shipped = [p == "shipped" for p in provenance.values()]
+    return "shipped" if all(shipped) else "fitted" if not any(shipped) else "mixed"
+
+
+def _exploration(
+    start: ReplayStart,
+    part: Part,
+    shipped: Constants,
+    fitted: Constants,
+    validation: dict[float, float | None],
+    seed: int,
+) -> dict[str, Any]:
+    """The exploration verdict: held-out replay of the fitted against the shipped epsilon (seed-averaged, moving-
+    block bootstrap interval: :func:`pipeline.evaluate.exploration.compare_explorations`), validated on the
+    validation replay that chose it."""
+    eps_s, eps_f = float(shipped.exploration), float(fitted.exploration)
+    figures = compare_explorations(start, part.tasks, part.outcomes, shipped=eps_s, fitted=eps_f, seed=seed)
+    val = {"shipped": validation.get(eps_s), "fitted": validation.get(eps_f)}
+    diff = figures["difference"]
+    method = figures["method"]
+    recommendation, reason = recommend(
+        diff["value"],
+        None if diff["ci95"] is None else tuple(diff["ci95"]),
+        method["tasks"],
+        val,
+        same=eps_s == eps_f,
+        measure=f"held-out replay value (mean of {method['seeds']} replay seeds, moving-block bootstrap)",
+        tasks="held-out task(s) to replay",
+        fmt="{:+.4g}",
+        val_fmt="{:.4g}",
+    )
+    if eps_s == eps_f:
+        reason = reason.replace(
+            "the fitted constants are the shipped ones", "the fitted exploration is the shipped one"
+        )
+    return {**figures, "validation": val, "recommendation": recommendation, "reason": reason}
 
 
 def _routing(
@@ -222,7 +310,12 @@ def _routing(
     )
     ci = paired_bootstrap(paired, "fitted", "shipped", seed=seed)
     diff = None if f["hit_rate"] is None or s["hit_rate"] is None else f["hit_rate"] - s["hit_rate"]
-    recommendation, reason = recommend(diff, ci, f["n"], val_hits, same=_same(shipped, fitted))
+    same = all(getattr(shipped, f) == getattr(fitted, f) for f in PRIOR_FAMILY)
+    recommendation, reason = recommend(diff, ci, f["n"], val_hits, same=same)
+    if same:
+        reason = reason.replace(
+            "the fitted constants are the shipped ones", "the fitted prior family is the shipped one"
+        )
     return {
         "shipped": s,
         "fitted": f,
@@ -231,14 +324,6 @@ def _routing(
         "recommendation": recommendation,
         "reason": reason,
     }
-
-
-def _num(x: float | None) -> str:
-    return "undefined" if x is None else f"{x:.4g}"
-
-
-def _same(a: Constants, b: Constants) -> bool:
-    return a.model_dump() == b.model_dump()
 
 
 def prior_rows(shipped: Shipped, learned: FitInputs, *, min_samples: int) -> list[dict]:

@@ -51,6 +51,7 @@ class ReplayStart:
     objective: str  # the effective objective (quality when no cost is known)
     floor: float
     lam: float | None = None
+    min_quality: float | None = None  # the quality floor of the greedy order (FittedModel's greedy_order)
 
 
 def start_from(model: Any, fitted_task_values: pl.DataFrame, regions: Sequence[str]) -> ReplayStart:
@@ -70,12 +71,27 @@ def start_from(model: Any, fitted_task_values: pl.DataFrame, regions: Sequence[s
         objective=model.effective_objective,
         floor=float(c.cost_floor_usd),
         lam=c.lambda_,
+        min_quality=c.min_quality,
     )
 
 
 def posterior(k: float, p: float, s: float, w: float) -> float:
     """``q = (k * p + S) / (k + W)``; ``q = p`` when ``k + W = 0`` (DESIGN 5)."""
     return p if k + w == 0 else (k * p + s) / (k + w)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One replay path: its exploration, the seed of its draws, and the order of the tasks it routes.
+
+    ``order`` lists positions in the time-ordered tasks (None: every task once, in time order); a moving-block
+    bootstrap resample repeats and reorders blocks of consecutive tasks. ``seed`` is an int or a tuple of ints
+    (``numpy.random.default_rng`` accepts both); runs with the same seed share their draws.
+    """
+
+    exploration: float
+    seed: int | tuple[int, ...]
+    order: np.ndarray | None = None
 
 
 def replay(
@@ -92,100 +108,164 @@ def replay(
 def replay_many(
     start: ReplayStart, tasks: pl.DataFrame, outcomes: pl.DataFrame, *, explorations: Sequence[float], seed: int
 ) -> list[ReplayResult]:
-    """:func:`replay` for several epsilons from the same start, laying the outcomes out once.
+    """:func:`replay` for several epsilons from the same start (their draws are shared)."""
+    return replay_runs(start, tasks, outcomes, [Run(eps, seed) for eps in explorations])
 
-    The loop is over tasks (it is sequential by nature), never over ratings: outcomes are laid out as a dense
-    task x config matrix first, and each region's greedy choice is kept and recomputed only when one of its
-    configs learns something.
+
+def replay_runs(
+    start: ReplayStart, tasks: pl.DataFrame, outcomes: pl.DataFrame, runs: Sequence[Run]
+) -> list[ReplayResult]:
+    """Every run of ``runs`` from the same start, side by side.
+
+    The loop is over task positions (a replay is sequential by nature), never over ratings or runs: outcomes
+    are laid out once as a dense task x config matrix, and each step routes one task in every run at once
+    (numpy over runs x configs).
     """
     pool = sorted(start.pool)
-    k_pool = len(pool)
     ordered = tasks.select("task", "region", "first_at").sort(["first_at", "task"])
     n_tasks = ordered.height
-    if k_pool == 0:
+    if not pool or not runs or n_tasks == 0:
         return [
-            ReplayResult(exploration=eps, realized_value=None, tasks_routed=0, tasks_skipped=n_tasks, explored=0)
-            for eps in explorations
+            ReplayResult(
+                exploration=r.exploration,
+                realized_value=None,
+                tasks_routed=0,
+                tasks_skipped=_length(r, n_tasks),
+                explored=0,
+            )
+            for r in runs
         ]
     regions = sorted(set(ordered["region"].to_list()))
-    task_region = ordered["region"].replace_strict(regions, list(range(len(regions))), return_dtype=pl.Int64)
-    matrix = _outcome_matrix(ordered, outcomes, pool)
-    state = _initial_state(start.fitted_task_values)
-    return [
-        _run(start, pool, regions, task_region.to_list(), matrix, state, exploration=eps, seed=seed)
-        for eps in explorations
-    ]
+    task_region = ordered["region"].replace_strict(regions, list(range(len(regions))), return_dtype=pl.Int64).to_numpy()
+    return _run(
+        start,
+        pool,
+        regions,
+        task_region,
+        _outcome_matrix(ordered, outcomes, pool),
+        _initial_state(start.fitted_task_values),
+        runs,
+    )
+
+
+def _length(run: Run, n_tasks: int) -> int:
+    return n_tasks if run.order is None else len(run.order)
 
 
 def _run(
     start: ReplayStart,
     pool: list[str],
     regions: list[str],
-    task_region: list[int],
-    matrix: list[list[Any]],
+    task_region: np.ndarray,
+    matrix: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     state: dict[tuple[str, str], tuple[float, float, float, int]],
-    *,
-    exploration: float,
-    seed: int,
-) -> ReplayResult:
-    k_pool = len(pool)
-    rng = np.random.default_rng(seed)
-    draws_u = rng.random(len(task_region)).tolist()
-    draws_i = rng.random(len(task_region)).tolist()
+    runs: Sequence[Run],
+) -> list[ReplayResult]:
+    """Route every run's tasks; each step takes one task position in all runs (of equal length) at once."""
+    n_tasks, k_pool = len(task_region), len(pool)
+    steps = {_length(r, n_tasks) for r in runs}
+    if len(steps) != 1:
+        raise ValueError("runs replayed together route the same number of tasks")
+    (length,) = steps
+    n_runs, g_regions = len(runs), len(regions)
+    order = np.stack([np.arange(n_tasks) if r.order is None else np.asarray(r.order, dtype=np.int64) for r in runs])
+    eps = np.array([r.exploration for r in runs])
+    # One uniform and one index per position, whatever epsilon is: runs that share a seed share their draws.
+    draws: dict[object, tuple[np.ndarray, np.ndarray]] = {}
+    for r in runs:
+        key = r.seed
+        if key not in draws:
+            rng = np.random.default_rng(r.seed)
+            draws[key] = (rng.random(length), rng.random(length))
+    draw_u = np.stack([draws[r.seed][0] for r in runs])
+    draw_i = np.stack([draws[r.seed][1] for r in runs])
     value, weight, cost, known = matrix
-    # per region, per config: [S, W, known cost sum, known cost count], prior, fallback cost, greedy sort key
-    sums = [[list(state.get((c, r), (0.0, 0.0, 0.0, 0))) for c in pool] for r in regions]
-    prior = [[start.lookup[(c, r)][0] for c in pool] for r in regions]
-    fallback = [[start.lookup[(c, r)][1] for c in pool] for r in regions]
-
-    def key(r: int, c: int) -> tuple[float, float, float, int]:
-        """Greedy order of DESIGN 5: best objective, then higher q, then lower cost, then key order."""
-        s, w, cost_sum, cost_n = sums[r][c]
-        q = posterior(start.prior_weight, prior[r][c], s, w)
-        est = cost_sum / cost_n if cost_n else fallback[r][c]
-        est = None if est is None else max(est, start.floor)
-        return (_value(start, q, est), q, -(est or 0.0), -c)
-
-    keys = [[key(r, c) for c in range(k_pool)] for r in range(len(regions))]
-    greedy = [max(range(k_pool), key=row.__getitem__) for row in keys]
-    routed = skipped = explored = 0
-    total_q = total_cost = total_utility = 0.0
-    for i, r in enumerate(task_region):
-        chosen = greedy[r]
-        if k_pool > 1 and draws_u[i] < exploration:
-            other = int(draws_i[i] * (k_pool - 1))  # uniform over the pool without the greedy choice
-            chosen = other if other < chosen else other + 1
-            explored += 1
-        cell = i * k_pool + chosen
-        q = value[cell]
-        if q != q:  # noqa: PLR0124 - NaN test (cheapest in this per-task loop): the chosen config did not do this task
-            skipped += 1
-            continue
-        routed += 1
-        total_q += q
-        c = cost[cell]
-        if c == c:  # noqa: PLR0124 - not NaN: the cost is known
-            total_cost += c
-            if start.lam is not None:
-                total_utility += start.lam * q - c
-        acc = sums[r][chosen]
-        acc[0] += q * weight[cell]
-        acc[1] += weight[cell]
-        if known[cell]:
-            acc[2] += c
-            acc[3] += 1
-        keys[r][chosen] = key(r, chosen)
-        greedy[r] = max(range(k_pool), key=keys[r].__getitem__)
-    return ReplayResult(
-        exploration=exploration,
-        realized_value=_realized(start, routed, total_q, total_cost, total_utility),
-        tasks_routed=routed,
-        tasks_skipped=skipped,
-        explored=explored,
+    # Per run, region, config: S, W, the sum and count of known task costs (DESIGN 5 posterior and cost mean).
+    init = np.array([[state.get((c, g), (0.0, 0.0, 0.0, 0)) for c in pool] for g in regions], dtype=float)
+    sums = np.broadcast_to(init, (n_runs, g_regions, k_pool, 4)).copy()
+    prior = np.array([[start.lookup[(c, g)][0] for c in pool] for g in regions], dtype=float)
+    fallback = np.array(
+        [[np.nan if start.lookup[(c, g)][1] is None else start.lookup[(c, g)][1] for c in pool] for g in regions],
+        dtype=float,
     )
+    rows = np.arange(n_runs)
+    routed = np.zeros(n_runs, dtype=np.int64)
+    explored = np.zeros(n_runs, dtype=np.int64)
+    total_q = np.zeros(n_runs)
+    total_cost = np.zeros(n_runs)
+    total_utility = np.zeros(n_runs)
+    k = start.prior_weight
+    for step in range(length):
+        task = order[:, step]
+        region = task_region[task]
+        acc = sums[rows, region]  # (runs, configs, 4)
+        s, w, cost_sum, cost_n = acc[..., 0], acc[..., 1], acc[..., 2], acc[..., 3]
+        p = prior[region]
+        # q = (k * p + S) / (k + W); q = p when k + W = 0 (DESIGN 5)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            q = np.where(k + w == 0, p, (k * p + s) / (k + w))
+            est = np.where(cost_n > 0, cost_sum / np.maximum(cost_n, 1), fallback[region])
+        est = np.where(np.isnan(est), np.nan, np.maximum(est, start.floor))
+        # At or above the quality floor first; below it, quality alone (docs/design.md, Fit)
+        above = np.ones_like(q, dtype=bool) if start.min_quality is None else q >= start.min_quality
+        score = np.where(above, _values(start, q, est), q)
+        greedy = _greedy(above, score, q, est)
+        chosen = greedy
+        if k_pool > 1:
+            explore = draw_u[:, step] < eps
+            other = (draw_i[:, step] * (k_pool - 1)).astype(np.int64)  # uniform over the pool without the greedy
+            chosen = np.where(explore, np.where(other < greedy, other, other + 1), greedy)
+            explored += explore
+        cell = task * k_pool + chosen
+        q_seen = value[cell]
+        seen = ~np.isnan(q_seen)  # not NaN: the chosen config did this task (else it is skipped)
+        routed += seen
+        q_seen = np.where(seen, q_seen, 0.0)
+        c_seen = cost[cell]
+        priced = seen & ~np.isnan(c_seen)
+        c_val = np.where(priced, c_seen, 0.0)
+        total_q += q_seen
+        total_cost += c_val
+        if start.lam is not None:
+            total_utility += np.where(priced, start.lam * q_seen - c_val, 0.0)
+        w_seen = np.where(seen, weight[cell], 0.0)
+        learn = seen & known[cell]
+        target = sums[rows, region, chosen]
+        target[:, 0] += q_seen * w_seen
+        target[:, 1] += w_seen
+        target[:, 2] += np.where(learn, c_val, 0.0)
+        target[:, 3] += learn
+        sums[rows, region, chosen] = target
+    return [
+        ReplayResult(
+            exploration=r.exploration,
+            realized_value=_realized(
+                start, int(routed[i]), float(total_q[i]), float(total_cost[i]), float(total_utility[i])
+            ),
+            tasks_routed=int(routed[i]),
+            tasks_skipped=length - int(routed[i]),
+            explored=int(explored[i]) if k_pool > 1 else 0,
+        )
+        for i, r in enumerate(runs)
+    ]
 
 
-def _outcome_matrix(ordered: pl.DataFrame, outcomes: pl.DataFrame, pool: list[str]) -> list[list[Any]]:
+def _greedy(above: np.ndarray, score: np.ndarray, q: np.ndarray, est: np.ndarray) -> np.ndarray:
+    """Per run, the greedy order (docs/design.md, Fit): at or above the quality floor first, then the best score,
+    then higher q, then lower cost, then key order."""
+    best = above == above.max(axis=1, keepdims=True)
+    s_best = np.where(best, score, -np.inf)
+    best &= s_best == s_best.max(axis=1, keepdims=True)
+    q_best = np.where(best, q, -np.inf)
+    best &= q_best == q_best.max(axis=1, keepdims=True)
+    cheap = np.where(best, -np.nan_to_num(est, nan=0.0), -np.inf)
+    best &= cheap == cheap.max(axis=1, keepdims=True)
+    return np.argmax(best, axis=1)  # the first (lowest key) of the remaining ties
+
+
+def _outcome_matrix(
+    ordered: pl.DataFrame, outcomes: pl.DataFrame, pool: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Flat task x config lists (row-major, in replay order): value (NaN: not observed), weight, cost_t (NaN:
     unknown), and whether cost_t is a known cost (every attempt priced) that may update the cost estimate."""
     k_pool = len(pool)
@@ -207,17 +287,19 @@ def _outcome_matrix(ordered: pl.DataFrame, outcomes: pl.DataFrame, pool: list[st
     for column, fill in (("value", np.nan), ("weight", 0.0), ("cost_t", np.nan), ("known", False)):
         out = np.full(size, fill, dtype=bool if column == "known" else float)
         out[cell] = cells[column].to_numpy()
-        arrays.append(out.tolist())
-    return arrays
+        arrays.append(out)
+    value, weight, cost, known = arrays
+    return value, weight, cost, known
 
 
-def _value(start: ReplayStart, q: float, cost: float | None) -> float:
-    """The objective of DESIGN 5 on the posterior (quality when costs are unknown)."""
-    if start.objective == "quality" or cost is None:
+def _values(start: ReplayStart, q: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """The objective of DESIGN 5 on the posterior (quality where the cost is unknown)."""
+    if start.objective == "quality":
         return q
     if start.objective == "utility":
-        return (start.lam or 0.0) * q - cost
-    return q / cost
+        return np.where(np.isnan(cost), q, (start.lam or 0.0) * q - cost)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(np.isnan(cost), q, q / cost)
 
 
 def _realized(start: ReplayStart, routed: int, total_q: float, total_cost: float, total_utility: float) -> float | None:

@@ -3,9 +3,11 @@
 Prior source, prior weight, half-life and (utility only) lambda are chosen on
 the full grid by the greedy hit rate on the validation tasks, each set fitted
 on the inner learned part alone. Exploration is then chosen, with those
-constants, by sequential replay over the validation tasks (exploring always
-lowers the immediate hit, so the hit rate cannot choose it). A pinned constant
-is not searched; with everything pinned nothing is.
+constants, by sequential replay over the validation tasks averaged over the
+replay seeds (exploring always lowers the immediate hit, so the hit rate cannot
+choose it), among the grid that starts at the exploration floor
+(``min_exploration``, default 0.05; 0 only when the floor is 0 or pinned). A
+pinned constant is not searched; with everything pinned nothing is.
 
 Tie-break (deterministic): the higher validation score; then the set with fewer
 constants that differ from the shipped ones; then the smaller prior weight; then
@@ -28,13 +30,17 @@ from typing import Any
 
 import polars as pl
 
+from ..fit.model import greedy_order
 from ..routing.table import Constants
+from .exploration import replay_value
 from .metrics import BestIndex, expected_hit, hit_summary, route_hits
-from .replay import ReplayResult, ReplayStart, replay_many
+from .replay import ReplayStart
 
 PRIOR_SOURCES = ("shipped", "measured")
 PRIOR_WEIGHTS = (0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
-EXPLORATIONS = (0.0, 0.05, 0.1, 0.2, 0.3)
+EXPLORATIONS = (0.0, 0.05, 0.1, 0.2, 0.3)  # the grid; it starts at the floor (min_exploration, default 0.05)
+#: With exploration 0 the loop stops trying non-greedy members and later verdicts starve (docs/design.md, The fit).
+MIN_EXPLORATION = 0.05
 HALF_LIVES: tuple[float | None, ...] = (None, 90.0, 30.0, 14.0)  # None: infinity, no recency weighting
 LAMBDA_STEPS = 13  # geometric from 0.01 to 100 times (mean learned cost / mean learned quality)
 
@@ -85,11 +91,8 @@ class SearchResult:
     selected_on: dict[str, str]
     rows: list[dict] = field(default_factory=list)
     validation_hits: pl.DataFrame | None = None  # per-task hits of the chosen set on validation
-
-
-#: The greedy order of DESIGN 5 (as FittedModel.choose_frame): best objective, higher q, lower cost, key order.
-_GREEDY_BY = ["region", "value", "quality", "cost_usd", "config_key"]
-_GREEDY_DESC = [False, True, True, False, False]
+    # exploration -> its validation replay value (mean over the replay seeds), for the grid and the shipped one
+    validation_replay: dict[float, float | None] = field(default_factory=dict)
 
 
 def greedy_hits(model: Any, part: Part | pl.DataFrame) -> pl.DataFrame:
@@ -104,7 +107,13 @@ def greedy_hits(model: Any, part: Part | pl.DataFrame) -> pl.DataFrame:
     missing = pairs.join(known.select("region", "config_key"), on=["region", "config_key"], how="anti")
     if missing.height:
         known = pl.concat([known, model.lookup(missing).select(cols)])
-    return part.index.route(known.sort(_GREEDY_BY, descending=_GREEDY_DESC, nulls_last=True))
+    by, descending = greedy_order(model.constants.min_quality)  # as FittedModel.choose_frame, region by region
+    return part.index.route(known.sort([pl.col("region"), *by], descending=[False, *descending], nulls_last=True))
+
+
+def exploration_grid(min_exploration: float) -> tuple[float, ...]:
+    """The searched explorations: the floor, then every grid value above it (0 only when the floor is 0)."""
+    return (min_exploration, *(e for e in EXPLORATIONS if e > min_exploration))
 
 
 def candidate_sets(
@@ -168,8 +177,12 @@ def search(
     lambda_scale: float | None,
     has_shipped_priors: bool,
     seed: int,
+    min_exploration: float = MIN_EXPLORATION,
 ) -> SearchResult:
-    """Choose the constants on ``validation``; score each evaluated set on ``held_out`` as a diagnostic."""
+    """Choose the constants on ``validation``; score each evaluated set on ``held_out`` as a diagnostic.
+
+    Exploration is chosen on the validation replay averaged over the replay seeds
+    (:func:`pipeline.evaluate.exploration.replay_value`) among :func:`exploration_grid`."""
     fit = _memo(fit)
     candidates = candidate_sets(
         shipped, pins, objective=objective, lambda_scale=lambda_scale, has_shipped_priors=has_shipped_priors
@@ -197,28 +210,47 @@ def search(
     best_score = max(s for s, *_ in scored)
     _, _, chosen, chosen_hits = min((x for x in scored if x[0] == best_score), key=lambda x: x[1])
 
+    grid = exploration_grid(min_exploration)
+    # The replay on validation of every grid value and of the shipped exploration (the verdict compares them).
+    explorations = sorted(
+        {*grid, float(shipped.exploration), *([float(pins["exploration"])] if "exploration" in pins else [])}
+    )
+    model = fit(validation.fit_inputs, chosen)
+    runs = replay_value(
+        start(model, validation, chosen), validation.tasks, validation.outcomes, explorations, seed=seed
+    )
+    replayed = dict(zip(explorations, (r["realized_value"] for r in runs), strict=True))
     if "exploration" in pins:
         chosen = chosen.model_copy(update={"exploration": float(pins["exploration"])})
     else:
-        model = fit(validation.fit_inputs, chosen)
-        runs = list(zip(EXPLORATIONS, run_replays(start(model, validation, chosen), validation, seed), strict=True))
         held_model = fit(held_out.fit_inputs, chosen)
-        held_runs = run_replays(start(held_model, held_out, chosen), held_out, seed)
-        for (eps, run), held in zip(runs, held_runs, strict=True):
+        held_runs = replay_value(
+            start(held_model, held_out, chosen), held_out.tasks, held_out.outcomes, list(grid), seed=seed
+        )
+        for eps, held in zip(grid, held_runs, strict=True):
             rows.append(
                 _row(
-                    chosen, kind="replay", validation=run.realized_value, held_out=held.realized_value, exploration=eps
+                    chosen,
+                    kind="replay",
+                    validation=replayed[eps],
+                    held_out=held["realized_value"],
+                    exploration=eps,
                 )
             )
 
-        def eps_key(item: tuple[float, ReplayResult]) -> tuple[float, bool, float]:
-            eps, run = item
-            value = -math.inf if run.realized_value is None else run.realized_value
-            return (-value, eps != shipped.exploration, eps)
+        def eps_key(eps: float) -> tuple[float, bool, float]:
+            value = replayed[eps]
+            return (-(-math.inf if value is None else value), eps != shipped.exploration, eps)
 
-        chosen = chosen.model_copy(update={"exploration": min(runs, key=eps_key)[0]})
-    rows.extend(_heat_map(validation, held_out, fit, chosen, pins))
-    return SearchResult(constants=chosen, selected_on=selected_on, rows=rows, validation_hits=chosen_hits)
+        chosen = chosen.model_copy(update={"exploration": min(grid, key=eps_key)})
+    rows.extend(_heat_map(validation, held_out, fit, chosen, pins, grid))
+    return SearchResult(
+        constants=chosen,
+        selected_on=selected_on,
+        rows=rows,
+        validation_hits=chosen_hits,
+        validation_replay=replayed,
+    )
 
 
 def _memo(fit: FitFn) -> FitFn:
@@ -234,12 +266,9 @@ def _memo(fit: FitFn) -> FitFn:
     return fitted
 
 
-def run_replays(start: ReplayStart, part: Part, seed: int) -> list[ReplayResult]:
-    """The replay of ``part`` for every exploration of the grid, from one start."""
-    return replay_many(start, part.tasks, part.outcomes, explorations=EXPLORATIONS, seed=seed)
-
-
-def _heat_map(validation: Part, held_out: Part, fit: FitFn, chosen: Constants, pins: Pins) -> list[dict]:
+def _heat_map(
+    validation: Part, held_out: Part, fit: FitFn, chosen: Constants, pins: Pins, grid: tuple[float, ...]
+) -> list[dict]:
     """Rows prior weight x exploration: expected hit rate under exploration, validation and held-out (diagnostic).
 
     Expected hit = ``(1 - eps) * hit(greedy) + eps * share of best among the other members`` (DESIGN 6), with
@@ -251,7 +280,7 @@ def _heat_map(validation: Part, held_out: Part, fit: FitFn, chosen: Constants, p
         constants = chosen.model_copy(update={"prior_weight": k})
         val_hits = greedy_hits(fit(validation.fit_inputs, constants), validation)
         held_hits = greedy_hits(fit(held_out.fit_inputs, constants), held_out)
-        for eps in EXPLORATIONS:
+        for eps in grid:
             rows.append(
                 _row(
                     constants,

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import NamedTuple
 
 import polars as pl
 
 from ..errors import FitError
+from ..events import format_timestamp
 from ..fit.inputs import FitInputs, restrict
 
 
@@ -59,7 +60,7 @@ def split_tasks(tasks: pl.DataFrame, fraction: float | str | Fraction) -> Split:
 
 
 class Parts(NamedTuple):
-    """The parts of one fit's inputs: learned events come before their cutoff, validation repeats the rule
+    """The parts of one fit's inputs: learned events come at or before their cutoff, validation repeats the rule
     inside the learned part."""
 
     outer: Split
@@ -81,14 +82,36 @@ def parts(inputs: FitInputs, fraction: float) -> Parts:
 
 def _parts(inputs: FitInputs, fraction: float) -> Parts:
     outer = split_tasks(inputs.tasks, fraction)
+    n = inputs.tasks.height
     if outer.learned.len() == 0:
-        raise FitError(f"{inputs.tasks.height} task(s): too few to split {fraction} for a held-out evaluation")
-    learned = restrict(inputs, outer.learned, before=outer.cutoff_at)
-    held = restrict(inputs, outer.held_out, before=None)
+        raise FitError(
+            f"{n} task(s): the learned part is empty (floor({n} x {fraction}) = 0 tasks); "
+            f"a held-out evaluation needs at least {_tasks_needed(fraction)} tasks"
+        )
+    learned = restrict(inputs, outer.learned, until=outer.cutoff_at)
+    weighted = int((learned.ratings["w"] > 0).sum())
+    if weighted == 0:
+        total = int((inputs.ratings["w"] > 0).sum())
+        raise FitError(
+            f"the learned part ({outer.learned.len()} of {n} tasks, events at or before "
+            f"{_text(outer.cutoff_at)}) has no rating with weight > 0 (the store has {total}, all on held-out "
+            "tasks or later): nothing to fit; append ratings of the earlier tasks"
+        )
+    held = restrict(inputs, outer.held_out, until=None)
     inner = split_tasks(learned.tasks, fraction)
-    inner_learned = restrict(learned, inner.learned, before=inner.cutoff_at)
-    validation = restrict(learned, inner.held_out, before=None)
+    inner_learned = restrict(learned, inner.learned, until=inner.cutoff_at)
+    validation = restrict(learned, inner.held_out, until=None)
     return Parts(outer, _slim(learned), _slim(held), inner, _slim(inner_learned), _slim(validation))
+
+
+def _text(moment: datetime | None) -> str:
+    return "the end" if moment is None else format_timestamp(moment.replace(tzinfo=moment.tzinfo or UTC))
+
+
+def _tasks_needed(fraction: float) -> int:
+    """The fewest tasks whose split leaves one learned task: ``ceil(1 / fraction)``."""
+    f = exact_fraction(fraction)
+    return -(-f.denominator // f.numerator)
 
 
 def _slim(part: FitInputs) -> FitInputs:

@@ -17,17 +17,33 @@ so a time cut can honour only earlier retractions) and ``prm``; ``tasks`` also h
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
+from ..frames import latest
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
+
 #: Columns of :attr:`FitInputs.ratings`, in order.
 RATING_COLUMNS = ("id", "task", "region", "config_key", "at", "score", "w", "rater_kind", "rater_name", "origin")
+
+
+@dataclass
+class _Memo:
+    """What :func:`task_values` derives from the frames of one :class:`FitInputs`: the task values per
+    (without PRM fill-ins, half-life), the PRM fill-in rows of each full aggregation, and the groups."""
+
+    values: dict[tuple[bool, float | None], pl.DataFrame] = field(default_factory=dict)
+    prm: dict[float | None, pl.Series] = field(default_factory=dict)
+    groups: tuple[pl.Series, pl.DataFrame] | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,8 @@ class FitInputs:
     - ``newest_at``: the newest event time in these inputs (recency ages are measured from it,
       never from the clock); None when there are no events.
     - ``prm``: whether PRM fill-in ratings are part of ``ratings`` (restrict re-derives them).
+    - ``notes``: what :func:`load_inputs` left out and why (rows outside the event bounds,
+      :func:`pipeline.fit.finite.within_bounds`), for the stats' notes.
     """
 
     tasks: pl.DataFrame
@@ -62,14 +80,15 @@ class FitInputs:
     closures: pl.DataFrame
     newest_at: datetime | None
     prm: bool = False
+    notes: tuple[str, ...] = ()
     # Memo of task_values per half-life: the grid search asks for the same few many times.
-    _values: dict[Any, pl.DataFrame] = field(default_factory=dict, compare=False, repr=False)
+    _memo: _Memo = field(default_factory=_Memo, compare=False, repr=False)
     # Memo of what is derived from exactly these frames (the evaluation's parts): not carried over by
     # ``dataclasses.replace``, since a replaced frame changes what derives from it.
     _derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
 
-def _connection(store: Any):
+def _connection(store: Any) -> DuckDBPyConnection:
     """The DuckDB connection of a store: the object itself, or its ``con``."""
     return getattr(store, "con", store)
 
@@ -125,10 +144,11 @@ def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None, sinc
     the tasks whose first event is at or after it. ``prm`` adds PRM fill-in ratings
     (:func:`pipeline.fit.signals.prm_ratings`) for (task, config) pairs that have no other rating.
     """
+    from .finite import within_bounds
+
     con = _connection(store)
     opened = con.sql(_OPENED_SQL).pl()
-    all_ratings = con.sql(_RATINGS_SQL).pl()
-    attempts = con.sql(_ATTEMPTS_SQL).pl()
+    all_ratings, attempts, notes = within_bounds(con.sql(_RATINGS_SQL).pl(), con.sql(_ATTEMPTS_SQL).pl())
     decisions = con.sql(_DECISIONS_SQL).pl()
     closures = con.sql(_CLOSURES_SQL).pl()
     tasks = _tasks(
@@ -137,16 +157,17 @@ def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None, sinc
         thread=thread,
         since=_naive_utc(since) if since is not None else None,
     )
-    return _assemble(
+    loaded = _assemble(
         tasks,
         all_ratings,
         attempts,
         decisions,
         closures,
-        before=None,
+        until=None,
         prm=prm,
         every_task=thread is None and since is None,
     )
+    return dataclasses.replace(loaded, notes=tuple(notes))
 
 
 def _tasks(
@@ -171,20 +192,21 @@ def _tasks(
     return out.sort("first_at", "task")
 
 
-def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, before: datetime | None) -> FitInputs:
-    """Keep only ``tasks``, and only events with ``at < before`` (None: no time limit).
+def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, until: datetime | None) -> FitInputs:
+    """Keep only ``tasks``, and only events with ``at <= until`` (None: no time limit).
 
-    A task whose first event is not before ``before`` disappears; one whose ``task.opened`` is not
-    before it falls back to region ``'general'``. A retraction counts only when it is itself
-    before ``before``, so a later retraction cannot leak into an earlier fit. PRM fill-ins and
-    ``newest_at`` are recomputed from what remains.
+    Events that tie with ``until`` (the cutoff) are concurrent with it, not later: a batch append or a
+    date-only import gives many events one time (docs/design.md, Evaluation). A task whose first event is
+    after ``until`` disappears; one whose ``task.opened`` is after it falls back to region ``'general'``.
+    A retraction counts only when it is itself at or before ``until``, so a later retraction cannot leak
+    into an earlier fit. PRM fill-ins and ``newest_at`` are recomputed from what remains.
     """
     keep = pl.Series("task", list(tasks) if not isinstance(tasks, pl.Series) else tasks, dtype=pl.String)
     task_frame = inputs.tasks.filter(pl.col("task").is_in(keep.implode()))
-    if before is not None:
-        before = _naive_utc(before)
-        opened_late = pl.col("opened_at").is_null() | (pl.col("opened_at") >= before)
-        task_frame = task_frame.filter(pl.col("first_at") < before).with_columns(
+    if until is not None:
+        until = _naive_utc(until)
+        opened_late = pl.col("opened_at").is_null() | (pl.col("opened_at") > until)
+        task_frame = task_frame.filter(pl.col("first_at") <= until).with_columns(
             region=pl.when(opened_late).then(pl.lit("general")).otherwise(pl.col("region")),
             thread=pl.when(opened_late).then(pl.lit(None, pl.String)).otherwise(pl.col("thread")),
             opened_at=pl.when(opened_late).then(pl.lit(None, pl.Datetime("us"))).otherwise(pl.col("opened_at")),
@@ -201,7 +223,7 @@ def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, before: d
         inputs.attempts.drop("region"),
         inputs.decisions.drop("region"),
         inputs.closures,
-        before=before,
+        until=until,
         prm=inputs.prm,
     )
 
@@ -213,11 +235,11 @@ def _assemble(
     decisions: pl.DataFrame,
     closures: pl.DataFrame,
     *,
-    before: datetime | None,
+    until: datetime | None,
     prm: bool,
     every_task: bool = False,
 ) -> FitInputs:
-    """Filter every frame to ``tasks`` and ``at < before``, attach regions, split off retractions.
+    """Filter every frame to ``tasks`` and ``at <= until``, attach regions, split off retractions.
 
     ``every_task``: ``tasks`` holds every task of the frames (the whole store), so only time cuts.
     """
@@ -226,16 +248,16 @@ def _assemble(
     def cut(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         """One lazy query per frame: the time cut and the task cut without an intermediate copy."""
         lazy = frame.lazy()
-        if before is not None:
-            lazy = lazy.filter(pl.col("at") < before)
+        if until is not None:
+            lazy = lazy.filter(pl.col("at") <= until)
         if not every_task:
             lazy = lazy.join(regions.lazy(), on="task", how="semi")
         return lazy.collect()
 
     all_ratings = cut(all_ratings)
     retracted_now = pl.col("retracted_at").is_not_null()
-    if before is not None:
-        retracted_now = retracted_now & (pl.col("retracted_at") < before)
+    if until is not None:
+        retracted_now = retracted_now & (pl.col("retracted_at") <= until)
     ratings = all_ratings.filter(~retracted_now).join(regions, on="task", how="left").select(RATING_COLUMNS)
     retracted = (
         all_ratings.filter(retracted_now)
@@ -252,13 +274,13 @@ def _assemble(
     decisions = _with_region(cut(decisions), regions)
     closures = cut(closures)
     times = [
-        tasks["first_at"].max(),
-        tasks["opened_at"].max(),
-        ratings["at"].max(),
-        retracted["retracted_at"].max(),
-        attempts["at"].max(),
-        decisions["at"].max(),
-        closures["at"].max(),
+        latest(tasks["first_at"]),
+        latest(tasks["opened_at"]),
+        latest(ratings["at"]),
+        latest(retracted["retracted_at"]),
+        latest(attempts["at"]),
+        latest(decisions["at"]),
+        latest(closures["at"]),
     ]
     known = [t for t in times if t is not None]
     return FitInputs(
@@ -310,13 +332,13 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
     """
     key = None if half_life_days is None or math.isinf(half_life_days) else float(half_life_days)
     if real:
-        cached = inputs._values.get(("real", key))
+        cached = inputs._memo.values.get((True, key))
         if cached is None:
             full = task_values(inputs, half_life_days=key)
-            cached = full.filter(~inputs._values[("prm", key)])
-            inputs._values[("real", key)] = cached
+            cached = full.filter(~inputs._memo.prm[key])
+            inputs._memo.values[(True, key)] = cached
         return cached
-    cached = inputs._values.get(key)
+    cached = inputs._memo.values.get((False, key))
     if cached is not None:
         return cached
     codes, groups = _groups(inputs)
@@ -359,9 +381,9 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
         at="at",
         prm="prm",
     )
-    inputs._values[("prm", key)] = out["prm"]
+    inputs._memo.prm[key] = out["prm"]
     out = out.drop("prm")
-    inputs._values[key] = out
+    inputs._memo.values[(False, key)] = out
     return out
 
 
@@ -370,9 +392,8 @@ def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
     and per group (in the output order) everything that does not depend on the half-life: ``n``, ``at``,
     whether its ratings are PRM fill-ins, the costs and the task's region and time. Each half-life then only
     sums its weights by the integer code."""
-    cached = inputs._values.get("groups")
-    if cached is not None:
-        return cached
+    if inputs._memo.groups is not None:
+        return inputs._memo.groups
     codes = inputs.ratings.select(g=pl.struct("task", "config_key").rank("dense").cast(pl.Int64))["g"]
     costs = (
         inputs.attempts.lazy()
@@ -411,5 +432,5 @@ def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
     row_of[groups["g"].to_numpy() - 1] = np.arange(groups.height, dtype=np.uint32)
     codes = pl.Series("g", row_of[codes.to_numpy() - 1] if codes.len() else [], dtype=pl.UInt32)
     groups = groups.drop("g")
-    inputs._values["groups"] = (codes, groups)
+    inputs._memo.groups = (codes, groups)
     return codes, groups

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+
+from ..frames import mean_of
 
 MAX_RUNGS = 3
 #: Pareto ladders kept per search level (the beam width).
@@ -59,9 +62,11 @@ def _filled_costs(tv: pl.DataFrame, cost_estimates: dict[str, float] | None) -> 
     unknown = pl.col("unknown_cost") if "unknown_cost" in tv.columns else pl.col("cost_usd").is_null().cast(pl.Int64)
     tv = tv.with_columns(_unknown=unknown.fill_null(1))
     known = tv.filter((pl.col("_unknown") == 0) & pl.col("cost_usd").is_not_null())
-    if known.is_empty() and not cost_estimates:
-        return tv.with_columns(cost=pl.lit(None, pl.Float64)), False
-    global_mean = known["cost_usd"].mean() if not known.is_empty() else float(np.mean(list(cost_estimates.values())))
+    global_mean = mean_of(known["cost_usd"])  # None when no cost is known
+    if global_mean is None:
+        if not cost_estimates:
+            return tv.with_columns(cost=pl.lit(None, pl.Float64)), False
+        global_mean = float(np.mean(list(cost_estimates.values())))
     if cost_estimates:
         est = pl.DataFrame(
             {"config_key": list(cost_estimates), "_est": list(cost_estimates.values())},
@@ -304,20 +309,21 @@ def dominated_configs(m: TaskMatrix, rows: np.ndarray, pass_threshold: float) ->
     tie = covers & covers.T & ~strict & ~strict.T
     dom = covers & (strict | np.triu(tie, k=1))  # among identical columns the first key survives
     np.fill_diagonal(dom, False)
-    return dom.any(axis=0)
+    return np.any(dom, axis=0)
 
 
 def _pareto(items: list[tuple[tuple[int, ...], Score]]) -> list[tuple[tuple[int, ...], Score]]:
     """Ladders no other ladder beats in both spend and quality; sorted by spend (ties: fewer rungs, order)."""
     ranked = sorted(
-        (it for it in items if it[1].quality is not None),
-        key=lambda it: (it[1].spend, -it[1].quality, len(it[0]), it[0]),
+        ((lad, s, q) for lad, s in items if (q := s.quality) is not None),
+        key=lambda it: (it[1].spend, -it[2], len(it[0]), it[0]),
     )
-    front, best = [], -math.inf
-    for item in ranked:
-        if item[1].quality > best + _EPS:
-            front.append(item)
-            best = item[1].quality
+    front: list[tuple[tuple[int, ...], Score]] = []
+    best = -math.inf
+    for lad, s, q in ranked:
+        if q > best + _EPS:
+            front.append((lad, s))
+            best = q
     return front
 
 
@@ -364,7 +370,7 @@ def search_ladders(
         rows = np.ones(len(m.tasks), dtype=bool)
     runner = _Runner(m, pass_threshold)
 
-    def evaluate(ladders: list[tuple[int, ...]]) -> None:
+    def evaluate(ladders: Iterable[tuple[int, ...]]) -> None:
         for lad in ladders:
             if lad not in scored:
                 scored[lad] = score(runner.run(lad), rows, m.cost_known)

@@ -1,13 +1,14 @@
-"""The learning stage of a fit: the signals and the escalation ladders the table publishes, in one call.
+"""The learning stage of a fit: the signals, the evidence gate's tests and the escalation ladders the table
+publishes, in one call.
 
 :func:`learning_stage` is what the nightly job calls after the evaluation: it returns the per-member signal
-columns and the ladders for :func:`pipeline.fit.table_build.build_table`, the ``signals`` object of
-``stats.json``, and the ladder fit that :func:`pipeline.evaluate.protocol.learning_figures` reports once on
-the held-out tasks (with the cost-quality frontier). It follows DESIGN 6's protocol on the parts the caller
-cut: ladders are searched on the inner learned part and chosen on validation; the table publishes exactly
-those ladders (the ones the stats prove). Validation targets never include PRM fill-ins (they are never a
-held-out target nor a ladder gate, DESIGN 5), and task costs with unknown attempts take the estimate of the
-model fitted on the part before them.
+columns, the gate's tests and the ladders for :func:`pipeline.fit.table_build.build_table`, the ``signals``
+object of ``stats.json``, and the ladder fit that :func:`pipeline.evaluate.protocol.learning_figures` reports
+once on the held-out tasks (with the cost-quality frontier). It follows the evaluation protocol (docs/design.md,
+Evaluation) on the parts the caller cut: ladders are chosen on the learned part by the cross-validated rule of
+:mod:`pipeline.fit.ladders`; the table publishes exactly those ladders (the ones the stats prove). Their targets
+never include PRM fill-ins (they are never a held-out target nor a ladder gate: docs/design.md, Fit), and task
+costs with unknown attempts take the estimate of the learned fit.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..routing.table import Constants, Ladder
+from .gate import member_gate
 from .inputs import FitInputs, task_values
 from .ladders import DEFAULT_PASS_THRESHOLD, LadderFit, fit_ladders, table_ladders
 from .model import FittedModel, Shipped, fit_model
@@ -45,6 +47,7 @@ class LadderOptions(BaseModel):
 @dataclass(frozen=True)
 class LearningOutputs:
     member_signals: pl.DataFrame  # region, config_key, relative_advantage, win_rate -> build_table(signals=)
+    gate: pl.DataFrame  # the evidence gate's tests of every member          -> build_table(gate=)
     ladders: dict[str, Ladder]  # region -> Ladder                                 -> build_table(ladders=)
     signals: dict[str, Any]  # the ``signals`` object of stats.json
     ladder_fit: LadderFit | None  # None: no ladder fitted, ``ladder_reason`` says why
@@ -66,16 +69,15 @@ def learning_stage(
     shipped: Shipped,
     objective: str,
     learned: FitInputs,
-    inner_learned: FitInputs,
-    validation: FitInputs,
+    seed: int = 0,
     ladder: LadderOptions | None = None,
 ) -> LearningOutputs:
-    """Signals on all tasks (as the published table), ladders searched on ``inner_learned`` and chosen on
-    ``validation``.
+    """Signals and the evidence gate's tests on all tasks (as the published table), ladders chosen on the
+    ``learned`` part of the fit's split (:func:`pipeline.evaluate.split.parts`) by the cross-validated rule of
+    :mod:`pipeline.fit.ladders`, aiming at the learned fit's best single configuration.
 
     ``published`` is the model the table publishes (refit on all tasks with ``constants``); its greedy
-    choice is the target policy of the off-policy estimates. ``learned``, ``inner_learned`` and
-    ``validation`` are the parts of the fit's split (:func:`pipeline.evaluate.split.parts`).
+    choice is the target policy of the off-policy estimates.
     """
     ladder = ladder or LadderOptions()
     values = task_values(inputs)
@@ -98,26 +100,25 @@ def learning_stage(
         wins=wins,
     )
 
-    inner_model = fit_model(inner_learned, constants, shipped, objective)
     learned_model = fit_model(learned, constants, shipped, objective)
-    learn_tv = costed_targets(inner_learned, inner_model)
-    val_tv = costed_targets(validation, inner_model)
+    learned_tv = costed_targets(learned, learned_model)
     fit: LadderFit | None = None
     reason: str | None = None
-    if not (learn_tv.height and val_tv.height):
-        reason = "too few tasks to split for validation"
+    if not learned_tv.height:
+        reason = "no learned task has a rating"
     elif ladder.target == "budget" and not learned_model.cost_known:
         reason = "the budget target needs costs, and this store has none"
     else:
         fit = fit_ladders(
-            learn_tv,
-            val_tv,
+            learned_tv,
             target=ladder.target,
             budget_usd=ladder.budget_usd,
             pass_threshold=ladder.pass_threshold,
+            best_single=learned_model.highest_quality(),
         )
     return LearningOutputs(
         member_signals=member_signals(values, inputs.newest_at, advantage=advantage, wins=wins),
+        gate=member_gate(inputs, published, shipped.static, attempts=inputs.attempts, seed=seed),
         ladders=table_ladders(fit) if fit is not None else {},
         signals=signals,
         ladder_fit=fit,

@@ -34,16 +34,41 @@ __all__ = [
 ]
 
 Objective = Literal["quality_per_dollar", "utility", "quality"]
-OBJECTIVES: tuple[str, ...] = ("quality_per_dollar", "utility", "quality")
+OBJECTIVES: tuple[Objective, ...] = ("quality_per_dollar", "utility", "quality")
 #: The region name of the global pool.
 GLOBAL = "*"
 
 #: Columns of :attr:`FittedModel.members` (and of :meth:`FittedModel.lookup`), in order.
 MEMBER_COLUMNS = ("region", "config_key", "prior", "quality", "cost_usd", "value", "weight", "n_ratings")
 
-# The greedy order of DESIGN 5: best objective, then higher q, then lower cost, then key order.
-_CHOICE_BY = ["value", "quality", "cost_usd", "config_key"]
-_CHOICE_DESC = [True, True, False, False]
+
+def greedy_order(min_quality: float | None) -> tuple[list[pl.Expr], list[bool]]:
+    """Sort keys (and their descending flags) of the greedy order over member rows (``value, quality, cost_usd,
+    config_key``).
+
+    docs/design.md, Fit: best objective, then higher q, then lower cost (unknown last), then key order. With a quality
+    floor Q (``constants.min_quality``): members with ``q >= Q`` first, by that order; the others after them by
+    quality alone, so the choice is the best objective among members at or above the floor, else the highest
+    quality.
+    """
+    if min_quality is None:
+        return [pl.col("value"), pl.col("quality"), pl.col("cost_usd"), pl.col("config_key")], [
+            True,
+            True,
+            False,
+            False,
+        ]
+    below = pl.col("quality") < float(min_quality)
+    return (
+        [
+            below,
+            pl.when(below).then(pl.col("quality")).otherwise(pl.col("value")),
+            pl.col("quality"),
+            pl.col("cost_usd"),
+            pl.col("config_key"),
+        ],
+        [False, True, True, False, False],
+    )
 
 
 @dataclass(frozen=True)
@@ -64,7 +89,7 @@ class FittedModel:
     """
 
     members: pl.DataFrame
-    objective: str
+    objective: Objective
     cost_known: bool
     constants: Constants
     global_quality: float | None  # S / W over every fitted rating (None without weighted ratings)
@@ -74,7 +99,7 @@ class FittedModel:
     priors: pl.DataFrame  # selector, prior_region, prior_quality, segments, order (shipped priors)
 
     @property
-    def effective_objective(self) -> str:
+    def effective_objective(self) -> Objective:
         """The objective actually ranked by: ``quality`` when no cost is known."""
         return self.objective if self.cost_known else "quality"
 
@@ -120,9 +145,10 @@ class FittedModel:
 
         The pairs are ranked once in the greedy order; each task then takes its best-ranked row.
         """
+        by, descending = greedy_order(self.constants.min_quality)
         ranked = (
             self.lookup(candidates)
-            .sort([*_CHOICE_BY, "region"], descending=[*_CHOICE_DESC, False], nulls_last=True)
+            .sort([*by, pl.col("region")], descending=[*descending, False], nulls_last=True)
             .with_row_index("rank")
             .select("region", "config_key", "rank")
         )
@@ -144,6 +170,12 @@ class FittedModel:
             .with_columns(cost_t=pl.col("cost_usd").fill_null(0.0) + pl.col("unknown_cost") * pl.col("estimate"))
             .drop("estimate")
         )
+
+    def highest_quality(self) -> str | None:
+        """The best single configuration: the highest quality in the global pool (ties: key order); None without
+        members. The baselines, the ladders and the page compare with this one config."""
+        pool = self.members.filter(pl.col("region") == GLOBAL).sort(["quality", "config_key"], descending=[True, False])
+        return pool["config_key"][0] if pool.height else None
 
     def most_rated(self) -> str | None:
         """The config with the most fitted ratings (ties: key order); None without ratings."""
@@ -189,7 +221,15 @@ class FittedModel:
         return frame.with_columns(value=_objective(self.effective_objective, c)).select(MEMBER_COLUMNS)
 
 
-def _objective(objective: str, constants: Constants) -> pl.Expr:
+def as_objective(name: str) -> Objective:
+    """``name`` as one of :data:`OBJECTIVES`; FitError for any other name."""
+    for objective in OBJECTIVES:
+        if objective == name:
+            return objective
+    raise FitError(f"unknown objective {name!r}; expected one of {', '.join(OBJECTIVES)}")
+
+
+def _objective(objective: Objective, constants: Constants) -> pl.Expr:
     """quality_per_dollar = q / cost; utility = lambda * q - cost; quality = q."""
     if objective == "quality_per_dollar":
         return pl.col("quality") / pl.col("cost_usd")
@@ -197,9 +237,7 @@ def _objective(objective: str, constants: Constants) -> pl.Expr:
         if constants.lambda_ is None:
             raise FitError("the utility objective needs lambda (--lambda X, or let the search fit it)")
         return float(constants.lambda_) * pl.col("quality") - pl.col("cost_usd")
-    if objective == "quality":
-        return pl.col("quality")
-    raise FitError(f"unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}")
+    return pl.col("quality")
 
 
 def fit_model(
@@ -222,7 +260,8 @@ def fit_values(
     on t has a cost (``unknown_cost == 0``). Only those enter the cost means, which is what keeps
     the estimate for unknown attempts (cost_t,c = known + unknown * cost(c, r)) free of circularity.
     """
-    _objective(objective, constants)  # refuse a bad objective or a missing lambda up front
+    checked = as_objective(objective)
+    _objective(checked, constants)  # refuse a bad objective or a missing lambda up front
     known = pl.col("unknown_cost") == 0  # cost_t,c is known when every attempt of c on t has a cost
     sums = [
         pl.col("weight").sum(),
@@ -245,7 +284,7 @@ def fit_values(
     )
     model = FittedModel(
         members=pl.DataFrame(),
-        objective=objective,
+        objective=checked,
         cost_known=totals["cost"] is not None,
         constants=constants,
         global_quality=global_quality,

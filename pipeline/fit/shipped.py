@@ -69,6 +69,7 @@ class ShippedConstants(BaseModel):
     min_samples: int | None = Field(default=None, ge=0)
     cost_floor_usd: float | None = Field(default=None, gt=0.0)
     lambda_: float | None = Field(default=None, alias="lambda", gt=0.0)
+    min_quality: float | None = Field(default=None, ge=0.0, le=1.0)
     objective: Literal["quality_per_dollar", "utility", "quality"] | None = None
 
 
@@ -163,11 +164,17 @@ def placeholder_note(shipped: Shipped, path: str) -> str | None:
 
 
 class PriorLike(Protocol):
-    """Anything with a prior's three fields (:class:`Prior`, the simulator's scenario prior)."""
+    """Anything with a prior's three fields (:class:`Prior`, the simulator's scenario prior), read only: both
+    are frozen models."""
 
-    selector: str
-    region: str
-    quality: float
+    @property
+    def selector(self) -> str: ...
+
+    @property
+    def region(self) -> str: ...
+
+    @property
+    def quality(self) -> float: ...
 
 
 def priors_frame(priors: Sequence[PriorLike]) -> pl.DataFrame:

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..frames import latest
+
 #: Reviewer verdicts that count as approval for the PRM (compared case-insensitively).
 APPROVALS = ("approve", "approved", "pass", "success", "ok")
 #: Half-life of the relative-advantage recency weight, in days (DESIGN 5).
@@ -121,8 +123,10 @@ def relative_advantage(task_values: pl.DataFrame, newest_at: datetime | None) ->
         return pl.DataFrame(
             schema={"region": pl.String, "config_key": pl.String, "relative_advantage": pl.Float64, "n_tasks": pl.Int64}
         )
-    newest = newest_at if newest_at is not None else adv["at"].max()
-    u = (-math.log(2.0) * _age_days(pl.col("at"), newest, adv.schema["at"]) / ADVANTAGE_HALF_LIFE_DAYS).exp()
+    newest = newest_at if newest_at is not None else latest(adv["at"])
+    # No time known at all: no recency weighting, as :func:`pipeline.fit.inputs.recency_weight` without a newest time.
+    age = _age_days(pl.col("at"), newest, adv.schema["at"]) if newest is not None else pl.lit(0.0)
+    u = (-math.log(2.0) * age / ADVANTAGE_HALF_LIFE_DAYS).exp()
     adv = adv.with_columns(u=pl.when(pl.col("configs") >= 2).then(u).otherwise(0.0))
     both = pl.concat([adv, adv.with_columns(region=pl.lit("*"))])
     return (
@@ -153,10 +157,10 @@ def _outcomes(frame: pl.DataFrame) -> pl.DataFrame:
     if n == 0:
         return frame.with_columns(wins=pl.lit(0, pl.Int64), losses=pl.lit(0, pl.Int64), ties=pl.lit(0, pl.Int64))
     runs = frame.select(run=pl.col("task").rle_id(), tasks=pl.col("task").n_unique())
-    task = runs["run"]  # a task's rows are usually contiguous (task values are sorted by task time, task)
-    if task[-1] + 1 != runs["tasks"][0]:
-        task = frame["task"].rank("dense")
-    task = task.cast(pl.Int64).to_numpy()
+    task_ids = runs["run"]  # a task's rows are usually contiguous (task values are sorted by task time, task)
+    if task_ids[-1] + 1 != runs["tasks"][0]:
+        task_ids = frame["task"].rank("dense")
+    task = task_ids.cast(pl.Int64).to_numpy()
     value = frame["value"].cast(pl.Float64).to_numpy()
     order = np.lexsort((value, task))
     t, v = task[order], value[order]
@@ -275,8 +279,8 @@ def member_signals(
     if advantage is None:
         advantage = relative_advantage(task_values, newest_at)
     adv = advantage.select("region", "config_key", "relative_advantage")
-    wins = (wins or win_rates(task_values))["configs"].select("region", "config_key", "win_rate")
-    return adv.join(wins, on=["region", "config_key"], how="full", coalesce=True).sort("region", "config_key")
+    rates = (wins or win_rates(task_values))["configs"].select("region", "config_key", "win_rate")
+    return adv.join(rates, on=["region", "config_key"], how="full", coalesce=True).sort("region", "config_key")
 
 
 def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:

@@ -9,17 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import polars as pl
 
 from ..errors import FitError
 from ..events import format_timestamp
-from ..routing.table import Ladder, Member, Region, RoutingTable, Source, Static
+from ..routing.table import Evidence, Ladder, Member, Region, RoutingTable, Source, Static
 from .model import FittedModel
 
 DECIMALS = 9
 SIGNAL_COLUMNS = ("relative_advantage", "win_rate")
+
+
+@overload
+def rounded(x: float) -> float: ...
+
+
+@overload
+def rounded(x: None) -> None: ...
 
 
 def rounded(x: float | None) -> float | None:
@@ -30,19 +38,23 @@ def rounded(x: float | None) -> float | None:
 def build_table(
     model: FittedModel,
     *,
-    constants_source: Literal["fitted", "shipped"],
+    constants_source: Literal["fitted", "shipped", "mixed"],
     static: Static,
     source: Source | Mapping[str, Any],
     fitted_at: datetime | None,
     evaluation: Mapping[str, Any] | None = None,
     signals: pl.DataFrame | None = None,
     ladders: Mapping[str, Ladder] | None = None,
+    gate: pl.DataFrame | None = None,
+    provenance: Mapping[str, str] | None = None,
 ) -> RoutingTable:
     """The routing table of ``model`` (unversioned: :func:`pipeline.routing.table.publish` stamps it).
 
     ``fitted_at`` is the newest event time of the fitted data (naive times are UTC).
     ``signals`` (optional) has ``config_key, region`` and any of ``relative_advantage, win_rate``
-    (region ``'*'`` too); pairs it lacks get null. ``ladders`` maps a region to its ladder.
+    (region ``'*'`` too); pairs it lacks get null. ``ladders`` maps a region to its ladder. ``gate``:
+    :func:`pipeline.fit.gate.gate_evidence` rows (each member's tests against the static choices).
+    ``provenance``: per searched constant, fitted, shipped or pinned.
     ``objective`` is the model's effective objective: ``quality`` when no cost is known, since
     every ``value`` then is the quality.
     """
@@ -65,11 +77,15 @@ def build_table(
     )
     choice = model.choose_frame(members.select(task="region", region="region", config_key="config_key"))
     chosen = dict(zip(choice["task"].to_list(), choice["chosen"].to_list(), strict=True))
+    tests = _evidence(gate)
     regions: dict[str, Region] = {}
     for name, rows in members.sort("region", "config_key").group_by("region", maintain_order=True):
         region = name[0]
         regions[region] = Region(
-            members=[_member(row) for row in rows.iter_rows(named=True)],
+            members=[
+                _member(row, tests.get((region, row["config_key"]), {}) if gate is not None else None)
+                for row in rows.iter_rows(named=True)
+            ],
             choice=chosen[region],
             ladder=(ladders or {}).get(region),
         )
@@ -79,13 +95,27 @@ def build_table(
         objective=model.effective_objective,
         constants=model.constants,
         constants_source=constants_source,
+        constants_provenance=dict(provenance or {}),
         static=static,
         regions=regions,
         evaluation=dict(evaluation or {}),
     )
 
 
-def _member(row: dict[str, Any]) -> Member:
+def _evidence(gate: pl.DataFrame | None) -> dict[tuple[str, str], dict[str, Evidence]]:
+    """(region, config) -> {static choice: its gate test}, floats rounded as published."""
+    tests: dict[tuple[str, str], dict[str, Evidence]] = {}
+    for row in (gate if gate is not None else pl.DataFrame()).iter_rows(named=True):
+        tests.setdefault((row["region"], row["config_key"]), {})[row["against"]] = Evidence(
+            shared_tasks=int(row["shared_tasks"]),
+            difference=rounded(row["difference"]),
+            lower=rounded(row["lower"]),
+            passes=bool(row["passes"]),
+        )
+    return tests
+
+
+def _member(row: dict[str, Any], gate: dict[str, Evidence] | None) -> Member:
     return Member(
         config=row["config_key"],
         quality=rounded(row["quality"]),
@@ -96,6 +126,7 @@ def _member(row: dict[str, Any]) -> Member:
         relative_advantage=rounded(row["relative_advantage"]),
         win_rate=rounded(row["win_rate"]),
         prior=rounded(row["prior"]),
+        gate=gate,
     )
 
 

@@ -26,16 +26,19 @@ from ..evaluate.policies import held_out_policies
 from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
 from ..evaluate.search import Pins
 from ..evaluate.split import parts
+from ..fit.finite import ids_text, non_finite_paths
 from ..fit.inputs import FitInputs, load_inputs, task_values
 from ..fit.learning import LadderOptions, learning_stage
 from ..fit.model import fit_model, load_shipped
 from ..fit.table_build import build_table
-from ..home import Home, atomic_write
+from ..home import Home
 from ..pin import pinned_version
-from ..routing.table import Constants, RoutingTable, canonical_json, publish, table_json_schema
+from ..routing.summary import summarize
+from ..routing.table import Constants, RoutingTable
 from ..store import open_store
 from ..store.views import reading
 from .options import FitOptions
+from .publish import publish_fit
 from .stats import Stats
 
 DECIMALS = 9
@@ -60,27 +63,50 @@ class FitResult:
             f"held-out hit rate: shipped {_fmt(r.shipped.hit_rate)} {_ci(r.shipped.ci95)}, fitted "
             f"{_fmt(r.fitted.hit_rate)} {_ci(r.fitted.ci95)}, difference {_fmt(r.difference.value)} "
             f"{_ci(r.difference.ci95)}",
-            f"recommendation: {r.recommendation}: {r.reason}",
+            f"prior family (prior source, prior weight, half-life{', lambda' if s.objective == 'utility' else ''}): "
+            f"{r.recommendation}: {r.reason}",
+        ]
+        x = r.exploration
+        if x is not None:
+            lines += [
+                f"held-out replay (mean of {x.method['seeds']} seeds): shipped exploration {x.shipped.exploration:g} "
+                f"{_fmt(x.shipped.realized_value)}, fitted {x.fitted.exploration:g} {_fmt(x.fitted.realized_value)}, "
+                f"difference {_fmt(x.difference.value)} {_ci(x.difference.ci95)}",
+                f"exploration: {x.recommendation}: {x.reason}",
+            ]
+        provenance = ", ".join(f"{k} {v}" for k, v in sorted(s.constants.provenance.items()))
+        lines += [
+            f"published constants: {s.constants.published}" + (f" ({provenance})" if provenance else ""),
             f"calibration: {cal.recommendation}: {cal.reason}",
         ]
-        for name in ("shipped", "fitted"):
-            run = getattr(s.replay, name)
-            lines.append(
-                f"replay ({name}, exploration {run.exploration}): realized {_fmt(run.realized_value)}, "
-                f"{run.tasks_routed} routed, {run.tasks_skipped} skipped"
-            )
         lines.append("baselines (eligible held-out): hit rate / mean quality / mean cost")
         for name in ("best_single", "cheapest", "random", "oracle", "shipped", "fitted"):
             b = getattr(s.baselines, name)
             label = f"{name} ({b.config})" if b.config else name
             lines.append(f"  {label}: {_fmt(b.hit_rate)} / {_fmt(b.mean_quality)} / {_fmt(b.mean_cost_usd)}")
+        policies = (s.policies or {}).get("policies") or {}
+        if "learning_governed" in policies and "quality_per_dollar" in policies:
+            lg, qpd = policies["learning_governed"], policies["quality_per_dollar"]
+            lines.append(
+                f"default policy learning_governed (evidence gate): held-out hit rate {_fmt(lg['hit_rate'])}, "
+                f"quality_per_dollar without the gate {_fmt(qpd['hit_rate'])}"
+            )
         ladders = s.ladders or {}
         if ladders.get("summary"):
             lad, rungs = ladders["summary"], ladders["regions"]["*"]["ladder"]
             replaced = sorted(r for r, v in ladders["regions"].items() if v["source"] == "region")
             where = f"; own ladders in {', '.join(replaced)}" if replaced else ""
+            rule_of = ladders.get("rule") or {}
+            kappa = rule_of.get("kappa")
+            rule = (
+                f"kappa {kappa:g}"
+                if kappa is not None
+                else "the best single alone"
+                if rule_of.get("name") == "best-single"
+                else str(rule_of.get("name", "n/a"))
+            )
             lines.append(
-                f"published ladders (global {' > '.join(rungs)}{where}): held-out quality "
+                f"published ladders (global {' > '.join(rungs)}{where}; rule: {rule}): held-out quality "
                 f"{_fmt(lad['held_out_quality'])} at "
                 f"{_fmt(lad['held_out_cost_usd'])} USD/task vs best single {lad['best_single_config']} "
                 f"{_fmt(lad['best_single_quality'])} at {_fmt(lad['best_single_cost_usd'])} "
@@ -93,8 +119,7 @@ class FitResult:
 @contextmanager
 def fit_lock(home: Home, *, wait: bool) -> Iterator[None]:
     """One fit at a time: an exclusive ``flock`` on ``fits/.fit.lock``; without ``wait`` a busy lock is an error."""
-    home.fits.mkdir(parents=True, exist_ok=True)
-    fd = os.open(home.fits / ".fit.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = home.open(home.fits / ".fit.lock", os.O_RDWR | os.O_CREAT)  # inside the home, never through a link
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
@@ -141,24 +166,21 @@ def run_fit(
 
 def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitResult:
     say("loading the store")
-    with open_store(home) as store, reading(store):
-        version = store.version
-        events = store.event_counts()
-        inputs_sha = store.inputs_sha256()
-        inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
+    version, events, inputs_sha, inputs = _read(home, options)
     if inputs.ratings.height == 0:
-        raise FitError(
-            f"no ratings in the store {store.location.describe()} (table version {version}); "
-            "append task.rated events and compact first"
-        )
+        raise FitError(f"no ratings in the store (table version {version}); append task.rated events and compact first")
     shipped = load_shipped(options.shipped if options.shipped is not None else home.fits / "shipped.json")
     objective = options.objective or shipped.constants.objective or "quality_per_dollar"
     overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
     if options.min_samples is not None:
         overrides["min_samples"] = options.min_samples
+    if options.min_quality is not None:
+        overrides["min_quality"] = options.min_quality
     shipped_constants = shipped.to_constants(**overrides)
+    notes = list(inputs.notes)
     if objective == "utility" and shipped_constants.lambda_ is None:
-        scale = lambda_scale(task_values(parts(inputs, options.split).learned))
+        scale, problem = lambda_scale(task_values(parts(inputs, options.split).learned))
+        notes += [problem] if problem else []
         # With no costs at all the objective degrades to quality (DESIGN 5): no lambda is needed then.
         if options.lambda_ or scale is not None:
             shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
@@ -171,9 +193,10 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         objective=objective,
         fraction=options.split,
         seed=options.seed,
+        min_exploration=options.min_exploration,
     )
-    adopt = ev.routing["recommendation"] == "adopt"
-    published = ev.fitted if adopt else ev.shipped
+    published = ev.published
+    source_word = ev.routing["published"]["constants_source"]
     say("refitting on all tasks and publishing")
     model = fit_model(inputs, published, shipped, ev.objective)
     source = {"version": version, "events": events, "sha256": inputs_sha}
@@ -194,40 +217,45 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         shipped=shipped,
         objective=ev.objective,
         learned=cut.learned,
-        inner_learned=cut.inner_learned,
-        validation=cut.validation,
+        seed=options.seed,
         ladder=ladder,
     )
     table = build_table(
         model,
-        constants_source="fitted" if adopt else "shipped",
+        constants_source=source_word,
+        provenance=ev.provenance,
         static=shipped.static,
         signals=learning.member_signals,
+        gate=learning.gate,
         ladders=learning.ladders,
         source=source,
         fitted_at=inputs.newest_at,
         evaluation=rounded(summary),
     )
     say("evaluating every routing policy on the held-out tasks")
-    policies = held_out_policies(inputs, published, shipped, ev.objective, options.split, learning.ladders)
+    policies = held_out_policies(
+        inputs, published, shipped, ev.objective, options.split, learning.ladders, seed=options.seed
+    )
     pinned = pinned_version(home)
-    if pinned is None:
-        table = publish(table, home.fits / "routing-table.json")
-    else:  # `ratings pin` holds the live table: keep it, record this fit in the history only
-        table = table.with_version()
-        atomic_write(home.fits / "routing-table.schema.json", canonical_json(table_json_schema()))
-    atomic_write(home.fits / "history" / f"{table.version}.json", canonical_json(table.to_json_dict()))
+    table = table.with_version()
     stats = _stats(
         ev,
         inputs,
         options,
         objective,
         {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
-        published_source="fitted" if adopt else "shipped",
-        sections={"signals": learning.signals, **learning_figures(learning, cut), "policies": policies},
+        published_source=source_word,
+        sections={
+            "routing_table": summarize(table).model_dump(mode="json"),
+            "signals": learning.signals,
+            **learning_figures(learning, cut, decisions=inputs.decisions),
+            "policies": policies,
+        },
         cutoff=cutoff_text(ev.split["cutoff_at"]),
+        notes=notes,
+        table_version=table.version,
     )
-    if pinned is not None:
+    if pinned is not None:  # `ratings pin` holds the live table: keep it, record this fit in the history only
         stats = stats.model_copy(
             update={
                 "notes": [
@@ -239,16 +267,25 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
                 ]
             }
         )
-    atomic_write(home.case_study(options.case_study) / "stats.json", canonical_json(stats.to_json_dict()))
+    publish_fit(home, table, stats, home.case_study(options.case_study) / "stats.json", live=pinned is None)
     return FitResult(table=table, stats=stats, evaluation=ev)
 
 
+def _read(home: Home, options: FitOptions) -> tuple[int | None, dict[str, int], str | None, FitInputs]:
+    """The store's table version, event counts, inputs hash and events as fit inputs, all at one version. A file
+    of the store that is missing or unreadable is :class:`StoreCorrupt` (exit 1) on one line that says how to
+    recover (pipeline.store.views.reading)."""
+    with open_store(home) as store, reading(store):
+        inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
+        return store.version, store.event_counts(), store.inputs_sha256(), inputs
 
 
 def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
     data = c.model_dump(by_alias=True)
     if objective != "utility":
         data.pop("lambda")
+    if data["min_quality"] is None:  # no floor: the constant sets read as before it existed
+        data.pop("min_quality")
     return data
 
 
@@ -277,6 +314,12 @@ def _evaluation_summary(ev: Evaluation, cutoff: str | None, options: FitOptions,
         "difference": r["difference"],
         "recommendation": r["recommendation"],
         "reason": r["reason"],
+        "exploration": {
+            "shipped": r["exploration"]["shipped"]["exploration"],
+            "fitted": r["exploration"]["fitted"]["exploration"],
+            "difference": r["exploration"]["difference"],
+            "recommendation": r["exploration"]["recommendation"],
+        },
         "calibration": ev.calibration.recommendation,
     }
 
@@ -291,11 +334,14 @@ def _stats(
     published_source: str,
     cutoff: str | None,
     sections: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
+    table_version: str | None = None,
 ) -> Stats:
-    """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``."""
+    """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``;
+    ``notes``: what the fit left out or could not compute (first in the stats' notes)."""
     real = inputs.ratings.filter(pl.col("origin") != "prm")
     kinds = real.group_by("rater_kind").len().sort("rater_kind")
-    notes = []
+    notes = list(notes or [])
     if not ev.cost_known:
         notes.append(
             f"No attempt in the store carries a cost, so the ranking used quality alone (the "
@@ -303,6 +349,7 @@ def _stats(
         )
     data = {
         "name": options.case_study,
+        "table_version": table_version,
         "source": source,
         "objective": ev.objective,
         "objective_requested": requested,
@@ -318,6 +365,8 @@ def _stats(
             "fitted": _constant_set(ev.fitted, ev.objective),
             "selected_on": ev.selected_on,
             "published": published_source,
+            "provenance": ev.provenance,
+            "values": _constant_set(ev.published, ev.objective),
         },
         "routing": ev.routing,
         "replay": ev.replay,
@@ -335,6 +384,9 @@ def _stats(
             "The ladder gates are the same ratings that measure quality (as in an imported benchmark "
             "table): the ladder figures are an upper bound, reached only with a perfect verifier."
         )
+    undefined = non_finite_paths(data)
+    if undefined:
+        notes.append(f"{len(undefined)} figure(s) could not be computed finitely and are null: {ids_text(undefined)}.")
     return Stats.model_validate(rounded(data))
 
 

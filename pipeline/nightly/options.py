@@ -31,8 +31,11 @@ class FitOptions(BaseModel):
     prior_source: Literal["shipped", "measured"] | None = None
     prior_weight: float | None = Field(default=None, ge=0.0)
     exploration: float | None = Field(default=None, ge=0.0, le=1.0)
+    # The floor of the searched exploration grid (0 only when asked for: the loop then stops learning).
+    min_exploration: float = Field(default=0.05, ge=0.0, le=1.0)
     half_life_days: float | Literal["inf"] | None = None
     min_samples: int | None = Field(default=None, ge=0)
+    min_quality: float | None = Field(default=None, ge=0.0, le=1.0)  # --min-quality: the quality floor
     thread: str | None = None
     since: datetime | None = None
     prm: bool = True
@@ -101,8 +104,10 @@ _FLAGS = {
     "prior_source": "--prior-source",
     "prior_weight": "--prior-weight",
     "exploration": "--exploration",
+    "min_exploration": "--min-exploration",
     "half_life_days": "--half-life-days",
     "min_samples": "--min-samples",
+    "min_quality": "--min-quality",
     "thread": "--thread",
     "since": "--since",
     "prm": "--no-prm",

@@ -59,6 +59,7 @@ class ConstantSet(BaseModel):
     min_samples: int
     cost_floor_usd: float
     lambda_: float | None = Field(default=None, alias="lambda")
+    min_quality: float | None = None  # the quality floor (routing-table/v1.1); null: none
 
 
 class Constants(BaseModel):
@@ -67,7 +68,9 @@ class Constants(BaseModel):
     shipped: ConstantSet
     fitted: ConstantSet
     selected_on: dict[str, Literal["validation", "pinned"]]
-    published: Literal["fitted", "shipped"]
+    published: Literal["fitted", "shipped", "mixed"]
+    provenance: dict[str, Literal["fitted", "shipped", "pinned"]] = Field(default_factory=dict)
+    values: ConstantSet | None = None  # the published constants
 
 
 class HitRate(BaseModel):
@@ -86,7 +89,37 @@ class Difference(BaseModel):
     ci95: Interval
 
 
+class ExplorationSide(BaseModel):
+    """One epsilon replayed on the held-out tasks, each figure the mean over the replay seeds."""
+
+    model_config = _M
+
+    exploration: float
+    realized_value: float | None
+    tasks_routed: float | None
+    tasks_skipped: float | None
+    explored: float | None
+
+
+class ExplorationVerdict(BaseModel):
+    """The exploration family's verdict: held-out replay of the fitted against the shipped epsilon, with the
+    priors that are published; ``method`` says how the interval was made (seeds, resamples, block length)."""
+
+    model_config = _M
+
+    shipped: ExplorationSide
+    fitted: ExplorationSide
+    difference: Difference
+    recommendation: Recommendation
+    reason: str
+    validation: dict[str, float | None]  # the validation replay values that chose the fitted epsilon
+    method: dict[str, Any]
+
+
 class Routing(BaseModel):
+    """The prior family's verdict (greedy hit rates, top level, as in v1), the exploration verdict, and the
+    published combination's figures on the same held-out tasks."""
+
     model_config = _M
 
     shipped: HitRate  # carries expected_hit_rate_with_exploration as an extra key
@@ -95,15 +128,19 @@ class Routing(BaseModel):
     recommendation: Recommendation
     reason: str
     validation: dict[str, float | None] | None = None  # greedy hit rates on validation (adopt needs both)
+    exploration: ExplorationVerdict | None = None
+    published: dict[str, Any] | None = None
 
 
 class ReplayRun(BaseModel):
+    """A held-out replay (the exploration verdict's sides: each figure the mean over the replay seeds)."""
+
     model_config = _OPEN
 
     exploration: float
     realized_value: float | None
-    tasks_routed: int
-    tasks_skipped: int
+    tasks_routed: float | None
+    tasks_skipped: float | None
 
 
 class Replay(BaseModel):
@@ -177,8 +214,10 @@ class Stats(BaseModel):
 
     schema_: str = Field(default=STATS_SCHEMA, alias="schema")
     name: str
+    table_version: str | None = None  # the routing table these stats describe (its history copy has it)
     source: Source
     objective: Literal["quality_per_dollar", "utility", "quality"]
+    objective_requested: str | None = None  # what was asked for (the objective degrades to quality without costs)
     cost_known: bool
     ratings: RatingCounts
     split: Split
@@ -193,6 +232,8 @@ class Stats(BaseModel):
     ladders: dict[str, Any] | None = None
     frontier: dict[str, Any] | None = None
     policies: dict[str, Any] | None = None
+    routing_table: dict[str, Any] | None = None  # the published table in words (pipeline.routing.summary)
+    options: dict[str, Any] | None = None  # the FitOptions of the fit, as the CLI spells them
     notes: list[str] = Field(default_factory=list)
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -201,3 +242,32 @@ class Stats(BaseModel):
 
 def load_stats(path: str | Path) -> Stats:
     return Stats.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def stats_json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``stats.json`` (``case-studies/stats.schema.json``), generated from :class:`Stats`."""
+    schema = Stats.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "stats.schema.json"
+    schema["title"] = STATS_SCHEMA
+    return schema
+
+
+SCHEMA_FILE = Path("case-studies") / "stats.schema.json"
+
+
+def write_stats_schema(root: Path) -> Path:
+    """Write ``case-studies/stats.schema.json`` under ``root`` (``python -m pipeline.nightly.stats [ROOT]``)."""
+    from ..home import Home
+    from ..routing.table import canonical_json
+
+    home = Home.resolve(root)
+    path = home.root / SCHEMA_FILE
+    home.write(path, canonical_json(stats_json_schema()))
+    return path
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(write_stats_schema(Path(sys.argv[1] if len(sys.argv) > 1 else ".")))

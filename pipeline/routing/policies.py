@@ -36,19 +36,42 @@ def register_policy(name: str, fn: Policy) -> Policy:
     return fn
 
 
-def _passes(view: RegionView, config: str, min_samples: int) -> bool:
-    """Evidence gate for (c, r): n(c, r) >= min_samples AND relative_advantage(c, r) > 0.
+#: What the gate compares, per objective, in the words of a decision's reason.
+OBJECTIVE_WORDS = {
+    "quality_per_dollar": "quality per dollar (total quality / total cost)",
+    "utility": "utility (mean lambda * quality - cost)",
+    "quality": "quality (mean per task)",
+}
 
-    A row the region does not list itself has n(c, r) = 0; a null relative
-    advantage (no signal fitted) is not > 0, so it never passes.
-    """
+
+def _evidence_words(view: RegionView, config: str, static: str, min_samples: int) -> str:
+    """The gate's test of ``config`` against ``static`` in ``view``, in words with its numbers."""
+    ev = view.evidence.get((config, static))
+    if ev is None:
+        return f"{config} has no published test against {static} in {view.name}"
+    shared = f"{ev.shared_tasks} shared task{'s' if ev.shared_tasks != 1 else ''}"
+    if ev.shared_tasks < min_samples:
+        return f"{config} vs {static}: {shared} < min_samples {min_samples}"
+    lower = "undefined" if ev.lower is None else f"{ev.lower:+.4g}"
+    relation = ">" if ev.passes else "<="
+    return (
+        f"{config} vs {static} on {shared}: difference {_signed(ev.difference)}, "
+        f"one-sided 95% lower bound {lower} {relation} 0"
+    )
+
+
+def _signed(x: float | None) -> str:
+    return "undefined" if x is None else f"{x:+.4g}"
+
+
+def _legacy_passes(view: RegionView, config: str, min_samples: int) -> bool:
+    """The gate of a v1 table (it publishes no tests): n(c, r) >= min_samples AND relative_advantage(c, r) > 0."""
     row = view.rows[config]
     ra = row.relative_advantage
     return row.source == view.name and row.n_ratings >= min_samples and ra is not None and ra > 0.0
 
 
-def _why_not(view: RegionView, config: str, min_samples: int) -> str:
-    """Why (c, r) fails the gate, in words for the decision's reason."""
+def _legacy_why_not(view: RegionView, config: str, min_samples: int) -> str:
     row = view.rows[config]
     if row.source != view.name:
         return f"{config} has no ratings in {view.name}"
@@ -59,18 +82,72 @@ def _why_not(view: RegionView, config: str, min_samples: int) -> str:
     return f"{config} has relative advantage {row.relative_advantage:.4g} <= 0"
 
 
+def _levels(router: RouterLike, view: RegionView) -> tuple[RegionView, ...]:
+    """The region, then the global pool (once when the region is the global pool)."""
+    return (view, router.star) if view is not router.star else (view,)
+
+
 def learning_governed(
     router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
 ) -> tuple[str, str, bool]:
-    """DESIGN 5 evidence gate: learned choice in r if it passes, else in ``*`` if it passes, else static."""
+    """The evidence gate (docs/design.md, Evidence gate): the learned choice overrides the static choice only
+    when the evidence says it beats it on the objective.
+
+    The static choice ``s`` is the table's static fallback for the task's pool and role (after a failure, among
+    the members left: the router has removed the failed ones). In the region, then in the global pool: the pool
+    members ranked above ``s`` in the greedy order, best first; the first whose published test against ``s``
+    passes (at least ``min_samples`` shared tasks, lower end of the one-sided 95% interval of the paired
+    difference above 0) is chosen. When ``s`` ranks first, it is the learned choice too. Else ``s``.
+    A v1 table publishes no tests: its learned choice passes on n >= min_samples and relative advantage > 0.
+    """
     pinned = router.static.pinned.get(role) if role else None
     if pinned is not None and pinned in pool:
         return pinned, f"role {role} is pinned to {pinned}", False
+    if not router.gated:
+        return _legacy_learning_governed(router, view, pool, role)
+    ms = router.min_samples
+    static, static_why = router.static_choice(view, pool, role)
+    misses: list[str] = []
+    for level in _levels(router, view):
+        ranked = level.ranked(pool)
+        if ranked[0] == static:
+            return (
+                static,
+                "".join(f"{m}; " for m in misses)
+                + (f"learned choice in {level.name} is the static choice: {static_why}"),
+                True,
+            )
+        contenders = [c for c in ranked[: ranked.index(static)] if level.rows[c].source == level.name]
+        for i, c in enumerate(contenders):
+            ev = level.evidence.get((c, static))
+            if ev is not None and ev.passes:
+                return (
+                    c,
+                    "".join(f"{m}; " for m in misses)
+                    + f"learned choice in {level.name}: {OBJECTIVE_WORDS[router.objective]} of "
+                    + _evidence_words(level, c, static, ms)
+                    + (f" ({i} member(s) ranked above it lack the evidence)" if i else ""),
+                    True,
+                )
+        if contenders:
+            rest = len(contenders) - 1
+            miss = _evidence_words(level, contenders[0], static, ms) + (
+                f"; {rest} other member(s) ranked above {static} fail too" if rest else ""
+            )
+        else:
+            miss = f"no member rated in {level.name} ranks above {static}"
+        misses.append(f"{'gate not met in ' if not misses else 'in '}{level.name}: {miss}")
+    return static, f"{'; '.join(misses)}; static: {static_why}", True
+
+
+def _legacy_learning_governed(
+    router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None
+) -> tuple[str, str, bool]:
     ms = router.min_samples
     misses: list[str] = []
-    for level in (view, router.star) if view is not router.star else (view,):  # the region, then the global pool
+    for level in _levels(router, view):
         learned = level.best(pool)
-        if _passes(level, learned, ms):
+        if _legacy_passes(level, learned, ms):
             row = level.rows[learned]
             return (
                 learned,
@@ -81,7 +158,9 @@ def learning_governed(
                 ),
                 True,
             )
-        misses.append(f"{'gate not met in ' if not misses else 'in '}{level.name}: {_why_not(level, learned, ms)}")
+        misses.append(
+            f"{'gate not met in ' if not misses else 'in '}{level.name}: {_legacy_why_not(level, learned, ms)}"
+        )
     config, static_why = router.static_choice(view, pool, role)
     return config, f"{'; '.join(misses)}; static: {static_why}", True
 
@@ -101,11 +180,20 @@ def ladder(
 ) -> tuple[str, str, bool]:
     """The next rung after the last failed one (region ladder, else the ``*`` ladder).
 
-    No ladder, or no rung left in the pool: quality_per_dollar, and the reason says so.
+    After the last rung has failed (no rung left in the pool): the highest-quality member left, never a cheaper,
+    weaker one. No ladder at all: quality_per_dollar for a first attempt, the highest-quality member left after
+    a failure. The reason says which.
     """
     own = view.ladder
     chosen_ladder, where = (own, view.name) if own is not None else (router.star.ladder, GLOBAL)
     if chosen_ladder is None:
+        if failures:
+            config = _highest_quality(router, view, pool)
+            return (
+                config,
+                f"no ladder for {view.name} or *; after a failure: highest-quality member left {config}",
+                False,
+            )
         config, why, _ = quality_per_dollar(router, view, pool, role, failures)
         return config, f"no ladder for {view.name} or *; {why}", False
     rungs = chosen_ladder.rungs
@@ -114,8 +202,13 @@ def ladder(
     for i in range(start, len(rungs)):
         if rungs[i] in pool:
             return rungs[i], f"ladder {where} rung {i + 1}/{len(rungs)}", False
-    config, why, _ = quality_per_dollar(router, view, pool, role, failures)
-    return config, f"ladder {where} has no rung left in the pool; {why}", False
+    config = _highest_quality(router, view, pool)
+    quality = view.row(config).quality
+    return (
+        config,
+        f"ladder {where} has no rung left in the pool; highest-quality member left {config} ({quality:.4g})",
+        False,
+    )
 
 
 def _cheapest(router: RouterLike, view: RegionView, pool: tuple[str, ...]) -> str:
@@ -204,32 +297,44 @@ for _name, _fn in (
     register_policy(_name, _fn)
 
 BUILTIN = tuple(POLICIES)
+#: Policies that use ``failures`` to follow an order of their own (a ladder's rungs): the router does not narrow
+#: their pool to the members above the failed ones' quality.
+FOLLOWS_ITS_OWN_ORDER = frozenset({"ladder"})
 
 
 def gate_checks(router: RouterLike, view: RegionView, pool: Sequence[str], role: str | None) -> dict[str, Any]:
-    """The learning_governed checks spelled out for ``--explain`` (the same tests as :func:`learning_governed`)."""
+    """The learning_governed checks spelled out for ``--explain`` (the tests :func:`learning_governed` reads).
+
+    Per level (the region, then ``'*'``): the static choice the members are tested against and, for each pool
+    member ranked above it, its published test (``null`` when the table has none).
+    """
     pool = tuple(pool)
+    static, why = router.static_choice(view, pool, role)
 
     def test(v: RegionView) -> dict[str, Any]:
-        c = v.best(pool)
-        row = v.rows[c]
-        ra = row.relative_advantage
-        return {
-            "region": v.name,
-            "learned": c,
-            "row_source": row.source,
-            "n_ratings": row.n_ratings,
-            "min_samples": router.min_samples,
-            "n_ok": row.source == v.name and row.n_ratings >= router.min_samples,
-            "relative_advantage": ra,
-            "advantage_ok": ra is not None and ra > 0.0,
-            "passes": _passes(v, c, router.min_samples),
-        }
+        ranked = v.ranked(pool)
+        if not router.gated:
+            c = ranked[0]
+            row = v.rows[c]
+            return {
+                "region": v.name,
+                "learned": c,
+                "rule": "v1: n >= min_samples and relative advantage > 0",
+                "n_ratings": row.n_ratings,
+                "relative_advantage": row.relative_advantage,
+                "passes": _legacy_passes(v, c, router.min_samples),
+            }
+        tests = []
+        for c in ranked[: ranked.index(static)]:
+            ev = v.evidence.get((c, static))
+            tests.append({"config": c, "row_source": v.rows[c].source, "test": ev.model_dump() if ev else None})
+        return {"region": v.name, "learned": ranked[0], "against": static, "tests": tests}
 
     pinned = router.static.pinned.get(role) if role else None
-    static, why = router.static_choice(view, pool, role)
     return {
         "pinned": pinned,
+        "min_samples": router.min_samples,
+        "objective": router.objective,
         "region_test": test(view),
         "global_test": test(router.star) if view is not router.star else None,
         "static": {"config": static, "why": why},

@@ -15,8 +15,11 @@ Rules this module fixes (the README repeats them):
   plain mean when no member has weight), cost = the mean of the ``*`` members'
   known costs (null when none), ``n_ratings`` 0, so it never passes the gate.
 - **Failures.** Configurations in ``failures`` are removed from the pool before
-  any policy runs (unless that would empty it); the ladder policy also uses
-  them to find its next rung.
+  any policy runs (unless that would empty it). Every policy but ``ladder``
+  (which follows its rungs) then chooses among the members whose published
+  quality is above the highest published quality of the failed ones, while
+  any remain: escalation escalates. No exploration draw once a task has a
+  failure.
 - **Ties** (DESIGN 5): best objective, then higher quality, then lower cost
   (unknown cost last), then key order.
 - **Exploration** (policies that allow it, with an ``rng``): with probability
@@ -36,8 +39,8 @@ from typing import Any, NamedTuple
 
 from ..errors import RoutingError
 from .explain_sql import explain_sql
-from .policies import POLICIES, Policy, gate_checks
-from .table import Member, RoutingTable, load
+from .policies import FOLLOWS_ITS_OWN_ORDER, POLICIES, Policy, gate_checks
+from .table import SCHEMA_MAJOR, Evidence, Member, RoutingTable, load
 from .view import GLOBAL, RegionView, Row, objective_value
 
 DEFAULT_POLICY = "learning_governed"
@@ -90,6 +93,8 @@ class Router:
         self.objective = table.objective
         self.exploration = float(table.constants.exploration or 0.0)
         self.min_samples = int(table.constants.min_samples)
+        # A v1 table publishes no gate tests (Member.gate); its gate is the one it was published with.
+        self.gated = table.schema_ != SCHEMA_MAJOR
         self._policies = POLICIES
         self._memo: dict[tuple, tuple] = {}
         star_region = table.regions.get(GLOBAL)
@@ -97,12 +102,15 @@ class Router:
         self._global_quality, self._global_cost = _global_means(star_members)
         star_rows = {m.config: _row(m, GLOBAL) for m in star_members}
         floor = table.constants.cost_floor_usd
+        min_quality = table.constants.min_quality
         self.star = RegionView(
             GLOBAL,
             dict(star_rows),
             star_region.ladder if star_region else None,
             floor=floor,
             prior_row=self.prior_row,
+            min_quality=min_quality,
+            evidence=_evidence(star_members),
         )
         self.views: dict[str, RegionView] = {GLOBAL: self.star}
         for name, region in table.regions.items():
@@ -110,7 +118,15 @@ class Router:
                 continue
             rows = dict(star_rows)
             rows.update((m.config, _row(m, name)) for m in region.members)
-            self.views[name] = RegionView(name, rows, region.ladder, floor=floor, prior_row=self.prior_row)
+            self.views[name] = RegionView(
+                name,
+                rows,
+                region.ladder,
+                floor=floor,
+                prior_row=self.prior_row,
+                min_quality=min_quality,
+                evidence=_evidence(region.members),
+            )
         # DESIGN 5: the config with the most fitted ratings is the last static fallback.
         self.most_rated = min(star_rows.values(), key=lambda r: (-r.n_ratings, r.config)).config if star_rows else None
 
@@ -231,15 +247,24 @@ class Router:
         prefix = ""
         if failures:
             remaining = tuple(c for c in candidates if c not in failures)
-            if remaining:
+            if not remaining:
+                prefix = "every candidate has failed; choosing among them again: "
+            elif name in FOLLOWS_ITS_OWN_ORDER:
                 candidates = remaining
             else:
-                prefix = "every candidate has failed; choosing among them again: "
+                top = max(view.row(f).quality for f in failures)
+                better = tuple(c for c in remaining if view.row(c).quality > top)
+                candidates = better or remaining
+                prefix = (
+                    f"escalating above the failed configs' quality {top:.4g}: "
+                    if better
+                    else f"no member left above the failed configs' quality {top:.4g}: "
+                )
         config, reason, explorable = fn(self, view, candidates, role, failures)
         if config not in candidates:
             raise RoutingError(f"policy {name!r} chose {config!r}, which is not in the pool")
         others: tuple[str, ...] = ()
-        if explorable and len(candidates) > 1 and self.exploration > 0.0:
+        if explorable and not failures and len(candidates) > 1 and self.exploration > 0.0:
             others = tuple(sorted(c for c in candidates if c != config))
         return config, prefix + reason, others, candidates, view, view.row(config).quality
 
@@ -271,6 +296,11 @@ class Router:
         if decision.policy == "ladder" and ladder is not None:
             out["ladder"] = ladder.model_dump(mode="json")
         return out
+
+
+def _evidence(members: Sequence[Member]) -> dict[tuple[str, str], Evidence]:
+    """(member, static choice) -> the member's published gate test against it (none in a v1 table)."""
+    return {(m.config, s): ev for m in members for s, ev in (m.gate or {}).items()}
 
 
 def _row(member: Member, source: str) -> Row:

@@ -1,8 +1,13 @@
-"""The routing table, schema ``routing-table/v1`` (DESIGN 7): model, load, atomic publish.
+"""The routing table, schema ``routing-table/v1.1`` (docs/design.md, Routing table): model, load, atomic publish.
 
 This is the contract with dispatchers: a program in any language reads
 ``fits/routing-table.json`` with a JSON parser; Python dispatchers use
 :func:`load` and :class:`pipeline.routing.Router`.
+
+v1.1 adds fields and changes the meaning of none: per member the evidence gate's test against each
+static choice (``gate``), and the quality floor (``constants.min_quality``). A v1 table (without them)
+still loads; the router then applies the gate v1 tables were published with (see
+:mod:`pipeline.routing.policies`).
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ from ..errors import TableSchemaError
 from ..home import atomic_write
 from ..jsonfile import read_json, validate
 
-SCHEMA = "routing-table/v1"
+SCHEMA = "routing-table/v1.1"
 SCHEMA_MAJOR = "routing-table/v1"
+#: The first minor version whose members carry the evidence gate's tests (``Member.gate``).
+SCHEMA_WITH_GATE = "routing-table/v1.1"
 
-_MODEL = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+# allow_inf_nan=False: a table never holds NaN or an infinity (JSON has neither; a dispatcher could not rank by one).
+_MODEL = ConfigDict(frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False)
 
 
 class Constants(BaseModel):
@@ -36,6 +44,9 @@ class Constants(BaseModel):
     min_samples: int = 3
     cost_floor_usd: float = 0.000001
     lambda_: float | None = Field(default=None, alias="lambda")
+    # The quality floor: the best objective among members whose quality is at least this, else the highest
+    # quality (docs/design.md, Routing). None: no floor.
+    min_quality: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class Static(BaseModel):
@@ -49,8 +60,30 @@ class Static(BaseModel):
     pinned: dict[str, str] = Field(default_factory=dict)
 
 
+class Evidence(BaseModel):
+    """The evidence gate's test of a member against one static choice ``s`` in its region (v1.1).
+
+    On the ``shared_tasks`` both did in the region (tasks where either was run only because another config
+    had already failed are left out): ``difference`` = the objective of the member minus that of ``s``
+    (quality per dollar: total quality / total cost of each on the shared tasks; utility and quality: the mean
+    per task), ``lower`` = the lower end of its one-sided 95% paired bootstrap interval (null below two shared
+    tasks). ``passes``: ``shared_tasks >= min_samples`` and ``lower > 0``.
+    """
+
+    model_config = _MODEL
+
+    shared_tasks: int
+    difference: float | None
+    lower: float | None
+    passes: bool
+
+
 class Member(BaseModel):
-    """One configuration in one region: what the fit believes of it."""
+    """One configuration in one region: what the fit believes of it.
+
+    ``gate`` (v1.1) maps each static choice of the table (cheap, frontier, default, most-rated config) to
+    the evidence gate's test of this member against it; absent for the static choice itself and in v1 tables.
+    """
 
     model_config = _MODEL
 
@@ -63,6 +96,7 @@ class Member(BaseModel):
     relative_advantage: float | None = None
     win_rate: float | None = None
     prior: float | None = None
+    gate: dict[str, Evidence] | None = None
 
 
 class Ladder(BaseModel):
@@ -93,7 +127,7 @@ class Source(BaseModel):
 
 
 class RoutingTable(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True, allow_inf_nan=False)
 
     schema_: str = Field(default=SCHEMA, alias="schema")
     version: str = ""
@@ -101,7 +135,12 @@ class RoutingTable(BaseModel):
     source: Source
     objective: Literal["quality_per_dollar", "utility", "quality"]
     constants: Constants
-    constants_source: Literal["fitted", "shipped"]
+    # fitted: every searched constant is fitted (or pinned); shipped: none is; mixed: one verdict adopted the
+    # fitted values of its family and the other kept the shipped ones.
+    constants_source: Literal["fitted", "shipped", "mixed"]
+    # Per searched constant: "fitted" (its family's verdict adopted it), "shipped" or "pinned" (given on the
+    # command line). Optional: tables written before it have none.
+    constants_provenance: dict[str, Literal["fitted", "shipped", "pinned"]] = Field(default_factory=dict)
     static: Static
     regions: dict[str, Region]
     evaluation: dict[str, Any] = Field(default_factory=dict)
@@ -144,10 +183,11 @@ def table_json_schema() -> dict[str, Any]:
     return schema
 
 
-def publish(table: RoutingTable, path: str | Path) -> RoutingTable:
-    """Stamp the version, write the table atomically (temp, fsync, rename) and its JSON Schema beside it."""
+def publish(table: RoutingTable, path: str | Path, *, root: Path | None = None) -> RoutingTable:
+    """Stamp the version, write its JSON Schema beside the table, then the table (the last write is the commit
+    point), each atomically (temp, fsync, rename); with ``root`` (the home) both stay inside it."""
     path = Path(path)
     table = table.with_version()
-    atomic_write(path, canonical_json(table.to_json_dict()))
-    atomic_write(path.with_name("routing-table.schema.json"), canonical_json(table_json_schema()))
+    atomic_write(path.with_name("routing-table.schema.json"), canonical_json(table_json_schema()), root=root)
+    atomic_write(path, canonical_json(table.to_json_dict()), root=root)
     return table

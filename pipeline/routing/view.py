@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from .table import Constants, Ladder, Static
+from .table import Constants, Evidence, Ladder, Static
 
 GLOBAL = "*"
 _INF = math.inf
@@ -52,22 +52,42 @@ def objective_value(quality: float, cost: float | None, objective: str, constant
     return quality / max(cost, constants.cost_floor_usd)
 
 
-def _sort_key(row: Row) -> tuple[float, float, float, str]:
-    """Best objective, then higher quality, then lower cost (unknown last), then key order."""
-    cost = _INF if row.cost_usd is None else row.cost_usd
-    return (-row.value, -row.quality, cost, row.config)
+def _sort_key(row: Row, min_quality: float | None = None) -> tuple[bool, float, float, float, str]:
+    """Best objective, then higher quality, then lower cost (unknown last), then key order.
+
+    With a quality floor Q: rows with ``quality >= Q`` first in that order, then the others by quality alone
+    (the greedy order of :func:`pipeline.fit.model.greedy_order`)."""
+    return _floored(row, row.value, min_quality)
 
 
-def _qpd_key(row: Row, floor: float) -> tuple[float, float, float, str]:
-    """Quality per dollar q / max(cost, floor) whatever the table's objective; no cost: quality."""
+def _qpd_key(row: Row, floor: float, min_quality: float | None = None) -> tuple[bool, float, float, float, str]:
+    """Quality per dollar q / max(cost, floor) whatever the table's objective; no cost: quality. Floored as
+    :func:`_sort_key`."""
     qpd = row.quality if row.cost_usd is None else row.quality / max(row.cost_usd, floor)
-    return (-qpd, -row.quality, _INF if row.cost_usd is None else row.cost_usd, row.config)
+    return _floored(row, qpd, min_quality)
+
+
+def _floored(row: Row, objective: float, min_quality: float | None) -> tuple[bool, float, float, float, str]:
+    below = min_quality is not None and row.quality < min_quality
+    cost = _INF if row.cost_usd is None else row.cost_usd
+    return (below, -(row.quality if below else objective), -row.quality, cost, row.config)
 
 
 class RegionView:
     """One region's rows with their sort keys; ``members`` are the region's own configs in rank order."""
 
-    __slots__ = ("_floor", "_prior_row", "keys", "ladder", "members", "name", "qpd_keys", "rows")
+    __slots__ = (
+        "_floor",
+        "_min_quality",
+        "_prior_row",
+        "evidence",
+        "keys",
+        "ladder",
+        "members",
+        "name",
+        "qpd_keys",
+        "rows",
+    )
 
     def __init__(
         self,
@@ -77,14 +97,19 @@ class RegionView:
         *,
         floor: float,
         prior_row: Callable[[str], Row],
+        min_quality: float | None = None,
+        evidence: dict[tuple[str, str], Evidence] | None = None,
     ) -> None:
-        """``floor``: the table's cost floor; ``prior_row(config)``: the row of a config the table does not know."""
+        """``floor``: the table's cost floor; ``prior_row(config)``: the row of a config the table does not know;
+        ``min_quality``: the quality floor; ``evidence``: (member, static choice) -> its gate test in this region."""
         self.name = name
         self.rows = rows
         self._floor = floor
+        self._min_quality = min_quality
         self._prior_row = prior_row
-        self.keys = {c: _sort_key(r) for c, r in rows.items()}
-        self.qpd_keys = {c: _qpd_key(r, floor) for c, r in rows.items()}
+        self.evidence = evidence or {}
+        self.keys = {c: _sort_key(r, min_quality) for c, r in rows.items()}
+        self.qpd_keys = {c: _qpd_key(r, floor, min_quality) for c, r in rows.items()}
         own = [c for c, r in rows.items() if r.source == name]
         self.members = tuple(sorted(own, key=self.keys.__getitem__))
         self.ladder = ladder
@@ -95,8 +120,8 @@ class RegionView:
             if c not in self.rows:
                 row = self._prior_row(c)
                 self.rows[c] = row
-                self.keys[c] = _sort_key(row)
-                self.qpd_keys[c] = _qpd_key(row, self._floor)
+                self.keys[c] = _sort_key(row, self._min_quality)
+                self.qpd_keys[c] = _qpd_key(row, self._floor, self._min_quality)
 
     def row(self, config: str) -> Row:
         try:
@@ -120,6 +145,11 @@ class RegionView:
             self._learn(pool)
             return min(pool, key=self.qpd_keys.__getitem__)
 
+    def ranked(self, pool: Sequence[str]) -> list[str]:
+        """``pool`` in the greedy order of :meth:`best` (best first)."""
+        self._learn(pool)
+        return sorted(pool, key=self.keys.__getitem__)
+
     def best_by(self, pool: Sequence[str], key: Callable[[Row], Any]) -> str:
         """Choice by any key over rows (e.g. highest quality); ties by key order."""
         self._learn(pool)
@@ -133,6 +163,16 @@ class RouterLike(Protocol):
     static: Static
     star: RegionView
     min_samples: int
+
+    @property
+    def objective(self) -> str:
+        """The table's objective (what ``value`` ranks by)."""
+        ...
+
+    @property
+    def gated(self) -> bool:
+        """The table publishes the evidence gate's tests (v1.1); a v1 table is gated by relative advantage."""
+        ...
 
     def static_choice(self, view: RegionView, pool: Sequence[str], role: str | None) -> tuple[str, str]:
         """The static fallback of the table for a task of ``role``, restricted to ``pool``: (config, why)."""

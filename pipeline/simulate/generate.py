@@ -46,6 +46,8 @@ class Static:
     believed: np.ndarray  # [K, R]
     drift_first: int  # first task index (0-based) after the drift; n_tasks when none
     drift_config: int  # -1 when none
+    available_first: np.ndarray  # [K] first task index from which each config exists
+    preference: np.ndarray  # [R, K] position of each config in the region's greedy order of the logging policy
 
     @classmethod
     def of(cls, scenario: Scenario, start_s: int) -> Static:
@@ -80,7 +82,23 @@ class Static:
             believed=np.array(policy.believed),
             drift_first=drift_first,
             drift_config=drift_config,
+            available_first=np.array([int(c.available_from * scenario.tasks) for c in scenario.configs]),
+            preference=_preference(scenario, policy),
         )
+
+
+def _preference(scenario: Scenario, policy: LoggingPolicy) -> np.ndarray:
+    """[R, K]: each config's position in the region's order of the logging policy (its greedy rule, by belief)."""
+    pol, k = scenario.policy, len(scenario.configs)
+    out = np.zeros((len(scenario.regions), k), dtype=np.int64)
+    for j in range(len(scenario.regions)):
+
+        def score(i: int, j: int = j) -> tuple[float, float, str]:
+            q, c = policy.believed[i][j], scenario.configs[i].cost_usd
+            return (-(q / c if pol.objective == "quality_per_dollar" else q), -q, scenario.configs[i].key)
+
+        out[j, sorted(range(k), key=score)] = np.arange(k)
+    return out
 
 
 @dataclass
@@ -140,6 +158,21 @@ def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chun
     propensity = np.where(explored, pol.exploration / max(k - 1, 1), 1.0 - pol.exploration)
     n_cfg = np.minimum(rng.choice(3, size=n, p=np.array(sc.attempts)) + 1, k)
     keys = rng.random((n, k))
+    available = idx[:, None] >= st.available_first[None, :]
+    if not available.all():  # late configs: route and ask only among the configs that exist at the task's time
+        greedy = np.argmin(np.where(available, st.preference[region], k), axis=1)
+        others = available.sum(axis=1) - 1
+        explored &= others > 0
+        # the floor(u * m)-th available config other than the greedy one, u uniform: each with probability eps / m
+        pick = np.floor(rng.random(n) * np.maximum(others, 1)).astype(np.int64)
+        rank = np.cumsum(available & (np.arange(k)[None, :] != greedy[:, None]), axis=1) - 1
+        candidate = available & (np.arange(k)[None, :] != greedy[:, None]) & (rank == pick[:, None])
+        primary = np.where(explored, np.argmax(candidate, axis=1), greedy)
+        propensity = np.where(
+            explored, pol.exploration / np.maximum(others, 1), np.where(others > 0, 1.0 - pol.exploration, 1.0)
+        )
+        n_cfg = np.minimum(n_cfg, others + 1)
+        keys[~available] = 3.0  # never a second opinion before it exists
     keys[np.arange(n), primary] = 2.0  # the routed config is never its own second opinion
     extras = np.argsort(keys, axis=1, kind="stable")[:, :2] if k > 1 else np.zeros((n, 2), dtype=np.int64)
     difficulty = rng.standard_normal(n)

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ..errors import PipelineError
-from ..events import KNOWN, _utc_timestamp
+from ..events import KNOWN, utc_timestamp
 from ..home import Home, atomic_write, fsync_dir
 from . import corrupt as damage_mod
 from .generate import Static, draw_chunk
@@ -76,7 +76,7 @@ def _task_id_format(seed: int, tasks: int) -> str:
 
 def _start_seconds(start: str) -> int:
     """Epoch seconds of the scenario's start (a validated RFC 3339 time), sub-seconds dropped."""
-    return int(datetime.fromisoformat(_utc_timestamp(start).replace("Z", "+00:00")).timestamp())
+    return int(datetime.fromisoformat(utc_timestamp(start).replace("Z", "+00:00")).timestamp())
 
 
 def simulate(

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import PipelineError
-from ..events import _utc_timestamp, config_key
+from ..events import config_key, utc_timestamp
 from ..jsonfile import read_json, validate
 
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -36,6 +36,11 @@ class ConfigSpec(BaseModel):
     cost_usd: Positive = Field(description="mean cost of one attempt before the region's cost multiplier")
     cost_sigma: Annotated[float, Field(ge=0.0, le=3.0)] = 0.5
     cost_missing: Unit = Field(0.02, description="share of attempts that report no cost")
+    available_from: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(
+        0.0,
+        description="fraction of the timeline from which the config exists (a late config): before it, "
+        "it is neither routed nor asked for a second opinion",
+    )
 
     @property
     def key(self) -> str:
@@ -193,7 +198,7 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
-        _utc_timestamp(self.start)
+        utc_timestamp(self.start)
         names = [r.name for r in self.regions]
         if len(set(names)) != len(names):
             raise ValueError("region names must be unique")
@@ -203,6 +208,8 @@ class Scenario(BaseModel):
         for c in self.configs:
             if set(c.quality) != set(names):
                 raise ValueError(f"config {c.key}: quality must name exactly the regions {names}")
+        if all(c.available_from > 0 for c in self.configs):
+            raise ValueError("at least one config must exist from the start (available_from 0)")
         if abs(sum(self.attempts) - 1.0) > 1e-9:
             raise ValueError("attempts: the probabilities of 1, 2 and 3 configs must sum to 1")
         if self.drift is not None:

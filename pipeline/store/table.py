@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import PipelineError, StoreCorrupt
+from ..home import STREAMS, Home
 from .location import Location
 
 if TYPE_CHECKING:
@@ -180,3 +181,29 @@ def commits(table: DeltaTable) -> list[dict[str, Any]]:
     """The commit infos up to the table's loaded version, oldest first."""
     version = table.version()
     return sorted((c for c in table.history() if c.get("version", -1) <= version), key=lambda c: c["version"])
+
+
+def txn_ids(writer: str, stream: str) -> tuple[str, str, str]:
+    """Application ids of one (writer, stream): end offset consumed, next line number, dead-letter bytes."""
+    return f"{writer}:{stream}", f"{writer}:{stream}:line", f"{writer}:{stream}:deadletter"
+
+
+def home_txn_id(writer: str) -> str:
+    """The application id whose version is the random id of the home that writes as ``writer``."""
+    return f"{writer}:home"
+
+
+def consumed_offsets(home: Home, table: DeltaTable | None = None) -> dict[str, int] | None:
+    """Per stream, the byte offset up to which this home's writer committed it (0 when never); None when the
+    store has no table yet. ``table``: an already open table (default: the newest version of the home's store)."""
+    from .location import resolve
+    from .writer import identity
+
+    if table is None:
+        table = open_table(resolve(home))
+    if table is None:
+        return None
+    if not (home.store / "writer.json").exists():
+        return dict.fromkeys(STREAMS, 0)
+    writer = identity(home).writer
+    return {stream: table.transaction_version(txn_ids(writer, stream)[0]) or 0 for stream in STREAMS}

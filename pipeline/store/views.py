@@ -21,11 +21,11 @@ from typing import Any
 
 import duckdb
 
-from ..errors import PipelineError
+from ..errors import PipelineError, StoreCorrupt
 from ..families import COLUMNS, VIEWS, empty_select
 from ..home import Home
 from . import location as loc
-from .table import RECOVER, fail, first_line, open_table
+from .table import RECOVER, fail, open_table
 
 _SQL_TYPES = {"TIMESTAMP": "TIMESTAMP"}
 
@@ -183,9 +183,9 @@ def open_store(
             con.execute(f"SET allowed_paths = [{allowed}]")
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
-    except duckdb.Error as exc:
+    except duckdb.Error as exc:  # only our own SQL runs here: a failure is a missing or damaged file
         con.close()
-        raise PipelineError(f"the store {location.describe()} cannot be read ({first_line(exc)}); {RECOVER}") from None
+        raise StoreCorrupt(f"the store {location.describe()} cannot be read ({_one_line(exc)}); {RECOVER}") from None
     except PipelineError:
         con.close()
         raise
@@ -201,7 +201,7 @@ def reading(store: Store) -> Iterator[None]:
     try:
         yield
     except (duckdb.IOException, duckdb.InvalidInputException) as exc:
-        raise PipelineError(
+        raise StoreCorrupt(
             f"the store {store.location.describe()} cannot be read ({_one_line(exc)}); {RECOVER}"
         ) from None
 

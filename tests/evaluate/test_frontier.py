@@ -70,10 +70,11 @@ def test_frontier_section_points_oracle_and_aiq():
     table = members([("*", "A", 0.9, 10.0), ("*", "B", 0.6, 1.0)])
     out = frontier_section(held, [1.0, 100.0], members=table)
     assert out["singles"] == [
-        {"config": "A", "quality": 1.0, "cost_usd": 10.0, "tasks": 2},
-        {"config": "B", "quality": 0.5, "cost_usd": 1.0, "tasks": 2},
+        {"config": "A", "quality": 1.0, "cost_usd": 10.0, "tasks": 2, "coverage": 1.0},
+        {"config": "B", "quality": 0.5, "cost_usd": 1.0, "tasks": 2, "coverage": 1.0},
     ]
-    assert out["oracle"] == {"quality": 1.0, "cost_usd": 5.5, "tasks": 2}  # A on t1, the cheaper B on t2
+    # the best per dollar: A on t1 (0.1 against 0), B on t2 (1.0 against 0.1)
+    assert out["oracle"] == {"quality": 1.0, "cost_usd": 5.5, "tasks": 2}
     assert [(p["quality"], p["cost_usd"]) for p in out["router"]] == [(0.5, 1.0), (1.0, 10.0)]
     assert out["aiq"]["singles"] == pytest.approx(0.75) and out["aiq"]["router"] == pytest.approx(0.75)
     assert out["aiq"]["cost_range_usd"] == [1.0, 10.0]
@@ -82,6 +83,23 @@ def test_frontier_section_points_oracle_and_aiq():
         held.filter(~((pl.col("task") == "t2") & (pl.col("config_key") == "A"))), [1.0], members=table
     )
     assert "1 of 2 configurations did only some" in partial["note"]
+    assert [s["coverage"] for s in partial["singles"]] == [0.5, 1.0]
+
+
+def test_singles_carry_their_snips_estimate_where_decisions_log_propensities():
+    # Three tasks. Logged: A chosen on t1 with propensity 0.5 and on t2 with 0.25; B on t3 with 0.75.
+    # SNIPS of A: (1.0 / 0.5 + 0.0 / 0.25) / (1 / 0.5 + 1 / 0.25) = 2 / 6 = 0.333..., costs (10/.5 + 10/.25) / 6 = 10.
+    held = tv(
+        [(t, "g", "A", q, 10.0) for t, q in (("t1", 1.0), ("t2", 0.0), ("t3", 1.0))]
+        + [(t, "g", "B", 1.0, 1.0) for t in ("t1", "t2", "t3")]
+    )
+    decisions = pl.DataFrame({"task": ["t1", "t2", "t3"], "chosen": ["A", "A", "B"], "propensity": [0.5, 0.25, 0.75]})
+    out = frontier_section(
+        held, [1.0], members=members([("*", "A", 0.9, 10.0), ("*", "B", 0.6, 1.0)]), decisions=decisions
+    )
+    a, b = out["singles"]
+    assert (a["snips_quality"], a["snips_cost_usd"], a["logged"], a["decisions"]) == (pytest.approx(1 / 3), 10.0, 2, 3)
+    assert (a["quality"], b["snips_quality"], b["logged"]) == (pytest.approx(2 / 3), 1.0, 1)
 
 
 def test_frontier_choose_callable_and_unknown_costs():

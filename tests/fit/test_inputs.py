@@ -108,7 +108,7 @@ def test_restrict_cuts_tasks_and_time_and_honours_only_earlier_retractions():
     ]
     inputs = load(*events)
     assert sorted(inputs.ratings["id"]) == ["r1", "r2", "r4", "r5"]
-    cut = restrict(inputs, ["t1", "t3"], before=at(5))
+    cut = restrict(inputs, ["t1", "t3"], until=at(5))
     # r2 is after the limit; t2 is not kept; r3's retraction (hour 6) is after the limit, so r3 is back
     assert cut.ratings["id"].to_list() == ["r1", "r3", "r5"]
     assert cut.retracted.height == 0
@@ -116,9 +116,12 @@ def test_restrict_cuts_tasks_and_time_and_honours_only_earlier_retractions():
     assert dict(cut.tasks.select("task", "region").iter_rows()) == {"t1": "implement", "t3": "general"}
     assert by_id(cut.ratings)["r5"]["region"] == "general"
     assert cut.newest_at == at(2)
-    later = restrict(inputs, pl.Series(["t1"]), before=at(7))
+    later = restrict(inputs, pl.Series(["t1"]), until=at(7))
     assert later.ratings["id"].to_list() == ["r1"] and later.retracted["id"].to_list() == ["r3"]
-    assert restrict(inputs, ["t1", "t2", "t3"], before=None).ratings.equals(inputs.ratings)
+    assert restrict(inputs, ["t1", "t2", "t3"], until=None).ratings.equals(inputs.ratings)
+    # An event at the limit ties with it and is kept (concurrent, not later): r4 at hour 4, t3 opened at hour 7
+    assert restrict(inputs, ["t2"], until=at(4)).ratings["id"].to_list() == ["r4"]
+    assert dict(restrict(inputs, ["t3"], until=at(7)).tasks.select("task", "region").iter_rows()) == {"t3": "review"}
 
 
 def test_task_values_aggregate_weights_costs_and_gates():
@@ -167,7 +170,7 @@ def test_prm_fills_in_only_where_no_other_rating_exists_and_restrict_rederives_i
     # only B (A has a real rating): success 0.40 + activity 0.15 + cost 0.05 = 0.60
     assert prm.select("config_key", "score", "rater_name").rows() == [(B, pytest.approx(0.6), "prm")]
     # before hour 4 A's real rating is not there yet: both get a PRM fill-in
-    early = restrict(inputs, ["t1"], before=at(2))
+    early = restrict(inputs, ["t1"], until=at(2))
     assert sorted(early.ratings.filter(pl.col("origin") == "prm")["config_key"]) == [A, B]
     assert load(*events, prm=False).ratings["id"].to_list() == ["r1"]
 

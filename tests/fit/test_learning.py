@@ -52,8 +52,6 @@ def fitted(tmp_path_factory):
         shipped=shipped,
         objective="quality_per_dollar",
         learned=cut.learned,
-        inner_learned=cut.inner_learned,
-        validation=cut.validation,
     )
     return model, out, learning_figures(out, cut)
 
@@ -80,10 +78,14 @@ def test_table_takes_the_signals_and_ladders(fitted):
         fitted_at=datetime(2026, 1, 11),
         signals=out.member_signals,
         ladders=out.ladders,
+        gate=out.gate,
     )
     star = table.regions["*"]
     assert star.ladder is not None and star.ladder.rungs == figures["ladders"]["regions"]["*"]["ladder"]
     assert all(m.relative_advantage is not None and m.win_rate is not None for m in star.members)
+    # no shipped static config: the gate tests every member against the most-rated one (a tie: key order)
+    reference = min(m.config for m in star.members)
+    assert all(set(m.gate or {}) == ({reference} - {m.config}) for m in star.members)
 
 
 def test_budget_option_needs_a_budget():

@@ -217,7 +217,7 @@ def test_recency_weighting_in_the_model():
 
 
 def test_fit_on_a_restricted_part_uses_that_part_only(worked):
-    learned = restrict(worked, ["t1", "t2"], before=None)
+    learned = restrict(worked, ["t1", "t2"], until=None)
     model = fit_model(learned, MEASURED, Shipped())
     assert set(model.members["region"]) == {GLOBAL, "implement"}
     # A measured over t1, t2 only: S = 1.9, W = 2.5 -> 0.76; q(A, implement) = (3 * 0.76 + 1.9) / 5.5 = 0.76
@@ -259,7 +259,7 @@ def test_load_shipped_defaults_constants_and_errors(tmp_path):
     assert shipped.static == Static(cheap_config=A, frontier_config=B, pinned={"reviewer": B})
     assert shipped.priors[0].segments == 1
     path.write_text('{"priors": [{"selector": "a", "quality": 1.5}]}')
-    with pytest.raises(FitError, match="priors.0.quality"):
+    with pytest.raises(FitError, match=r"priors\.0\.quality"):
         load_shipped(path)
     path.write_text("{not json")
     with pytest.raises(FitError, match="not valid JSON"):

@@ -196,6 +196,17 @@ def test_relative_advantage_recency_weight_half_life_14_days():
     assert got == pytest.approx({"A": 1 / 3, "B": -1 / 3})
 
 
+def test_relative_advantage_without_any_time_weighs_every_task_alike():
+    # No newest time given and no rating time known: no recency weighting (as recency_weight without a newest
+    # time), the advantages of the hand-worked three lanes; the None time once reached `.tzinfo` and crashed.
+    frame = tv([("t1", "g", "A", 0.95), ("t1", "g", "B", 0.70), ("t1", "g", "C", 0.55)]).with_columns(
+        at=pl.lit(None, pl.Datetime("us"))
+    )
+    out = relative_advantage(frame, None)
+    star = dict(out.filter(pl.col("region") == "*").select("config_key", "relative_advantage").rows())
+    assert star == pytest.approx({"A": 1.3132, "B": -0.2020, "C": -1.1112}, abs=1e-4)
+
+
 def test_relative_advantage_per_region_and_global():
     frame = tv([("t1", "x", "A", 1.0), ("t1", "x", "B", 0.0), ("t2", "y", "A", 0.0), ("t2", "y", "B", 1.0)])
     got = {(r, c): v for r, c, v, _ in relative_advantage(frame, T0).rows()}

@@ -135,17 +135,22 @@ def test_priors_ratings_constants(tiny_fit):
     )
     assert set(stats.constants.selected_on.values()) == {"pinned"}
     assert stats.constants.fitted.prior_weight == 1.0 and stats.constants.shipped.prior_weight == 3.0
-    assert stats.constants.published == "shipped" and stats.cost_known and stats.objective == "quality_per_dollar"
+    # Every searched constant is pinned: the published table uses the pinned values (the operator's choice)
+    assert stats.constants.published == "fitted" and stats.cost_known and stats.objective == "quality_per_dollar"
+    assert set(stats.constants.provenance.values()) == {"pinned"} and stats.constants.values.prior_weight == 1.0
 
 
 def test_published_table_is_refit_on_all_tasks_with_the_allowed_constants(tiny_fit):
     home, result = tiny_fit
     table = load(home / "fits" / "routing-table.json")
-    assert table == result.table and table.constants_source == "shipped" and table.constants.prior_weight == 3.0
-    # All tasks, the late rating included: x W 9, S 6.5 -> (1.5 + 6.5)/12 = 0.666667
-    # y W 8, S 1+1+1+1+1+1+0 + 0 (late) = 6, measured prior 6/8 -> (3 * 0.75 + 6)/11 = 0.75
+    assert table == result.table and table.constants_source == "fitted" and table.constants.prior_weight == 1.0
+    assert table.constants_provenance == dict.fromkeys(
+        ("exploration", "half_life_days", "prior_source", "prior_weight"), "pinned"
+    )
+    # All tasks, the late rating included, k = 1 (pinned): x W 9, S 6.5 -> (0.5 + 6.5)/10 = 0.7
+    # y W 8, S 1+1+1+1+1+1+0 + 0 (late) = 6, measured prior 6/8 -> (0.75 + 6)/9 = 0.75
     region = table.regions["r"]
-    assert [(m.config, m.quality) for m in region.members] == [(X, approx(2 / 3)), (Y, approx(0.75))]
+    assert [(m.config, m.quality) for m in region.members] == [(X, approx(0.7)), (Y, approx(0.75))]
     assert region.choice == X
     assert table.evaluation["recommendation"] == "insufficient-evidence"
     assert table.fitted_at == "2026-01-10T02:00:00Z" and table.source.version == 1
@@ -196,9 +201,16 @@ def test_search_records_what_it_chose_on_validation(fit_home):
     assert set(c.selected_on.values()) == {"validation"}
     kinds = {r.model_extra["kind"] for r in result.stats.grid}
     assert kinds == {"greedy_hit_rate", "replay", "expected_hit_rate"}
-    # 2 sources x 9 weights x 4 half-lives, 5 replays, 9 weights x 5 explorations for the heat map
+    # 2 sources x 9 weights x 4 half-lives, 4 replays (the grid from the floor 0.05: 0.05, 0.1, 0.2, 0.3),
+    # 9 weights x 4 explorations for the heat map
     assert [r.model_extra["kind"] for r in result.stats.grid].count("greedy_hit_rate") == 72
-    assert len(result.stats.grid) == 72 + 5 + 45
+    assert len(result.stats.grid) == 72 + 4 + 36
+    assert sorted(r.exploration for r in result.stats.grid if r.model_extra["kind"] == "replay") == [
+        0.05,
+        0.1,
+        0.2,
+        0.3,
+    ]
 
 
 def test_no_costs_degrade_to_quality(fit_home):
@@ -247,7 +259,7 @@ def test_cli_summary_and_json(tiny_fit):
     ]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
-    assert f"published routing table {result.table.version} (constants: shipped" in out.output
+    assert f"published routing table {result.table.version} (constants: fitted" in out.output
     assert "held-out hit rate: shipped 0.6667 [0.2077, 0.9385]" in out.output
     out = CliRunner().invoke(cli, [*args, "--json"])
     printed = json.loads(out.output)
@@ -266,8 +278,67 @@ def test_cli_summary_and_json(tiny_fit):
 
 def test_too_few_tasks(tmp_path):
     home = make_home(tmp_path / "one", tiny_events({1: {"x": 1.0}}, late=False))
-    with pytest.raises(Exception, match="too few to split"):
-        run_fit(home, PINNED)
+    result = CliRunner().invoke(cli, ["fit", "--home", str(home), "--quiet"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output == (
+        "error: 1 task(s): the learned part is empty (floor(1 x 0.7) = 0 tasks); "
+        "a held-out evaluation needs at least 2 tasks\n"
+    )
+
+
+def test_a_learned_part_without_ratings_is_named_with_its_numbers(tmp_path):
+    # Ten tasks, one a day; only the last three (the held-out ones) are rated.
+    events = tiny_events({d: ({"x": 1.0, "y": 0.0} if d > 7 else {}) for d in range(1, 11)}, late=False)
+    home = make_home(tmp_path / "late", events)
+    result = CliRunner().invoke(cli, ["fit", "--home", str(home), "--quiet"])
+    assert result.exit_code == 2
+    assert result.output == (
+        "error: the learned part (7 of 10 tasks, events at or before 2026-01-08T00:00:00Z) has no rating with "
+        "weight > 0 (the store has 6, all on held-out tasks or later): nothing to fit; append ratings of the "
+        "earlier tasks\n"
+    )
+
+
+def _one_batch(tasks: int, configs: int, regions: int, moment: str) -> str:
+    """NDJSON of ``tasks`` tasks in ``regions`` regions, each attempted and rated by ``configs`` configs, every
+    event at ``moment`` (one ``ratings append`` from stdin with one time, as a batch import gives)."""
+    lines = []
+    for i in range(tasks):
+        task = f"B{i:02d}"
+        lines.append({"type": "task.opened", "task": task, "region": f"r{i % regions}", "at": moment})
+        for j in range(configs):
+            cfg = config(f"m{j}")
+            lines.append(
+                {"type": "task.attempted", "task": task, "config": cfg, "status": "success",
+                 "cost_usd": 0.1 * (j + 1), "at": moment}
+            )  # fmt: skip
+            lines.append(
+                {"type": "task.rated", "task": task, "config": cfg, "rater": {"kind": "gate", "name": "pytest"},
+                 "score": float((i + j) % 2), "at": moment}
+            )  # fmt: skip
+    return "".join(json.dumps(line) + "\n" for line in lines)
+
+
+def test_events_that_tie_with_the_cutoff_are_fitted(tmp_path):
+    # 30 tasks, 2 configs, 3 regions, all at one time: the split orders ties by task id (21 learned, B00..B20)
+    # and every learned event ties with the cutoff (B21's time), so it is fitted (at or before the cutoff).
+    home = tmp_path / "batch"
+    runner = CliRunner()
+    moment = "2026-03-01T00:00:00Z"
+    appended = runner.invoke(cli, ["append", "--home", str(home)], input=_one_batch(30, 2, 3, moment))
+    assert appended.exit_code == 0, appended.output
+    result = runner.invoke(cli, ["fit", "--home", str(home), "--quiet", "--json"])
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.output)
+    assert stats["split"]["learned_tasks"] == 21 and stats["split"]["held_out_tasks"] == 9
+    assert stats["split"]["cutoff_at"] == moment and stats["split"]["validation_tasks"] == 7
+    table = load(home / "fits" / "routing-table.json")
+    assert sorted(table.regions) == ["*", "r0", "r1", "r2"]
+    # The learned fit saw every learned rating: 21 tasks x 2 configs, weight 1 each
+    learned = run_fit(home, FitOptions(no_compact=True)).evaluation.learned_members
+    assert learned.filter(pl.col("region") == "*")["weight"].sum() == 42
+    routed = runner.invoke(cli, ["route", "--home", str(home), "--region", "r0", "--json"])
+    assert routed.exit_code == 0 and json.loads(routed.output)["config"] in ("c/-/m0/-", "c/-/m1/-")
 
 
 def test_rounding_removes_non_finite_numbers():

@@ -16,7 +16,9 @@ COLUMNS = ("n_ratings", "weight", "quality", "cost_usd", "relative_advantage", "
 @pytest.mark.parametrize("region", ["implement", "review", "*"])
 def test_ratings_sql_reproduces_the_explained_rows(fitted_sim_home, region):
     home = str(fitted_sim_home)
-    explained = json.loads(CliRunner().invoke(cli, ["route", "--home", home, "--region", region, "--explain"]).output)
+    explained = json.loads(
+        CliRunner().invoke(cli, ["route", "--home", home, "--region", region, "--explain", "--json"]).output
+    )
     result = CliRunner().invoke(cli, ["sql", "--home", home, "--json", explained["sql"]])
     assert result.exit_code == 0, result.output
     recomputed = {row["config"]: row for row in json.loads(result.output)}
@@ -89,7 +91,7 @@ def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_s
         for region in ("docs", "clean-up", "*"):
             content = table.regions[region]
             names, rows = store.query(router.explain(region)["sql"])
-            recomputed = {row[0]: dict(zip(names, row)) for row in rows}
+            recomputed = {row[0]: dict(zip(names, row, strict=True)) for row in rows}
             for m in content.members:
                 for column in COLUMNS:
                     assert recomputed[m.config][column] == pytest.approx(getattr(m, column), abs=1e-8), (

@@ -1,4 +1,4 @@
-"""Router: the DESIGN 5 evidence gate as a decision table, pools, exploration, properties."""
+"""Router: the gate of v1 tables as a decision table, pools, exploration, properties (the v1.1 gate: test_gate)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ def test_evidence_gate(case, n_r, ra_r, n_g, ra_g, role, expected, words):
         },
         static={"default_config": A, "pinned": {"reviewer": B}},
         min_samples=3,
+        schema="routing-table/v1",
     )
     decision = Router(table).route("implement", role=role)
     assert decision.config == expected
@@ -150,35 +151,50 @@ def test_decision_logs_as_a_valid_route_decided_event():
 
 
 def test_explain_lists_rows_and_gate_checks():
+    # Static choice: the default B. A ranks above it (0.9 vs 0.5 at the same cost); its test against B in r has
+    # 2 shared tasks (< 3), in * 12 with a lower bound above 0: A, by the global test.
     table = build_table(
-        {"r": [member(A, 0.9, 0.5, n=2), member(B, 0.5, 0.5, n=9)], "*": [member(A, 0.9, 0.5)]}, static=STATIC
+        {
+            "r": [member(A, 0.9, 0.5, n=2, gate={B: (2, 0.4, 0.1)}), member(B, 0.5, 0.5, n=9)],
+            "*": [member(A, 0.9, 0.5, gate={B: (12, 0.4, 0.2)}), member(B, 0.5, 0.5)],
+        },
+        static={"default_config": B},
     )
     out = Router(table).explain("r")
     assert [row["config"] for row in out["rows"]] == [A, B]
     assert out["gate"]["region_test"] == {
         "region": "r",
         "learned": A,
-        "row_source": "r",
-        "n_ratings": 2,
-        "min_samples": 3,
-        "n_ok": False,
-        "relative_advantage": 0.5,
-        "advantage_ok": True,
-        "passes": False,
+        "against": B,
+        "tests": [
+            {
+                "config": A,
+                "row_source": "r",
+                "test": {"shared_tasks": 2, "difference": 0.4, "lower": 0.1, "passes": False},
+            }
+        ],
     }
-    assert out["gate"]["global_test"]["passes"] is True
+    assert out["gate"]["global_test"]["tests"][0]["test"]["passes"] is True
     assert out["config"] == A and "learned choice in *" in out["reason"]
 
 
 # ------------------------------------------------------------------ properties
 CONFIGS = [A, B, C, D, "x/-/y/-", "new/-/unknown/-"]
 member_st = st.builds(
-    lambda cfg, q, cost, n, ra: member(cfg, q, cost, n=n, ra=ra),
+    lambda cfg, q, cost, n, ra, gate: member(cfg, q, cost, n=n, ra=ra, gate=gate),
     st.sampled_from(CONFIGS[:5]),
     st.floats(0, 1),
     st.one_of(st.none(), st.floats(0.001, 10)),
     st.integers(0, 20),
     st.one_of(st.none(), st.floats(-2, 2)),
+    st.one_of(  # the gate's tests against some static choices: (shared tasks, difference, lower bound)
+        st.none(),
+        st.dictionaries(
+            st.sampled_from(CONFIGS),
+            st.tuples(st.integers(0, 50), st.floats(-5, 5), st.one_of(st.none(), st.floats(-5, 5))),
+            max_size=3,
+        ),
+    ),
 )
 
 

@@ -1,4 +1,4 @@
-"""routing-table/v1: load refuses unknown major schemas clearly; publish writes the schema beside the table."""
+"""routing-table/v1.1: load refuses unknown major schemas clearly, reads v1 tables; publish writes the schema."""
 
 from __future__ import annotations
 
@@ -44,6 +44,26 @@ def test_a_minor_schema_version_still_loads(tmp_path):
     data["schema"] = "routing-table/v1.1"
     path.write_text(json.dumps(data))
     assert load(path).regions["*"].members[0].config == A
+
+
+def test_a_v1_table_without_the_new_fields_still_loads_and_routes(tmp_path):
+    # A table as v1 published it: no gate tests per member, no quality floor among the constants.
+    path = tmp_path / "t.json"
+    data = build_table({"*": [member(A, 0.9, 0.1)]}, schema="routing-table/v1").to_json_dict()
+    del data["constants"]["min_quality"]
+    for m in data["regions"]["*"]["members"]:
+        del m["gate"]
+    path.write_text(json.dumps(data))
+    table = load(path)
+    assert table.schema_ == "routing-table/v1" and table.constants.min_quality is None
+    assert Router(table).route("*").config == A
+
+
+def test_the_published_schema_is_v1_1_and_documents_the_new_fields():
+    schema = table_json_schema()
+    assert schema["title"] == "routing-table/v1.1"
+    assert "gate" in schema["$defs"]["Member"]["properties"]
+    assert "min_quality" in schema["$defs"]["Constants"]["properties"]
 
 
 def test_load_names_the_invalid_field(tmp_path):

@@ -1,0 +1,154 @@
+"""The exploration verdict's evidence: the sequential replay on held-out tasks, fitted against shipped epsilon.
+
+One replay path cannot carry an interval: it is path-dependent (what it learns on a task changes later
+choices), which tasks it skips depends on epsilon, and for quality per dollar its value is a ratio of totals,
+so a per-task bootstrap of one path resamples quantities that are not independent. So (docs/design.md,
+Evaluation):
+
+- **Seeds.** Each epsilon is replayed with :data:`SEEDS` draw sequences; its value is the mean over them of the
+  realized objective (:mod:`pipeline.evaluate.replay`). Both epsilons use the same draws (common random
+  numbers), so the difference ``D = mean_s V(fitted, s) - V(shipped, s)`` is paired.
+- **Moving-block bootstrap** (Kuensch 1989). The held-out tasks in time order are cut into overlapping blocks
+  of ``L = round(n ** (1/3))`` consecutive tasks (the rate that balances bias and variance for a variance or
+  distribution estimate, Hall, Horowitz and Jing 1995); a resample is ``ceil(n / L)`` blocks drawn with
+  replacement, concatenated and cut to n tasks. On each of :data:`RESAMPLES` resamples every replay is rerun
+  from the same learned start, the ratio computed on that resample, and D recomputed; the 95% interval is the
+  bias-corrected percentile interval of those D (:func:`bias_corrected_interval`; resamples where a side
+  routes nothing are dropped and counted).
+  Blocks keep the short-range dependence of consecutive tasks (drift, bursts of one region); the replays are
+  rerun, not their per-task values resampled, so path dependence and skips are inside every resample.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from .intervals import Z95
+from .replay import ReplayResult, ReplayStart, Run, replay_runs
+
+#: Replay seeds averaged per epsilon.
+SEEDS = 8
+#: Moving-block bootstrap resamples.
+RESAMPLES = 200
+
+
+def block_length(n: int) -> int:
+    """``max(1, round(n ** (1/3)))`` consecutive tasks per block."""
+    return max(1, round(n ** (1 / 3)))
+
+
+def block_orders(n: int, *, resamples: int, seed: int | tuple[int, ...]) -> np.ndarray:
+    """``resamples`` x ``n`` task positions: blocks of :func:`block_length` consecutive positions, their starts
+    uniform over the ``n - L + 1`` possible ones, concatenated and cut to ``n``."""
+    length = block_length(n)
+    blocks = math.ceil(n / length)
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, n - length + 1, size=(resamples, blocks))
+    return (starts[:, :, None] + np.arange(length)).reshape(resamples, blocks * length)[:, :n]
+
+
+def bias_corrected_interval(stats: np.ndarray, estimate: float) -> tuple[float, float]:
+    """95% bias-corrected percentile interval (Efron 1987) of ``estimate`` from its bootstrap values ``stats``.
+
+    Rerunning a path-dependent replay on shuffled blocks shifts the bootstrap distribution away from the
+    estimate (a drift that a time-ordered path learns from is cut into pieces), so the plain percentile
+    interval would be off-centre. With ``p0`` the share of bootstrap values below the estimate (ties count
+    half) and ``z0 = Phi^-1(p0)``, the interval is the ``Phi(2 z0 - 1.96)`` and ``Phi(2 z0 + 1.96)`` quantiles;
+    ``z0 = 0`` (no shift) gives the percentile interval.
+    """
+    normal = NormalDist()
+    b = stats.size
+    p0 = float((np.sum(stats < estimate) + 0.5 * np.sum(stats == estimate)) / b)
+    z0 = normal.inv_cdf(min(max(p0, 1 / (b + 1)), b / (b + 1)))
+    q = np.quantile(stats, [normal.cdf(2 * z0 - Z95), normal.cdf(2 * z0 + Z95)])
+    return float(q[0]), float(q[1])
+
+
+def _mean(results: list[ReplayResult], field: str) -> float | None:
+    values = [getattr(r, field) for r in results if getattr(r, field) is not None]
+    return float(np.mean(values)) if values else None
+
+
+def _side(results: list[ReplayResult], exploration: float) -> dict[str, Any]:
+    return {
+        "exploration": exploration,
+        "realized_value": _mean(results, "realized_value"),
+        "tasks_routed": _mean(results, "tasks_routed"),
+        "tasks_skipped": _mean(results, "tasks_skipped"),
+        "explored": _mean(results, "explored"),
+    }
+
+
+def _difference(fitted: list[ReplayResult], shipped: list[ReplayResult]) -> float | None:
+    """Mean over the seeds where both sides routed something of ``V(fitted) - V(shipped)``."""
+    pairs = [
+        f.realized_value - s.realized_value
+        for f, s in zip(fitted, shipped, strict=True)
+        if f.realized_value is not None and s.realized_value is not None
+    ]
+    return float(np.mean(pairs)) if pairs else None
+
+
+def seeded_runs(exploration: float, seed: int, *, seeds: int, order: np.ndarray | None = None) -> list[Run]:
+    """The :data:`SEEDS` runs of one epsilon: seed ``(seed, i)`` for replicate i."""
+    return [Run(exploration, (seed, i), order) for i in range(seeds)]
+
+
+def replay_value(
+    start: ReplayStart, tasks: pl.DataFrame, outcomes: pl.DataFrame, explorations: list[float], *, seed: int,
+    seeds: int = SEEDS,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Per epsilon, its replay averaged over ``seeds`` seeds (:func:`_side`): what validation chooses by."""
+    runs = [r for eps in explorations for r in seeded_runs(eps, seed, seeds=seeds)]
+    results = replay_runs(start, tasks, outcomes, runs)
+    return [_side(results[i * seeds : (i + 1) * seeds], eps) for i, eps in enumerate(explorations)]
+
+
+def compare_explorations(
+    start: ReplayStart,
+    tasks: pl.DataFrame,
+    outcomes: pl.DataFrame,
+    *,
+    shipped: float,
+    fitted: float,
+    seed: int,
+    seeds: int = SEEDS,
+    resamples: int = RESAMPLES,
+) -> dict[str, Any]:
+    """Held-out replay of ``fitted`` against ``shipped`` epsilon from one learned start: both sides averaged over
+    ``seeds`` seeds, their difference and its moving-block bootstrap 95% interval."""
+    n = tasks.height
+    base = seeded_runs(fitted, seed, seeds=seeds) + seeded_runs(shipped, seed, seeds=seeds)
+    results = replay_runs(start, tasks, outcomes, base)
+    fit_runs, ship_runs = results[:seeds], results[seeds:]
+    diff = _difference(fit_runs, ship_runs)
+    method = {"seeds": seeds, "resamples": resamples, "block_length": block_length(n) if n else None, "tasks": n}
+    ci = None
+    dropped = resamples
+    if n and diff is not None and resamples:
+        orders = block_orders(n, resamples=resamples, seed=(seed, 1_000_003))
+        runs = [
+            r for order in orders for eps in (fitted, shipped) for r in seeded_runs(eps, seed, seeds=seeds, order=order)
+        ]
+        boot = replay_runs(start, tasks, outcomes, runs)
+        stats = []
+        for b in range(resamples):
+            chunk = boot[b * 2 * seeds : (b + 1) * 2 * seeds]
+            d = _difference(chunk[:seeds], chunk[seeds:])
+            if d is not None and math.isfinite(d):
+                stats.append(d)
+        dropped = resamples - len(stats)
+        if stats:
+            ci = bias_corrected_interval(np.array(stats), diff)
+    method["dropped_resamples"] = dropped
+    return {
+        "shipped": _side(ship_runs, shipped),
+        "fitted": _side(fit_runs, fitted),
+        "difference": {"value": diff, "ci95": ci},
+        "method": method,
+    }

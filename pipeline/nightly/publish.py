@@ -1,0 +1,132 @@
+"""Publishing one fit so that a crash at any point leaves a set of outputs a reader can trust.
+
+A fit publishes three things that must agree: ``fits/history/<version>.json`` (the table, kept for ``ratings
+pin`` and ``ratings compare --previous``), the case study's ``stats.json`` (which names the table version it
+describes, ``table_version``) and ``fits/routing-table.json`` (with its JSON Schema beside it). Each is written
+atomically (temp file, fsync, rename, fsync of the directory) through :meth:`pipeline.home.Home.write`, in this
+order: history, stats, schema, table. The table is the commit point (docs/design.md, Storage):
+
+- a crash before the stats' rename leaves the previous table and stats, which agree (a new history file is
+  harmless: history is append-only);
+- a crash after it and before the table's rename leaves stats and history one fit ahead of the table:
+  :func:`consistency` says that the table is stale and how to finish (``ratings pin --latest`` publishes the
+  history copy, which is the table the stats describe, or the next ``fit-routing``);
+- after the table's rename the new set is complete.
+
+:func:`consistency` is what ``ratings doctor`` runs on a home.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import PipelineError
+from ..home import Home
+from ..routing.table import RoutingTable, canonical_json, table_json_schema
+from .options import DEFAULT_CASE_STUDY
+from .stats import Stats
+
+TABLE_FILE = "routing-table.json"
+SCHEMA_FILE = "routing-table.schema.json"
+
+
+def history_path(home: Home, version: str) -> Path:
+    return home.fits / "history" / f"{version}.json"
+
+
+def publish_fit(home: Home, table: RoutingTable, stats: Stats, stats_path: Path, *, live: bool) -> None:
+    """Write history, stats, schema and (when ``live``, i.e. no pin holds the table) the table, in that order.
+
+    ``table`` carries its version and ``stats.table_version`` names it.
+    """
+    if stats.table_version != table.version:
+        raise ValueError(f"stats describe table {stats.table_version}, not {table.version}")
+    body = canonical_json(table.to_json_dict())
+    home.write(history_path(home, table.version), body)
+    home.write(stats_path, canonical_json(stats.to_json_dict()))
+    home.write(home.fits / SCHEMA_FILE, canonical_json(table_json_schema()))
+    if live:
+        home.write(home.fits / TABLE_FILE, body)
+
+
+class Consistency(BaseModel):
+    """Whether the published table, its history copy and the stats describe one fit; ``stale`` names the one
+    that is behind (None when they agree)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    stale: Literal["table", "stats", "history"] | None
+    detail: str
+
+
+def consistency(home: Home, table: RoutingTable, *, pinned: str | None) -> Consistency:
+    """Check that ``table`` (the live one) is in ``fits/history/`` and that the stats its evaluation names
+    describe it (or, when the table is ``pinned``, describe a fit in the history)."""
+    if not history_path(home, table.version).exists():
+        return Consistency(
+            ok=False,
+            stale="history",
+            detail=f"fits/history/ has no copy of the live table {table.version}; run `fit-routing` again",
+        )
+    stats_path = stats_path_of(home, table)
+    try:
+        data = json.loads(stats_path.read_text(encoding="utf-8"))
+        described = data.get("table_version") if isinstance(data, dict) else None
+    except FileNotFoundError:
+        return Consistency(ok=False, stale="stats", detail=f"{_rel(home, stats_path)} is missing; run `fit-routing`")
+    except ValueError as exc:
+        return Consistency(ok=False, stale="stats", detail=f"{_rel(home, stats_path)} is not JSON: {exc}")
+    where = _rel(home, stats_path)
+    if described == table.version:
+        return Consistency(ok=True, stale=None, detail=f"table, {where} and fits/history/ describe fit {table.version}")
+    if not isinstance(described, str):
+        return Consistency(
+            ok=False,
+            stale="stats",
+            detail=f"{where} names no table version (written by an older fit); run `fit-routing`",
+        )
+    if not history_path(home, described).exists():
+        return Consistency(
+            ok=False,
+            stale="stats",
+            detail=f"{where} describes fit {described}, which is not in fits/history/; the table is "
+            f"{table.version}; run `fit-routing`",
+        )
+    if pinned == table.version:
+        return Consistency(
+            ok=True,
+            stale=None,
+            detail=f"the table is pinned to {table.version}; {where} describes the newest fit {described} "
+            "(in fits/history/)",
+        )
+    return Consistency(
+        ok=False,
+        stale="table",
+        detail=f"the table is stale: {where} and fits/history/ describe fit {described}, but "
+        f"fits/routing-table.json is {table.version} (a fit stopped while publishing); `ratings pin --latest` "
+        "publishes it, or run `fit-routing`",
+    )
+
+
+def stats_path_of(home: Home, table: RoutingTable | None) -> Path:
+    """The stats file the table's evaluation names (``stats``, relative to the home, or ``case_study``), else
+    the default case study's."""
+    evaluation = table.evaluation if table is not None else {}
+    named = evaluation.get("stats")
+    if isinstance(named, str):
+        path = Path(named)
+        return path if path.is_absolute() else home.root / path
+    name = evaluation.get("case_study") or evaluation.get("name")
+    try:
+        return home.case_study(name if isinstance(name, str) else DEFAULT_CASE_STUDY) / "stats.json"
+    except PipelineError:  # a name that is not one directory: the default
+        return home.case_study(DEFAULT_CASE_STUDY) / "stats.json"
+
+
+def _rel(home: Home, path: Path) -> str:
+    return path.relative_to(home.root).as_posix() if path.is_relative_to(home.root) else str(path)
