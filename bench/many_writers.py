@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> None:
         homes = [root / f"host-{k}" for k in range(args.writers)]
         events = deal(root / "source", homes)
         print(
-            f"simulated {tasks:,} tasks, dealt {events:,} events to {args.writers} homes in {time.perf_counter() - t0:.1f}s"
+            f"simulated {tasks:,} tasks, dealt {events:,} events to {args.writers} homes "
+            f"in {time.perf_counter() - t0:.1f}s"
         )
         port = _free_port()
         server = subprocess.Popen(
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
                 AWS_REGION="us-east-1",
                 AWS_METADATA_ENDPOINT=f"http://127.0.0.1:{_free_port()}",
             )
-            import boto3
+            import boto3  # type: ignore[import-untyped]  # moto's dependency (the test extra); no stubs
 
             s3 = boto3.client(
                 "s3",
@@ -152,7 +153,8 @@ def main(argv: list[str] | None = None) -> None:
             wall = time.perf_counter() - start
             per = ", ".join(f"{e - s:.1f}s" for (_, s), e in zip(children, ends, strict=True))
             print(
-                f"{args.writers} writers compacting at once : {events / wall:12,.0f} events/s ingested ({wall:.1f}s wall; {stored:,} stored; each {per})"
+                f"{args.writers} writers compacting at once : {events / wall:12,.0f} events/s ingested "
+                f"({wall:.1f}s wall; {stored:,} stored; each {per})"
             )
             fit = [*ratings_cli, "fit", "--no-compact", "--no-render", "--quiet", "--case-study", "bench"]
             on_bucket = _time([*fit, "--home", str(homes[0]), "--store", store], env)
