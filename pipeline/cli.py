@@ -916,7 +916,9 @@ def verify(home, as_json):
             click.echo(f"note: {count} id(s) stored twice by concurrent commits (readers keep one row): {shown}")
         if result.unreferenced_files:
             click.echo(
-                f"note: {result.unreferenced_files} file(s) no version references (`ratings vacuum` removes them)"
+                f"note: {result.unreferenced_files} file(s) under the table that this version does not list "
+                "(replaced by optimize, or of runs that never committed); `ratings vacuum` removes them past "
+                "the retention"
             )
         if result.ok:
             state = f"version {result.version}" if result.version is not None else "no table yet"

@@ -44,7 +44,7 @@ class VerifyResult(BaseModel):
     files: int  # live files checked
     problems: list[str]
     duplicate_ids: list[str]  # ids stored more than once (readers keep one row each)
-    unreferenced_files: int  # files under the table no version references (`ratings vacuum` removes them)
+    unreferenced_files: int  # files under the table this version does not list (replaced, or of runs never committed)
 
     def summary(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
