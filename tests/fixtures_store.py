@@ -94,6 +94,10 @@ def s3_server():
         stderr=subprocess.DEVNULL,
     )
     endpoint = f"http://127.0.0.1:{port}"
+    import socket
+
+    metadata = socket.socket()  # bound, never listening: a refused connection no other server can take over
+    metadata.bind(("127.0.0.1", 0))
     try:
         for _ in range(200):
             try:
@@ -109,9 +113,10 @@ def s3_server():
             "AWS_REGION": "us-east-1",
             # where the SDK looks for instance credentials when none are set: a closed loopback port, never the
             # link-local metadata address of a cloud machine
-            "AWS_METADATA_ENDPOINT": f"http://127.0.0.1:{_free_port()}",
+            "AWS_METADATA_ENDPOINT": f"http://127.0.0.1:{metadata.getsockname()[1]}",
         }
     finally:
+        metadata.close()
         server.kill()
         server.wait()
 

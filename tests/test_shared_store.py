@@ -12,6 +12,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -141,9 +142,9 @@ def test_a_fit_on_the_bucket_equals_a_fit_on_a_local_copy(tmp_path, bucket):
 
 
 @pytest.mark.parametrize("case", ["wrong endpoint", "missing credentials", "missing bucket", "unknown scheme"])
-def test_a_store_that_cannot_be_reached_is_one_line_and_nothing_is_written(home, bucket, s3_server, monkeypatch, case):
-    from tests.fixtures_store import _free_port
-
+def test_a_store_that_cannot_be_reached_is_one_line_and_nothing_is_written(
+    home, bucket, s3_server, monkeypatch, request, case
+):
     append(home, [rating(1)])
     store = f"{bucket}/store"
     expected = {
@@ -152,8 +153,11 @@ def test_a_store_that_cannot_be_reached_is_one_line_and_nothing_is_written(home,
         "missing bucket": "the bucket does not exist",
         "unknown scheme": "unknown scheme 'hdfs'",
     }[case]
-    if case == "wrong endpoint":
-        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")
+    if case == "wrong endpoint":  # a port held bound but not listening: refused, and no other server can take it
+        held = socket.socket()
+        held.bind(("127.0.0.1", 0))
+        request.addfinalizer(held.close)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{held.getsockname()[1]}")
     elif case == "missing credentials":
         monkeypatch.delenv("AWS_ACCESS_KEY_ID")
         monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
