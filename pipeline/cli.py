@@ -9,6 +9,7 @@ matplotlib) are imported inside the commands that need them, never here.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -141,6 +142,9 @@ def handle_errors(fn: Callable) -> Callable:
         except PipelineError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except BrokenPipeError:  # the reader went away (`ratings sql ... | head`): nothing to say to it
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            sys.exit(1)
         except OSError as exc:  # an unwritable home, a full disk: the environment failed, not the input
             click.echo(f"error: {os_error_line(exc)}", err=True)
             sys.exit(1)
@@ -857,27 +861,36 @@ def compact(home, merge_threshold, rebuild, as_json, quiet):
 @cli.command()
 @home_option
 @store_options(as_of=True)
+@click.option("--schema", "schema", is_flag=True, help="List the views and their columns instead of running a query.")
 @json_option
-@click.argument("query")
+@click.argument("query", required=False)
 @handle_errors
-def sql(home, as_json, query):
+def sql(home: str | None, schema: bool, as_json: bool, query: str | None) -> None:
     """Run a read-only SQL query on the store's views, at one table version.
 
     Views: tasks, attempts, ratings, rejections, retractions, decisions,
-    closures, other (one row per event id). The query can read the table's
-    live files and nothing else, and cannot write files. Note: quote the
-    column "at" (a DuckDB keyword).
+    closures, other (one row per event id; --schema lists their columns).
+    The query can read the table's live files and nothing else, and cannot
+    write files. Note: quote the column "at" (a DuckDB keyword).
 
     \b
     Example:
-      ratings sql "SELECT config_key, avg(score) AS q, count(*) AS n FROM ratings GROUP BY 1 ORDER BY q DESC"
-      ratings sql --json "SELECT task, \"at\" FROM tasks LIMIT 5"
-      ratings sql --as-of 3 "SELECT count(*) FROM ratings"
-      ratings sql --as-of 2026-01-31T00:00:00Z "SELECT count(*) FROM ratings"
+      ratings sql 'SELECT config_key, avg(score) AS q, count(*) AS n FROM ratings GROUP BY 1 ORDER BY q DESC'
+      ratings sql --json 'SELECT task, "at" FROM tasks LIMIT 5'
+      ratings sql --as-of 1 'SELECT count(*) FROM ratings'
+      ratings sql --as-of 2026-01-31T00:00:00Z 'SELECT count(*) FROM ratings'
+      ratings sql --schema
     """
-    from .store import run_sql
+    if schema == (query is not None):
+        raise click.UsageError("give either a QUERY or --schema")
+    if schema:
+        from .families import schema_rows
 
-    rows = run_sql(home, query)
+        rows = schema_rows()
+    else:
+        from .store import run_sql
+
+        rows = run_sql(home, query or "")
     if as_json:
         emit_json(rows)
     else:

@@ -165,3 +165,45 @@ def test_an_unwritable_home_is_one_line(store_home, command):
         _one_line([command[0], "--home", str(store_home), *command[1:]], 2, "read-only file system")
     finally:
         subprocess.run(["umount", "-l", str(store_home)], check=False)  # -l: a reader may still hold a file
+
+
+def test_an_unquoted_reserved_column_gets_a_hint_to_quote_it(store_home):
+    line = _one_line(["sql", "--home", str(store_home), "SELECT at FROM tasks"], 2)
+    assert line == (
+        'error: query failed: Parser Error: syntax error at or near "FROM"; hint: at is a reserved word in DuckDB, '
+        'so the column must be quoted: "at"'
+    )
+    # other parse errors get no such hint, and a quoted "at" needs none
+    assert "hint" not in _one_line(["sql", "--home", str(store_home), "SELECT count(*) FRM tasks"], 2)
+    assert _run(["sql", "--home", str(store_home), "--json", 'SELECT "at" FROM tasks'])[0] == 0
+
+
+def test_every_example_in_sql_help_runs_as_printed(store_home):
+    """The examples of ``ratings sql --help`` are copied into a shell as they are: each must run."""
+    import shlex
+
+    help_text = _run(["sql", "--help"])[1]
+    examples = [line.strip() for line in help_text.split("Example:")[1].split("Options:")[0].splitlines()]
+    examples = [line for line in examples if line.startswith("ratings sql")]
+    assert len(examples) >= 4
+    for line in examples:
+        args = shlex.split(line)[1:]
+        args[1:1] = ["--home", str(store_home)]
+        if "--as-of" in args:  # a time before the first commit has no table yet; the example's version exists
+            args[args.index("--as-of") + 1] = "0"
+        code, output = _run(args)
+        assert code == 0, (line, output)
+
+
+def test_sql_schema_lists_every_view_and_column_without_a_store(tmp_path):
+    from pipeline.families import COLUMNS, VIEWS
+
+    code, output = _run(["sql", "--home", str(tmp_path), "--schema", "--json"])
+    assert code == 0
+    rows = json.loads(output)
+    assert rows[0] == {"view": "tasks", "column": "id", "type": "VARCHAR"}
+    assert [r["view"] for r in rows] == [v for v in VIEWS for _ in COLUMNS[v]]
+    assert {"view": "ratings", "column": "config_key", "type": "VARCHAR"} in rows
+    code, output = _run(["sql", "--schema"])
+    assert output.splitlines()[0].split() == ["view", "column", "type"]
+    assert _run(["sql"])[0] == 2 and _run(["sql", "--schema", "SELECT 1"])[0] == 2

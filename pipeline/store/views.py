@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 import duckdb
 
 from ..errors import PipelineError, StoreCorrupt
-from ..families import COLUMNS, VIEWS, empty_select
+from ..families import COLUMNS, RESERVED_COLUMNS, VIEWS, empty_select
 from ..home import Home
 from . import location as loc
 from .table import RECOVER, fail, open_table
@@ -277,5 +278,15 @@ def run_sql(
         except (duckdb.IOException, duckdb.InvalidInputException):
             raise
         except duckdb.Error as exc:
-            raise PipelineError(f"query failed: {_one_line(exc)}") from None
+            raise PipelineError(f"query failed: {_one_line(exc)}{_hint(exc, sql)}") from None
     return [{name: plain(value) for name, value in zip(names, row, strict=True)} for row in rows]
+
+
+def _hint(exc: BaseException, sql: str) -> str:
+    """A hint when a query that DuckDB cannot parse names a column DuckDB reserves (``at``) unquoted: quote it."""
+    if not isinstance(exc, duckdb.ParserException):
+        return ""
+    for name in sorted(RESERVED_COLUMNS):
+        if re.search(rf'(?<!["\w]){name}(?![\w"])', sql, flags=re.IGNORECASE):
+            return f'; hint: {name} is a reserved word in DuckDB, so the column must be quoted: "{name}"'
+    return ""
