@@ -30,6 +30,7 @@ from ..fit.finite import ids_text, non_finite_paths
 from ..fit.inputs import FitInputs, load_inputs, task_values
 from ..fit.learning import LadderOptions, learning_stage
 from ..fit.model import fit_model, load_shipped
+from ..fit.shipped import defaults_note, placeholder_note
 from ..fit.table_build import build_table
 from ..home import Home
 from ..pin import pinned_version
@@ -55,7 +56,7 @@ class FitResult:
         s, t = self.stats, self.table
         r, cal = s.routing, s.calibration
         lines = [
-            f"published routing table {t.version} (constants: {t.constants_source}; table version {t.source.version}, "
+            f"published routing table {t.version} (constants: {_source_word(s)}; table version {t.source.version}, "
             f"fitted_at {t.fitted_at})",
             f"objective: {s.objective}" + ("" if s.cost_known else " (no costs in the store: ranked by quality alone)"),
             f"split: {s.split.learned_tasks} learned / {s.split.held_out_tasks} held-out tasks (cutoff "
@@ -178,6 +179,10 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         overrides["min_quality"] = options.min_quality
     shipped_constants = shipped.to_constants(**overrides)
     notes = list(inputs.notes)
+    if not shipped.found:
+        notes.append(defaults_note(shipped_constants))
+    placeholders = placeholder_note(shipped, options.shipped or "fits/shipped.json")
+    notes += [placeholders] if placeholders else []
     if objective == "utility" and shipped_constants.lambda_ is None:
         scale, problem = lambda_scale(task_values(parts(inputs, options.split).learned))
         notes += [problem] if problem else []
@@ -253,6 +258,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         },
         cutoff=cutoff_text(ev.split["cutoff_at"]),
         notes=notes,
+        shipped_found=shipped.found,
         table_version=table.version,
     )
     if pinned is not None:  # `ratings pin` holds the live table: keep it, record this fit in the history only
@@ -336,6 +342,7 @@ def _stats(
     sections: dict[str, Any] | None = None,
     notes: list[str] | None = None,
     table_version: str | None = None,
+    shipped_found: bool = True,
 ) -> Stats:
     """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``;
     ``notes``: what the fit left out or could not compute (first in the stats' notes)."""
@@ -367,6 +374,7 @@ def _stats(
             "published": published_source,
             "provenance": ev.provenance,
             "values": _constant_set(ev.published, ev.objective),
+            "shipped_from": "file" if shipped_found else "code defaults",
         },
         "routing": ev.routing,
         "replay": ev.replay,
@@ -401,6 +409,12 @@ def rounded(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [rounded(v) for v in value]
     return value
+
+
+def _source_word(stats: Stats) -> str:
+    """``fitted``, ``mixed``, ``shipped``, or ``code defaults`` when there was no shipped.json to ship."""
+    c = stats.constants
+    return "code defaults" if c.published == "shipped" and c.shipped_from == "code defaults" else c.published
 
 
 def _fmt(x: float | None) -> str:

@@ -71,6 +71,8 @@ class Constants(BaseModel):
     published: Literal["fitted", "shipped", "mixed"]
     provenance: dict[str, Literal["fitted", "shipped", "pinned"]] = Field(default_factory=dict)
     values: ConstantSet | None = None  # the published constants
+    #: where the "shipped" constants came from: a shipped.json, or the code defaults when there is none
+    shipped_from: Literal["file", "code defaults"] = "file"
 
 
 class HitRate(BaseModel):
