@@ -39,7 +39,7 @@ from .replay import ReplayStart
 PRIOR_SOURCES = ("shipped", "measured")
 PRIOR_WEIGHTS = (0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
 EXPLORATIONS = (0.0, 0.05, 0.1, 0.2, 0.3)  # the grid; it starts at the floor (min_exploration, default 0.05)
-#: With exploration 0 the loop stops trying non-greedy members and later verdicts starve (docs/design.md, The fit).
+#: With exploration 0 the loop stops trying non-greedy members and later verdicts starve (docs/design.md, Evaluation).
 MIN_EXPLORATION = 0.05
 HALF_LIVES: tuple[float | None, ...] = (None, 90.0, 30.0, 14.0)  # None: infinity, no recency weighting
 LAMBDA_STEPS = 13  # geometric from 0.01 to 100 times (mean learned cost / mean learned quality)

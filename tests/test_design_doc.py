@@ -1,0 +1,181 @@
+"""The project documents itself: every pointer into ``docs/design.md`` names a section that exists.
+
+Code, tests, benchmarks and the README point at the design document as ``docs/design.md, <Name>`` (the name of a
+heading, compared case-insensitively) or ``docs/design.md#<anchor>`` (a heading's GitHub anchor). A name runs from
+the comma to the first ``)``, ``]``, ``:``, ``;``, ``,``, ``.``, quote or backtick, or to the end of its line; it
+may start on the next line (a wrapped comment or docstring). A pointer to a missing section fails, naming the file
+and the line. The project never cites the brief it was built from; the code points at its own document instead.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "design.md"
+#: Where pointers into the design document live.
+SCANNED = ("pipeline", "bench", "tests", "README.md")
+#: The top-level sections other code points at; their names are part of the document's contract.
+SECTIONS = (
+    "The loop",
+    "Layout",
+    "Events",
+    "Streams",
+    "Storage",
+    "Fit",
+    "Evidence gate",
+    "Escalation",
+    "Ladders",
+    "Signals",
+    "Evaluation",
+    "Verdicts",
+    "Routing",
+    "Routing table",
+    "Case studies",
+    "Commands",
+)
+
+#: ``docs/design.md, <Name>``: the name may begin on the next line, after a comment's ``#``.
+NAMED = re.compile(r"docs/design\.md,[ \t]*(?:\n[ \t]*(?:#[ \t]*)?)?([A-Za-z][^\n)\]:;,.\"'`]*)")
+#: ``docs/design.md#<anchor>``.
+ANCHORED = re.compile(r"docs/design\.md#([A-Za-z0-9_-]+)")
+#: A citation of the brief by section number, or of its file. Written so that this file does not match itself.
+BRIEF = re.compile(r"DESIGN(?:\.md)?[ \t]*,?[ \t]*(?:section[ \t]*|§[ \t]*)?[0-9]|shared/DESIG[N]")
+
+
+def headings(text: str) -> list[tuple[int, str]]:
+    """(level, name) of every Markdown heading outside fenced code blocks, in order."""
+    out = []
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (match := re.match(r"(#{1,6})[ \t]+(.+?)[ \t#]*$", line)):
+            out.append((len(match.group(1)), match.group(2).strip()))
+    return out
+
+
+def anchor(name: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", name.lower()).replace(" ", "-")
+
+
+def anchors(names: list[str]) -> set[str]:
+    """Every anchor of the headings, with GitHub's ``-1``, ``-2`` suffixes for repeated ones."""
+    seen: dict[str, int] = {}
+    out = set()
+    for name in names:
+        base = anchor(name)
+        count = seen.get(base, 0)
+        out.add(base if count == 0 else f"{base}-{count}")
+        seen[base] = count + 1
+    return out
+
+
+def references(text: str) -> list[tuple[int, str, str]]:
+    """(line, kind, target) of every pointer into the design document: kind ``name`` or ``anchor``."""
+    found = [(m.start(), "name", m.group(1).strip()) for m in NAMED.finditer(text)]
+    found += [(m.start(), "anchor", m.group(1)) for m in ANCHORED.finditer(text)]
+    return sorted((text.count("\n", 0, start) + 1, kind, target) for start, kind, target in found)
+
+
+def scanned_files() -> list[Path]:
+    """The text files under :data:`SCANNED` (caches and binary files left out)."""
+    files = []
+    for entry in SCANNED:
+        path = ROOT / entry
+        candidates = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for file in candidates:
+            if any(part in ("__pycache__", ".hypothesis", ".pytest_cache") for part in file.parts):
+                continue
+            data = file.read_bytes()
+            if b"\0" not in data[:8192]:
+                files.append(file)
+    return files
+
+
+def text_of(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def broken_references(files: list[Path], names: list[str], *, root: Path = ROOT) -> list[str]:
+    """``file:line: docs/design.md, <target>: ...`` for every pointer whose section does not exist (files named
+    relative to ``root``)."""
+    known_names = {n.casefold() for n in names}
+    known_anchors = anchors(names)
+    broken = []
+    for path in files:
+        for line, kind, target in references(text_of(path)):
+            ok = target.casefold() in known_names if kind == "name" else target in known_anchors
+            if not ok:
+                shown = f"docs/design.md, {target}" if kind == "name" else f"docs/design.md#{target}"
+                broken.append(f"{path.relative_to(root)}:{line}: {shown}: no such heading in docs/design.md")
+    return broken
+
+
+def test_the_document_has_the_sections_other_code_points_at() -> None:
+    top = [name for level, name in headings(text_of(DOC)) if level == 2]
+    assert top == list(SECTIONS)
+
+
+def test_every_reference_names_a_heading_of_the_document() -> None:
+    names = [name for _, name in headings(text_of(DOC))]
+    files = scanned_files()
+    assert sum(len(references(text_of(p))) for p in files) > 10  # the scan finds the pointers the code has
+    broken = broken_references(files, names)
+    assert not broken, "\n".join(broken)
+
+
+def test_a_reference_to_a_missing_section_is_named_with_its_file_and_line(tmp_path: Path) -> None:
+    names = [name for _, name in headings(text_of(DOC))]
+    ref = "docs/design.md"  # pieced together, so that this file holds no pointer of its own to a missing section
+    source = tmp_path / "module.py"
+    source.write_text(
+        f'"""Quality per member ({ref}, Fit).\n\n'
+        f"Wrapped ({ref},\n    Evidence gate), a section that moved ({ref}, The fit), an anchor\n"
+        f"({ref}#storage) and a bad one ({ref}#nowhere).\n"
+        '"""\n'
+        f"# the gate's lower bound ({ref},\n# Verdicts: how much data is enough)\n",
+        encoding="utf-8",
+    )
+    found = references(source.read_text(encoding="utf-8"))
+    assert [(line, target) for line, _, target in found] == [
+        (1, "Fit"),
+        (3, "Evidence gate"),
+        (4, "The fit"),
+        (5, "nowhere"),
+        (5, "storage"),
+        (7, "Verdicts"),
+    ]
+    assert broken_references([source], names, root=tmp_path) == [
+        f"module.py:4: {ref}, The fit: no such heading in docs/design.md",
+        f"module.py:5: {ref}#nowhere: no such heading in docs/design.md",
+    ]
+
+
+def test_names_are_matched_case_insensitively_and_anchors_like_github() -> None:
+    names = [name for _, name in headings(text_of(DOC))]
+    assert {"routing table", "the loop"} <= {n.casefold() for n in names}
+    assert {"routing-table", "the-loop", "evidence-gate", "case-studies"} <= anchors(names)
+    assert anchors(["Storage", "Storage", "A, b: c"]) == {"storage", "storage-1", "a-b-c"}
+
+
+def test_the_document_never_cites_the_brief() -> None:
+    text = text_of(DOC)
+    assert not BRIEF.search(text)
+    assert "shared/" not in text
+
+
+@pytest.mark.xfail(
+    strict=True, reason="references to the brief are rewritten by the coordinator at the end of the round"
+)
+def test_no_file_cites_the_brief() -> None:
+    cites = [
+        f"{path.relative_to(ROOT)}:{text_of(path).count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+        for path in scanned_files()
+        for m in BRIEF.finditer(text_of(path))
+    ]
+    assert not cites, "\n".join(cites)
