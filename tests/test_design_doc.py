@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.routing.table import RoutingTable
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "design.md"
 #: Where pointers into the design document live.
@@ -167,6 +169,78 @@ def test_the_document_never_cites_the_brief() -> None:
     text = text_of(DOC)
     assert not BRIEF.search(text)
     assert "shared/" not in text
+
+
+def sql_blocks(section: str) -> list[str]:
+    """The ```sql blocks of the document's (sub)section named ``section`` (up to the next heading of any level)."""
+    text = text_of(DOC)
+    start = re.search(rf"^#+ {re.escape(section)}$", text, flags=re.MULTILINE)
+    assert start is not None, section
+    end = re.search(r"^#", text[start.end() :], flags=re.MULTILINE)
+    body = text[start.end() : start.end() + end.start()] if end else text[start.end() :]
+    return re.findall(r"^```sql\n(.*?)^```", body, flags=re.MULTILINE | re.DOTALL)
+
+
+@pytest.fixture(scope="module")
+def recomputable(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RoutingTable]:
+    """A simulated backlog (rejections and a retraction included) fitted as the document's SQL assumes: no PRM
+    fill-ins, no recency weighting."""
+    from pipeline.nightly.job import run_fit
+    from pipeline.nightly.options import FitOptions
+    from pipeline.simulate import preset, simulate
+
+    home = tmp_path_factory.mktemp("design") / "home"
+    simulate(home, preset("backlog", tasks=300), seed=4)
+    options = FitOptions(prior_source="shipped", prior_weight=3, exploration=0.3, half_life_days="inf", prm=False)
+    table = run_fit(home, options).table
+    assert table.source.events["rejections"] and table.source.events["retractions"]  # both rules are exercised
+    return home, table
+
+
+def test_the_documented_sql_recomputes_every_member_of_the_table(recomputable: tuple[Path, RoutingTable]) -> None:
+    """Fit, Recomputing from the store: n, W, S and the cost of every member of every region, from the store."""
+    from pipeline.store import run_sql
+
+    home, table = recomputable
+    (query,) = sql_blocks("Recomputing from the store")
+    assert "SELECT '*' AS r" in query
+    k, floor = table.constants.prior_weight, table.constants.cost_floor_usd
+    for region, content in table.regions.items():
+        rows = {r["config_key"]: r for r in run_sql(home, query.replace("SELECT '*' AS r", f"SELECT '{region}' AS r"))}
+        assert sorted(rows) == sorted(m.config for m in content.members), region
+        for m in content.members:
+            row = rows[m.config]
+            assert row["n"] == m.n_ratings, (region, m.config)
+            assert row["W"] == pytest.approx(m.weight, abs=1e-8)
+            assert m.prior is not None and m.cost_usd is not None
+            assert (k * m.prior + row["S"]) / (k + row["W"]) == pytest.approx(m.quality, abs=1e-8)
+            assert max(floor, row["cost_before_floor"]) == pytest.approx(m.cost_usd, abs=1e-8)
+
+
+def test_the_documented_aggregation_for_other_engines_counts_as_the_fit(
+    recomputable: tuple[Path, RoutingTable],
+) -> None:
+    """Storage, Many writers and object stores: the per-task aggregation over the raw table, summed per config,
+    gives the global pool's n and W."""
+    import duckdb
+    from deltalake import DeltaTable
+
+    home, table = recomputable
+    (query,) = sql_blocks("Many writers and object stores")
+    files = ", ".join(f"'{f}'" for f in DeltaTable(str(home / "store" / "events")).file_uris())
+    con = duckdb.connect()
+    con.execute(
+        f"CREATE VIEW events AS SELECT * FROM read_parquet([{files}], hive_partitioning = true, union_by_name = true)"
+    )
+    per_task = con.execute(
+        f"SELECT config_key, sum(n), sum(W) FROM ({query.rstrip().rstrip(';')}) GROUP BY 1"
+    ).fetchall()
+    sums = {c: (n, w) for c, n, w in per_task}
+    star = table.regions["*"].members
+    assert sorted(sums) == sorted(m.config for m in star)
+    for m in star:
+        assert sums[m.config][0] == m.n_ratings
+        assert sums[m.config][1] == pytest.approx(m.weight, abs=1e-8)
 
 
 @pytest.mark.xfail(
