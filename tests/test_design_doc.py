@@ -5,6 +5,7 @@ heading, compared case-insensitively) or ``docs/design.md#<anchor>`` (a heading'
 the comma to the first ``)``, ``]``, ``:``, ``;``, ``,``, ``.``, quote or backtick, or to the end of its line; it
 may start on the next line (a wrapped comment or docstring). A pointer to a missing section fails, naming the file
 and the line. The project never cites the brief it was built from; the code points at its own document instead.
+The SQL the document gives an operator is run against a fitted store and must give the table's numbers.
 """
 
 from __future__ import annotations
