@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 import numpy as np
@@ -274,6 +274,7 @@ class _Run:
         self.reader = LineReader(home)
         self.files = TableFiles(location)
         self.letters: dict[str, DeadLetters] = {}
+        self.lean: dict[str, bool] = {}  # the fast path's per-type hint (pipeline.compact.fastpath.parse_fast)
         self.table = self._open_or_create()
         self.read_version = self.table.version()
 
@@ -491,10 +492,11 @@ class _Run:
                 self._settle(pending.popleft(), plan, bar)
         plan.sha256 = digest.hexdigest()
 
-    def _parse(self, stream: str, block: bytes, pos: int) -> tuple[Chunk, ParsedChunk]:
-        """Split and parse one block (in a worker thread; its line numbers are set when it is settled)."""
-        chunk = Chunk.of(stream, block, pos, 0, self.writer.writer)
-        return chunk, parse_chunk(chunk, self.max_line_bytes)
+    def _parse(self, stream: str, block: bytes, end: int, pos: int) -> tuple[Chunk, ParsedChunk]:
+        """Split and parse the lines of ``block[:end]`` (in a worker thread; its line numbers are set when it is
+        settled)."""
+        chunk = Chunk.of(stream, block, pos, 0, self.writer.writer, end)
+        return chunk, parse_chunk(chunk, self.max_line_bytes, self.lean)
 
     def _settle(self, job: Future[tuple[Chunk, ParsedChunk]] | _LongLine, plan: _Plan, bar: Any) -> None:
         line_no = plan.line_start + plan.outcomes.lines  # jobs are settled in stream order
@@ -513,13 +515,14 @@ class _Run:
             chunk, parsed = job.result()
             chunk.first_line = line_no
             self._take(chunk, parsed, plan.outcomes, plan.frames)
-            size = len(chunk.block)
+            size = int(chunk.starts[-1])
         if bar is not None:
             bar.update(size)
 
-    def _blocks(self, plan: _Plan, handle: Any, digest: Any) -> Iterator[tuple[bytes, int] | _LongLine]:
-        """Blocks of whole lines (with their stream offset) over the plan's range, hashed as they are read; a line
-        over the size limit is streamed past (hashed, never held whole) and given as a :class:`_LongLine`."""
+    def _blocks(self, plan: _Plan, handle: Any, digest: Any) -> Iterator[tuple[bytes, int, int] | _LongLine]:
+        """Blocks of whole lines over the plan's range, hashed as they are read, as (block, the length of its whole
+        lines, their stream offset); a line over the size limit is streamed past (hashed, never held whole) and
+        given as a :class:`_LongLine`."""
         pos = plan.start
         while pos < plan.end:
             handle.seek(pos)
@@ -529,9 +532,9 @@ class _Run:
                 more = handle.read(min(self.chunk_bytes, self.max_line_bytes + 1, plan.end - pos - len(block)))
                 block += more
                 cut = block.rfind(b"\n") + 1
-            if cut:
-                digest.update(block[:cut])
-                yield block[:cut], pos
+            if cut:  # the bytes after the cut are read again with the next block (no copy of this one)
+                digest.update(memoryview(block)[:cut])
+                yield block, cut, pos
                 pos += cut
                 continue
             length = self._stream_past(handle, block, plan.end - pos, digest)
@@ -603,8 +606,7 @@ class _Run:
         for k in np.flatnonzero(taken & ~in_table):
             earlier = self.reader.line(int(pos[k]))
             out[k] = _same_event(earlier, chunk.line(int(lines[k])), ids[int(k)].as_py())
-        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-        first_of_row = first[inverse]
+        first_of_row = _first_of_same(h)
         for k in np.flatnonzero((first_of_row != np.arange(len(h))) & (out == NEW)):
             j = int(first_of_row[k])
             if out[j] == DEFERRED:
@@ -680,19 +682,19 @@ class _Run:
         rows = rows.append_column("_id_hash", pa.array(hashes.view(np.int64)))
         if family == "other":
             rows = rows.append_column("raw", pa.array([chunk.line(int(i)).decode("utf-8") for i in lines], pa.string()))
-        return rows.append_column("event_date", pc.cast(table["at"], pa.date32()))
+        return rows
 
     def _buffer(self, family: str, table: pa.Table) -> None:
-        days = table["event_date"].combine_chunks()
-        codes = pc.dictionary_encode(days, null_encoding="encode")
-        keys = codes.dictionary.to_pylist()
-        idx = codes.indices.to_numpy()
-        grouped = len(keys) == 1 or bool(np.all(idx[:-1] <= idx[1:]))  # time-ordered streams usually are
-        order = np.arange(len(idx)) if grouped else np.argsort(idx, kind="stable")
-        bounds = np.searchsorted(idx[order], np.arange(len(keys) + 1))
-        ordered = (table if grouped else table.take(pa.array(order))).drop_columns(["event_date"])
+        """Add a family's rows to the buffers of their partitions (event dates, in row order within each)."""
+        days, keys = _event_days(table["at"])
+        grouped = len(keys) == 1 or bool(np.all(days[:-1] <= days[1:]))  # time-ordered streams usually are
+        # a stable sort of small integers is a radix sort in numpy
+        order = np.arange(len(days)) if grouped else np.argsort(days, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(days, minlength=len(keys)))])
+        ordered = table if grouped else table.take(pa.array(order))
         for k, key in enumerate(keys):
-            self.buffers.setdefault((family, key), []).append(ordered.slice(bounds[k], bounds[k + 1] - bounds[k]))
+            if bounds[k + 1] > bounds[k]:
+                self.buffers.setdefault((family, key), []).append(ordered.slice(bounds[k], bounds[k + 1] - bounds[k]))
         self.buffered += table.num_rows
         if self.buffered >= self.buffer_rows:
             self._flush()
@@ -728,7 +730,7 @@ class _Run:
             family, day, relative = job
             table = self._file_table(family, self.buffers[(family, day)])
             try:
-                size = self.files.write(table, relative)
+                size, metadata = self.files.write(table, relative)
             except PipelineError:
                 raise
             except OSError as exc:
@@ -738,7 +740,7 @@ class _Run:
                     "nothing of this run is visible"
                 ) from None
             partition = {"family": family, "event_date": day.isoformat() if day else None}
-            return AddAction(relative, size, partition, _now_ms(), True, file_stats(table))
+            return AddAction(relative, size, partition, _now_ms(), True, file_stats(metadata))
 
         with ThreadPoolExecutor(_WORKERS) as pool:
             self.adds.extend(pool.map(write, jobs))
@@ -765,6 +767,47 @@ def _apply_frames(
             tables[family] = table if keep.all() else table.filter(pa.array(keep))
     invalid = [(i, reason) for i, reason in parsed.invalid if not special[i]]
     return ParsedChunk(tables=tables, invalid=invalid), broken
+
+
+def _first_of_same(h: np.ndarray) -> np.ndarray:
+    """For each position, the first position holding the same value (itself, for a value seen once)."""
+    order = np.argsort(h, kind="stable")
+    ordered = h[order]
+    starts = np.ones(len(h), bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    if starts.all():
+        return np.arange(len(h))
+    first = order[np.maximum.accumulate(np.where(starts, np.arange(len(h)), 0))]
+    out = np.empty(len(h), np.int64)
+    out[order] = first
+    return out
+
+
+def _event_days(at: pa.ChunkedArray) -> tuple[np.ndarray, list[date | None]]:
+    """Per row, the index of its UTC date (``event_date``) in the returned dates (sorted; ``None`` last, for
+    rows without a time), as the smallest integer type that holds it."""
+    day = pc.cast(pc.cast(at, pa.date32()), pa.int32()).combine_chunks()  # days since 1970-01-01
+    valid = np.asarray(day.is_valid()) if day.null_count else None
+    values = np.asarray(day.fill_null(0).to_numpy() if valid is not None else day.to_numpy(), np.int64)
+    dated = values if valid is None else values[valid]
+    if len(dated) and int(dated.max()) - int(dated.min()) < (1 << 20):  # a span of days: count, no sort
+        low = int(dated.min())
+        present = np.flatnonzero(np.bincount(dated - low)) + low
+        index = np.zeros(int(present[-1]) - low + 1, np.int64)
+        index[present - low] = np.arange(len(present))
+        codes = index[np.clip(values - low, 0, len(index) - 1)]
+    else:
+        present = np.unique(dated)
+        codes = np.searchsorted(present, values)
+    keys: list[date | None] = [_EPOCH + timedelta(days=int(d)) for d in present]
+    if valid is not None:
+        codes[~valid] = len(keys)
+        keys.append(None)
+    kind = np.int16 if len(keys) < (1 << 15) else np.int64
+    return codes.astype(kind), keys
+
+
+_EPOCH = date(1970, 1, 1)
 
 
 def _now_ms() -> int:
