@@ -60,7 +60,7 @@ from ..store.table import (
 )
 from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams import new_id
-from .files import DeadLetters, TableFiles, deadletter_record, file_stats, partition_dir
+from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, file_stats, partition_dir
 from .frames import FramePlan, plan_frames
 from .ids import CONFLICT, DEFERRED, DUPLICATE, NEW, IdSet, LineReader, hash_ids, position
 from .parse import Chunk, ParsedChunk, parse_chunk
@@ -496,7 +496,9 @@ class _Run:
         """Split and parse the lines of ``block[:end]`` (in a worker thread; its line numbers are set when it is
         settled)."""
         chunk = Chunk.of(stream, block, pos, 0, self.writer.writer, end)
-        return chunk, parse_chunk(chunk, self.max_line_bytes, self.lean)
+        parsed = parse_chunk(chunk, self.max_line_bytes, self.lean)
+        parsed.tables = {family: encode_columns(table) for family, table in parsed.tables.items()}
+        return chunk, parsed
 
     def _settle(self, job: Future[tuple[Chunk, ParsedChunk]] | _LongLine, plan: _Plan, bar: Any) -> None:
         line_no = plan.line_start + plan.outcomes.lines  # jobs are settled in stream order
@@ -703,19 +705,17 @@ class _Run:
         """Buffered rows of one partition as a data file: the family's columns and the provenance, in table
         order. A file holds only the columns its family has; every reader of the table reads the others as
         null (Delta's schema: a column a file lacks is null in its rows)."""
-        table = pa.concat_tables(parts)
+        table = pa.concat_tables(parts).unify_dictionaries()  # one dictionary per column in the file
         n = table.num_rows
-        fields, columns = [], []
+        names = set(table.column_names)
+        columns: dict[str, pa.ChunkedArray | pa.Array] = {}
         for f in DATA_SCHEMA:
-            if f.name in table.column_names:
-                columns.append(table[f.name].cast(f.type) if f.name == "at" else table[f.name])
+            if f.name in names:
+                columns[f.name] = table[f.name].cast(f.type) if f.name == "at" else table[f.name]
             elif f.name in ("_writer", "_stream"):
                 value = self.writer.writer if f.name == "_writer" else STREAM_OF_FAMILY[family]
-                columns.append(pa.repeat(pa.scalar(value, pa.string()), n))
-            else:
-                continue
-            fields.append(f)
-        return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+                columns[f.name] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
+        return pa.table(columns)
 
     def _flush(self) -> None:
         """Write one file per buffered partition (in parallel: the Parquet writer releases the GIL)."""
