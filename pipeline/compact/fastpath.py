@@ -27,9 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ..events import KNOWN, RESERVED_ID
+from ..events import KNOWN, RESERVED_ID, config_key
 from ..families import COLUMNS, DEFAULTS
-from .rows import SCHEMAS, family_of
+from .rows import ENCODED, ENCODED_SCHEMAS, family_of
 
 _S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
 _CONFIG = pa.struct([("cli", _S), ("route", _S), ("model", _S), ("effort", _S)])
@@ -487,23 +487,45 @@ def _timestamps(at: pa.Array) -> pa.Array:
     return pc.cast(pc.add(pc.cast(base, _I), micros), pa.timestamp("us"))
 
 
-def _encode_part(part: pa.Array) -> pa.Array:
-    """The config-key encoding of one part (same rule as :func:`pipeline.events.config_key`); each replacement
-    runs only when some value needs it (almost never)."""
-    encoded = part
-    if pc.any(pc.match_substring(part, "%")).as_py():
-        encoded = pc.replace_substring(encoded, "%", "%25")
-    if pc.any(pc.match_substring(part, "/")).as_py():
-        encoded = pc.replace_substring(encoded, "/", "%2F")
-    dash = pc.equal(part, "-")
-    if pc.any(dash).as_py():
-        encoded = pc.if_else(dash, "%2D", encoded)
-    return pc.fill_null(encoded, "-")
+def config_keys(config: pa.Array) -> pa.DictionaryArray:
+    """The config key of each row of a ``config`` struct column (no null configs), dictionary-encoded:
+    :func:`pipeline.events.config_key` (the one implementation) runs once per distinct config."""
+    parts = [pc.dictionary_encode(child(config, f)) for f in _CONFIG_PARTS]
+    return _config_columns(parts)["config_key"]
 
 
-def config_keys(config: pa.Array) -> pa.Array:
-    parts = [_encode_part(child(config, f)) for f in ("cli", "route", "model", "effort")]
-    return pc.binary_join_element_wise(*parts, "/")
+_CONFIG_PARTS = ("cli", "route", "model", "effort")
+
+
+def _config_columns(parts: list[pa.DictionaryArray]) -> dict[str, pa.Array]:
+    """The four config parts (dictionary-encoded, nulls masked) and the config key of each row."""
+    n = len(parts[0])
+    combo = np.zeros(n, np.int64)
+    span = 1
+    for part in parts:
+        size = len(part.dictionary) + 1  # one more for null
+        if span * size >= 1 << 62:  # renumber the combinations seen so far to keep the product small
+            _, combo = np.unique(combo, return_inverse=True)
+            span = int(combo.max()) + 1 if n else 1
+        codes = np.asarray(pc.fill_null(part.indices, size - 1).to_numpy(zero_copy_only=False), np.int64)
+        combo = combo * size + codes
+        span *= size
+    if n and span <= (1 << 24):  # count, no sort
+        present = np.flatnonzero(np.bincount(combo, minlength=span))
+        index = np.zeros(span, np.int64)
+        index[present] = np.arange(len(present))
+        key_of_row = index[combo]
+        first = np.zeros(len(present), np.int64)
+        first[key_of_row] = np.arange(n)  # a row of each combination (any: they have the same parts)
+    else:
+        _, first, key_of_row = np.unique(combo, return_index=True, return_inverse=True)
+    firsts = pa.array(first, pa.int64())
+    keys = [config_key(*config) for config in zip(*(p.take(firsts).to_pylist() for p in parts), strict=True)]
+    columns: dict[str, pa.Array] = dict(zip(_CONFIG_PARTS, parts, strict=True))
+    columns["config_key"] = pa.DictionaryArray.from_arrays(
+        pa.array(np.asarray(key_of_row, np.int32)), pa.array(keys, pa.string())
+    )
+    return columns
 
 
 def _with_default(column: pa.ChunkedArray | pa.Array, default: Any) -> pa.Array | pa.ChunkedArray:
@@ -523,34 +545,41 @@ def _with_default(column: pa.ChunkedArray | pa.Array, default: Any) -> pa.Array 
 def _to_family(
     family: str, table: pa.Table, times: pa.Array, picked: np.ndarray, id_prefix: str, offsets: np.ndarray
 ) -> pa.Table:
+    """The store rows of the checked rows of one type (all of it: ``type`` is one value), in the family's
+    :data:`~pipeline.compact.rows.ENCODED_SCHEMAS`, with ``_line``."""
+    n = table.num_rows
     ids = table["id"].combine_chunks()
     if ids.null_count:
         fallback = pa.array([f"{id_prefix}@{int(o)}" for o in offsets[picked]], _S)
         ids = pc.if_else(pc.is_null(ids), fallback, ids)
     columns: dict[str, pa.Array] = {
         "id": ids,
-        "type": table["type"],
+        "type": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), table["type"].combine_chunks()[:1]),
         "at": times,
         "v": _with_default(table["v"], 1),
     }
     defaults = {**DEFAULTS.get(family, {}), **({"region": "general"} if family == "tasks" else {})}
-    config = table["config"].combine_chunks() if "config" in table.column_names else None
+    if "config" in table.column_names:
+        config = table["config"].combine_chunks()
+        columns |= _config_columns([pc.dictionary_encode(child(config, f)) for f in _CONFIG_PARTS])
     rater = table["rater"].combine_chunks() if "rater" in table.column_names else None
-    n = table.num_rows
     for column, _ in COLUMNS[family]:
         if column in columns:
             continue
-        if column in ("cli", "route", "model", "effort"):
-            columns[column] = child(config, column)
-        elif column == "config_key":
-            columns[column] = config_keys(config)
-        elif column in ("rater_kind", "rater_name"):
+        if column in ("rater_kind", "rater_name"):
             columns[column] = child(rater, column[6:])
         elif column in ("labels", "extra"):
             columns[column] = pa.nulls(n, _S)
         else:
             value = table["table" if column == "table_version" else column]
             columns[column] = _with_default(value, defaults[column]) if column in defaults else value
-    schema = SCHEMAS[family]
-    arrays = [pc.cast(columns[f.name], f.type) for f in schema]
+    schema = ENCODED_SCHEMAS[family]
+    arrays = [_encoded(columns[f.name]) if f.type == ENCODED else pc.cast(columns[f.name], f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema).append_column("_line", pa.array(picked, pa.int64()))
+
+
+def _encoded(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A string column dictionary-encoded (as it is when it already is)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    return column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)

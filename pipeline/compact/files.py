@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from ..errors import StoreCorrupt
 from ..home import NOFOLLOW, Home, fsync_dir
 from ..store.location import Location
+from .rows import ENCODED_COLUMNS
 
 #: snappy is fast to write and read; statistics let every engine skip row groups on filters.
 #: Unique per row (ids, offsets, hashes, times, free text): no dictionary page, which the writer would build and
@@ -33,16 +34,10 @@ UNIQUE_COLUMNS = frozenset({"id", "at", "_offset", "_id_hash", "raw", "extra", "
 #: No Arrow schema in the footer: a column compaction kept dictionary-encoded (below) is a plain string column
 #: in the file, and every reader reads it as the table's schema says (the Parquet schema holds all of it).
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "write_statistics": True, "store_schema": False}
-#: Columns with a few values per chunk (the config, the rater, type, status, region): compaction keeps them
-#: dictionary-encoded from the parse to the file, so placing rows in partitions moves 4-byte indices, not
-#: strings, and the Parquet writer takes the dictionary as it is instead of building one.
-ENCODED_COLUMNS = frozenset(
-    {"type", "cli", "route", "model", "effort", "config_key", "rater_kind", "rater_name", "status", "region"}
-)
 
 
 def encode_columns(table: pa.Table) -> pa.Table:
-    """``table`` with its :data:`ENCODED_COLUMNS` dictionary-encoded (the values are the same)."""
+    """``table`` with its :data:`~pipeline.compact.rows.ENCODED_COLUMNS` dictionary-encoded (the same values)."""
     for index, name in enumerate(table.column_names):
         if name in ENCODED_COLUMNS and pa.types.is_string(table.schema.field(index).type):
             table = table.set_column(index, name, pc.dictionary_encode(table[name]))

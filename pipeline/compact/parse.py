@@ -118,7 +118,8 @@ def parse_chunk(chunk: Chunk, max_line_bytes: int, lean: dict[str, bool] | None 
     slow_idx = np.sort(np.concatenate([left, *fast.slow])) if fast.slow else left
     out = parse_lines_slow(chunk, slow_idx.tolist(), max_line_bytes)
     for family, fast_tables in fast.tables.items():
-        tables = [*fast_tables, out.tables[family]] if family in out.tables else fast_tables
+        # the vectorised rows keep some columns dictionary-encoded (rows.ENCODED_SCHEMAS): the parser's alike
+        tables = [*fast_tables, out.tables[family].cast(fast_tables[0].schema)] if family in out.tables else fast_tables
         table = pa.concat_tables(tables)
         out.tables[family] = table.take(pc.sort_indices(table["_line"])) if len(tables) > 1 else table
     return out

@@ -497,7 +497,7 @@ class _Run:
         settled)."""
         chunk = Chunk.of(stream, block, pos, 0, self.writer.writer, end)
         parsed = parse_chunk(chunk, self.max_line_bytes, self.lean)
-        parsed.tables = {family: encode_columns(table) for family, table in parsed.tables.items()}
+        parsed.tables = {family: _with_id_hash(encode_columns(table)) for family, table in parsed.tables.items()}
         return chunk, parsed
 
     def _settle(self, job: Future[tuple[Chunk, ParsedChunk]] | _LongLine, plan: _Plan, bar: Any) -> None:
@@ -565,22 +565,21 @@ class _Run:
         families = sorted(parsed.tables)
         if families:
             lines = np.concatenate([parsed.tables[f]["_line"].to_numpy() for f in families])
-            ids = pa.concat_arrays([parsed.tables[f]["id"].combine_chunks() for f in families])
-            order = np.argsort(lines, kind="stable")
-            lines = lines[order]
-            ids = ids.take(pa.array(order))
-            h = hash_ids(ids)
-            row_hash = np.zeros(len(chunk), np.uint64)
-            row_hash[lines] = h
-            verdict = self._classify(chunk, lines, ids, h)
+            h = np.concatenate([parsed.tables[f]["_id_hash"].to_numpy() for f in families]).view(np.uint64)
+            order = None
+            if len(families) > 1:  # in line order
+                order = np.argsort(lines, kind="stable")
+                lines, h = lines[order], h[order]
+            ids = _LazyIds([parsed.tables[f]["id"] for f in families], order)
+            by_hash = np.argsort(h, kind="stable")
+            verdict = self._classify(chunk, lines, ids, h, by_hash)
             new = verdict == NEW
-            self.ids.add(h[new], position(chunk.stream, chunk.offsets[lines[new]]))
+            added = by_hash[new[by_hash]]  # the new rows, by hash
+            self.ids.add(h[added], position(chunk.stream, chunk.offsets[lines[added]]), ordered=True)
             outcomes.stored += int(new.sum())
             outcomes.duplicate += int((verdict == DUPLICATE).sum())
             outcomes.conflict += int((verdict == CONFLICT).sum())
-            rejected += [
-                (int(lines[k]), _conflict_reason(ids[int(k)].as_py())) for k in np.flatnonzero(verdict == CONFLICT)
-            ]
+            rejected += [(int(lines[k]), _conflict_reason(ids[int(k)])) for k in np.flatnonzero(verdict == CONFLICT)]
             keep = np.zeros(len(chunk), bool)
             keep[lines[new]] = True
             hold = np.zeros(len(chunk), bool)
@@ -594,38 +593,41 @@ class _Run:
                 mask = keep[at]
                 kept = table if mask.all() else table.filter(pa.array(mask))
                 if kept.num_rows:
-                    self._buffer(family, self._rows(family, kept, chunk, row_hash[kept["_line"].to_numpy()]))
+                    self._buffer(family, self._rows(family, kept, chunk))
         for i, reason in sorted(rejected):
             self.letters[chunk.stream].write(
                 deadletter_record(chunk.stream, int(chunk.offsets[i]), chunk.first_line + i, reason, chunk.line(i))
             )
 
-    def _classify(self, chunk: Chunk, lines: np.ndarray, ids: pa.Array, h: np.ndarray) -> np.ndarray:
-        """NEW, DUPLICATE, CONFLICT or DEFERRED (the table has the id) per row of a chunk, in line order."""
+    def _classify(
+        self, chunk: Chunk, lines: np.ndarray, ids: _LazyIds, h: np.ndarray, by_hash: np.ndarray
+    ) -> np.ndarray:
+        """NEW, DUPLICATE, CONFLICT or DEFERRED (the table has the id) per row of a chunk, in line order
+        (``by_hash``: the rows in hash order, a stable sort)."""
         out = np.zeros(len(h), np.int8)
         in_table, taken, pos = self.ids.lookup(h)
         out[in_table] = DEFERRED
         for k in np.flatnonzero(taken & ~in_table):
             earlier = self.reader.line(int(pos[k]))
-            out[k] = _same_event(earlier, chunk.line(int(lines[k])), ids[int(k)].as_py())
-        first_of_row = _first_of_same(h)
+            out[k] = _same_event(earlier, chunk.line(int(lines[k])), ids[int(k)])
+        first_of_row = _first_of_same(h, by_hash)
         for k in np.flatnonzero((first_of_row != np.arange(len(h))) & (out == NEW)):
             j = int(first_of_row[k])
             if out[j] == DEFERRED:
                 out[k] = DEFERRED  # resolved with the first against the stored row
             else:
-                out[k] = _same_event(chunk.line(int(lines[j])), chunk.line(int(lines[k])), ids[int(k)].as_py())
+                out[k] = _same_event(chunk.line(int(lines[j])), chunk.line(int(lines[k])), ids[int(k)])
         return out
 
     def _resolve_held(self) -> None:
         """Compare the rows whose id the table had with the stored rows: duplicates go, conflicts are dead-lettered."""
         if not self.held:
             return
-        wanted = np.unique(np.concatenate([hash_ids(held.rows["id"].combine_chunks()) for held in self.held]))
+        wanted = np.unique(np.concatenate([held.rows["_id_hash"].to_numpy() for held in self.held]).view(np.uint64))
         stored = self._stored_rows(wanted)
         for held in self.held:
             resolved = np.zeros(held.rows.num_rows, np.int8)
-            rows = held.rows.drop_columns(["_line"]).to_pylist()
+            rows = held.rows.drop_columns(["_line", "_id_hash"]).to_pylist()
             for k, row in enumerate(rows):
                 known = stored.get(row["id"])
                 if known is None:  # only the 64-bit hashes met: a new id
@@ -640,9 +642,9 @@ class _Run:
             held.outcomes.conflict += int((resolved == CONFLICT).sum())
             if new.any():
                 fresh = held.rows.filter(pa.array(new))
-                hashes = hash_ids(fresh["id"].combine_chunks())
+                hashes = fresh["_id_hash"].to_numpy().view(np.uint64)
                 self.ids.add(hashes, position(held.chunk.stream, held.chunk.offsets[lines[new]]))
-                self._buffer(held.family, self._rows(held.family, fresh, held.chunk, hashes))
+                self._buffer(held.family, self._rows(held.family, fresh, held.chunk))
             for j in np.flatnonzero(resolved == CONFLICT):
                 i = int(lines[j])
                 held.letters.write(
@@ -675,13 +677,12 @@ class _Run:
         return out
 
     # ------------------------------------------------------------------ writing
-    def _rows(self, family: str, table: pa.Table, chunk: Chunk, hashes: np.ndarray) -> pa.Table:
-        """A family's parsed rows (with ``_line``) with what the table adds per row: ``_offset``, ``_id_hash``,
-        ``raw`` (family ``other``) and ``event_date``; the other columns are added when a file is written."""
+    def _rows(self, family: str, table: pa.Table, chunk: Chunk) -> pa.Table:
+        """A family's parsed rows (with ``_line`` and ``_id_hash``) with what the table adds per row: ``_offset``
+        and ``raw`` (family ``other``); the other columns are added when a file is written."""
         lines = table["_line"].to_numpy()
         rows = table.drop_columns(["_line"])
         rows = rows.append_column("_offset", pa.array(chunk.offsets[lines], pa.int64()))
-        rows = rows.append_column("_id_hash", pa.array(hashes.view(np.int64)))
         if family == "other":
             rows = rows.append_column("raw", pa.array([chunk.line(int(i)).decode("utf-8") for i in lines], pa.string()))
         return rows
@@ -769,9 +770,29 @@ def _apply_frames(
     return ParsedChunk(tables=tables, invalid=invalid), broken
 
 
-def _first_of_same(h: np.ndarray) -> np.ndarray:
-    """For each position, the first position holding the same value (itself, for a value seen once)."""
-    order = np.argsort(h, kind="stable")
+def _with_id_hash(table: pa.Table) -> pa.Table:
+    """``table`` with ``_id_hash``: :func:`pipeline.compact.ids.hash_ids` of its ids (computed while parsing)."""
+    return table.append_column("_id_hash", pa.array(hash_ids(table["id"].combine_chunks()).view(np.int64)))
+
+
+class _LazyIds:
+    """The ids of a chunk's rows in line order, gathered only when one is asked for (a repeat or a conflict)."""
+
+    def __init__(self, columns: list[pa.ChunkedArray], order: np.ndarray | None):
+        self.columns = columns
+        self.order = order  # line order of the concatenated columns (None: they are in it)
+        self.ids: pa.Array | None = None
+
+    def __getitem__(self, k: int) -> str:
+        if self.ids is None:
+            ids = pa.concat_arrays([c.combine_chunks() for c in self.columns])
+            self.ids = ids if self.order is None else ids.take(pa.array(self.order))
+        return str(self.ids[k].as_py())
+
+
+def _first_of_same(h: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """For each position, the first position holding the same value (itself, for a value seen once);
+    ``order`` sorts ``h`` stably."""
     ordered = h[order]
     starts = np.ones(len(h), bool)
     starts[1:] = ordered[1:] != ordered[:-1]
