@@ -128,7 +128,7 @@ def _phase(phase: str, home: Path) -> None:
 
 
 def _run(phase: str, home: Path, pythonpath: str | None) -> tuple[float, int, dict]:
-    """(seconds, peak RSS bytes, outcome) of one phase in a child process."""
+    """(seconds, peak RSS bytes, outcome with the child's CPU seconds) of one phase in a child process."""
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
@@ -146,6 +146,7 @@ def _run(phase: str, home: Path, pythonpath: str | None) -> tuple[float, int, di
     if os.waitstatus_to_exitcode(status):
         raise SystemExit(f"phase {phase} failed with exit code {os.waitstatus_to_exitcode(status)}")
     outcome = json.loads(out)
+    outcome["cpu"] = round(usage.ru_utime + usage.ru_stime, 2)  # the whole child: interpreter and imports too
     return outcome.pop("seconds"), usage.ru_maxrss * 1024, outcome
 
 
@@ -199,6 +200,8 @@ def main() -> None:
         ours = best["ours"][0]
         if "previous" in best:
             print(f"throughput ratio ours/previous  : {best['previous'][0] / ours:.2f}x (target >= 1.5x)")
+            cpu = {name: min(r[2]["cpu"] for r in runs[name]) for name in ("ours", "previous")}
+            print(f"cpu ratio previous/ours         : {cpu['previous'] / cpu['ours']:.2f}x (least CPU seconds of each)")
         print(f"throughput ratio ours/duckdb    : {best['duckdb'][0] / ours:.2f}x")
 
 

@@ -269,6 +269,7 @@ def _lines_of(events, bad):
 
 def test_fast_path_gives_the_rows_and_reasons_of_the_line_by_line_parser():
     import numpy as np
+    import pyarrow as pa
 
     from pipeline.compact.fastpath import lines_array, parse_fast
     from pipeline.compact.parse import Chunk, parse_chunk, parse_lines_slow
@@ -285,7 +286,11 @@ def test_fast_path_gives_the_rows_and_reasons_of_the_line_by_line_parser():
     assert sorted(fast.tables) == sorted(slow.tables)
     for family in slow.tables:
         assert fast.tables[family].to_pylist() == slow.tables[family].to_pylist(), family
-        assert fast.tables[family].schema == slow.tables[family].schema
+        decoded = [
+            pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
+            for f in fast.tables[family].schema
+        ]  # the vectorised rows keep some columns dictionary-encoded
+        assert pa.schema(decoded) == slow.tables[family].schema
 
 
 def test_vectorised_config_key_equals_config_key():
@@ -297,6 +302,91 @@ def test_vectorised_config_key_equals_config_key():
     parts = [("a/b", None, "480B/A35B", "-"), ("%2F", "-", "%", None), ("c", "r", "m", "e"), ("-", "--", "/-/", "%-")]
     array = pa.array([dict(zip(("cli", "route", "model", "effort"), p, strict=True)) for p in parts])
     assert config_keys(array).to_pylist() == [config_key(*p) for p in parts]
+
+
+def _plain_ratings(n, start=0):
+    from pipeline.events import to_json_line, validate_object
+
+    return [to_json_line(validate_object(dict(rating(i).items()))) for i in range(start, start + n)]
+
+
+def test_bad_utf8_sends_only_its_own_line_to_the_parser():
+    import numpy as np
+
+    from pipeline.compact.fastpath import lines_array, parse_fast
+    from pipeline.compact.parse import Chunk, parse_chunk, parse_lines_slow
+
+    good = _plain_ratings(200)
+    bad = good[50].replace(b'"name":"', b'"name":"\xff')  # Arrow's JSON reader would take it as a string
+    block = b"".join([*good[:100], bad, *good[100:]])
+    chunk = Chunk.of("ratings", block, 0, 1, "w")
+    left = parse_fast(lines_array(chunk.block, chunk.starts), np.arange(len(chunk)), "w:ratings", chunk.offsets, block)
+    assert np.concatenate(left.slow).tolist() == [100]
+    fast, slow = parse_chunk(chunk, 1 << 20), parse_lines_slow(chunk, list(range(len(chunk))), 1 << 20)
+    assert fast.invalid == slow.invalid and fast.invalid[0][0] == 100
+    assert fast.tables["ratings"].to_pylist() == slow.tables["ratings"].to_pylist()
+
+
+def test_the_lean_reading_of_defaulted_fields_gives_the_parsers_rows_and_follows_the_stream():
+    """Ratings without precision are read with a schema that leaves it out; a chunk where some line names it
+    (with a value, or an invalid explicit null) is read whole, and the hint follows what the chunks show."""
+    from pipeline.compact.parse import Chunk, parse_chunk, parse_lines_slow
+
+    plain = b"".join(_plain_ratings(300))
+    valued = b"".join(_plain_ratings(100, 300)).replace(b'"score":', b'"precision":0.5,"score":', 7)
+    null = b"".join(_plain_ratings(100, 400)).replace(b'"score":', b'"confidence":null,"score":', 1)
+    lean: dict[str, bool] = {}
+    invalid = []
+    for block, hint in ((plain, True), (valued, False), (plain, True), (null, False), (plain, True)):
+        chunk = Chunk.of("ratings", block, 0, 1, "w")
+        fast, slow = parse_chunk(chunk, 1 << 20, lean), parse_lines_slow(chunk, list(range(len(chunk))), 1 << 20)
+        assert lean["task.rated"] is hint
+        assert fast.invalid == slow.invalid
+        assert fast.tables["ratings"].to_pylist() == slow.tables["ratings"].to_pylist()
+        invalid.append([r for r, _ in fast.invalid])
+    assert invalid == [[], [], [], [0], []]  # the explicit null, alone among 100
+
+
+def test_file_statistics_are_the_columns_min_max_and_nulls():
+    """The commit's statistics are read off the Parquet writer's; they equal those computed from the data
+    (zero is 0.0, times in milliseconds rounded outwards, long strings and list columns left out)."""
+    import io
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipeline.compact.files import STATS_COLUMNS, file_stats, parquet_options
+
+    at = [datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC), None, datetime(2025, 12, 31, tzinfo=UTC)]
+    table = pa.table(
+        {
+            "id": ["b", "a" * 40, "c"],
+            "at": pa.array(at, pa.timestamp("us", tz="UTC")),
+            "score": [0.0, None, 0.5],
+            "task": ["t2", "t1", None],
+            "explored": [True, None, False],
+            "candidates": pa.array([["x"], None, []], pa.list_(pa.string())),
+            "_offset": pa.array([7, 3, 9], pa.int64()),
+        }
+    )
+    written: list = []
+    pq.write_table(table, io.BytesIO(), metadata_collector=written, row_group_size=2, **parquet_options(table))
+    stats = json.loads(file_stats(written[0]))
+    assert stats["numRecords"] == 3
+    assert stats["nullCount"] == {c: table[c].null_count for c in table.column_names if c != "candidates"}
+    assert stats["minValues"] == {
+        "at": "2025-12-31T00:00:00.000Z",
+        "score": 0.0,
+        "task": "t1",
+        "_offset": 3,
+    }
+    assert stats["maxValues"] == {"at": "2026-01-02T03:04:05.124Z", "score": 0.5, "task": "t2", "_offset": 9}
+    assert str(stats["minValues"]["score"]) == "0.0"  # not the -0.0 Parquet keeps
+    for column in ("task", "_offset", "score"):
+        assert column in STATS_COLUMNS
+        low, high = pc.min_max(table[column]).values()
+        assert (stats["minValues"][column], stats["maxValues"][column]) == (low.as_py(), high.as_py())
 
 
 # --------------------------------------------------------------------------- crashes, faults, races

@@ -45,14 +45,24 @@ def busy_home(home):
             ],
         )
         compact(home, merge_threshold=2)  # merges the partitions as they fill
-    append(home, [{"id": "X-1", "type": "custom.kind", "at": "2026-01-02T00:00:00Z", "n": [1, 2]}])
+    decision = {"type": "route.decided", "task": "T-1", "policy": "p", "chosen": "c/-/m/-", "propensity": 0.5}
+    rejection = {"type": "task.rejected", "task": "T-1", "config": CONFIG, "rater": {"kind": "gate", "name": "g"}}
+    append(
+        home,
+        [
+            {"id": "X-1", "type": "custom.kind", "at": "2026-01-02T00:00:00Z", "n": [1, 2]},
+            {**decision, "id": "D-1", "at": "2026-01-02T00:00:00Z", "candidates": ["c/-/m/-", "d/-/m/-"]},
+            {**rejection, "id": "J-1", "at": "2026-01-02T00:00:00Z", "claim": "x", "evidence": ["e", "f"]},
+            {**rejection, "id": "J-2", "at": "2026-01-02T00:00:00Z", "claim": "y", "evidence": []},
+        ],
+    )
     compact(home, merge_threshold=2)
     removed = vacuum(home, retain_hours=0)
     assert removed.files_removed > 0 and verify(home).ok
     return home
 
 
-@pytest.mark.parametrize("family", ["tasks", "attempts", "ratings", "other"])
+@pytest.mark.parametrize("family", ["tasks", "attempts", "ratings", "decisions", "rejections", "other"])
 def test_polars_pyarrow_and_duckdb_read_exactly_the_rows_of_ratings_sql(busy_home, family):
     import duckdb
     import polars as pl

@@ -17,6 +17,7 @@ same line; ``tests/test_compact.py`` checks both paths against each other.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,9 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ..events import KNOWN, RESERVED_ID
+from ..events import KNOWN, RESERVED_ID, config_key
 from ..families import COLUMNS, DEFAULTS
-from .rows import SCHEMAS, family_of
+from .rows import ENCODED, ENCODED_SCHEMAS, family_of
 
 _S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
 _CONFIG = pa.struct([("cli", _S), ("route", _S), ("model", _S), ("effort", _S)])
@@ -135,12 +136,20 @@ def rules_of(event_type: str) -> Rules:
 
 
 _RULES = {t: rules_of(t) for t in FIELDS}
+#: Per type, its own fields that only have a default (see :func:`_parse_type`), and its schema without them.
+_LEAN_DROPPED = {t: [f for f, _ in FIELDS[t] if f in _RULES[t].defaulted] for t in FIELDS}
+_LEAN_SCHEMA = {t: pa.schema([f for f in _SCHEMA[t] if f.name not in dropped]) for t, dropped in _LEAN_DROPPED.items()}
 _RATER_KINDS = ["gate", "reviewer", "human"]
 _CANONICAL_AT = (
     r"^([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
     r"(\.[0-9]{1,6})?Z$"
 )
-_TYPE = r'"type"\s*:\s*"(?P<t>[a-z._]+)"'
+_TYPE_KEY = b'"type":"'
+_TYPE_WORD = np.frombuffer(_TYPE_KEY, "<u8")[0]  # the key is one 8-byte word
+_TYPE_SAMPLE = 16  # lines of a chunk whose key position is tried on every line
+#: The known types in a fixed order (:func:`event_types` gives indices into it), and their byte patterns.
+TYPES = list(FIELDS)
+_TYPE_WORDS = 2  # 8-byte words compared: 16 bytes of the name and its quote tell the known types apart
 _MIN_BISECT = 16  # a failed block this small goes line by line
 _GIVE_UP = 4096  # a failed block at least this big whose halves both fail goes line by line
 
@@ -152,13 +161,78 @@ def lines_array(block: bytes, starts: np.ndarray) -> pa.LargeBinaryArray:
     )
 
 
-def event_types(lines: pa.LargeBinaryArray) -> pa.Array:
-    """The first ``"type": "..."`` of each line (null when none, or when the chunk is not UTF-8)."""
+def event_types(lines: pa.LargeBinaryArray) -> np.ndarray:
+    """The index in :data:`TYPES` of each line's type, read after a ``"type":"`` of the line (the compact form
+    ``append`` writes); -1 when there is none or it names no type of :data:`FIELDS`.
+
+    Only a guess that routes a line to the reading of one type: every row the fast path takes is checked to
+    carry that type, so a wrong guess (a nested ``type``, a spaced ``"type" : "``) sends the line to the
+    per-line parser. No regex and no search in the common case: the key is looked for where the first lines
+    of the chunk have it (after an id of one length), as 8-byte words; only the other lines are searched."""
+    n = len(lines)
+    out = np.full(n, -1, np.int8)
+    data = lines.buffers()[2]
+    if n == 0 or data is None or data.size < 16:
+        return out
+    starts = np.frombuffer(lines.buffers()[1], np.int64, n + 1, lines.offset * 8)
+    words = np.ndarray(shape=(data.size - 7,), dtype="<u8", buffer=data, strides=(1,))  # a word at every byte
+    last = len(words) - 1
+    head = bytes(data[int(starts[0]) : int(starts[min(n, _TYPE_SAMPLE)])]).split(b"\n")
+    guesses = Counter(line.find(_TYPE_KEY) for line in head) + Counter({1: 0})  # 1: a line without an id
+    begin, end = starts[:-1], starts[1:]
+    key = np.full(n, -1, np.int64)
+    rest = np.arange(n)
+    for guess, _ in guesses.most_common():
+        if guess < 0 or not len(rest):
+            continue
+        at = begin[rest] + guess
+        hit = (at + 8 <= end[rest]) & (words[np.minimum(at, last)] == _TYPE_WORD)
+        key[rest[hit]] = at[hit]
+        rest = rest[~hit]
+    if len(rest):
+        where = np.asarray(pc.find_substring(lines.take(pa.array(rest)), _TYPE_KEY.decode()), np.int64)
+        found = where >= 0
+        key[rest[found]] = begin[rest[found]] + where[found]
+    known = np.flatnonzero(key >= 0)
+    value = key[known] + len(_TYPE_KEY)
+    read = [words[np.minimum(value + 8 * k, last)] for k in range(_TYPE_WORDS)]
+    for code, patterns in enumerate(_TYPE_PATTERNS):
+        match = np.ones(len(known), bool)
+        for word, (mask, pattern) in zip(read, patterns, strict=True):
+            match &= (word & mask) == pattern
+        out[known[match]] = code
+    return out
+
+
+def _not_utf8(lines: pa.LargeBinaryArray) -> np.ndarray:
+    """Which lines are not valid UTF-8: one validation of the chunk, line by line only when it fails."""
     try:
-        text = lines.cast(pa.large_string())
+        lines.cast(pa.large_string())
+        return np.zeros(len(lines), bool)
     except pa.ArrowInvalid:
-        return pa.nulls(len(lines), _S)
-    return pc.struct_field(pc.extract_regex(text, _TYPE), [0])
+        pass
+    bad = np.zeros(len(lines), bool)
+    for i, line in enumerate(lines.to_pylist()):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            bad[i] = True
+    return bad
+
+
+def _type_patterns(name: str) -> list[tuple[np.uint64, np.uint64]]:
+    """(mask, value) of each 8-byte word of ``<name>"``: the bytes a line shows after ``"type":"``."""
+    text = (name + '"').encode().ljust(8 * _TYPE_WORDS, b"\0")
+    length = len(name) + 1
+    out = []
+    for k in range(_TYPE_WORDS):
+        used = max(0, min(8, length - 8 * k))
+        mask = np.frombuffer(bytes([255] * used + [0] * (8 - used)), "<u8")[0]
+        out.append((mask, np.frombuffer(text[8 * k : 8 * k + 8], "<u8")[0] & mask))
+    return out
+
+
+_TYPE_PATTERNS = [_type_patterns(t) for t in TYPES]
 
 
 class KeySearch:
@@ -173,10 +247,11 @@ class KeySearch:
         mask = self.found.get(needle)
         if mask is None:
             hits = []
-            at = self.block.find(needle)
+            end = int(self.starts[-1])  # the block may go on past its last line
+            at = self.block.find(needle, 0, end)
             while at >= 0:
                 hits.append(at)
-                at = self.block.find(needle, at + 1)
+                at = self.block.find(needle, at + 1, end)
             mask = np.zeros(len(self.starts) - 1, bool)
             if hits:
                 mask[np.searchsorted(self.starts, np.array(hits, np.int64), side="right") - 1] = True
@@ -191,34 +266,79 @@ class FastResult:
         self.keys = keys
         self.tables: dict[str, list[pa.Table]] = {}
         self.slow: list[np.ndarray] = []
+        self.filled: dict[str, set[str]] = {}  # per type, the fields with a default some row gave a value
 
 
 def parse_fast(
-    lines: pa.LargeBinaryArray, candidate: np.ndarray, id_prefix: str, offsets: np.ndarray, block: bytes
+    lines: pa.LargeBinaryArray,
+    candidate: np.ndarray,
+    id_prefix: str,
+    offsets: np.ndarray,
+    block: bytes,
+    lean: dict[str, bool] | None = None,
 ) -> FastResult:
     """Validate the ``candidate`` lines (indices into ``lines``, whose bytes are ``block``); ``offsets`` are their
-    stream byte offsets and an id-less line gets the id ``<id_prefix>@<offset>``."""
+    stream byte offsets and an id-less line gets the id ``<id_prefix>@<offset>``.
+
+    ``lean`` remembers, per type, whether its last chunk was read without the fields that only have a default
+    (see :func:`_parse_type`); a caller that parses many chunks passes one dict to all of them. It changes only
+    the speed: the rows and the lines left are the same either way."""
     out = FastResult(KeySearch(block, lines))
-    types = event_types(lines)
-    codes = pc.dictionary_encode(types)
-    names = codes.dictionary.to_pylist()
-    index = codes.indices.to_numpy(zero_copy_only=False)
-    valid_code = ~np.asarray(pc.is_null(codes.indices), bool)
-    for k, name in enumerate(names):
-        picked = candidate[valid_code[candidate] & (index[candidate] == k)]
-        if name not in FIELDS:
-            out.slow.append(picked)
-            continue
+    codes = event_types(lines)
+    codes[_not_utf8(lines)] = -1  # Arrow's JSON reader takes any bytes in a string
+    chosen = codes[candidate]
+    for k, name in enumerate(TYPES):
+        picked = candidate[chosen == k]
         if len(picked):
-            _parse_group(name, lines, picked, id_prefix, offsets, out)
-    out.slow.append(candidate[~valid_code[candidate]])
+            _parse_type(name, lines, picked, id_prefix, offsets, out, {} if lean is None else lean)
+    out.slow.append(candidate[chosen < 0])
     return out
+
+
+def _parse_type(
+    name: str,
+    lines: pa.LargeBinaryArray,
+    picked: np.ndarray,
+    id_prefix: str,
+    offsets: np.ndarray,
+    out: FastResult,
+    lean: dict[str, bool],
+) -> None:
+    """The lines of one type. A field that only has a default (``precision`` of a rating) is usually absent, and
+    an explicit ``null`` of it is invalid, which Arrow cannot tell from absence: with the field in the schema,
+    every chunk would search its bytes for the key. So, while the type's lines go without such fields, read
+    them with a schema that leaves them out: Arrow then refuses any line that has one (an unexpected field),
+    and all of them are known to be absent. When that read fails, read with the whole schema (as usual)."""
+    dropped = _LEAN_DROPPED.get(name)
+    if dropped and lean.get(name, True):
+        read = _read(_LEAN_SCHEMA[name], lines, picked)
+        if read is not None:
+            table, raw = read
+            for field in dropped:
+                table = table.append_column(field, pa.nulls(table.num_rows, _SCHEMA[name].field(field).type))
+            keys = out.keys
+
+            def with_key(needle: bytes) -> np.ndarray:
+                if needle.strip(b'"').decode() in dropped:
+                    return np.zeros(len(picked), bool)  # Arrow refused any line with this key
+                return keys.lines_with(needle)[picked]
+
+            _take_rows(name, table, raw, picked, id_prefix, offsets, out, with_key)
+            lean[name] = True
+            return
+        lean[name] = False
+    _parse_group(name, lines, picked, id_prefix, offsets, out)
+    if dropped:  # lean again once a chunk shows none of the fields: no values, no key (searched for the nulls)
+        seen = out.keys.found
+        lean[name] = not out.filled.get(name) and not any(
+            seen[key][picked].any() for key in (f'"{field}"'.encode() for field in dropped) if key in seen
+        )
 
 
 def _parse_group(
     name: str, lines: pa.LargeBinaryArray, picked: np.ndarray, id_prefix: str, offsets: np.ndarray, out: FastResult
 ) -> None:
-    read = _read(name, lines, picked)
+    read = _read(_SCHEMA[name], lines, picked)
     if read is None:
         if len(picked) <= _MIN_BISECT:
             out.slow.append(picked)
@@ -227,13 +347,30 @@ def _parse_group(
         before = sum(len(s) for s in out.slow)
         _parse_group(name, lines, picked[:half], id_prefix, offsets, out)
         failed_first = sum(len(s) for s in out.slow) > before
-        if failed_first and len(picked) >= _GIVE_UP and _read(name, lines, picked[half:]) is None:
+        if failed_first and len(picked) >= _GIVE_UP and _read(_SCHEMA[name], lines, picked[half:]) is None:
             out.slow.append(picked[half:])
             return
         _parse_group(name, lines, picked[half:], id_prefix, offsets, out)
         return
     table, raw = read
-    ok, times = _row_checks(name, table, raw, lambda needle: out.keys.lines_with(needle)[picked])
+    _take_rows(name, table, raw, picked, id_prefix, offsets, out, lambda needle: out.keys.lines_with(needle)[picked])
+
+
+def _take_rows(
+    name: str,
+    table: pa.Table,
+    raw: pa.LargeBinaryArray,
+    picked: np.ndarray,
+    id_prefix: str,
+    offsets: np.ndarray,
+    out: FastResult,
+    with_key: Callable[[bytes], np.ndarray],
+) -> None:
+    """Check the rows Arrow read from the ``picked`` lines; take the good ones, leave the others to the parser."""
+    ok, times = _row_checks(name, table, raw, with_key)
+    filled = [f for f in _LEAN_DROPPED[name] if table[f].null_count < table.num_rows]
+    if filled:
+        out.filled.setdefault(name, set()).update(filled)
     if not ok.all():
         out.slow.append(picked[~ok])
         keep = pa.array(ok)
@@ -243,13 +380,13 @@ def _parse_group(
         out.tables.setdefault(family, []).append(_to_family(family, table, times, picked, id_prefix, offsets))
 
 
-def _read(name: str, lines: pa.LargeBinaryArray, picked: np.ndarray) -> tuple[pa.Table, pa.Array] | None:
-    """Arrow's reading of the picked lines with the type's exact schema (and the lines), or None when it rejects any."""
+def _read(schema: pa.Schema, lines: pa.LargeBinaryArray, picked: np.ndarray) -> tuple[pa.Table, pa.Array] | None:
+    """Arrow's reading of the picked lines with an exact schema (and the lines), or None when it rejects any."""
     whole = len(picked) == len(lines) and picked[0] == 0 and picked[-1] == len(lines) - 1
     taken = lines if whole else lines.take(pa.array(picked))  # sorted and unique: all lines, in order
     offs = np.frombuffer(taken.buffers()[1], np.int64, len(taken) + 1, taken.offset * 8)
     data = taken.buffers()[2].slice(int(offs[0]), int(offs[-1] - offs[0]))
-    options = pj.ParseOptions(explicit_schema=_SCHEMA[name], unexpected_field_behavior="error")
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
     try:
         table = pj.read_json(
             pa.BufferReader(data),
@@ -279,7 +416,9 @@ def _row_checks(
     for field in rules.non_empty:
         ok &= ~_all_valid(pc.equal(pc.utf8_length(table[field]), 0))
     # an explicit id of the compactor's own form is refused by the parser: leave it to the parser's reason
-    ok &= ~_all_valid(pc.match_substring_regex(table["id"], "^" + RESERVED_ID.pattern + "$"))
+    ids = table["id"]
+    if pc.any(pc.match_substring(ids, "@")).as_py():  # the reserved form has an '@'; most ids have none
+        ok &= ~_all_valid(pc.match_substring_regex(ids, "^" + RESERVED_ID.pattern + "$"))
     for field, (low, high, low_open, high_open) in rules.ranges.items():
         col = table[field]
         good = pc.is_valid(col)
@@ -296,10 +435,10 @@ def _row_checks(
     for struct, fields in (("config", ("cli", "model")), ("rater", ("name",))):
         if struct in cols:
             for field in fields:
-                part = pc.struct_field(table[struct], field)
+                part = child(table[struct], field)
                 ok &= _all_valid(pc.greater(pc.utf8_length(part), 0))
     if "rater" in cols:
-        ok &= _all_valid(pc.is_in(pc.struct_field(table["rater"], "kind"), value_set=pa.array(_RATER_KINDS)))
+        ok &= _all_valid(pc.is_in(child(table["rater"], "kind"), value_set=pa.array(_RATER_KINDS)))
     for field, non_empty in (("candidates", True), ("evidence", False)):
         if field in cols:
             flat = pc.list_flatten(table[field])
@@ -324,6 +463,13 @@ def _row_checks(
     return ok, times
 
 
+def child(struct: pa.Array | pa.ChunkedArray, field: str) -> pa.Array:
+    """A field of a struct column (null where the struct is null). Without null structs (a required
+    ``config``), the child array itself: ``struct_field`` would build a copy that merges the parent's nulls."""
+    array = struct.combine_chunks() if isinstance(struct, pa.ChunkedArray) else struct
+    return array.field(field) if array.null_count == 0 else pc.struct_field(array, field)
+
+
 def _timestamps(at: pa.Array) -> pa.Array:
     """Canonical ``...Z`` strings (or null) to naive UTC ``timestamp[us]``; null where not a real date or time."""
     bare = pc.utf8_slice_codeunits(at, 0, -1)
@@ -341,56 +487,99 @@ def _timestamps(at: pa.Array) -> pa.Array:
     return pc.cast(pc.add(pc.cast(base, _I), micros), pa.timestamp("us"))
 
 
-def _encode_part(part: pa.Array) -> pa.Array:
-    """The config-key encoding of one part (same rule as :func:`pipeline.events.config_key`); each replacement
-    runs only when some value needs it (almost never)."""
-    encoded = part
-    if pc.any(pc.match_substring(part, "%")).as_py():
-        encoded = pc.replace_substring(encoded, "%", "%25")
-    if pc.any(pc.match_substring(part, "/")).as_py():
-        encoded = pc.replace_substring(encoded, "/", "%2F")
-    dash = pc.equal(part, "-")
-    if pc.any(dash).as_py():
-        encoded = pc.if_else(dash, "%2D", encoded)
-    return pc.fill_null(encoded, "-")
+def config_keys(config: pa.Array) -> pa.DictionaryArray:
+    """The config key of each row of a ``config`` struct column (no null configs), dictionary-encoded:
+    :func:`pipeline.events.config_key` (the one implementation) runs once per distinct config."""
+    parts = [pc.dictionary_encode(child(config, f)) for f in _CONFIG_PARTS]
+    return _config_columns(parts)["config_key"]
 
 
-def config_keys(config: pa.Array) -> pa.Array:
-    parts = [_encode_part(pc.struct_field(config, f)) for f in ("cli", "route", "model", "effort")]
-    return pc.binary_join_element_wise(*parts, "/")
+_CONFIG_PARTS = ("cli", "route", "model", "effort")
+
+
+def _config_columns(parts: list[pa.DictionaryArray]) -> dict[str, pa.Array]:
+    """The four config parts (dictionary-encoded, nulls masked) and the config key of each row."""
+    n = len(parts[0])
+    combo = np.zeros(n, np.int64)
+    span = 1
+    for part in parts:
+        size = len(part.dictionary) + 1  # one more for null
+        if span * size >= 1 << 62:  # renumber the combinations seen so far to keep the product small
+            _, combo = np.unique(combo, return_inverse=True)
+            span = int(combo.max()) + 1 if n else 1
+        codes = np.asarray(pc.fill_null(part.indices, size - 1).to_numpy(zero_copy_only=False), np.int64)
+        combo = combo * size + codes
+        span *= size
+    if n and span <= (1 << 24):  # count, no sort
+        present = np.flatnonzero(np.bincount(combo, minlength=span))
+        index = np.zeros(span, np.int64)
+        index[present] = np.arange(len(present))
+        key_of_row = index[combo]
+        first = np.zeros(len(present), np.int64)
+        first[key_of_row] = np.arange(n)  # a row of each combination (any: they have the same parts)
+    else:
+        _, first, key_of_row = np.unique(combo, return_index=True, return_inverse=True)
+    firsts = pa.array(first, pa.int64())
+    keys = [config_key(*config) for config in zip(*(p.take(firsts).to_pylist() for p in parts), strict=True)]
+    columns: dict[str, pa.Array] = dict(zip(_CONFIG_PARTS, parts, strict=True))
+    columns["config_key"] = pa.DictionaryArray.from_arrays(
+        pa.array(np.asarray(key_of_row, np.int32)), pa.array(keys, pa.string())
+    )
+    return columns
+
+
+def _with_default(column: pa.ChunkedArray | pa.Array, default: Any) -> pa.Array | pa.ChunkedArray:
+    """Nulls replaced by the default; a column without nulls as it is, an all-null one (a field no line gave)
+    built as the constant."""
+    if not column.null_count:
+        return column
+    if column.null_count == len(column):
+        return (
+            pa.array(np.full(len(column), default), column.type)
+            if pa.types.is_primitive(column.type)
+            else (pa.repeat(pa.scalar(default, column.type), len(column)))
+        )
+    return pc.fill_null(column, default)
 
 
 def _to_family(
     family: str, table: pa.Table, times: pa.Array, picked: np.ndarray, id_prefix: str, offsets: np.ndarray
 ) -> pa.Table:
+    """The store rows of the checked rows of one type (all of it: ``type`` is one value), in the family's
+    :data:`~pipeline.compact.rows.ENCODED_SCHEMAS`, with ``_line``."""
+    n = table.num_rows
     ids = table["id"].combine_chunks()
     if ids.null_count:
         fallback = pa.array([f"{id_prefix}@{int(o)}" for o in offsets[picked]], _S)
         ids = pc.if_else(pc.is_null(ids), fallback, ids)
     columns: dict[str, pa.Array] = {
         "id": ids,
-        "type": table["type"],
+        "type": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), table["type"].combine_chunks()[:1]),
         "at": times,
-        "v": pc.fill_null(table["v"], 1),
+        "v": _with_default(table["v"], 1),
     }
     defaults = {**DEFAULTS.get(family, {}), **({"region": "general"} if family == "tasks" else {})}
-    config = table["config"].combine_chunks() if "config" in table.column_names else None
+    if "config" in table.column_names:
+        config = table["config"].combine_chunks()
+        columns |= _config_columns([pc.dictionary_encode(child(config, f)) for f in _CONFIG_PARTS])
     rater = table["rater"].combine_chunks() if "rater" in table.column_names else None
-    n = table.num_rows
     for column, _ in COLUMNS[family]:
         if column in columns:
             continue
-        if column in ("cli", "route", "model", "effort"):
-            columns[column] = pc.struct_field(config, column)
-        elif column == "config_key":
-            columns[column] = config_keys(config)
-        elif column in ("rater_kind", "rater_name"):
-            columns[column] = pc.struct_field(rater, column[6:])
+        if column in ("rater_kind", "rater_name"):
+            columns[column] = child(rater, column[6:])
         elif column in ("labels", "extra"):
             columns[column] = pa.nulls(n, _S)
         else:
             value = table["table" if column == "table_version" else column]
-            columns[column] = pc.fill_null(value, defaults[column]) if column in defaults else value
-    schema = SCHEMAS[family]
-    arrays = [pc.cast(columns[f.name], f.type) for f in schema]
+            columns[column] = _with_default(value, defaults[column]) if column in defaults else value
+    schema = ENCODED_SCHEMAS[family]
+    arrays = [_encoded(columns[f.name]) if f.type == ENCODED else pc.cast(columns[f.name], f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema).append_column("_line", pa.array(picked, pa.int64()))
+
+
+def _encoded(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A string column dictionary-encoded (as it is when it already is)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    return column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)

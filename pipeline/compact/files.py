@@ -25,12 +25,23 @@ import pyarrow.parquet as pq
 from ..errors import StoreCorrupt
 from ..home import NOFOLLOW, Home, fsync_dir
 from ..store.location import Location
+from .rows import ENCODED_COLUMNS
 
 #: snappy is fast to write and read; statistics let every engine skip row groups on filters.
 #: Unique per row (ids, offsets, hashes, times, free text): no dictionary page, which the writer would build and
 #: then drop; every other column (config parts, types, raters, regions, writer names) repeats and gets one.
 UNIQUE_COLUMNS = frozenset({"id", "at", "_offset", "_id_hash", "raw", "extra", "labels", "title", "claim", "rating"})
-PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "write_statistics": True}
+#: No Arrow schema in the footer: a column compaction kept dictionary-encoded (below) is a plain string column
+#: in the file, and every reader reads it as the table's schema says (the Parquet schema holds all of it).
+PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "write_statistics": True, "store_schema": False}
+
+
+def encode_columns(table: pa.Table) -> pa.Table:
+    """``table`` with its :data:`~pipeline.compact.rows.ENCODED_COLUMNS` dictionary-encoded (the same values)."""
+    for index, name in enumerate(table.column_names):
+        if name in ENCODED_COLUMNS and pa.types.is_string(table.schema.field(index).type):
+            table = table.set_column(index, name, pc.dictionary_encode(table[name]))
+    return table
 
 
 def parquet_options(table: pa.Table) -> dict[str, Any]:
@@ -59,29 +70,38 @@ def _stat_value(value: Any, upper: bool) -> Any:
         return millis.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     if isinstance(value, date):
         return value.isoformat()
+    if isinstance(value, float):
+        return value + 0.0  # Parquet writes a zero minimum as -0.0: the log records 0.0
     return value
 
 
-def file_stats(table: pa.Table) -> str:
-    """The Delta ``stats`` of one data file: ``numRecords``, ``nullCount`` and ``minValues``/``maxValues``."""
+def file_stats(metadata: pq.FileMetaData) -> str:
+    """The Delta ``stats`` of one data file (``numRecords``, ``nullCount``, ``minValues``/``maxValues``), read
+    off the statistics its Parquet writer kept per row group (no second pass over the data). List columns get
+    none; min/max only for :data:`STATS_COLUMNS`, short strings and finite numbers."""
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, int] = {}
-    for name in table.column_names:
-        column = table[name]
-        if pa.types.is_list(column.type):
+    groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
+    for index in range(metadata.num_columns):
+        name = metadata.schema.column(index).path
+        if "." in name:  # a list's element
             continue
-        nulls[name] = column.null_count
-        if column.null_count == len(column) or pa.types.is_boolean(column.type) or name not in STATS_COLUMNS:
+        stats = [group.column(index).statistics for group in groups]  # the writer keeps them for every column
+        nulls[name] = sum(s.null_count for s in stats)
+        if name not in STATS_COLUMNS or metadata.schema.column(index).physical_type == "BOOLEAN":
             continue
-        low, high = (s.as_py() for s in pc.min_max(column).values())
+        bounded = [s for s in stats if s.has_min_max]
+        if not bounded or any(s.num_values and not s.has_min_max for s in stats):  # all null, or not bounded
+            continue
+        low, high = min(s.min for s in bounded), max(s.max for s in bounded)
         if isinstance(low, str) and (len(low) > _STAT_STRING_MAX or len(high) > _STAT_STRING_MAX):
             continue
         if isinstance(low, float) and not (math.isfinite(low) and math.isfinite(high)):
             continue
         mins[name], maxs[name] = _stat_value(low, False), _stat_value(high, True)
     return json.dumps(
-        {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
+        {"numRecords": metadata.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
         separators=(",", ":"),
     )
 
@@ -100,12 +120,13 @@ class TableFiles:
 
             self._fs = PyFileSystem(DeltaStorageHandler(location.table_uri, location.options))
 
-    def write(self, table: pa.Table, relative: str) -> int:
-        """Write ``table`` to ``relative`` (a new name) durably; its size in bytes."""
+    def write(self, table: pa.Table, relative: str) -> tuple[int, pq.FileMetaData]:
+        """Write ``table`` to ``relative`` (a new name) durably; its size in bytes and its Parquet metadata."""
+        written: list[pq.FileMetaData] = []
         if self._fs is not None:
             with self._fs.open_output_stream(relative) as out:
-                pq.write_table(table, out, **parquet_options(table))
-            return int(self._fs.get_file_info(relative).size)
+                pq.write_table(table, out, metadata_collector=written, **parquet_options(table))
+            return int(self._fs.get_file_info(relative).size), written[0]
         root = self.location.table_path
         assert root is not None
         path = root / relative
@@ -116,12 +137,12 @@ class TableFiles:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, flags | NOFOLLOW, 0o644)
         with os.fdopen(fd, "wb") as handle:
-            pq.write_table(table, handle, **parquet_options(table))
+            pq.write_table(table, handle, metadata_collector=written, **parquet_options(table))
             handle.flush()
             size = os.fstat(handle.fileno()).st_size
         self.files.append(path)
         self.dirs.add(path.parent)
-        return size
+        return size, written[0]
 
     def sync(self) -> None:
         """fsync every file written and every directory one was created in (up to the table), 16 at once:

@@ -142,11 +142,14 @@ class IdSet:
             pos[maybe[hit]] = positions[at[hit]]
         return in_table, taken, pos
 
-    def add(self, h: np.ndarray, pos: np.ndarray) -> None:
-        """Add ids this run took (unique among themselves and unknown before)."""
+    def add(self, h: np.ndarray, pos: np.ndarray, ordered: bool = False) -> None:
+        """Add ids this run took (unique among themselves and unknown before; ``ordered``: sorted already)."""
         if len(h):
-            order = np.argsort(h, kind="stable")
-            self._taken.append((h[order], pos[order]))
+            if ordered:
+                self._taken.append((h, pos))
+            else:
+                order = np.argsort(h, kind="stable")
+                self._taken.append((h[order], pos[order]))
             self._filter[h >> self._shift] = True
             if len(self._taken) > 16:  # keep lookups cheap: fold the parts into one
                 hashes = np.concatenate([p[0] for p in self._taken])

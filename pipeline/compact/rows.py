@@ -30,6 +30,19 @@ SCHEMAS: dict[str, pa.Schema] = {
     family: pa.schema([pa.field(name, _ARROW[sql]) for name, sql in cols]) for family, cols in COLUMNS.items()
 }
 
+#: Columns with a few values per chunk (the config, the rater, type, status, region): compaction keeps them
+#: dictionary-encoded from the parse to the file, so placing rows in partitions moves 4-byte indices, not
+#: strings, and the Parquet writer takes the dictionary as it is instead of building one.
+ENCODED_COLUMNS = frozenset(
+    {"type", "cli", "route", "model", "effort", "config_key", "rater_kind", "rater_name", "status", "region"}
+)
+ENCODED = pa.dictionary(pa.int32(), pa.string())
+#: :data:`SCHEMAS` with the :data:`ENCODED_COLUMNS` dictionary-encoded (what the vectorised path produces).
+ENCODED_SCHEMAS: dict[str, pa.Schema] = {
+    family: pa.schema([pa.field(f.name, ENCODED) if f.name in ENCODED_COLUMNS else f for f in schema])
+    for family, schema in SCHEMAS.items()
+}
+
 _COMMON = ("id", "type", "at", "v")
 #: Store columns whose value is not the event field of the same name.
 _RENAMED = {"table_version": "table"}

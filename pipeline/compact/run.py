@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 import numpy as np
@@ -60,7 +60,7 @@ from ..store.table import (
 )
 from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams import new_id
-from .files import DeadLetters, TableFiles, deadletter_record, file_stats, partition_dir
+from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, file_stats, partition_dir
 from .frames import FramePlan, plan_frames
 from .ids import CONFLICT, DEFERRED, DUPLICATE, NEW, IdSet, LineReader, hash_ids, position
 from .parse import Chunk, ParsedChunk, parse_chunk
@@ -274,6 +274,7 @@ class _Run:
         self.reader = LineReader(home)
         self.files = TableFiles(location)
         self.letters: dict[str, DeadLetters] = {}
+        self.lean: dict[str, bool] = {}  # the fast path's per-type hint (pipeline.compact.fastpath.parse_fast)
         self.table = self._open_or_create()
         self.read_version = self.table.version()
 
@@ -491,10 +492,13 @@ class _Run:
                 self._settle(pending.popleft(), plan, bar)
         plan.sha256 = digest.hexdigest()
 
-    def _parse(self, stream: str, block: bytes, pos: int) -> tuple[Chunk, ParsedChunk]:
-        """Split and parse one block (in a worker thread; its line numbers are set when it is settled)."""
-        chunk = Chunk.of(stream, block, pos, 0, self.writer.writer)
-        return chunk, parse_chunk(chunk, self.max_line_bytes)
+    def _parse(self, stream: str, block: bytes, end: int, pos: int) -> tuple[Chunk, ParsedChunk]:
+        """Split and parse the lines of ``block[:end]`` (in a worker thread; its line numbers are set when it is
+        settled)."""
+        chunk = Chunk.of(stream, block, pos, 0, self.writer.writer, end)
+        parsed = parse_chunk(chunk, self.max_line_bytes, self.lean)
+        parsed.tables = {family: _with_id_hash(encode_columns(table)) for family, table in parsed.tables.items()}
+        return chunk, parsed
 
     def _settle(self, job: Future[tuple[Chunk, ParsedChunk]] | _LongLine, plan: _Plan, bar: Any) -> None:
         line_no = plan.line_start + plan.outcomes.lines  # jobs are settled in stream order
@@ -513,13 +517,14 @@ class _Run:
             chunk, parsed = job.result()
             chunk.first_line = line_no
             self._take(chunk, parsed, plan.outcomes, plan.frames)
-            size = len(chunk.block)
+            size = int(chunk.starts[-1])
         if bar is not None:
             bar.update(size)
 
-    def _blocks(self, plan: _Plan, handle: Any, digest: Any) -> Iterator[tuple[bytes, int] | _LongLine]:
-        """Blocks of whole lines (with their stream offset) over the plan's range, hashed as they are read; a line
-        over the size limit is streamed past (hashed, never held whole) and given as a :class:`_LongLine`."""
+    def _blocks(self, plan: _Plan, handle: Any, digest: Any) -> Iterator[tuple[bytes, int, int] | _LongLine]:
+        """Blocks of whole lines over the plan's range, hashed as they are read, as (block, the length of its whole
+        lines, their stream offset); a line over the size limit is streamed past (hashed, never held whole) and
+        given as a :class:`_LongLine`."""
         pos = plan.start
         while pos < plan.end:
             handle.seek(pos)
@@ -529,9 +534,9 @@ class _Run:
                 more = handle.read(min(self.chunk_bytes, self.max_line_bytes + 1, plan.end - pos - len(block)))
                 block += more
                 cut = block.rfind(b"\n") + 1
-            if cut:
-                digest.update(block[:cut])
-                yield block[:cut], pos
+            if cut:  # the bytes after the cut are read again with the next block (no copy of this one)
+                digest.update(memoryview(block)[:cut])
+                yield block, cut, pos
                 pos += cut
                 continue
             length = self._stream_past(handle, block, plan.end - pos, digest)
@@ -560,22 +565,21 @@ class _Run:
         families = sorted(parsed.tables)
         if families:
             lines = np.concatenate([parsed.tables[f]["_line"].to_numpy() for f in families])
-            ids = pa.concat_arrays([parsed.tables[f]["id"].combine_chunks() for f in families])
-            order = np.argsort(lines, kind="stable")
-            lines = lines[order]
-            ids = ids.take(pa.array(order))
-            h = hash_ids(ids)
-            row_hash = np.zeros(len(chunk), np.uint64)
-            row_hash[lines] = h
-            verdict = self._classify(chunk, lines, ids, h)
+            h = np.concatenate([parsed.tables[f]["_id_hash"].to_numpy() for f in families]).view(np.uint64)
+            order = None
+            if len(families) > 1:  # in line order
+                order = np.argsort(lines, kind="stable")
+                lines, h = lines[order], h[order]
+            ids = _LazyIds([parsed.tables[f]["id"] for f in families], order)
+            by_hash = np.argsort(h, kind="stable")
+            verdict = self._classify(chunk, lines, ids, h, by_hash)
             new = verdict == NEW
-            self.ids.add(h[new], position(chunk.stream, chunk.offsets[lines[new]]))
+            added = by_hash[new[by_hash]]  # the new rows, by hash
+            self.ids.add(h[added], position(chunk.stream, chunk.offsets[lines[added]]), ordered=True)
             outcomes.stored += int(new.sum())
             outcomes.duplicate += int((verdict == DUPLICATE).sum())
             outcomes.conflict += int((verdict == CONFLICT).sum())
-            rejected += [
-                (int(lines[k]), _conflict_reason(ids[int(k)].as_py())) for k in np.flatnonzero(verdict == CONFLICT)
-            ]
+            rejected += [(int(lines[k]), _conflict_reason(ids[int(k)])) for k in np.flatnonzero(verdict == CONFLICT)]
             keep = np.zeros(len(chunk), bool)
             keep[lines[new]] = True
             hold = np.zeros(len(chunk), bool)
@@ -589,39 +593,41 @@ class _Run:
                 mask = keep[at]
                 kept = table if mask.all() else table.filter(pa.array(mask))
                 if kept.num_rows:
-                    self._buffer(family, self._rows(family, kept, chunk, row_hash[kept["_line"].to_numpy()]))
+                    self._buffer(family, self._rows(family, kept, chunk))
         for i, reason in sorted(rejected):
             self.letters[chunk.stream].write(
                 deadletter_record(chunk.stream, int(chunk.offsets[i]), chunk.first_line + i, reason, chunk.line(i))
             )
 
-    def _classify(self, chunk: Chunk, lines: np.ndarray, ids: pa.Array, h: np.ndarray) -> np.ndarray:
-        """NEW, DUPLICATE, CONFLICT or DEFERRED (the table has the id) per row of a chunk, in line order."""
+    def _classify(
+        self, chunk: Chunk, lines: np.ndarray, ids: _LazyIds, h: np.ndarray, by_hash: np.ndarray
+    ) -> np.ndarray:
+        """NEW, DUPLICATE, CONFLICT or DEFERRED (the table has the id) per row of a chunk, in line order
+        (``by_hash``: the rows in hash order, a stable sort)."""
         out = np.zeros(len(h), np.int8)
         in_table, taken, pos = self.ids.lookup(h)
         out[in_table] = DEFERRED
         for k in np.flatnonzero(taken & ~in_table):
             earlier = self.reader.line(int(pos[k]))
-            out[k] = _same_event(earlier, chunk.line(int(lines[k])), ids[int(k)].as_py())
-        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-        first_of_row = first[inverse]
+            out[k] = _same_event(earlier, chunk.line(int(lines[k])), ids[int(k)])
+        first_of_row = _first_of_same(h, by_hash)
         for k in np.flatnonzero((first_of_row != np.arange(len(h))) & (out == NEW)):
             j = int(first_of_row[k])
             if out[j] == DEFERRED:
                 out[k] = DEFERRED  # resolved with the first against the stored row
             else:
-                out[k] = _same_event(chunk.line(int(lines[j])), chunk.line(int(lines[k])), ids[int(k)].as_py())
+                out[k] = _same_event(chunk.line(int(lines[j])), chunk.line(int(lines[k])), ids[int(k)])
         return out
 
     def _resolve_held(self) -> None:
         """Compare the rows whose id the table had with the stored rows: duplicates go, conflicts are dead-lettered."""
         if not self.held:
             return
-        wanted = np.unique(np.concatenate([hash_ids(held.rows["id"].combine_chunks()) for held in self.held]))
+        wanted = np.unique(np.concatenate([held.rows["_id_hash"].to_numpy() for held in self.held]).view(np.uint64))
         stored = self._stored_rows(wanted)
         for held in self.held:
             resolved = np.zeros(held.rows.num_rows, np.int8)
-            rows = held.rows.drop_columns(["_line"]).to_pylist()
+            rows = held.rows.drop_columns(["_line", "_id_hash"]).to_pylist()
             for k, row in enumerate(rows):
                 known = stored.get(row["id"])
                 if known is None:  # only the 64-bit hashes met: a new id
@@ -636,9 +642,9 @@ class _Run:
             held.outcomes.conflict += int((resolved == CONFLICT).sum())
             if new.any():
                 fresh = held.rows.filter(pa.array(new))
-                hashes = hash_ids(fresh["id"].combine_chunks())
+                hashes = fresh["_id_hash"].to_numpy().view(np.uint64)
                 self.ids.add(hashes, position(held.chunk.stream, held.chunk.offsets[lines[new]]))
-                self._buffer(held.family, self._rows(held.family, fresh, held.chunk, hashes))
+                self._buffer(held.family, self._rows(held.family, fresh, held.chunk))
             for j in np.flatnonzero(resolved == CONFLICT):
                 i = int(lines[j])
                 held.letters.write(
@@ -671,28 +677,27 @@ class _Run:
         return out
 
     # ------------------------------------------------------------------ writing
-    def _rows(self, family: str, table: pa.Table, chunk: Chunk, hashes: np.ndarray) -> pa.Table:
-        """A family's parsed rows (with ``_line``) with what the table adds per row: ``_offset``, ``_id_hash``,
-        ``raw`` (family ``other``) and ``event_date``; the other columns are added when a file is written."""
+    def _rows(self, family: str, table: pa.Table, chunk: Chunk) -> pa.Table:
+        """A family's parsed rows (with ``_line`` and ``_id_hash``) with what the table adds per row: ``_offset``
+        and ``raw`` (family ``other``); the other columns are added when a file is written."""
         lines = table["_line"].to_numpy()
         rows = table.drop_columns(["_line"])
         rows = rows.append_column("_offset", pa.array(chunk.offsets[lines], pa.int64()))
-        rows = rows.append_column("_id_hash", pa.array(hashes.view(np.int64)))
         if family == "other":
             rows = rows.append_column("raw", pa.array([chunk.line(int(i)).decode("utf-8") for i in lines], pa.string()))
-        return rows.append_column("event_date", pc.cast(table["at"], pa.date32()))
+        return rows
 
     def _buffer(self, family: str, table: pa.Table) -> None:
-        days = table["event_date"].combine_chunks()
-        codes = pc.dictionary_encode(days, null_encoding="encode")
-        keys = codes.dictionary.to_pylist()
-        idx = codes.indices.to_numpy()
-        grouped = len(keys) == 1 or bool(np.all(idx[:-1] <= idx[1:]))  # time-ordered streams usually are
-        order = np.arange(len(idx)) if grouped else np.argsort(idx, kind="stable")
-        bounds = np.searchsorted(idx[order], np.arange(len(keys) + 1))
-        ordered = (table if grouped else table.take(pa.array(order))).drop_columns(["event_date"])
+        """Add a family's rows to the buffers of their partitions (event dates, in row order within each)."""
+        days, keys = _event_days(table["at"])
+        grouped = len(keys) == 1 or bool(np.all(days[:-1] <= days[1:]))  # time-ordered streams usually are
+        # a stable sort of small integers is a radix sort in numpy
+        order = np.arange(len(days)) if grouped else np.argsort(days, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(days, minlength=len(keys)))])
+        ordered = table if grouped else table.take(pa.array(order))
         for k, key in enumerate(keys):
-            self.buffers.setdefault((family, key), []).append(ordered.slice(bounds[k], bounds[k + 1] - bounds[k]))
+            if bounds[k + 1] > bounds[k]:
+                self.buffers.setdefault((family, key), []).append(ordered.slice(bounds[k], bounds[k + 1] - bounds[k]))
         self.buffered += table.num_rows
         if self.buffered >= self.buffer_rows:
             self._flush()
@@ -701,19 +706,17 @@ class _Run:
         """Buffered rows of one partition as a data file: the family's columns and the provenance, in table
         order. A file holds only the columns its family has; every reader of the table reads the others as
         null (Delta's schema: a column a file lacks is null in its rows)."""
-        table = pa.concat_tables(parts)
+        table = pa.concat_tables(parts).unify_dictionaries()  # one dictionary per column in the file
         n = table.num_rows
-        fields, columns = [], []
+        names = set(table.column_names)
+        columns: dict[str, pa.ChunkedArray | pa.Array] = {}
         for f in DATA_SCHEMA:
-            if f.name in table.column_names:
-                columns.append(table[f.name].cast(f.type) if f.name == "at" else table[f.name])
+            if f.name in names:
+                columns[f.name] = table[f.name].cast(f.type) if f.name == "at" else table[f.name]
             elif f.name in ("_writer", "_stream"):
                 value = self.writer.writer if f.name == "_writer" else STREAM_OF_FAMILY[family]
-                columns.append(pa.repeat(pa.scalar(value, pa.string()), n))
-            else:
-                continue
-            fields.append(f)
-        return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+                columns[f.name] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
+        return pa.table(columns)
 
     def _flush(self) -> None:
         """Write one file per buffered partition (in parallel: the Parquet writer releases the GIL)."""
@@ -728,7 +731,7 @@ class _Run:
             family, day, relative = job
             table = self._file_table(family, self.buffers[(family, day)])
             try:
-                size = self.files.write(table, relative)
+                size, metadata = self.files.write(table, relative)
             except PipelineError:
                 raise
             except OSError as exc:
@@ -738,7 +741,7 @@ class _Run:
                     "nothing of this run is visible"
                 ) from None
             partition = {"family": family, "event_date": day.isoformat() if day else None}
-            return AddAction(relative, size, partition, _now_ms(), True, file_stats(table))
+            return AddAction(relative, size, partition, _now_ms(), True, file_stats(metadata))
 
         with ThreadPoolExecutor(_WORKERS) as pool:
             self.adds.extend(pool.map(write, jobs))
@@ -765,6 +768,67 @@ def _apply_frames(
             tables[family] = table if keep.all() else table.filter(pa.array(keep))
     invalid = [(i, reason) for i, reason in parsed.invalid if not special[i]]
     return ParsedChunk(tables=tables, invalid=invalid), broken
+
+
+def _with_id_hash(table: pa.Table) -> pa.Table:
+    """``table`` with ``_id_hash``: :func:`pipeline.compact.ids.hash_ids` of its ids (computed while parsing)."""
+    return table.append_column("_id_hash", pa.array(hash_ids(table["id"].combine_chunks()).view(np.int64)))
+
+
+class _LazyIds:
+    """The ids of a chunk's rows in line order, gathered only when one is asked for (a repeat or a conflict)."""
+
+    def __init__(self, columns: list[pa.ChunkedArray], order: np.ndarray | None):
+        self.columns = columns
+        self.order = order  # line order of the concatenated columns (None: they are in it)
+        self.ids: pa.Array | None = None
+
+    def __getitem__(self, k: int) -> str:
+        if self.ids is None:
+            ids = pa.concat_arrays([c.combine_chunks() for c in self.columns])
+            self.ids = ids if self.order is None else ids.take(pa.array(self.order))
+        return str(self.ids[k].as_py())
+
+
+def _first_of_same(h: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """For each position, the first position holding the same value (itself, for a value seen once);
+    ``order`` sorts ``h`` stably."""
+    ordered = h[order]
+    starts = np.ones(len(h), bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    if starts.all():
+        return np.arange(len(h))
+    first = order[np.maximum.accumulate(np.where(starts, np.arange(len(h)), 0))]
+    out = np.empty(len(h), np.int64)
+    out[order] = first
+    return out
+
+
+def _event_days(at: pa.ChunkedArray) -> tuple[np.ndarray, list[date | None]]:
+    """Per row, the index of its UTC date (``event_date``) in the returned dates (sorted; ``None`` last, for
+    rows without a time), as the smallest integer type that holds it."""
+    day = pc.cast(pc.cast(at, pa.date32()), pa.int32()).combine_chunks()  # days since 1970-01-01
+    valid = np.asarray(day.is_valid()) if day.null_count else None
+    values = np.asarray(day.fill_null(0).to_numpy() if valid is not None else day.to_numpy(), np.int64)
+    dated = values if valid is None else values[valid]
+    if len(dated) and int(dated.max()) - int(dated.min()) < (1 << 20):  # a span of days: count, no sort
+        low = int(dated.min())
+        present = np.flatnonzero(np.bincount(dated - low)) + low
+        index = np.zeros(int(present[-1]) - low + 1, np.int64)
+        index[present - low] = np.arange(len(present))
+        codes = index[np.clip(values - low, 0, len(index) - 1)]
+    else:
+        present = np.unique(dated)
+        codes = np.searchsorted(present, values)
+    keys: list[date | None] = [_EPOCH + timedelta(days=int(d)) for d in present]
+    if valid is not None:
+        codes[~valid] = len(keys)
+        keys.append(None)
+    kind = np.int16 if len(keys) < (1 << 15) else np.int64
+    return codes.astype(kind), keys
+
+
+_EPOCH = date(1970, 1, 1)
 
 
 def _now_ms() -> int:
