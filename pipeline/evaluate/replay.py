@@ -199,7 +199,9 @@ def _run(
         by_order.setdefault(-1 if r.order is None else id(r.order), []).append(i)
     for members in by_order.values():
         idx = np.array(members, dtype=np.int64)
-        totals = route_runs(policy, outcomes, init, runs[members[0]].order, (draw_u, draw_i), draw_of_run[idx], eps[idx])
+        totals = route_runs(
+            policy, outcomes, init, runs[members[0]].order, (draw_u, draw_i), draw_of_run[idx], eps[idx]
+        )
         routed[idx], explored[idx] = totals.routed, totals.explored
         total_q[idx], total_cost[idx], total_utility[idx] = totals.total_q, totals.total_cost, totals.total_utility
     return [

@@ -20,7 +20,7 @@ def numpy_values(policy: Policy, q: np.ndarray, cost: np.ndarray) -> np.ndarray:
         return q
     if policy.objective == "utility":
         return np.where(np.isnan(cost), q, (policy.lam or 0.0) * q - cost)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         return np.where(np.isnan(cost), q, q / cost)
 
 
