@@ -344,28 +344,24 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
     codes, groups = _groups(inputs)
     w = pl.col("w") * recency_weight(pl.col("at"), inputs.newest_at, key)
     is_gate = (pl.col("rater_kind") == "gate") & (pl.col("origin") != "prm")
-    # Plain sums only (the fast path of group_by): the gate terms are zeroed outside gate ratings.
-    # The group code is the group's row in ``groups``, so the sums sorted by it line up with those rows.
-    sums = (
+    # The gate terms are zeroed outside gate ratings. Sums in rating order (:mod:`pipeline.fit.group_sums`); the
+    # group code is the group's row in ``groups``, so the sums line up with those rows.
+    terms = (
         inputs.ratings.lazy()
-        .select("at", "w", "score", "rater_kind", "origin", g=codes)
+        .select("at", "w", "score", "rater_kind", "origin")
         .with_columns(w=w)
         .with_columns(ws=pl.col("w") * pl.col("score"), is_gate=is_gate)
-        .with_columns(
+        .select(
+            "w",
+            "ws",
             gate_w=pl.when("is_gate").then(pl.col("w")).otherwise(0.0),
             gate_ws=pl.when("is_gate").then(pl.col("ws")).otherwise(0.0),
         )
-        .group_by("g")
-        .agg(
-            weight=pl.col("w").sum(),
-            wscore=pl.col("ws").sum(),
-            gate_w=pl.col("gate_w").sum(),
-            gate_ws=pl.col("gate_ws").sum(),
-        )
-        .sort("g")
         .collect()
     )
-    out = groups.with_columns(sums.get_column(c) for c in ("weight", "wscore", "gate_w", "gate_ws")).select(
+    totals = _sums(codes, terms, groups.height)
+    names = ("weight", "wscore", "gate_w", "gate_ws")
+    out = groups.with_columns(pl.Series(name, totals[:, j], pl.Float64) for j, name in enumerate(names)).select(
         "task",
         "region",
         "config_key",
@@ -385,6 +381,13 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
     out = out.drop("prm")
     inputs._memo.values[(False, key)] = out
     return out
+
+
+def _sums(codes: pl.Series, terms: pl.DataFrame, n_groups: int) -> np.ndarray:
+    """Per group code 0 .. n_groups - 1, the sum of each column of ``terms`` over its rows, in row order."""
+    from .group_sums import group_sums
+
+    return group_sums(codes.to_numpy(), terms.to_numpy(), n_groups)
 
 
 def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
