@@ -117,9 +117,9 @@ def replay_runs(
 ) -> list[ReplayResult]:
     """Every run of ``runs`` from the same start, side by side.
 
-    The loop is over task positions (a replay is sequential by nature), never over ratings or runs: outcomes
-    are laid out once as a dense task x config matrix, and each step routes one task in every run at once
-    (numpy over runs x configs).
+    The loop is over task positions (a replay is sequential by nature), never over ratings: outcomes are laid
+    out once as a dense task x config matrix, and each run routes its tasks in the compiled loop of
+    :mod:`pipeline.evaluate.replay_kernel` (runs in parallel; no runs x tasks matrix is ever made).
     """
     pool = sorted(start.pool)
     ordered = tasks.select("task", "region", "first_at").sort(["first_at", "task"])
