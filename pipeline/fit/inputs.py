@@ -401,10 +401,8 @@ def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
     costs = (
         inputs.attempts.lazy()
         .group_by("task", "config_key")
-        .agg(known=pl.col("cost_usd").count(), cost_usd=pl.col("cost_usd").sum(), attempts=pl.len())
-        .with_columns(
-            cost_usd=pl.when(pl.col("known") > 0).then(pl.col("cost_usd")), unknown=pl.col("attempts") - pl.col("known")
-        )
+        .agg(known=pl.col("cost_usd").count(), attempts=pl.len())
+        .with_columns(unknown=pl.col("attempts") - pl.col("known"))
     )
     groups = (
         inputs.ratings.lazy()
@@ -424,11 +422,19 @@ def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
             unknown_cost=pl.when(pl.col("attempts").is_null()).then(1).otherwise(pl.col("unknown")).cast(pl.Int64),
             n=pl.col("n").cast(pl.Int64),
         )
-        .select(
-            "g", "task", "region", "config_key", "first_at", "n", "cost_usd", "attempts", "unknown_cost", "at", "prm"
-        )
+        .select("g", "task", "region", "config_key", "first_at", "n", "known", "attempts", "unknown_cost", "at", "prm")
         .sort("first_at", "task", "config_key")
         .collect()
+    )
+    # The known costs of each group's attempts, summed in attempt order (null when none is known).
+    priced = inputs.attempts.select("task", "config_key", "cost_usd").filter(pl.col("cost_usd").is_not_null())
+    rows = priced.join(
+        groups.select("task", "config_key").with_row_index("row"), on=["task", "config_key"], maintain_order="left"
+    )
+    known_sum = _sums(rows["row"], rows.select("cost_usd"), groups.height)[:, 0]
+    groups = groups.with_columns(cost_usd=pl.when(pl.col("known") > 0).then(pl.Series(known_sum, dtype=pl.Float64)))
+    groups = groups.select(
+        "g", "task", "region", "config_key", "first_at", "n", "cost_usd", "attempts", "unknown_cost", "at", "prm"
     )
     # Renumber the groups by their row (codes 0..G-1 in the output order).
     row_of = np.empty(groups.height, dtype=np.uint32)
