@@ -30,7 +30,7 @@ from .ladders import ladders_section
 from .metrics import eligible, expected_hit, hit_summary, mark_best
 from .replay import ReplayStart, start_from
 from .search import MIN_EXPLORATION, SEARCHED, Part, Pins, SearchResult, greedy_hits, make_part, search
-from .split import Parts, parts
+from .split import Parts, inner_parts, parts
 from .verdict import recommend
 
 
@@ -81,7 +81,8 @@ def evaluate(
     min_exploration: float = MIN_EXPLORATION,
 ) -> Evaluation:
     """Run DESIGN 6 on ``inputs``; ``shipped_constants`` already carry the cost floor, min samples and lambda."""
-    outer, learned, held, inner, inner_learned, validation = parts(inputs, fraction)
+    outer, learned, held = parts(inputs, fraction)
+    inner, inner_learned, validation = inner_parts(inputs, fraction)
     # Costs are known when some learned (task, config) has every attempt priced: the model's own rule
     # (pipeline.fit.model), taken from the learned part so that held-out data cannot change it.
     learned_values = task_values(learned)

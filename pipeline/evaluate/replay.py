@@ -117,9 +117,9 @@ def replay_runs(
 ) -> list[ReplayResult]:
     """Every run of ``runs`` from the same start, side by side.
 
-    The loop is over task positions (a replay is sequential by nature), never over ratings or runs: outcomes
-    are laid out once as a dense task x config matrix, and each step routes one task in every run at once
-    (numpy over runs x configs).
+    The loop is over task positions (a replay is sequential by nature), never over ratings: outcomes are laid
+    out once as a dense task x config matrix, and each run routes its tasks in the compiled loop of
+    :mod:`pipeline.evaluate.replay_kernel` (runs in parallel; no runs x tasks matrix is ever made).
     """
     pool = sorted(start.pool)
     ordered = tasks.select("task", "region", "first_at").sort(["first_at", "task"])
@@ -161,81 +161,49 @@ def _run(
     state: dict[tuple[str, str], tuple[float, float, float, int]],
     runs: Sequence[Run],
 ) -> list[ReplayResult]:
-    """Route every run's tasks; each step takes one task position in all runs (of equal length) at once."""
-    n_tasks, k_pool = len(task_region), len(pool)
+    """Route every run's tasks (:mod:`pipeline.evaluate.replay_kernel`), the runs that share an order together."""
+    from .replay_kernel import Outcomes, Policy, route_runs
+
+    n_tasks = len(task_region)
     steps = {_length(r, n_tasks) for r in runs}
     if len(steps) != 1:
         raise ValueError("runs replayed together route the same number of tasks")
     (length,) = steps
-    n_runs, g_regions = len(runs), len(regions)
-    order = np.stack([np.arange(n_tasks) if r.order is None else np.asarray(r.order, dtype=np.int64) for r in runs])
-    eps = np.array([r.exploration for r in runs])
     # One uniform and one index per position, whatever epsilon is: runs that share a seed share their draws.
-    draws: dict[object, tuple[np.ndarray, np.ndarray]] = {}
-    for r in runs:
-        key = r.seed
-        if key not in draws:
-            rng = np.random.default_rng(r.seed)
-            draws[key] = (rng.random(length), rng.random(length))
-    draw_u = np.stack([draws[r.seed][0] for r in runs])
-    draw_i = np.stack([draws[r.seed][1] for r in runs])
-    value, weight, cost, known = matrix
-    # Per run, region, config: S, W, the sum and count of known task costs (DESIGN 5 posterior and cost mean).
+    seeds = list(dict.fromkeys(r.seed for r in runs))
+    draw_u, draw_i = np.empty((len(seeds), length)), np.empty((len(seeds), length))
+    for row, seed in enumerate(seeds):
+        rng = np.random.default_rng(seed)
+        draw_u[row], draw_i[row] = rng.random(length), rng.random(length)
+    draw_of_run = np.array([seeds.index(r.seed) for r in runs], dtype=np.int64)
+    eps = np.array([r.exploration for r in runs], dtype=np.float64)
+    # Per region and config: S, W, the sum and count of known task costs (DESIGN 5 posterior and cost mean).
     init = np.array([[state.get((c, g), (0.0, 0.0, 0.0, 0)) for c in pool] for g in regions], dtype=float)
-    sums = np.broadcast_to(init, (n_runs, g_regions, k_pool, 4)).copy()
-    prior = np.array([[start.lookup[(c, g)][0] for c in pool] for g in regions], dtype=float)
-    fallback = np.array(
-        [[np.nan if start.lookup[(c, g)][1] is None else start.lookup[(c, g)][1] for c in pool] for g in regions],
-        dtype=float,
+    policy = Policy(
+        prior=np.array([[start.lookup[(c, g)][0] for c in pool] for g in regions], dtype=float),
+        fallback=np.array(
+            [[np.nan if start.lookup[(c, g)][1] is None else start.lookup[(c, g)][1] for c in pool] for g in regions],
+            dtype=float,
+        ),
+        prior_weight=start.prior_weight,
+        floor=start.floor,
+        objective=start.objective,
+        lam=start.lam,
+        min_quality=start.min_quality,
     )
-    rows = np.arange(n_runs)
-    routed = np.zeros(n_runs, dtype=np.int64)
-    explored = np.zeros(n_runs, dtype=np.int64)
-    total_q = np.zeros(n_runs)
-    total_cost = np.zeros(n_runs)
-    total_utility = np.zeros(n_runs)
-    k = start.prior_weight
-    for step in range(length):
-        task = order[:, step]
-        region = task_region[task]
-        acc = sums[rows, region]  # (runs, configs, 4)
-        s, w, cost_sum, cost_n = acc[..., 0], acc[..., 1], acc[..., 2], acc[..., 3]
-        p = prior[region]
-        # q = (k * p + S) / (k + W); q = p when k + W = 0 (DESIGN 5)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            q = np.where(k + w == 0, p, (k * p + s) / (k + w))
-            est = np.where(cost_n > 0, cost_sum / np.maximum(cost_n, 1), fallback[region])
-        est = np.where(np.isnan(est), np.nan, np.maximum(est, start.floor))
-        # At or above the quality floor first; below it, quality alone (docs/design.md, Fit)
-        above = np.ones_like(q, dtype=bool) if start.min_quality is None else q >= start.min_quality
-        score = np.where(above, _values(start, q, est), q)
-        greedy = _greedy(above, score, q, est)
-        chosen = greedy
-        if k_pool > 1:
-            explore = draw_u[:, step] < eps
-            other = (draw_i[:, step] * (k_pool - 1)).astype(np.int64)  # uniform over the pool without the greedy
-            chosen = np.where(explore, np.where(other < greedy, other, other + 1), greedy)
-            explored += explore
-        cell = task * k_pool + chosen
-        q_seen = value[cell]
-        seen = ~np.isnan(q_seen)  # not NaN: the chosen config did this task (else it is skipped)
-        routed += seen
-        q_seen = np.where(seen, q_seen, 0.0)
-        c_seen = cost[cell]
-        priced = seen & ~np.isnan(c_seen)
-        c_val = np.where(priced, c_seen, 0.0)
-        total_q += q_seen
-        total_cost += c_val
-        if start.lam is not None:
-            total_utility += np.where(priced, start.lam * q_seen - c_val, 0.0)
-        w_seen = np.where(seen, weight[cell], 0.0)
-        learn = seen & known[cell]
-        target = sums[rows, region, chosen]
-        target[:, 0] += q_seen * w_seen
-        target[:, 1] += w_seen
-        target[:, 2] += np.where(learn, c_val, 0.0)
-        target[:, 3] += learn
-        sums[rows, region, chosen] = target
+    outcomes = Outcomes(*matrix, task_region=task_region)
+    routed, explored = np.zeros(len(runs), dtype=np.int64), np.zeros(len(runs), dtype=np.int64)
+    total_q, total_cost, total_utility = np.zeros(len(runs)), np.zeros(len(runs)), np.zeros(len(runs))
+    by_order: dict[int, list[int]] = {}
+    for i, r in enumerate(runs):
+        by_order.setdefault(-1 if r.order is None else id(r.order), []).append(i)
+    for members in by_order.values():
+        idx = np.array(members, dtype=np.int64)
+        totals = route_runs(
+            policy, outcomes, init, runs[members[0]].order, (draw_u, draw_i), draw_of_run[idx], eps[idx]
+        )
+        routed[idx], explored[idx] = totals.routed, totals.explored
+        total_q[idx], total_cost[idx], total_utility[idx] = totals.total_q, totals.total_cost, totals.total_utility
     return [
         ReplayResult(
             exploration=r.exploration,
@@ -244,23 +212,10 @@ def _run(
             ),
             tasks_routed=int(routed[i]),
             tasks_skipped=length - int(routed[i]),
-            explored=int(explored[i]) if k_pool > 1 else 0,
+            explored=int(explored[i]),
         )
         for i, r in enumerate(runs)
     ]
-
-
-def _greedy(above: np.ndarray, score: np.ndarray, q: np.ndarray, est: np.ndarray) -> np.ndarray:
-    """Per run, the greedy order (docs/design.md, Fit): at or above the quality floor first, then the best score,
-    then higher q, then lower cost, then key order."""
-    best = above == above.max(axis=1, keepdims=True)
-    s_best = np.where(best, score, -np.inf)
-    best &= s_best == s_best.max(axis=1, keepdims=True)
-    q_best = np.where(best, q, -np.inf)
-    best &= q_best == q_best.max(axis=1, keepdims=True)
-    cheap = np.where(best, -np.nan_to_num(est, nan=0.0), -np.inf)
-    best &= cheap == cheap.max(axis=1, keepdims=True)
-    return np.argmax(best, axis=1)  # the first (lowest key) of the remaining ties
 
 
 def _outcome_matrix(
@@ -290,16 +245,6 @@ def _outcome_matrix(
         arrays.append(out)
     value, weight, cost, known = arrays
     return value, weight, cost, known
-
-
-def _values(start: ReplayStart, q: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """The objective of DESIGN 5 on the posterior (quality where the cost is unknown)."""
-    if start.objective == "quality":
-        return q
-    if start.objective == "utility":
-        return np.where(np.isnan(cost), q, (start.lam or 0.0) * q - cost)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(np.isnan(cost), q, q / cost)
 
 
 def _realized(start: ReplayStart, routed: int, total_q: float, total_cost: float, total_utility: float) -> float | None:

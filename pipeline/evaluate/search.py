@@ -191,7 +191,9 @@ def search(
     if objective != "utility":
         selected_on.pop("lambda")
     rows: list[dict] = []
-    scored: list[tuple[float, tuple, Constants, pl.DataFrame]] = []
+    # The best set so far: the highest validation score, then the tie-break (only its per-task hits are kept: a
+    # grid of per-task frames would hold every candidate's).
+    best: tuple[tuple[float, tuple], Constants, pl.DataFrame] | None = None
     for constants in candidates:
         val_hits = greedy_hits(fit(validation.fit_inputs, constants), validation)
         held_hits = greedy_hits(fit(held_out.fit_inputs, constants), held_out)
@@ -206,9 +208,12 @@ def search(
             )
         )
         score = -1.0 if val is None else val
-        scored.append((score, _tie_key(constants, shipped), constants, val_hits))
-    best_score = max(s for s, *_ in scored)
-    _, _, chosen, chosen_hits = min((x for x in scored if x[0] == best_score), key=lambda x: x[1])
+        key = (-score, _tie_key(constants, shipped))
+        if best is None or key < best[0]:
+            best = (key, constants, val_hits)
+    if best is None:
+        raise ValueError("the grid of constants is empty")
+    _, chosen, chosen_hits = best
 
     grid = exploration_grid(min_exploration)
     # The replay on validation of every grid value and of the shipped exploration (the verdict compares them).

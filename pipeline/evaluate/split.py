@@ -60,24 +60,44 @@ def split_tasks(tasks: pl.DataFrame, fraction: float | str | Fraction) -> Split:
 
 
 class Parts(NamedTuple):
-    """The parts of one fit's inputs: learned events come at or before their cutoff, validation repeats the rule
-    inside the learned part."""
+    """The outer parts of one fit's inputs: learned events come at or before their cutoff."""
 
     outer: Split
     learned: FitInputs
     held_out: FitInputs
+
+
+class InnerParts(NamedTuple):
+    """The validation split, the rule repeated inside the learned part of :class:`Parts`."""
+
     inner: Split
     inner_learned: FitInputs
     validation: FitInputs
 
 
 def parts(inputs: FitInputs, fraction: float) -> Parts:
-    """The :class:`Parts` of ``inputs`` split at ``fraction``; memoised on ``inputs``."""
+    """The :class:`Parts` of ``inputs`` split at ``fraction``; memoised on ``inputs`` (every stage of a fit cuts
+    the same parts)."""
     key = ("parts", fraction)
     if key not in inputs._derived:
         inputs._derived[key] = _parts(inputs, fraction)
     cut: Parts = inputs._derived[key]
     return cut
+
+
+def inner_parts(inputs: FitInputs, fraction: float) -> InnerParts:
+    """The :class:`InnerParts` of ``inputs``: the learned tasks of :func:`parts` split again at ``fraction``. Not
+    memoised: only the choice of the constants reads them, and they are freed with it.
+
+    Cut from ``inputs`` itself, with the learned part's time limit where the inner split has none: a cut of a cut
+    is the cut at the earlier time (:func:`pipeline.fit.inputs.restrict`), and the learned part was slimmed.
+    """
+    cut = parts(inputs, fraction)
+    inner = split_tasks(cut.learned.tasks, fraction)
+    until = inner.cutoff_at if inner.cutoff_at is not None else cut.outer.cutoff_at
+    inner_learned = restrict(inputs, inner.learned, until=until)
+    validation = restrict(inputs, inner.held_out, until=cut.outer.cutoff_at)
+    return InnerParts(inner, _slim(inner_learned), _slim(validation))
 
 
 def _parts(inputs: FitInputs, fraction: float) -> Parts:
@@ -98,10 +118,7 @@ def _parts(inputs: FitInputs, fraction: float) -> Parts:
             "tasks or later): nothing to fit; append ratings of the earlier tasks"
         )
     held = restrict(inputs, outer.held_out, until=None)
-    inner = split_tasks(learned.tasks, fraction)
-    inner_learned = restrict(learned, inner.learned, until=inner.cutoff_at)
-    validation = restrict(learned, inner.held_out, until=None)
-    return Parts(outer, _slim(learned), _slim(held), inner, _slim(inner_learned), _slim(validation))
+    return Parts(outer, _slim(learned), _slim(held))
 
 
 def _text(moment: datetime | None) -> str:

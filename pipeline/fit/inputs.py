@@ -344,28 +344,24 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
     codes, groups = _groups(inputs)
     w = pl.col("w") * recency_weight(pl.col("at"), inputs.newest_at, key)
     is_gate = (pl.col("rater_kind") == "gate") & (pl.col("origin") != "prm")
-    # Plain sums only (the fast path of group_by): the gate terms are zeroed outside gate ratings.
-    # The group code is the group's row in ``groups``, so the sums sorted by it line up with those rows.
-    sums = (
+    # The gate terms are zeroed outside gate ratings. Sums in rating order (:mod:`pipeline.fit.group_sums`); the
+    # group code is the group's row in ``groups``, so the sums line up with those rows.
+    terms = (
         inputs.ratings.lazy()
-        .select("at", "w", "score", "rater_kind", "origin", g=codes)
+        .select("at", "w", "score", "rater_kind", "origin")
         .with_columns(w=w)
         .with_columns(ws=pl.col("w") * pl.col("score"), is_gate=is_gate)
-        .with_columns(
+        .select(
+            "w",
+            "ws",
             gate_w=pl.when("is_gate").then(pl.col("w")).otherwise(0.0),
             gate_ws=pl.when("is_gate").then(pl.col("ws")).otherwise(0.0),
         )
-        .group_by("g")
-        .agg(
-            weight=pl.col("w").sum(),
-            wscore=pl.col("ws").sum(),
-            gate_w=pl.col("gate_w").sum(),
-            gate_ws=pl.col("gate_ws").sum(),
-        )
-        .sort("g")
         .collect()
     )
-    out = groups.with_columns(sums.get_column(c) for c in ("weight", "wscore", "gate_w", "gate_ws")).select(
+    totals = _sums(codes, terms, groups.height)
+    names = ("weight", "wscore", "gate_w", "gate_ws")
+    out = groups.with_columns(pl.Series(name, totals[:, j], pl.Float64) for j, name in enumerate(names)).select(
         "task",
         "region",
         "config_key",
@@ -387,6 +383,13 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
     return out
 
 
+def _sums(codes: pl.Series, terms: pl.DataFrame, n_groups: int) -> np.ndarray:
+    """Per group code 0 .. n_groups - 1, the sum of each column of ``terms`` over its rows, in row order."""
+    from .group_sums import group_sums
+
+    return group_sums(codes.to_numpy(), terms.to_numpy(), n_groups)
+
+
 def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
     """The (task, config_key) groups of :func:`task_values`, once per inputs: each rating's group code ``g``,
     and per group (in the output order) everything that does not depend on the half-life: ``n``, ``at``,
@@ -398,10 +401,8 @@ def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
     costs = (
         inputs.attempts.lazy()
         .group_by("task", "config_key")
-        .agg(known=pl.col("cost_usd").count(), cost_usd=pl.col("cost_usd").sum(), attempts=pl.len())
-        .with_columns(
-            cost_usd=pl.when(pl.col("known") > 0).then(pl.col("cost_usd")), unknown=pl.col("attempts") - pl.col("known")
-        )
+        .agg(known=pl.col("cost_usd").count(), attempts=pl.len())
+        .with_columns(unknown=pl.col("attempts") - pl.col("known"))
     )
     groups = (
         inputs.ratings.lazy()
@@ -421,11 +422,19 @@ def _groups(inputs: FitInputs) -> tuple[pl.Series, pl.DataFrame]:
             unknown_cost=pl.when(pl.col("attempts").is_null()).then(1).otherwise(pl.col("unknown")).cast(pl.Int64),
             n=pl.col("n").cast(pl.Int64),
         )
-        .select(
-            "g", "task", "region", "config_key", "first_at", "n", "cost_usd", "attempts", "unknown_cost", "at", "prm"
-        )
+        .select("g", "task", "region", "config_key", "first_at", "n", "known", "attempts", "unknown_cost", "at", "prm")
         .sort("first_at", "task", "config_key")
         .collect()
+    )
+    # The known costs of each group's attempts, summed in attempt order (null when none is known).
+    priced = inputs.attempts.select("task", "config_key", "cost_usd").filter(pl.col("cost_usd").is_not_null())
+    rows = priced.join(
+        groups.select("task", "config_key").with_row_index("row"), on=["task", "config_key"], maintain_order="left"
+    )
+    known_sum = _sums(rows["row"], rows.select("cost_usd"), groups.height)[:, 0]
+    groups = groups.with_columns(cost_usd=pl.when(pl.col("known") > 0).then(pl.Series(known_sum, dtype=pl.Float64)))
+    groups = groups.select(
+        "g", "task", "region", "config_key", "first_at", "n", "cost_usd", "attempts", "unknown_cost", "at", "prm"
     )
     # Renumber the groups by their row (codes 0..G-1 in the output order).
     row_of = np.empty(groups.height, dtype=np.uint32)

@@ -1,0 +1,254 @@
+"""The compiled inner loop of the sequential replay (:mod:`pipeline.evaluate.replay`).
+
+A replay is sequential by nature, and the exploration verdict reruns it thousands of times (seeds times
+moving-block resamples), so the loop over task positions is compiled (numba), one run at a time, runs in
+parallel. Each run keeps, per region, the greedy choice of its current posterior and recomputes it only when a
+routed task changes that region's sums: a skipped task costs a few loads.
+
+The arithmetic is the one :mod:`pipeline.evaluate.replay` documents, operation for operation (the same IEEE
+operations in the same order, no fast-math), so a run gives the same floats, bit for bit, as a plain numpy
+replay: ``tests/evaluate/test_replay_kernel.py`` checks it against one.
+
+Only :mod:`pipeline.evaluate.replay` imports this module, inside the function that routes, so numba is loaded
+by a replay and never by the CLI. Compiled code is cached beside this file when the directory is writable.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+#: Objective codes of the kernel.
+OBJECTIVES = {"quality": 0, "utility": 1, "quality_per_dollar": 2}
+_BIG = np.finfo(np.float64).max
+
+_jit = numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+
+
+class Totals(NamedTuple):
+    """Per run: tasks routed, explorations drawn, total quality, total known cost, total utility."""
+
+    routed: np.ndarray
+    explored: np.ndarray
+    total_q: np.ndarray
+    total_cost: np.ndarray
+    total_utility: np.ndarray
+
+
+class Policy(NamedTuple):
+    """What the posterior and the greedy order need besides the sums (from the replay's start)."""
+
+    prior: np.ndarray  # regions x configs: p(c, r)
+    fallback: np.ndarray  # regions x configs: cost(c, r) of the fit the replay starts from (NaN: unknown)
+    prior_weight: float
+    floor: float
+    objective: str  # the effective objective
+    lam: float | None
+    min_quality: float | None
+
+
+class Outcomes(NamedTuple):
+    """Flat task x config arrays (row-major, tasks in replay order) and each task's region (an index)."""
+
+    value: np.ndarray  # q_t,c (NaN: not observed)
+    weight: np.ndarray
+    cost: np.ndarray  # cost_t,c (NaN: unknown)
+    known: np.ndarray  # cost_t,c is a known cost (every attempt priced): it updates the cost mean
+    task_region: np.ndarray
+
+
+def route_runs(
+    policy: Policy,
+    outcomes: Outcomes,
+    init: np.ndarray,
+    order: np.ndarray | None,
+    draws: tuple[np.ndarray, np.ndarray],
+    draw_of_run: np.ndarray,
+    eps: np.ndarray,
+) -> Totals:
+    """Route every run over ``order`` (task positions; None: every task once, in replay order).
+
+    ``init``: regions x configs x 4 starting sums (S, W, sum and count of known costs). ``draws``: the uniforms
+    that decide whether to explore and the ones that pick the other member, one row per draw sequence, indexed by
+    the step; ``draw_of_run``: each run's row; ``eps``: each run's exploration.
+    """
+    steps = np.arange(outcomes.task_region.shape[0]) if order is None else order
+    n_runs = eps.shape[0]
+    totals = Totals(np.zeros(n_runs, np.int64), np.zeros(n_runs, np.int64), *np.zeros((3, n_runs)))
+    n_regions, k_pool = policy.prior.shape
+    _routes(
+        k_pool,
+        np.ascontiguousarray(steps, dtype=np.int64),
+        np.ascontiguousarray(outcomes.task_region, dtype=np.int64),
+        np.ascontiguousarray(outcomes.value, dtype=np.float64),
+        np.ascontiguousarray(outcomes.weight, dtype=np.float64),
+        np.ascontiguousarray(outcomes.cost, dtype=np.float64),
+        np.ascontiguousarray(outcomes.known, dtype=np.bool_),
+        np.ascontiguousarray(init, dtype=np.float64).reshape(n_regions * k_pool, 4),
+        np.ascontiguousarray(policy.prior, dtype=np.float64).reshape(-1),
+        np.ascontiguousarray(policy.fallback, dtype=np.float64).reshape(-1),
+        np.array([policy.prior_weight, policy.floor, policy.lam or 0.0, policy.min_quality or 0.0], dtype=np.float64),
+        np.array(
+            [OBJECTIVES[policy.objective], policy.lam is not None, policy.min_quality is not None], dtype=np.int64
+        ),
+        np.ascontiguousarray(draws[0], dtype=np.float64),
+        np.ascontiguousarray(draws[1], dtype=np.float64),
+        np.ascontiguousarray(draw_of_run, dtype=np.int64),
+        np.ascontiguousarray(eps, dtype=np.float64),
+        *totals,
+    )
+    return totals
+
+
+@_jit
+def _refresh(i, sums, prior, fallback, params, flags, keys, above):  # type: ignore[no-untyped-def]
+    """The posterior of cell ``i`` (a region's config): its greedy keys (the score, q, minus the cost estimate) and
+    whether q is at or above the quality floor. ``sums``: S, W, the sum and count of known costs per cell."""
+    k, floor, lam, min_quality = params[0], params[1], params[2], params[3]
+    s, w, cost_sum, cost_n = sums[i, 0], sums[i, 1], sums[i, 2], sums[i, 3]
+    p = prior[i]
+    # q = (k * p + S) / (k + W); q = p when k + W = 0 (DESIGN 5)
+    q = p if k + w == 0 else (k * p + s) / (k + w)
+    # cost(c, r): the mean of the known task costs revealed so far, else the fit's estimate; floored
+    est = cost_sum / max(cost_n, 1.0) if cost_n > 0 else fallback[i]
+    if not np.isnan(est):
+        est = max(est, floor)
+    # the objective on the posterior (quality where the cost is unknown)
+    if flags[0] == 0 or np.isnan(est):
+        value = q
+    elif flags[0] == 1:
+        value = lam * q - est
+    else:
+        value = q / est
+    up = True if flags[2] == 0 else q >= min_quality
+    above[i] = up
+    # at or above the quality floor first, by the objective; below it, by quality alone (docs/design.md, Fit)
+    keys[i, 0] = value if up else q
+    keys[i, 1] = q
+    # lower cost first, an unknown cost as 0 (numpy's nan_to_num: infinities as the largest finite numbers)
+    keys[i, 2] = -(0.0 if np.isnan(est) else (_BIG if est == np.inf else (-_BIG if est == -np.inf else est)))
+
+
+@_jit
+def _nan(keys, i):  # type: ignore[no-untyped-def]
+    """Cell i's keys hold a NaN (its score or q: the cost key never does)."""
+    return np.isnan(keys[i, 0]) or np.isnan(keys[i, 1])
+
+
+@_jit
+def _before(keys, above, a, b):  # type: ignore[no-untyped-def]
+    """Cell a ranks strictly before cell b in the greedy order (their keys hold no NaN)."""
+    if above[a] != above[b]:
+        return above[a]
+    for j in range(3):
+        if keys[a, j] != keys[b, j]:
+            return keys[a, j] > keys[b, j]
+    return False
+
+
+@_jit
+def _greedy(first, n, keys, above, best):  # type: ignore[no-untyped-def]
+    """The greedy choice among cells ``first .. first + n - 1`` (one region's configs; docs/design.md, Fit): at or
+    above the floor, then the best score, the higher q, the lower cost, the first key. Stage by stage as numpy's max
+    over the remaining ties: a NaN among them leaves none, and the choice is then the first key. Without a NaN the
+    stages are one lexicographic max."""
+    plain = True
+    for i in range(first, first + n):
+        plain = plain and not _nan(keys, i)
+    if plain:
+        b = first
+        for i in range(first + 1, first + n):
+            if _before(keys, above, i, b):
+                b = i
+        return b - first
+    any_above = False
+    for i in range(first, first + n):
+        any_above = any_above or above[i]
+    for c in range(n):
+        best[c] = above[first + c] == any_above
+    for stage in range(3):
+        top = -np.inf
+        nan = False
+        for c in range(n):
+            x = keys[first + c, stage] if best[c] else -np.inf
+            if np.isnan(x):
+                nan = True
+            elif x > top:
+                top = x
+        for c in range(n):
+            best[c] = best[c] and not nan and keys[first + c, stage] == top
+    for c in range(n):
+        if best[c]:
+            return c
+    return 0
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
+def _routes(  # type: ignore[no-untyped-def]
+    k_pool, order, task_region, value, weight, cost, known, init, prior, fallback, params, flags, draw_u, draw_i,
+    draw_of_run, eps, routed, explored, total_q, total_cost, total_utility,
+):  # fmt: skip
+    """Cells (``init``, ``prior``, ``fallback``) are region-major: cell = region * configs + config. The keys have one
+    more row, where a cell's previous keys are kept while it is refreshed."""
+    n_cells = init.shape[0]
+    n_regions, lam, old = n_cells // k_pool, params[2], n_cells
+    # Every run starts from the same sums, so from the same keys and greedy choices.
+    keys0 = np.empty((n_cells + 1, 3))
+    above0 = np.empty(n_cells + 1, dtype=np.bool_)
+    choice0 = np.empty(n_regions, dtype=np.int64)
+    nans0 = np.zeros(n_regions, dtype=np.int64)  # per region, the cells whose keys hold a NaN
+    ties = np.empty(k_pool, dtype=np.bool_)
+    for i in range(n_cells):
+        _refresh(i, init, prior, fallback, params, flags, keys0, above0)
+        nans0[i // k_pool] += _nan(keys0, i)
+    for g in range(n_regions):
+        choice0[g] = _greedy(g * k_pool, k_pool, keys0, above0, ties)
+    for run in numba.prange(eps.shape[0]):
+        sums, keys, above, choice, nans = init.copy(), keys0.copy(), above0.copy(), choice0.copy(), nans0.copy()
+        best = np.empty(k_pool, dtype=np.bool_)
+        u_row, i_row, e = draw_u[draw_of_run[run]], draw_i[draw_of_run[run]], eps[run]
+        n_routed, n_explored, tq, tc, tu = 0, 0, 0.0, 0.0, 0.0
+        for step in range(order.shape[0]):
+            task = order[step]
+            g = task_region[task]
+            chosen = choice[g]
+            if k_pool > 1 and u_row[step] < e:
+                other = np.int64(i_row[step] * (k_pool - 1))  # uniform over the pool without the greedy choice
+                chosen = other if other < chosen else other + 1
+                n_explored += 1
+            cell = task * k_pool + chosen
+            v = value[cell]
+            if np.isnan(v):  # the chosen config did not do this task: skipped, nothing revealed
+                continue
+            n_routed += 1
+            tq += v
+            c = cost[cell]
+            if not np.isnan(c):
+                tc += c
+                if flags[1]:
+                    tu += lam * v - c
+            w = weight[cell]
+            first = g * k_pool
+            i = first + chosen
+            sums[i, 0] += v * w
+            sums[i, 1] += w
+            if known[cell]:
+                sums[i, 2] += c
+                sums[i, 3] += 1.0
+            keys[old, 0], keys[old, 1], keys[old, 2], above[old] = keys[i, 0], keys[i, 1], keys[i, 2], above[i]
+            _refresh(i, sums, prior, fallback, params, flags, keys, above)
+            nans[g] += _nan(keys, i) - _nan(keys, old)
+            # Only cell i changed. Without a NaN in the region the choice is the better of the previous choice and
+            # i, unless i was the choice and fell back: then every cell of the region is ranked again.
+            b = first + choice[g]
+            if nans[g] or (i == b and _before(keys, above, old, i)):
+                choice[g] = _greedy(first, k_pool, keys, above, best)
+            elif i != b and (_before(keys, above, i, b) or (i < b and not _before(keys, above, b, i))):
+                choice[g] = chosen
+        routed[run] = n_routed
+        explored[run] = n_explored
+        total_q[run] = tq
+        total_cost[run] = tc
+        total_utility[run] = tu
