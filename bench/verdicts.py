@@ -11,8 +11,9 @@ the raters' noise) unless the family says otherwise. The families, each built so
 the verdict and still present when the timeline ends:
 
 - ``null``: nothing to find. Four configs, every task done by two or three of them; the truth's best per dollar
-  wins each region by 20% or more on the true scale and 19% or more on the rated one, so the shipped priors route to
-  it; nothing drifts. Target: at most 9 runs of 100 adopt for either family (a false-adopt rate of 5%).
+  wins each region by 20% or more on the true scale (19% or more on the rated one), so the shipped priors route
+  to it, and it is also the first choice that wins the most held-out tasks; nothing drifts. Target: at most 9
+  runs of 100 adopt for either family (a false-adopt rate of 5%).
 - ``late-config``: config d arrives at 42% of the timeline (a few ratings before validation starts at 49%), worth
   3.6 quality per dollar (0.9 at $0.25) in every region against the incumbent b's 2.0 (0.8 at $0.40), but shipped
   at a prior of 0.05 under prior weight 34 (the heaviest of the grid). Seven tasks in ten have one config, so d
