@@ -28,6 +28,7 @@ bench: setup
 
 schema: setup
 	$(BIN)/python -m pipeline.events streams
+	$(BIN)/python -m pipeline.nightly.stats .
 
 default-data: setup
 	$(BIN)/ratings simulate --preset backlog --seed 7 --out . --truth fits/truth.json --force

@@ -1,16 +1,21 @@
-"""Compaction throughput and memory against DuckDB's own JSON -> Parquet copy, measured in one run.
+"""Compaction throughput and memory against DuckDB's JSON -> Parquet copy and the previous compactor, in one run.
 
-    .venv/bin/python -m bench.compact                  # 1M rating events
+    .venv/bin/python -m bench.compact                        # 1M rating events (with their tasks and attempts)
     .venv/bin/python -m bench.compact --events 5000000
+    .venv/bin/python -m bench.compact --baseline-rev none    # without the previous compactor
 
-Writes N ``task.rated`` lines (canonical form, 0.1% exact duplicates) to a temp
-home, then times, each in its own child process (so peak RSS is its own):
+Writes N ``task.rated`` lines and, for every 4 of them, one ``task.opened`` and two ``task.attempted`` lines
+(canonical form as ``append`` writes them; 0.1% of the ratings are exact repeats, a retried append) into a
+temp home, then times, each in its own child process (so each peak RSS is its own):
 
-- baseline: ``COPY (SELECT * FROM read_json(stream)) TO store.parquet (FORMAT parquet)``;
-- ours: ``pipeline.compact.compact`` (validation, dedupe, id index, partitioned Parquet, manifest).
+- duckdb: ``COPY (SELECT * FROM read_json(stream)) TO ... (FORMAT parquet)`` of both streams;
+- previous: the compactor of ``--baseline-rev`` (Parquet files and manifests), taken from this repository
+  with ``git archive`` into a temp directory (default: the last revision before the Delta store);
+- ours: ``pipeline.compact.compact`` (validation, dedup against the table, one Delta commit).
 
-Times exclude interpreter start and imports; each runs ``--repeat`` times, interleaved, best kept.
-Prints events/s of both, the ratio (target >= 0.5) and the peak RSS of each (target < 1.5 GB at 1M).
+Times exclude interpreter start and imports; each runs ``--repeat`` times, interleaved, best kept. Prints
+events/s of each, the ratios ours/previous (target >= 1.5x) and ours/duckdb, and each peak RSS (target
+< 1.5 GB at 1M events).
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+BASELINE_REV = "d8a58b3"  # the manifest store, before the Delta table
 _MODELS = [
     ("claude-code", "anthropic", "opus", "high"),
     ("claude-code", "anthropic", "sonnet", None),
@@ -36,22 +43,46 @@ def _config(cli: str, route: str | None, model: str, effort: str | None) -> str:
     return json.dumps({"cli": cli, "route": route, "model": model, "effort": effort}, separators=(",", ":"))
 
 
-def write_stream(path: Path, events: int) -> int:
-    """N rating lines like ``append`` writes them; every 1000th line repeats the one before (a retried append)."""
+def _at(i: int, second: int) -> str:
+    return f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{second:02d}Z"
+
+
+def write_streams(home: Path, ratings: int) -> int:
+    """The two streams of a backlog with ``ratings`` ratings (4 per task, 2 attempts per task); events written."""
     configs = [_config(*m) for m in _MODELS]
-    path.parent.mkdir(parents=True, exist_ok=True)
+    (home / "streams").mkdir(parents=True, exist_ok=True)
     written = 0
-    with open(path, "wb") as handle:
+    with open(home / "streams" / "tasks.jsonl", "wb") as handle:
         batch: list[str] = []
+        for t in range(ratings // 4):
+            batch.append(
+                f'{{"id":"01KT{t:022d}","type":"task.opened","at":"{_at(t, 0)}","v":1,"task":"T-{t}",'
+                f'"region":"r{t % 7}"}}'
+            )
+            for a in range(2):
+                batch.append(
+                    f'{{"id":"01KA{2 * t + a:022d}","type":"task.attempted","at":"{_at(t, 1 + a)}","v":1,'
+                    f'"task":"T-{t}","config":{configs[(t + a) % 4]},"status":"success","cost_usd":{(t % 13) / 10}}}'
+                )
+            if len(batch) >= 100_000:
+                handle.write(("\n".join(batch) + "\n").encode())
+                written += len(batch)
+                batch = []
+        if batch:
+            handle.write(("\n".join(batch) + "\n").encode())
+            written += len(batch)
+    with open(home / "streams" / "ratings.jsonl", "wb") as handle:
+        batch = []
         previous = ""
-        for i in range(events):
+        for i in range(ratings):
             if i % 1000 == 999:
                 line = previous
             else:
+                t = i // 4
                 line = (
-                    f'{{"id":"01K{i:023d}","type":"task.rated","at":"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T'
-                    f'{i % 24:02d}:{i % 60:02d}:{(i // 60) % 60:02d}Z","v":1,"task":"T-{i // 4}",'
-                    f'"config":{configs[i % 4]},"rater":{{"kind":"gate","name":"pytest"}},"score":{(i % 11) / 10}}}'
+                    f'{{"id":"01KR{i:022d}","type":"task.rated","at":"{_at(t, 10 + i % 4)}","v":1,"task":"T-{t}",'
+                    f'"config":{configs[(t + i % 2) % 4]},"rater":{{"kind":"gate","name":"pytest"}},'
+                    f'"score":{(i % 11) / 10}}}'
                 )
             previous = line
             batch.append(line)
@@ -65,37 +96,51 @@ def write_stream(path: Path, events: int) -> int:
     return written
 
 
+def _reset(home: Path) -> None:
+    for name in ("store", "deadletter", "duckdb"):
+        shutil.rmtree(home / name, ignore_errors=True)
+
+
 def _phase(phase: str, home: Path) -> None:
     """One measured step, run in a child process; prints its seconds (imports excluded) and outcome."""
+    _reset(home)
     if phase == "duckdb":
         import duckdb
 
         con = duckdb.connect(":memory:")
+        (home / "duckdb").mkdir()
         start = time.perf_counter()
-        con.execute(
-            f"COPY (SELECT * FROM read_json('{home / 'streams' / 'ratings.jsonl'}', "
-            f"format = 'newline_delimited')) TO '{home / 'duckdb.parquet'}' (FORMAT parquet)"
-        )
+        for stream in ("tasks", "ratings"):
+            con.execute(
+                f"COPY (SELECT * FROM read_json('{home / 'streams' / f'{stream}.jsonl'}', "
+                f"format = 'newline_delimited')) TO '{home / 'duckdb' / f'{stream}.parquet'}' (FORMAT parquet)"
+            )
         print(json.dumps({"seconds": time.perf_counter() - start}))
-    else:
-        import shutil
+        return
+    from pipeline.compact import compact  # ours, or the previous compactor (PYTHONPATH set by the parent)
 
-        from pipeline.compact import compact
+    start = time.perf_counter()
+    result = compact(home)
+    seconds = time.perf_counter() - start
+    streams = result.summary()["streams"]
+    stored = sum(s["stored"] for s in streams.values())
+    print(json.dumps({"seconds": seconds, "stored": stored, "duplicate": streams["ratings"]["duplicate"]}))
 
-        shutil.rmtree(home / "store", ignore_errors=True)
-        shutil.rmtree(home / "deadletter", ignore_errors=True)
-        start = time.perf_counter()
-        result = compact(home)
-        print(json.dumps({"seconds": time.perf_counter() - start, **result.summary()["streams"]["ratings"]}))
 
-
-def _run(phase: str, home: Path) -> tuple[float, int, dict]:
+def _run(phase: str, home: Path, pythonpath: str | None) -> tuple[float, int, dict]:
     """(seconds, peak RSS bytes, outcome) of one phase in a child process."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    bench_dir = Path(__file__).resolve().parent
     child = subprocess.Popen(
-        [sys.executable, "-m", "bench.compact", "--phase", phase, "--home", str(home)],
+        [sys.executable, str(bench_dir / "compact.py"), "--phase", phase, "--home", str(home)],
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
+        cwd=pythonpath or str(bench_dir.parent),
     )
+    assert child.stdout is not None
     out = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)
     if os.waitstatus_to_exitcode(status):
@@ -104,10 +149,22 @@ def _run(phase: str, home: Path) -> tuple[float, int, dict]:
     return outcome.pop("seconds"), usage.ru_maxrss * 1024, outcome
 
 
+def _checkout(rev: str, target: Path) -> Path:
+    """The ``pipeline`` package of revision ``rev`` of this repository, unpacked under ``target``."""
+    repo = Path(__file__).resolve().parents[1]
+    target.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev, "pipeline"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000, help="Rating events (tasks and attempts added).")
     parser.add_argument("--repeat", type=int, default=2, help="Runs of each, interleaved; the best counts.")
+    parser.add_argument(
+        "--baseline-rev", default=BASELINE_REV, help="Revision of the previous compactor ('none' to skip)."
+    )
     parser.add_argument("--phase", choices=["duckdb", "compact"], help=argparse.SUPPRESS)
     parser.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -115,28 +172,34 @@ def main() -> None:
         _phase(args.phase, args.home)
         return
     with tempfile.TemporaryDirectory(prefix="bench-compact-") as tmp:
-        home = Path(tmp)
+        home = Path(tmp) / "home"
         t0 = time.perf_counter()
-        n = write_stream(home / "streams" / "ratings.jsonl", args.events)
-        size = (home / "streams" / "ratings.jsonl").stat().st_size
-        print(f"generated {n:,} events ({size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f}s")
-        runs = {"duckdb": [], "compact": []}
-        for _ in range(args.repeat):  # interleaved, best of each: a shared machine's noise hits both alike
-            for phase in runs:
-                runs[phase].append(_run(phase, home))
-        base_s, base_rss, _ = min(runs["duckdb"])
-        ours_s, ours_rss, outcome = min(runs["compact"], key=lambda r: r[0])
-        index = sum(p.stat().st_size for p in (home / "store" / "_index").glob("*.parquet"))
+        n = write_streams(home, args.events)
+        size = sum((home / "streams" / f"{s}.jsonl").stat().st_size for s in ("tasks", "ratings"))
         print(
-            f"duckdb COPY read_json -> parquet: {n / base_s:12,.0f} events/s  ({base_s:.2f}s, "
-            f"peak RSS {base_rss / 2**20:,.0f} MiB)"
+            f"generated {n:,} events ({args.events:,} ratings, {size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f}s"
         )
-        print(
-            f"ratings compact                 : {n / ours_s:12,.0f} events/s  ({ours_s:.2f}s, "
-            f"peak RSS {ours_rss / 2**20:,.0f} MiB)  outcomes {json.dumps(outcome)}"
-        )
-        print(f"throughput ratio compact/duckdb : {base_s / ours_s:.2f}x (target >= 0.5x)")
-        print(f"id index on disk                : {index / 2**20:.1f} MiB ({index / max(n, 1):.1f} bytes/event)")
+        phases: dict[str, tuple[str, str | None]] = {"duckdb": ("duckdb", None), "ours": ("compact", None)}
+        if args.baseline_rev != "none":
+            previous = _checkout(args.baseline_rev, Path(tmp) / "previous")
+            phases["previous"] = ("compact", str(previous))
+        runs: dict[str, list[tuple[float, int, dict]]] = {name: [] for name in phases}
+        for _ in range(args.repeat):  # interleaved, best of each: a shared machine's noise hits all alike
+            for name, (phase, path) in phases.items():
+                runs[name].append(_run(phase, home, path))
+        best = {name: min(r, key=lambda x: x[0]) for name, r in runs.items()}
+        labels = {"duckdb": "duckdb COPY read_json -> parquet", "previous": f"previous compactor ({args.baseline_rev})"}
+        labels["ours"] = "ratings compact (Delta table)"
+        for name, (seconds, rss, outcome) in best.items():
+            extra = f"  {json.dumps(outcome)}" if outcome else ""
+            print(
+                f"{labels[name]:<34}: {n / seconds:12,.0f} events/s  ({seconds:.2f}s, peak RSS "
+                f"{rss / 2**20:,.0f} MiB){extra}"
+            )
+        ours = best["ours"][0]
+        if "previous" in best:
+            print(f"throughput ratio ours/previous  : {best['previous'][0] / ours:.2f}x (target >= 1.5x)")
+        print(f"throughput ratio ours/duckdb    : {best['duckdb'][0] / ours:.2f}x")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ matplotlib) are imported inside the commands that need them, never here.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +31,71 @@ home_option = click.option(
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of a table.")
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+
+
+def store_options(*, writer: bool = False, as_of: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--store URI`` and ``--storage-option KEY=VALUE`` (plus ``--writer`` / ``--as-of`` where asked) for a command
+    that reads or writes the store; the command body runs with that store configured (pipeline.store.location)."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            from .store.location import StoreConfig, configured, parse_storage_options
+
+            try:
+                config = StoreConfig(
+                    uri=kwargs.pop("store_uri"),
+                    storage_options=parse_storage_options(kwargs.pop("storage_option")),
+                    writer=kwargs.pop("writer") if writer else None,
+                    as_of=kwargs.pop("as_of") if as_of else None,
+                )
+            except PipelineError as exc:
+                click.echo(f"error: {exc}", err=True)
+                sys.exit(exc.exit_code)
+            with configured(config):
+                return fn(*args, **kwargs)
+
+        options = [
+            click.option(
+                "--store",
+                "store_uri",
+                default=None,
+                envvar="RATINGS_STORE",
+                metavar="URI",
+                help="The store: a local path or s3://, gs://, az:// URI (default: $RATINGS_STORE, else <home>/store).",
+            ),
+            click.option(
+                "--storage-option",
+                "storage_option",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="An object-store setting for delta-rs (repeat), e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000.",
+            ),
+        ]
+        if writer:
+            options.append(
+                click.option(
+                    "--writer",
+                    default=None,
+                    metavar="NAME",
+                    help="This home's name in the store (default: the name it first used, else the host name).",
+                )
+            )
+        if as_of:
+            options.append(
+                click.option(
+                    "--as-of",
+                    "as_of",
+                    default=None,
+                    metavar="VERSION|TIME",
+                    help="Read the store as it was at this table version or time (RFC 3339 or a date).",
+                )
+            )
+        for option in reversed(options):
+            wrapper = option(wrapper)
+        return wrapper
+
+    return decorate
 
 
 def emit_json(data: Any) -> None:
@@ -76,6 +142,9 @@ def handle_errors(fn: Callable) -> Callable:
         except PipelineError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except BrokenPipeError:  # the reader went away (`ratings sql ... | head`): nothing to say to it
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            sys.exit(1)
         except OSError as exc:  # an unwritable home, a full disk: the environment failed, not the input
             click.echo(f"error: {os_error_line(exc)}", err=True)
             sys.exit(1)
@@ -515,6 +584,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--no-writeback", is_flag=True, help="Ignore logged route.decided events (no decision writeback).")
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
+@store_options(writer=True, as_of=True)
 @quiet_option
 @json_option
 @handle_errors
@@ -678,6 +748,7 @@ def compare(
 # --------------------------------------------------------------------------- doctor / pin
 @cli.command()
 @home_option
+@store_options()
 @json_option
 @handle_errors
 def doctor(home, as_json):
@@ -734,7 +805,7 @@ def pin(home: str | None, latest: bool, as_json: bool, version: str | None) -> N
         click.echo(f"unpinned; published the newest fit {result['table']} (from fits/{result['history']})")
 
 
-# --------------------------------------------------------------------------- compact / sql / verify / import
+# --------------------------------------------------------------------------- compact / sql / verify / vacuum / import
 @cli.command()
 @home_option
 @click.option(
@@ -742,55 +813,84 @@ def pin(home: str | None, latest: bool, as_json: bool, version: str | None) -> N
     type=click.IntRange(min=2),
     default=16,
     show_default=True,
-    help="Merge a partition's files when it holds more than this many.",
+    help="Merge a partition's files (Delta's optimize) when it holds more than this many.",
 )
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Move the local table aside and rebuild it from the streams (after `ratings verify` found damage).",
+)
+@store_options(writer=True)
 @json_option
 @quiet_option
 @handle_errors
-def compact(home, merge_threshold, as_json, quiet):
-    """Compact the new lines of the streams into the Parquet store and write a new manifest.
+def compact(home, merge_threshold, rebuild, as_json, quiet):
+    """Compact the new lines of the streams into the store's events table: one Delta commit per run.
 
-    Incremental and idempotent: a second run with no new input changes nothing.
-    Invalid lines and id conflicts go to deadletter/<stream>.jsonl.
+    Incremental and idempotent: a run with no new input commits nothing, and a
+    rerun after a crash lands every event exactly once. Invalid lines and id
+    conflicts go to deadletter/<stream>.jsonl. A store in the old manifest
+    format is moved aside and rebuilt from the streams on the first run.
 
     \b
     Example:
       ratings compact --home ./myteam
       ratings compact --json -q
+      ratings compact --store s3://team-ratings/store --writer ci-runner-7
+      ratings verify && ratings compact --rebuild
     """
     from .compact import compact as compact_store
 
-    result = compact_store(home, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold)
+    result = compact_store(
+        home, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild
+    )
+    for note in result.notes:
+        click.echo(note, err=True)
     if as_json:
         emit_json(result.summary())
         return
     print_table([{"stream": s, **o.model_dump()} for s, o in result.streams.items()])
-    state = f"manifest {result.manifest}" if result.created else "no new input: store unchanged"
+    state = f"version {result.version}" if result.created else "no new input: nothing committed"
     rows = ", ".join(f"{f} {n}" for f, n in result.rows.items() if n) or "no rows"
-    click.echo(f"{state}; {result.files_written} file(s) written, {result.files_merged} merged; store: {rows}")
+    click.echo(
+        f"{state} (writer {result.writer}); {result.files_written} file(s) written, {result.files_merged} merged; "
+        f"store: {rows}"
+    )
 
 
 @cli.command()
 @home_option
-@click.option("--manifest", type=click.IntRange(min=1), default=None, help="Query this manifest (default: newest).")
+@store_options(as_of=True)
+@click.option("--schema", "schema", is_flag=True, help="List the views and their columns instead of running a query.")
 @json_option
-@click.argument("query")
+@click.argument("query", required=False)
 @handle_errors
-def sql(home, manifest, as_json, query):
-    """Run a read-only SQL query on the store's views.
+def sql(home: str | None, schema: bool, as_json: bool, query: str | None) -> None:
+    """Run a read-only SQL query on the store's views, at one table version.
 
     Views: tasks, attempts, ratings, rejections, retractions, decisions,
-    closures, other. The query can read the store's files and nothing else,
-    and cannot write files. Note: quote the column "at" (a DuckDB keyword).
+    closures, other (one row per event id; --schema lists their columns).
+    The query can read the table's live files and nothing else, and cannot
+    write files. Note: quote the column "at" (a DuckDB keyword).
 
     \b
     Example:
-      ratings sql "SELECT config_key, avg(score) AS q, count(*) AS n FROM ratings GROUP BY 1 ORDER BY q DESC"
-      ratings sql --json "SELECT task, \"at\" FROM tasks LIMIT 5"
+      ratings sql 'SELECT config_key, avg(score) AS q, count(*) AS n FROM ratings GROUP BY 1 ORDER BY q DESC'
+      ratings sql --json 'SELECT task, "at" FROM tasks LIMIT 5'
+      ratings sql --as-of 1 'SELECT count(*) FROM ratings'
+      ratings sql --as-of 2026-01-31T00:00:00Z 'SELECT count(*) FROM ratings'
+      ratings sql --schema
     """
-    from .store import run_sql
+    if schema == (query is not None):
+        raise click.UsageError("give either a QUERY or --schema")
+    if schema:
+        from .families import schema_rows
 
-    rows = run_sql(home, query, manifest=manifest)
+        rows = schema_rows()
+    else:
+        from .store import run_sql
+
+        rows = run_sql(home, query or "")
     if as_json:
         emit_json(rows)
     else:
@@ -799,17 +899,21 @@ def sql(home, manifest, as_json, query):
 
 @cli.command()
 @home_option
+@store_options(as_of=True)
 @json_option
 @handle_errors
 def verify(home, as_json):
-    """Check the store against its manifests and the streams (exit 1 naming each mismatch).
+    """Check the store against its commit log and this home's streams (exit 1 naming each problem).
 
-    Recomputes byte ranges, SHA-256 hashes, line and dead-letter counts, file
-    hashes and row counts, and that ids are unique.
+    Every live file exists with the size and rows the log records; this
+    writer's committed stream ranges are contiguous and hash as recorded; dead
+    letters and outcome counts agree; the stored events equal the table's rows.
+    Ids stored twice by concurrent writers are listed (readers keep one row).
 
     \b
     Example:
       ratings verify --home ./myteam
+      ratings verify --store s3://team-ratings/store --json
     """
     from .verify import verify as verify_store
 
@@ -818,11 +922,67 @@ def verify(home, as_json):
         emit_json(result.summary())
     else:
         for problem in result.problems:
-            click.echo(f"mismatch: {problem}", err=True)
+            click.echo(f"problem: {problem}", err=True)
+        if result.duplicate_ids:
+            shown = ", ".join(result.duplicate_ids[:10])
+            count = len(result.duplicate_ids)
+            click.echo(f"note: {count} id(s) stored twice by concurrent commits (readers keep one row): {shown}")
+        if result.unreferenced_files:
+            click.echo(
+                f"note: {result.unreferenced_files} file(s) under the table that this version does not list "
+                "(replaced by optimize, or of runs that never committed); `ratings vacuum` removes them past "
+                "the retention"
+            )
         if result.ok:
-            click.echo(f"ok: {result.manifests} manifest(s), {result.files} file(s) verified")
+            state = f"version {result.version}" if result.version is not None else "no table yet"
+            click.echo(f"ok: {state}, {result.commits} compaction commit(s), {result.files} file(s) verified")
     if not result.ok:
         sys.exit(1)
+
+
+@cli.command()
+@home_option
+@click.option(
+    "--retain-hours",
+    type=click.IntRange(min=0),
+    default=168,
+    show_default=True,
+    help="Keep the files every version of the last H hours needs (time travel that far back keeps working).",
+)
+@store_options()
+@json_option
+@handle_errors
+def vacuum(home, retain_hours, as_json):
+    """Remove files of the store no retained version needs, and files no version references.
+
+    Prints the store's size before and after.
+
+    \b
+    Example:
+      ratings vacuum --home ./myteam
+      ratings vacuum --retain-hours 0 --json
+    """
+    from .store.upkeep import vacuum as vacuum_store
+
+    result = vacuum_store(home, retain_hours=retain_hours)
+    if as_json:
+        emit_json(result.summary())
+    else:
+        click.echo(
+            f"removed {result.files_removed} file(s): store {_size(result.bytes_before)} before, "
+            f"{_size(result.bytes_after)} after ({_size(result.live_bytes)} in the live files of version "
+            f"{result.version}; versions of the last {result.retain_hours} h kept)"
+        )
+
+
+def _size(n: int) -> str:
+    """Bytes for people: ``812 B``, ``3.4 MiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} GiB"
 
 
 @cli.command(name="import")

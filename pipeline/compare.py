@@ -19,12 +19,12 @@ from pydantic import BaseModel, ConfigDict
 
 from .casestudy import fmt
 from .errors import PipelineError
-from .fit.shipped import Shipped, load_shipped
+from .fit.shipped import Shipped, defaults_note, load_shipped
 from .home import Home
 from .jsonfile import first_problem
 from .nightly.publish import stats_path_of
 from .nightly.stats import Stats, load_stats
-from .routing.table import RoutingTable, load
+from .routing.table import Constants, RoutingTable, load
 
 DISAGREE_BY = 0.1  # issue 5: a prior disagrees when it differs from the measured quality by more than this
 CONSTANT_NAMES = (
@@ -201,6 +201,8 @@ def compare(
             f"No stats at {stats_path}: hit rates come from the table's evaluation (no n, no intervals) "
             "and the priors cannot be checked against the ratings."
         )
+    if owner is None and shipped is None:  # the same sentence as the fit's summary and the page
+        notes.append(fmt.sentence(defaults_note(case.constants.shipped if case else Constants())))
     priors, prior_notes = _priors(case, owner)
     notes += prior_notes + _shipped_drift(case, owner)
     published = (
@@ -391,9 +393,11 @@ def _shipped_drift(case: Stats | None, owner: Shipped | None) -> list[str]:
 
 # --------------------------------------------------------------------------- previous fit
 def _history_key(table: dict[str, Any], written_ns: int) -> tuple:
-    """Order of fits: data time, then manifest, then when the history copy was written (refits of one store)."""
-    manifest = (table.get("source") or {}).get("manifest")
-    return (table.get("fitted_at") or "", -1 if manifest is None else manifest, written_ns)
+    """Order of fits: data time, then store version (older tables: manifest), then when the history copy was
+    written (refits of one store)."""
+    source = table.get("source") or {}
+    snapshot = source.get("version", source.get("manifest"))
+    return (table.get("fitted_at") or "", -1 if snapshot is None else snapshot, written_ns)
 
 
 def _previous(home: Home, current: RoutingTable | None, table_path: Path) -> PreviousFit:

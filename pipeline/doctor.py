@@ -4,7 +4,7 @@ The loop is closed when the defaults that make it learn are on (routing by
 ``learning_governed``, PRM fill-in scoring, decision writeback) and the home
 shows it working: the streams parse, the store's views exist with ratings in
 them, and the published routing table loads, matches its schema and was fitted
-from the newest manifest with nothing appended since (or is deliberately
+from the newest table version with nothing appended since (or is deliberately
 pinned with ``ratings pin``). Any failed check opens the loop, with its reason.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -45,7 +45,7 @@ class DoctorReport(BaseModel):
     stale_events: int | None = None  # events the published table has not seen (None: no table/store)
 
 
-def _check(kind, name: str, ok: bool, detail: str, *, pinned: bool = False) -> Check:
+def _check(kind: Literal["CODE", "LIVE"], name: str, ok: bool, detail: str, *, pinned: bool = False) -> Check:
     return Check(kind=kind, name=name, status="pinned" if pinned else ("ok" if ok else "fail"), detail=detail)
 
 
@@ -74,18 +74,11 @@ def _code_checks() -> list[Check]:
 
 
 # ---------------------------------------------------------------------------------------------- [LIVE]
-def _consumed_offsets(home: Home) -> dict[str, int]:
-    """Per stream, the byte offset up to which compaction consumed it (0 when never)."""
-    from .manifest import load_manifest, manifest_numbers
+def _consumed_offsets(home: Home, table: Any) -> dict[str, int]:
+    """Per stream, the byte offset up to which this home's writer committed it (0 when never)."""
+    from .store.table import consumed_offsets
 
-    offsets: dict[str, int] = {}
-    for number in reversed(manifest_numbers(home)):
-        manifest = load_manifest(home, number)
-        for stream, rng in manifest.streams.items():
-            offsets.setdefault(stream, rng.end)
-        if all(s in offsets for s in STREAMS):
-            break
-    return offsets
+    return (consumed_offsets(home, table) or {}) if table is not None else {}
 
 
 def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
@@ -127,6 +120,7 @@ def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
 def _store_checks(home: Home) -> list[Check]:
     from .families import VIEWS
     from .store import open_store
+    from .store.views import reading
 
     try:
         store = open_store(home, read_only=True)
@@ -136,11 +130,14 @@ def _store_checks(home: Home) -> list[Check]:
         missing, counts = [], {}
         for view in VIEWS:
             try:
-                counts[view] = store.con.execute(f'SELECT count(*) FROM "{view}"').fetchone()[0]
-            except Exception as exc:  # a missing or broken view: report it, keep checking the others
+                with reading(store):
+                    counts[view] = store.con.execute(f'SELECT count(*) FROM "{view}"').fetchall()[0][0]
+            except PipelineError as exc:  # a missing or corrupt file: one line that says how to recover
+                return [_check("LIVE", "store views exist", False, str(exc))]
+            except Exception as exc:  # noqa: BLE001 - a broken view: report it, keep checking the others
                 missing.append(f"{view} ({str(exc).splitlines()[0]})")
-        number = store.manifest_number
-    where = f"manifest {number}" if number is not None else "no manifest yet (run `ratings compact`)"
+        version = store.version
+    where = f"table version {version}" if version is not None else "no table yet (run `ratings compact`)"
     checks = [
         _check(
             "LIVE",
@@ -154,8 +151,23 @@ def _store_checks(home: Home) -> list[Check]:
     return checks
 
 
-def _table_checks(home: Home, pending: int) -> tuple[list[Check], int | None]:
-    from .manifest import load_manifest, newest_manifest_number
+def _rows_at(table: Any, version: int | None) -> int:
+    """Rows of the table at ``version`` by the commit statistics (0 when None or unknown)."""
+    from .compact.run import family_rows
+
+    if table is None or version is None:
+        return 0
+    from deltalake import DeltaTable
+
+    try:
+        old = DeltaTable(table.table_uri, version=version, storage_options=table._storage_options)
+    except Exception:  # noqa: BLE001 - a version vacuumed away or never there: nothing to compare
+        return 0
+    return sum(family_rows(old).values())
+
+
+def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], int | None]:
+    from .compact.run import family_rows
     from .nightly.publish import consistency
     from .pin import read_pin
     from .routing.table import canonical_json, load, table_json_schema
@@ -165,10 +177,10 @@ def _table_checks(home: Home, pending: int) -> tuple[list[Check], int | None]:
         return [_check("LIVE", "routing table exists", False, f"{path} is missing; run `fit-routing`")], None
     checks = [_check("LIVE", "routing table exists", True, str(path))]
     try:
-        table = load(path)
+        routing = load(path)
     except PipelineError as exc:
         return [*checks, _check("LIVE", "routing table loads", False, str(exc))], None
-    checks.append(_check("LIVE", "routing table loads", True, f"{table.schema_} version {table.version}"))
+    checks.append(_check("LIVE", "routing table loads", True, f"{routing.schema_} version {routing.version}"))
     schema_path = path.with_name("routing-table.schema.json")
     expected = json.loads(canonical_json(table_json_schema()))
     try:
@@ -180,7 +192,7 @@ def _table_checks(home: Home, pending: int) -> tuple[list[Check], int | None]:
         )
     except (FileNotFoundError, ValueError) as exc:
         schema_ok, schema_detail = False, f"routing-table.schema.json unreadable: {exc}"
-    version_ok = table.version == table.content_hash()
+    version_ok = routing.version == routing.content_hash()
     checks.append(
         _check(
             "LIVE",
@@ -190,22 +202,20 @@ def _table_checks(home: Home, pending: int) -> tuple[list[Check], int | None]:
             + (
                 ""
                 if version_ok
-                else f"; version {table.version} is not the content hash {table.content_hash()} (the file was edited)"
+                else f"; version {routing.version} is not the content hash {routing.content_hash()} "
+                "(the file was edited)"
             ),
         )
     )
     pin = read_pin(home)
-    agree = consistency(home, table, pinned=pin.version if pin else None)
+    agree = consistency(home, routing, pinned=pin.version if pin else None)
     checks.append(_check("LIVE", "table, stats and history agree", agree.ok, agree.detail))
-    newest = newest_manifest_number(home)
-    newest_rows = sum(load_manifest(home, newest).rows.values()) if newest is not None else 0
-    fitted = table.source.manifest
-    try:
-        fitted_rows = sum(load_manifest(home, fitted).rows.values()) if fitted is not None else 0
-    except PipelineError:
-        fitted_rows = 0
+    newest = table.version() if table is not None else None
+    newest_rows = sum(family_rows(table).values()) if table is not None else 0
+    fitted = routing.source.version
+    fitted_rows = newest_rows if fitted == newest else _rows_at(table, fitted)
     stale = max(0, newest_rows - fitted_rows) + pending
-    if pin is not None and pin.version == table.version:
+    if pin is not None and pin.version == routing.version:
         checks.append(
             _check(
                 "LIVE",
@@ -219,28 +229,40 @@ def _table_checks(home: Home, pending: int) -> tuple[list[Check], int | None]:
         return checks, stale
     fresh = fitted == newest and stale == 0
     if fresh:
-        detail = f"fitted from manifest {fitted}, the newest, nothing appended since"
+        detail = f"fitted from table version {fitted}, the newest, nothing appended since"
     else:
         detail = (
-            f"stale by {stale} event(s): fitted from manifest {fitted}, newest is {newest}"
+            f"stale by {stale} event(s): fitted from table version {fitted}, newest is {newest}"
             + (f", {pending} line(s) not yet compacted" if pending else "")
             + "; run `fit-routing`"
         )
     if pin is not None:
-        detail += f" (pin.json names {pin.version}, but the live table is {table.version})"
+        detail += f" (pin.json names {pin.version}, but the live table is {routing.version})"
     checks.append(_check("LIVE", "routing table is fresh", fresh, detail))
     return checks, stale
+
+
+def _newest_table(home: Home) -> Any:
+    """The events table at its newest version (None when there is none or it cannot be opened)."""
+    from .store.location import resolve
+    from .store.table import open_table
+
+    try:
+        return open_table(resolve(home))
+    except PipelineError:
+        return None
 
 
 def doctor(home: str | os.PathLike | Home | None = None) -> DoctorReport:
     """Run every check; the loop is CLOSED when none fails."""
     home = Home.resolve(home)
     checks = _code_checks()
-    offsets = _consumed_offsets(home)
+    table = _newest_table(home)
+    offsets = _consumed_offsets(home, table)
     stream_check, pending = _stream_check(home, offsets)
     checks.append(stream_check)
     checks.extend(_store_checks(home))
-    table_checks, stale = _table_checks(home, pending)
+    table_checks, stale = _table_checks(home, pending, table)
     checks.extend(table_checks)
     reasons = [f"[{c.kind}] {c.name}: {c.detail}" for c in checks if not c.ok]
     return DoctorReport(checks=checks, closed=not reasons, reasons=reasons, stale_events=stale)

@@ -73,17 +73,17 @@ class InvalidBatch(PipelineError):
 
 
 class StoreConflict(PipelineError):
-    """Another process holds the lock or won the race for a manifest number."""
+    """Another process holds the lock, or another home claims this home's writer name in the store."""
 
 
 class StoreCorrupt(PipelineError):
-    """The store disagrees with what its manifests claim."""
+    """The store is damaged or disagrees with what its commits claim (the message says how to recover)."""
 
     exit_code = 1
 
 
 class StaleTable(PipelineError):
-    """The routing table was not fitted from the newest manifest."""
+    """The routing table was not fitted from the newest table version."""
 
     exit_code = 1
 

@@ -103,3 +103,12 @@ def empty_select(family: str) -> str:
     """``SELECT`` with the family's columns and no rows (a view for a family with no data yet)."""
     cols = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in COLUMNS[family])
     return f"SELECT {cols} WHERE false"
+
+
+def schema_rows() -> list[dict[str, str]]:
+    """Every view and its columns, in contract order (``ratings sql --schema``): ``{view, column, type}`` rows."""
+    return [{"view": view, "column": name, "type": sql} for view in VIEWS for name, sql in COLUMNS[view]]
+
+
+#: Column names that DuckDB reserves as keywords: a query must quote them (``"at"``).
+RESERVED_COLUMNS = frozenset({"at"})

@@ -50,10 +50,6 @@ class Home:
         return self.root / "store"
 
     @property
-    def manifests(self) -> Path:
-        return self.store / "_manifests"
-
-    @property
     def fits(self) -> Path:
         return self.root / "fits"
 

@@ -1,16 +1,19 @@
-"""``ratings verify``: recompute what the manifests claim from the streams, dead letters and store files.
+"""``ratings verify``: recheck the events table against its commit log, this home's streams and dead letters.
 
-Checked, naming every mismatch:
+Checked, naming every problem (docs/design.md, Storage):
 
-- each manifest reads, its number matches its file name, numbers run 1, 2, 3 ...;
-- per stream the consumed ranges are contiguous (each starts where the previous one
-  ended, line numbers too); the stream still holds those bytes and their SHA-256 and
-  line count match; the outcomes add up to the lines;
-- the dead-letter records written by each compaction are as many as its invalid lines
-  plus conflicts, and lie in its byte range;
-- every file the newest manifest lists exists with the recorded size, SHA-256 and rows;
-  the rows per family and the id index add up; the stored events across all manifests
-  equal the rows of the store; ids are unique in the store.
+- the table opens, and every live file of the checked version exists with the size the log records and the
+  row count its statistics record;
+- per stream of this home's writer, the committed ranges are contiguous from byte 0 (line numbers too), the
+  stream still holds those bytes and their sha256 and line count match, the outcomes add up to the lines,
+  the dead-letter records written for a range are as many as its invalid lines and conflicts and lie in it,
+  and the application transactions agree with the last range;
+- the events stored by all commits (every writer's) equal the rows of the table.
+
+Ids stored twice (two writers committed one id at the same moment; readers keep one row) are listed, not
+failed; files under the table that no version references (killed runs) are counted: ``ratings vacuum``
+removes them. When the store is damaged the remedy is ``ratings compact --rebuild`` (the streams are the
+source of truth).
 """
 
 from __future__ import annotations
@@ -23,16 +26,25 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .home import Home
-from .manifest import Manifest, file_sha256, load_manifest, manifest_numbers
+from .errors import PipelineError
+from .home import STREAMS, Home
+from .store import location as loc
+
+REBUILD = (
+    "to recover: `ratings compact --rebuild` rebuilds the store from the streams, the source of truth "
+    "(restore a stream named above first)"
+)
 
 
 class VerifyResult(BaseModel):
     ok: bool
-    manifests: int
-    newest: int | None
-    files: int
+    version: int | None  # the table version checked (None: no table yet)
+    writer: str | None  # this home's writer, whose stream ranges were checked
+    commits: int  # compaction commits checked (every writer's)
+    files: int  # live files checked
     problems: list[str]
+    duplicate_ids: list[str]  # ids stored more than once (readers keep one row each)
+    unreferenced_files: int  # files under the table this version does not list (replaced, or of runs never committed)
 
     def summary(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -67,130 +79,200 @@ def _deadletter_records(path: Path, start: int, end: int) -> list[dict[str, Any]
     return [json.loads(line) for line in data.splitlines() if line]
 
 
-def verify(home: str | os.PathLike | Home | None = None) -> VerifyResult:
-    """Check the store against its manifests and the streams; ``ok`` is False with every problem named."""
+def verify(
+    home: str | os.PathLike | Home | None = None, *, as_of: str | None = None, config: loc.StoreConfig | None = None
+) -> VerifyResult:
+    """Check the store; ``ok`` is False with every problem named (a store that cannot be opened is one problem)."""
+    from .compact.run import METADATA_KEY, CommitRecord, txn_ids
+    from .store.table import commits, open_table
+    from .store.writer import identity
+
     home = Home.resolve(home)
+    location = loc.resolve(home, config)
+    as_of = as_of if as_of is not None else (config or loc.current_config()).as_of
+    known = home.store / "writer.json"
+    writer = identity(home).writer if known.exists() else None
+    try:
+        table = open_table(location, as_of)
+    except PipelineError as exc:
+        if exc.exit_code == 2:  # bad input or a store that cannot be reached: not a finding about the store
+            raise
+        return VerifyResult(
+            ok=False,
+            version=None,
+            writer=writer,
+            commits=0,
+            files=0,
+            problems=[f"{exc}"],
+            duplicate_ids=[],
+            unreferenced_files=0,
+        )
+    if table is None:
+        return VerifyResult(
+            ok=True,
+            version=None,
+            writer=writer,
+            commits=0,
+            files=0,
+            problems=[],
+            duplicate_ids=[],
+            unreferenced_files=0,
+        )
     problems: list[str] = []
-    numbers = manifest_numbers(home)
-    manifests: list[Manifest] = []
-    for expected, number in enumerate(numbers, start=1):
-        if number != expected:
-            problems.append(f"manifest numbers are not 1..{len(numbers)}: found {number} where {expected} was due")
-        try:
-            manifest = load_manifest(home, number)
-        except Exception as exc:  # StoreCorrupt: say which and go on with the others
-            problems.append(str(exc))
-            continue
-        if manifest.number != number:
-            problems.append(f"manifest {number} says it is number {manifest.number}")
-        manifests.append(manifest)
-    ends: dict[str, tuple[int, int, int]] = {}  # stream -> (end, next line, dead-letter bytes)
-    stored = 0
-    for manifest in manifests:
-        for stream, rng in manifest.streams.items():
-            where = f"manifest {manifest.number} stream {stream}"
-            end, next_line, dl_bytes = ends.get(stream, (0, 1, 0))
-            if (rng.start, rng.line_start) != (end, next_line):
-                problems.append(
-                    f"{where}: range starts at byte {rng.start} line {rng.line_start}, "
-                    f"the previous one ended at byte {end} line {next_line}"
-                )
-            out = rng.outcomes
-            if out.stored + out.duplicate + out.conflict + out.invalid + out.frames != out.lines:
-                problems.append(f"{where}: outcomes {out.model_dump()} do not add up to its {out.lines} lines")
-            stored += out.stored
-            path = home.stream(stream)
-            size = path.stat().st_size if path.exists() else 0
-            if size < rng.end:
-                problems.append(f"{where}: {path} has {size} bytes, the manifest consumed up to {rng.end}")
-            else:
-                digest, lines = _range_digest(path, rng.start, rng.end)
-                if digest != rng.sha256:
-                    problems.append(
-                        f"{where}: sha256 of bytes {rng.start}..{rng.end} is {digest}, the manifest says {rng.sha256}"
-                    )
-                if lines != out.lines:
-                    problems.append(
-                        f"{where}: {lines} lines in bytes {rng.start}..{rng.end}, the manifest says {out.lines}"
-                    )
-            records = _deadletter_records(home.deadletter / f"{stream}.jsonl", dl_bytes, rng.deadletter_bytes)
-            if records is None:
-                problems.append(
-                    f"{where}: deadletter/{stream}.jsonl is shorter than the {rng.deadletter_bytes} bytes recorded"
-                )
-            else:
-                if len(records) != out.invalid + out.conflict:
-                    problems.append(
-                        f"{where}: {len(records)} dead letters, the manifest counts "
-                        f"{out.invalid} invalid + {out.conflict} conflicts"
-                    )
-                outside = [r["line_no"] for r in records if not rng.start <= r.get("byte_offset", -1) < rng.end]
-                if outside:
-                    problems.append(f"{where}: dead letters of lines {outside[:5]} lie outside its byte range")
-            ends[stream] = (rng.end, rng.next_line, rng.deadletter_bytes)
-    newest = manifests[-1] if manifests else None
-    files = 0
-    if newest is not None:
-        files = len(newest.files) + len(newest.index)
-        problems += _check_files(home, newest, stored)
+    records = [
+        (c["version"], CommitRecord.model_validate(c[METADATA_KEY])) for c in commits(table) if METADATA_KEY in c
+    ]
+    stored = sum(r.streams[s].outcomes.stored for _, r in records for s in r.streams)
+    files, rows, file_problems, unreferenced = _check_files(location, table)
+    problems += file_problems
+    if stored != rows:
+        problems.append(f"the commits stored {stored} events in all, the table holds {rows} rows")
+    if writer is not None:
+        mine = [(v, r) for v, r in records if r.writer == writer]
+        for stream in STREAMS:
+            problems += _check_ranges(home, table, writer, stream, mine, txn_ids(writer, stream))
+    duplicates = _duplicate_ids(location, table) if not file_problems else []
+    if problems:
+        problems.append(REBUILD)
     return VerifyResult(
         ok=not problems,
-        manifests=len(numbers),
-        newest=newest.number if newest else None,
+        version=table.version(),
+        writer=writer,
+        commits=len(records),
         files=files,
         problems=problems,
+        duplicate_ids=duplicates,
+        unreferenced_files=unreferenced,
     )
 
 
-def _check_files(home: Home, manifest: Manifest, stored: int) -> list[str]:
-    import pyarrow.parquet as pq
-
+def _check_ranges(
+    home: Home, table: Any, writer: str, stream: str, records: list[tuple[int, Any]], txns: tuple[str, str, str]
+) -> list[str]:
     problems: list[str] = []
-    where = f"manifest {manifest.number}"
-    per_family: dict[str, int] = {}
-    for entry in [*manifest.files, *manifest.index]:
-        path = home.store / entry.path
-        if not path.is_file():
-            problems.append(f"{where}: file {entry.path} is missing")
+    end, next_line, dl_end = 0, 1, 0
+    path = home.stream(stream)
+    size = path.stat().st_size if path.exists() else 0
+    for version, record in records:
+        rng = record.streams.get(stream)
+        if rng is None:
             continue
-        if path.stat().st_size != entry.bytes:
+        where = f"version {version} ({writer}, {stream})"
+        if (rng.start, rng.line_start, rng.deadletter[0]) != (end, next_line, dl_end):
             problems.append(
-                f"{where}: file {entry.path} has {path.stat().st_size} bytes, the manifest says {entry.bytes}"
+                f"{where}: range starts at byte {rng.start} line {rng.line_start} (dead letters at "
+                f"{rng.deadletter[0]}), the previous one ended at byte {end} line {next_line} ({dl_end})"
             )
-            continue
-        if file_sha256(path) != entry.sha256:
-            problems.append(f"{where}: file {entry.path} does not have the sha256 the manifest records")
-            continue
-        rows = pq.read_metadata(path).num_rows
-        if rows != entry.rows:
-            problems.append(f"{where}: file {entry.path} has {rows} rows, the manifest says {entry.rows}")
-        per_family[entry.family] = per_family.get(entry.family, 0) + rows
-    index_rows = per_family.pop("_index", 0)
-    for family, rows in sorted(manifest.rows.items()):
-        if per_family.get(family, 0) != rows:
+        out = rng.outcomes
+        if out.stored + out.duplicate + out.conflict + out.invalid + out.frames != out.lines:
+            problems.append(f"{where}: outcomes {out.model_dump()} do not add up to its {out.lines} lines")
+        if size < rng.end:
+            problems.append(f"{where}: {path} has {size} bytes, the store consumed up to {rng.end}")
+        else:
+            digest, lines = _range_digest(path, rng.start, rng.end)
+            if digest != rng.sha256:
+                problems.append(
+                    f"{where}: sha256 of bytes {rng.start}..{rng.end} is {digest}, the commit says {rng.sha256}"
+                )
+            if lines != out.lines:
+                problems.append(f"{where}: {lines} lines in bytes {rng.start}..{rng.end}, the commit says {out.lines}")
+        letters = _deadletter_records(home.deadletter / f"{stream}.jsonl", *rng.deadletter)
+        if letters is None:
             problems.append(
-                f"{where}: family {family} has {per_family.get(family, 0)} rows in its files, the manifest says {rows}"
+                f"{where}: deadletter/{stream}.jsonl is shorter than the {rng.deadletter[1]} bytes recorded"
             )
-    total = sum(manifest.rows.values())
-    if index_rows != total:
-        problems.append(f"{where}: the id index holds {index_rows} ids for {total} stored events")
-    if stored != total:
-        problems.append(f"{where}: the manifests stored {stored} events in all, the store holds {total}")
-    if not problems and total:
-        problems += _check_unique_ids(home, manifest)
+        else:
+            if len(letters) != out.invalid + out.conflict:
+                problems.append(
+                    f"{where}: {len(letters)} dead letters, the commit counts {out.invalid} invalid "
+                    f"+ {out.conflict} conflicts"
+                )
+            outside = [r.get("line_no") for r in letters if not rng.start <= r.get("byte_offset", -1) < rng.end]
+            if outside:
+                problems.append(f"{where}: dead letters of lines {outside[:5]} lie outside its byte range")
+        end, next_line, dl_end = rng.end, rng.next_line, rng.deadletter[1]
+    recorded = tuple(table.transaction_version(t) for t in txns)
+    if records and any(stream in r.streams for _, r in records) and recorded != (end, next_line, dl_end):
+        problems.append(
+            f"({writer}, {stream}): the table's transactions say byte {recorded[0]} line {recorded[1]} dead letters "
+            f"{recorded[2]}, its commits end at byte {end} line {next_line} dead letters {dl_end}"
+        )
     return problems
 
 
-def _check_unique_ids(home: Home, manifest: Manifest) -> list[str]:
+def _check_files(location: loc.Location, table: Any) -> tuple[int, int, list[str], int]:
+    """(live files, rows by their statistics, problems, files no version references)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    actions = pa.table(table.get_add_actions(flatten=True))
+    problems: list[str] = []
+    rows = 0
+    fs, root = _filesystem(location)
+    for path, size, records in zip(
+        actions["path"].to_pylist(),
+        actions["size_bytes"].to_pylist(),
+        actions["num_records"].to_pylist(),
+        strict=True,
+    ):
+        rows += int(records or 0)
+        where = f"{root}/{path}" if root else path
+        info = fs.get_file_info(where)
+        if info.size is None:
+            problems.append(f"file {path} is missing")
+            continue
+        if info.size != size:
+            problems.append(f"file {path} has {info.size} bytes, the log says {size}")
+            continue
+        try:
+            with fs.open_input_file(where) as handle:
+                found = pq.read_metadata(handle).num_rows
+        except (OSError, pa.ArrowException) as exc:
+            problems.append(f"file {path} is not readable Parquet ({str(exc).splitlines()[0]})")
+            continue
+        if records is not None and found != records:
+            problems.append(f"file {path} has {found} rows, the log says {records}")
+    import pyarrow.fs as pafs
+
+    live = set(actions["path"].to_pylist())
+    listed = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    prefix = f"{root}/" if root else ""
+    data = [i.path.removeprefix(prefix) for i in listed if i.type == pafs.FileType.File and i.path.endswith(".parquet")]
+    unreferenced = sum(1 for path in data if not path.startswith("_delta_log/") and path not in live)
+    return actions.num_rows, rows, problems, unreferenced
+
+
+def _filesystem(location: loc.Location) -> tuple[Any, str]:
+    """A pyarrow file system for the table and the table's root in it."""
+    import pyarrow.fs as pafs
+
+    if location.table_path is not None:
+        return pafs.LocalFileSystem(), str(location.table_path)
+    from deltalake.fs import DeltaStorageHandler
+
+    return pafs.PyFileSystem(DeltaStorageHandler(location.table_uri, location.options)), ""
+
+
+def _duplicate_ids(location: loc.Location, table: Any) -> list[str]:
+    """Ids held by more than one row (first 100, sorted)."""
     import duckdb
 
-    paths = ", ".join("'" + str(home.store / e.path).replace("'", "''") + "'" for e in manifest.files)
+    from .store.views import _quote
+
     con = duckdb.connect(":memory:")
     try:
-        dupes = con.execute(
-            f"SELECT id, count(*) FROM read_parquet([{paths}], hive_partitioning = false, union_by_name = true) "
-            "GROUP BY id HAVING count(*) > 1 ORDER BY id LIMIT 5"
+        if location.table_path is not None:
+            files = ", ".join(_quote(f) for f in table.file_uris())
+            source = (
+                f"read_parquet([{files}], hive_partitioning = false)" if files else "(SELECT NULL AS id, 0 AS _id_hash)"
+            )
+        else:  # read whole into memory: DuckDB never stops an Arrow scan half way (its threads would outlive it)
+            con.register("ids", table.to_pyarrow_dataset().to_table(columns=["id", "_id_hash"]))
+            source = "ids"
+        rows = con.execute(
+            f"SELECT id FROM {source} WHERE _id_hash IN (SELECT _id_hash FROM {source} GROUP BY 1 HAVING count(*) > 1) "
+            "GROUP BY id HAVING count(*) > 1 ORDER BY id LIMIT 100"
         ).fetchall()
     finally:
         con.close()
-    return [f"manifest {manifest.number}: id {i!r} is stored {n} times" for i, n in dupes]
+    return [r[0] for r in rows]

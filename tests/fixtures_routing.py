@@ -63,7 +63,7 @@ def build_table(
     table = RoutingTable(
         **({"schema": schema} if schema else {}),
         fitted_at="2026-01-01T00:00:00Z",
-        source=Source(manifest=1, events={"tasks": 1, "ratings": 1}),
+        source=Source(version=1, events={"tasks": 1, "ratings": 1}),
         objective="quality_per_dollar",
         constants=Constants(**{"exploration": 0.0, "min_samples": 3, **constants}),
         constants_source="shipped",

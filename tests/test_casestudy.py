@@ -198,7 +198,7 @@ def test_every_figure_names_its_source(page):
     assert len(captions) == 3
     for caption in captions:
         text = text_of(caption)
-        assert "store manifest 7 (6,240 ratings, 9,120 tasks)" in text
+        assert "store table version 7 (6,240 ratings, 9,120 tasks)" in text
         assert "fitted by fit-routing --home . --case-study routing-by-rating" in text
         assert "drawn by ratings case-study routing-by-rating" in text
     assert "Diagnostic only" in captions[0]

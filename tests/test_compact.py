@@ -1,4 +1,4 @@
-"""Compaction: incremental, idempotent, deduplicating, crash- and fault-safe (DESIGN 4)."""
+"""Compaction into the Delta events table: incremental, idempotent, deduplicating, crash- and fault-safe."""
 
 from __future__ import annotations
 
@@ -6,24 +6,68 @@ import base64
 import json
 
 from pipeline.compact import compact
-from pipeline.manifest import load_manifest, manifest_numbers
+from pipeline.compact.run import txn_ids
 from pipeline.store import open_store
+from pipeline.store.location import StoreConfig, resolve
+from pipeline.store.table import commits, open_table
 from pipeline.streams import append
-from tests.fixtures_store import CONFIG, opened, rating
+from tests.fixtures_store import CONFIG, live_files, opened, rating, table_version
 
 
 def _files(home):
     return {p.relative_to(home).as_posix(): p.read_bytes() for p in sorted((home / "store").rglob("*")) if p.is_file()}
 
 
-def test_compact_twice_without_new_input_changes_nothing(home):
+def _table(home):
+    return open_table(resolve(home))
+
+
+def test_compact_twice_without_new_input_commits_nothing(home):
     append(home, [opened(1), rating(1), rating(2, day=2)])
     first = compact(home)
-    assert first.created and first.manifest == 1
+    assert first.created and first.version == 1  # version 0 created the table
     before = _files(home)
     second = compact(home)
-    assert not second.created and second.manifest == 1 and second.files_written == 0
+    assert not second.created and second.version == 1 and second.files_written == 0
     assert _files(home) == before
+
+
+def test_one_commit_per_run_carries_the_ranges_and_transactions(home):
+    append(home, [opened(1), rating(1), rating(2, day=2)])
+    with open(home / "streams" / "ratings.jsonl", "ab") as handle:
+        handle.write(b"not json\n")
+    result = compact(home)
+    table = _table(home)
+    record = commits(table)[-1]["ratings.compaction"]
+    ratings = (home / "streams" / "ratings.jsonl").read_bytes()
+    import hashlib
+
+    assert record["writer"] == result.writer and record["event_schema_version"] == 1 and record["read_version"] == 0
+    assert record["streams"]["ratings"]["start"] == 0 and record["streams"]["ratings"]["end"] == len(ratings)
+    assert record["streams"]["ratings"]["sha256"] == hashlib.sha256(ratings).hexdigest()
+    assert record["streams"]["ratings"]["outcomes"] == {
+        "lines": 5,  # two events framed as one batch (begin, 2 lines, end), then a bad line
+        "stored": 2,
+        "duplicate": 0,
+        "conflict": 0,
+        "invalid": 1,
+        "frames": 2,
+    }
+    end_id, line_id, dl_id = txn_ids(result.writer, "ratings")
+    assert table.transaction_version(end_id) == len(ratings) and table.transaction_version(line_id) == 6
+    assert table.transaction_version(dl_id) == (home / "deadletter" / "ratings.jsonl").stat().st_size
+
+
+def test_id_less_lines_get_writer_qualified_ids(home):
+    stream = home / "streams" / "tasks.jsonl"
+    append(home, [opened(1)])
+    offset = stream.stat().st_size
+    with open(stream, "ab") as handle:
+        handle.write(b'{"type":"task.opened","task":"T-2"}\n')
+    result = compact(home, config=StoreConfig(writer="host-a"))
+    with open_store(home) as store:
+        ids = [r[0] for r in store.con.execute("SELECT id FROM tasks ORDER BY id").fetchall()]
+    assert result.writer == "host-a" and ids == ["O-1", f"host-a:tasks@{offset}"]
 
 
 def test_incremental_equals_one_compaction(tmp_path, snapshot):
@@ -34,17 +78,19 @@ def test_incremental_equals_one_compaction(tmp_path, snapshot):
         append(inc, batch)
         compact(inc)
     compact(one)
-    assert manifest_numbers(inc) == list(range(1, 7)) and manifest_numbers(one) == [1]
+    assert table_version(inc) == 6 and table_version(one) == 1
     assert snapshot(inc) == snapshot(one)
 
 
-def test_rows_are_partitioned_by_event_date(home):
-    append(home, [rating(1, day=1), rating(2, day=2), rating(3, day=2)])
+def test_rows_are_partitioned_by_family_and_event_date(home):
+    import pyarrow as pa
+
+    append(home, [rating(1, day=1), rating(2, day=2), rating(3, day=2), opened(4, day=2)])
     compact(home)
-    manifest = load_manifest(home)
-    parts = sorted((e.partition, e.rows) for e in manifest.files if e.family == "ratings")
-    assert parts == [("2026-01-01", 1), ("2026-01-02", 2)]
-    assert all(e.path.startswith(f"ratings/date={e.partition}/") for e in manifest.files if e.family == "ratings")
+    actions = pa.table(_table(home).get_add_actions(flatten=True)).to_pylist()
+    parts = sorted((a["partition.family"], str(a["partition.event_date"]), a["num_records"]) for a in actions)
+    assert parts == [("ratings", "2026-01-01", 1), ("ratings", "2026-01-02", 2), ("tasks", "2026-01-02", 1)]
+    assert all(a["path"].startswith(f"family={a['partition.family']}/event_date=") for a in actions)
 
 
 def test_duplicates_are_dropped_once_and_conflicts_dead_lettered(home):
@@ -102,19 +148,24 @@ def test_a_torn_tail_is_not_consumed(home):
     stream = home / "streams" / "ratings.jsonl"
     with open(stream, "ab") as handle:
         handle.write(b'{"id":"R-9","type":"task.rat')
+    size = stream.stat().st_size
     result = compact(home)
     assert result.streams["ratings"].lines == 1
-    assert load_manifest(home).streams["ratings"].end == stream.stat().st_size - len(b'{"id":"R-9","type":"task.rat')
+    consumed = _table(home).transaction_version(txn_ids(result.writer, "ratings")[0])
+    assert consumed == size - len(b'{"id":"R-9","type":"task.rat') == stream.stat().st_size
+    (fragment,) = (home / "quarantine").iterdir()  # the consistent cut recovered the stream first
+    assert fragment.read_bytes() == b'{"id":"R-9","type":"task.rat'
 
 
-def test_small_files_are_merged(home, snapshot):
+def test_small_files_are_merged_by_optimize(home):
+    merged = 0
     for i in range(5):
         append(home, [rating(i)])
-        compact(home, merge_threshold=3)
-    manifest = load_manifest(home)
-    assert len([e for e in manifest.files if e.family == "ratings"]) <= 3
+        merged += compact(home, merge_threshold=3).files_merged
+    assert merged == 4 and len(live_files(home, "ratings")) <= 3
+    assert [c["operation"] for c in commits(_table(home))].count("OPTIMIZE") == 1
     with open_store(home) as store:
-        assert store.con.execute("SELECT count(*) FROM ratings").fetchone() == (5,)
+        assert store.con.execute("SELECT count(*) FROM ratings").fetchall() == [(5,)]
 
 
 def test_config_columns_are_flattened_with_the_key(home):
@@ -223,10 +274,11 @@ def test_fast_path_gives_the_rows_and_reasons_of_the_line_by_line_parser():
     from pipeline.compact.parse import Chunk, parse_chunk, parse_lines_slow
 
     block = _lines_of(TRICKY, BAD_LINES) + _lines_of([rating(i) for i in range(100, 400)], [])
-    chunk = Chunk.of("ratings", block, 1000, 7)
+    chunk = Chunk.of("ratings", block, 1000, 7, "w")
     fast = parse_chunk(chunk, 1 << 20)
     slow = parse_lines_slow(chunk, list(range(len(chunk))), 1 << 20)
-    left = parse_fast(lines_array(chunk.block, chunk.starts), np.arange(len(chunk)), "ratings", chunk.offsets)
+    lines = lines_array(chunk.block, chunk.starts)
+    left = parse_fast(lines, np.arange(len(chunk)), "w:ratings", chunk.offsets, chunk.block)
     assert sum(len(s) for s in left.slow) < 40  # the 300 plain ratings took the vectorised path
     assert sorted(fast.invalid) == sorted(slow.invalid)
     assert len(slow.invalid) == len(BAD_LINES) - 2  # two of them are valid, in an unusual form
@@ -243,7 +295,7 @@ def test_vectorised_config_key_equals_config_key():
     from pipeline.events import config_key
 
     parts = [("a/b", None, "480B/A35B", "-"), ("%2F", "-", "%", None), ("c", "r", "m", "e"), ("-", "--", "/-/", "%-")]
-    array = pa.array([dict(zip(("cli", "route", "model", "effort"), p)) for p in parts])
+    array = pa.array([dict(zip(("cli", "route", "model", "effort"), p, strict=True)) for p in parts])
     assert config_keys(array).to_pylist() == [config_key(*p) for p in parts]
 
 
@@ -263,7 +315,7 @@ from pipeline.verify import verify  # noqa: E402
 
 
 class Crash(Exception):
-    """Stands for the process dying at a step."""
+    """Stands for the process dying at a step (the process-level kills are in test_compact_crash.py)."""
 
 
 def _base(tmp_path):
@@ -292,7 +344,7 @@ def _fresh(base_home, tmp_path, name):
     return target
 
 
-@pytest.mark.parametrize("step", ["after-parquet", "before-manifest", "after-manifest"])
+@pytest.mark.parametrize("step", ["after-files", "before-commit", "after-commit", "after-optimize"])
 def test_a_crash_at_any_step_resumes_to_the_fault_free_store(base, tmp_path, monkeypatch, snapshot, step):
     home_base, reference = base
     home = _fresh(home_base, tmp_path, "crashed")
@@ -303,26 +355,33 @@ def test_a_crash_at_any_step_resumes_to_the_fault_free_store(base, tmp_path, mon
 
     monkeypatch.setattr(run_module, "fault_hook", hook)
     with pytest.raises(Crash):
-        compact(home)
+        compact(home, merge_threshold=2)
     monkeypatch.undo()
     assert verify(home).ok
-    compact(home)
+    compact(home, merge_threshold=2)
     assert verify(home).ok
     assert snapshot(home) == snapshot(reference)
 
 
-def test_a_crash_mid_file_leaves_only_invisible_files(base, tmp_path, snapshot):
+def test_files_of_a_crashed_run_stay_invisible_and_vacuum_removes_them(base, tmp_path, snapshot):
+    from pipeline.store.upkeep import vacuum
+
     home_base, reference = base
     home = _fresh(home_base, tmp_path, "torn")
-    part = home / "store" / "ratings" / "date=2026-01-03"
+    part = home / "store" / "events" / "family=ratings" / "event_date=2026-01-03"
     part.mkdir(parents=True)
-    (part / ".00000000000000000002-X-00001.parquet.tmp").write_bytes(b"PAR1 half a file")
-    shutil.copy(next((reference / "store" / "ratings" / "date=2026-01-03").glob("*.parquet")), part / "stray.parquet")
+    (part / "part-00001-CRASHED.snappy.parquet").write_bytes(b"PAR1 half a file")
+    shutil.copy(live_files(reference, "ratings")[-1], part / "part-00002-CRASHED.snappy.parquet")
     with open(home / "deadletter" / "ratings.jsonl", "ab") as handle:
         handle.write(b'{"stream":"ratings","byte_offset":1,"line_no":1,"reason":"from a crashed run"')
     assert snapshot(home)["counts"]["ratings"] == 2  # nothing of the crashed run is visible
+    assert verify(home).unreferenced_files == 2
     compact(home)
     assert verify(home).ok
+    assert snapshot(home) == snapshot(reference)
+    removed = vacuum(home, retain_hours=0)
+    assert removed.files_removed == 2 and removed.bytes_after < removed.bytes_before
+    assert not list(part.glob("*CRASHED*")) and verify(home).unreferenced_files == 0
     assert snapshot(home) == snapshot(reference)
 
 
@@ -342,7 +401,8 @@ def _count_calls(home, target, attr):
     return calls[0]
 
 
-FAULT_TARGETS = [(os, "write"), (os, "fsync"), (os, "rename"), (os, "link"), (pq, "write_table")]
+# The Python side of a run (dead letters, Parquet files); delta-rs's own I/O is reached in test_compact_crash.py.
+FAULT_TARGETS = [(os, "write"), (os, "fsync"), (pq, "write_table")]
 
 
 @pytest.mark.parametrize("target, attr", FAULT_TARGETS, ids=[a for _, a in FAULT_TARGETS])
@@ -357,7 +417,7 @@ def test_io_faults_on_the_kth_call_leave_a_verifiable_store_and_a_clean_rerun(ba
             original = getattr(target, attr)
             seen = [0]
 
-            def faulty(*args, **kwargs):
+            def faulty(*args, seen=seen, k=k, code=code, original=original, **kwargs):
                 seen[0] += 1
                 if seen[0] == k:
                     raise OSError(code, os.strerror(code))
@@ -365,7 +425,7 @@ def test_io_faults_on_the_kth_call_leave_a_verifiable_store_and_a_clean_rerun(ba
 
             setattr(target, attr, faulty)
             try:
-                with pytest.raises(OSError):
+                with pytest.raises((OSError, run_module.PipelineError)):
                     compact(home)
             finally:
                 setattr(target, attr, original)
@@ -385,11 +445,11 @@ def test_racing_compactors_take_turns_on_the_lock(base, tmp_path, snapshot):
     for thread in threads:
         thread.join()
     assert sorted(r.created for r in results) == [False, True]
-    assert manifest_numbers(home) == [1, 2]
+    assert table_version(home) == 2
     assert snapshot(home) == snapshot(reference)
 
 
-def test_without_the_lock_the_loser_of_a_manifest_number_gets_a_clear_error(base, tmp_path, monkeypatch, snapshot):
+def test_without_the_lock_a_second_compaction_of_one_writer_is_refused(base, tmp_path, monkeypatch, snapshot):
     home_base, reference = base
     home = _fresh(home_base, tmp_path, "nolock")
     monkeypatch.setattr(run_module, "compact_lock", lambda home: nullcontext())
@@ -397,18 +457,46 @@ def test_without_the_lock_the_loser_of_a_manifest_number_gets_a_clear_error(base
     raced = []
 
     def hook(step):
-        if step == "before-manifest" and not raced:
+        if step == "before-commit" and not raced:
             raced.append(True)
-            compact(home)  # the other compactor wins number 2
+            compact(home)  # the other compactor of this writer commits first
         original(step)
 
     monkeypatch.setattr(run_module, "fault_hook", hook)
-    with pytest.raises(StoreConflict, match="manifest 2 was created by another compactor"):
+    with pytest.raises(StoreConflict, match="committed tasks meanwhile; nothing of this run is visible"):
         compact(home)
     monkeypatch.undo()
-    assert manifest_numbers(home) == [1, 2]
+    assert table_version(home) == 2
     assert verify(home).ok
     assert snapshot(home) == snapshot(reference)
+
+
+def test_a_second_home_claiming_the_writer_name_is_refused(tmp_path):
+    shared = StoreConfig(uri=str(tmp_path / "shared"), writer="same")
+    first, second = tmp_path / "a", tmp_path / "b"
+    append(first, [rating(1)])
+    append(second, [rating(2)])
+    compact(first, config=shared)
+    with pytest.raises(StoreConflict, match=r"writer 'same' already commits to .* from another home"):
+        compact(second, config=shared)
+    other = compact(second, config=StoreConfig(uri=str(tmp_path / "shared"), writer="other"))
+    with open_store(second, config=shared) as store:
+        assert other.created and store.con.execute("SELECT id FROM ratings ORDER BY id").fetchall() == [
+            ("R-1",),
+            ("R-2",),
+        ]
+
+
+def test_a_home_remembers_its_writer_name(home, monkeypatch):
+    from pipeline.errors import PipelineError
+
+    append(home, [rating(1)])
+    assert compact(home, config=StoreConfig(writer="first-name")).writer == "first-name"
+    append(home, [rating(2)])
+    monkeypatch.setattr("socket.gethostname", lambda: "renamed-host")
+    assert compact(home).writer == "first-name"  # a renamed host is not a second writer
+    with pytest.raises(PipelineError, match="this home writes to the store as 'first-name'"):
+        compact(home, config=StoreConfig(writer="another"))
 
 
 def test_duplicates_are_counted_once_across_files_runs_and_reimports(home, tmp_path):
@@ -431,8 +519,21 @@ def test_duplicates_are_counted_once_across_files_runs_and_reimports(home, tmp_p
     assert second.streams["tasks"].duplicate == 4  # 2 opened + 2 attempted
 
 
+def test_the_same_event_written_differently_is_a_duplicate_not_a_conflict(home):
+    append(home, [rating(1)])
+    compact(home)
+    with open(home / "streams" / "ratings.jsonl", "ab") as handle:  # same event: other key order, other zone
+        handle.write(
+            b'{"score":1.0,"type":"task.rated","id":"R-1","at":"2026-01-01T12:00:01+02:00","task":"T-1",'
+            b'"config":{"cli":"claude-code","route":"anthropic","model":"opus","effort":"high"},'
+            b'"rater":{"kind":"gate","name":"pytest"}}\n'
+        )
+    result = compact(home)
+    assert result.streams["ratings"].duplicate == 1 and result.streams["ratings"].conflict == 0
+
+
 def test_the_id_hash_is_pinned():
-    """The id index persists across versions: these values must never change."""
+    """The table stores these hashes (_id_hash): they must never change."""
     import pyarrow as pa
 
     from pipeline.compact.ids import hash_ids
@@ -478,14 +579,49 @@ def test_cli_compact_prints_a_table_or_json(home):
 
     append(home, [rating(1), rating(1)])
     runner = CliRunner()
-    first = runner.invoke(cli, ["compact", "--home", str(home), "-q"])
+    first = runner.invoke(cli, ["compact", "--home", str(home), "-q", "--writer", "ci-1"])
     assert first.exit_code == 0, first.output
     assert first.output.splitlines() == [
         "stream   lines  stored  duplicate  conflict  invalid  frames",
         "-------  -----  ------  ---------  --------  -------  ------",
         "tasks    0      0       0          0         0        0",
         "ratings  4      1       1          0         0        2",
-        "manifest 1; 1 file(s) written, 0 merged; store: ratings 1",
+        "version 1 (writer ci-1); 1 file(s) written, 0 merged; store: ratings 1",
     ]
     again = runner.invoke(cli, ["compact", "--home", str(home), "--json"])
     assert json.loads(again.output)["created"] is False
+
+
+def test_a_line_over_the_limit_is_streamed_past_and_dead_lettered(home, snapshot):
+    import tracemalloc
+
+    append(home, [rating(1)])
+    stream = home / "streams" / "ratings.jsonl"
+    offset = stream.stat().st_size
+    long_line = b'{"type":"task.rated","title":"' + b"x" * (24 << 20) + b'"}'
+    with open(stream, "ab") as handle:
+        handle.write(long_line + b"\n")
+    append(home, [rating(2)])
+    tracemalloc.start()
+    result = compact(home, chunk_bytes=1 << 16)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 << 20  # the 24 MiB line was never held whole
+    assert result.streams["ratings"].model_dump() == {
+        "lines": 3,
+        "stored": 2,
+        "duplicate": 0,
+        "conflict": 0,
+        "invalid": 1,
+        "frames": 0,
+    }
+    (letter,) = [json.loads(x) for x in (home / "deadletter" / "ratings.jsonl").read_text().splitlines()]
+    assert letter["byte_offset"] == offset and letter["line_no"] == 2 and letter["raw_bytes"] == len(long_line)
+    assert letter["reason"] == f"-: line is {len(long_line)} bytes, over the limit of {1 << 20}"
+    assert base64.b64decode(letter["raw_b64"]) == long_line[:4096]
+    assert verify(home).ok
+    big = home.parent / "big-chunks"
+    shutil.copytree(home / "streams", big / "streams")
+    compact(big)  # the line inside one 32 MiB chunk: the same verdict, by the per-line parser
+    (same,) = [json.loads(x) for x in (big / "deadletter" / "ratings.jsonl").read_text().splitlines()]
+    assert same["reason"] == letter["reason"] and snapshot(big)["views"] == snapshot(home)["views"]

@@ -64,7 +64,7 @@ def table(
     }
     return RoutingTable(
         fitted_at=fitted_at,
-        source=Source(manifest=3),
+        source=Source(version=3),
         objective="quality_per_dollar",
         constants=Constants(prior_weight=8, exploration=0.05, half_life_days=30),
         constants_source=source,

@@ -12,9 +12,9 @@ from fixtures_routing import A, build_table, member
 from pipeline.cli import cli
 from pipeline.compact.run import compact
 from pipeline.doctor import doctor
-from pipeline.manifest import newest_manifest_number
 from pipeline.routing.table import Source, publish
 from pipeline.streams import append
+from tests.fixtures_store import table_version
 
 CONFIG = {"cli": "claude-code", "route": "anthropic", "model": "opus", "effort": "high"}
 
@@ -46,9 +46,9 @@ def events(first: int, count: int) -> list[dict]:
 
 
 def publish_fitted(home, *, history: bool = False):
-    """A table that claims to be fitted from the newest manifest (what fit-routing would publish)."""
+    """A table that claims to be fitted from the newest table version (what fit-routing would publish)."""
     table = build_table({"implement": [member(A, 0.9, 0.1)], "*": [member(A, 0.9, 0.1)]})
-    table = table.model_copy(update={"source": Source(manifest=newest_manifest_number(home))})
+    table = table.model_copy(update={"source": Source(version=table_version(home))})
     published = publish(table, home / "fits" / "routing-table.json")
     if history:
         (home / "fits" / "history").mkdir(parents=True, exist_ok=True)
@@ -84,13 +84,13 @@ def test_live_checks_pass_on_a_freshly_fitted_home(fitted_home):
 
 
 def test_stale_table_opens_the_loop_with_the_number_of_events(fitted_home):
-    append(fitted_home, events(10, 2))  # 4 events compacted into a new manifest
+    append(fitted_home, events(10, 2))  # 4 events compacted into a new table version
     compact(fitted_home)
     append(fitted_home, events(20, 1))  # 2 more not compacted yet
     report = doctor(fitted_home)
     fresh = live(report, "routing table is fresh")
     assert fresh.status == "fail"
-    assert fresh.detail.startswith("stale by 6 event(s): fitted from manifest 1, newest is 2, 2 line(s) not yet")
+    assert fresh.detail.startswith("stale by 6 event(s): fitted from table version 1, newest is 2, 2 line(s) not yet")
     assert not report.closed and any("stale by 6" in r for r in report.reasons)
     result = CliRunner().invoke(cli, ["doctor", "--home", str(fitted_home)])
     assert result.exit_code == 1

@@ -1,23 +1,27 @@
-"""The store: views over exactly the manifest's files, with the column contract, empty or not."""
+"""The store: views over one version of the events table, with the column contract, empty or not."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import time
+from datetime import UTC, datetime
+from pathlib import Path
 
 import duckdb
 import pytest
 
 from pipeline.compact import compact
 from pipeline.families import COLUMNS, VIEWS
-from pipeline.store import newest_manifest_number, open_store
+from pipeline.store import open_store
 from pipeline.streams import append
-from tests.fixtures_store import CONFIG, opened, rating
+from tests.fixtures_store import CONFIG, live_files, opened, rating, table_version
 
 
 def test_empty_home_has_every_view_with_its_columns_and_no_rows(home):
-    assert newest_manifest_number(home) is None
+    assert table_version(home) is None
     with open_store(home) as store:
-        assert store.manifest_number is None and store.manifest is None
+        assert store.version is None and store.files() == [] and store.inputs_sha256() is None
         for view in VIEWS:
             cursor = store.con.execute(f'SELECT * FROM "{view}"')
             assert [d[0] for d in cursor.description] == [c for c, _ in COLUMNS[view]]
@@ -54,34 +58,62 @@ def test_views_have_the_contract_columns_and_types(home):
         )
 
 
-def test_the_store_reads_the_listed_files_never_a_glob(home):
+def test_the_store_reads_the_live_files_never_a_glob(home):
     append(home, [rating(1)])
     compact(home)
-    (home / "store" / "ratings" / "date=2026-01-01" / "stray.parquet").write_bytes(b"not parquet")
+    (home / "store" / "events" / "family=ratings" / "event_date=2026-01-01" / "stray.parquet").write_bytes(b"junk")
+    live = live_files(home, "ratings")
+    shutil.copy(live[0], live[0].with_name("part-copy.parquet"))  # a file no commit names: invisible
     with open_store(home) as store:
-        assert store.con.execute("SELECT count(*) FROM ratings").fetchone() == (1,)
+        assert store.con.execute("SELECT count(*) FROM ratings").fetchall() == [(1,)]
+        assert [p.name for p in map(Path, store.files("ratings"))] == [live[0].name]
 
 
-def test_an_older_manifest_stays_readable(home):
+def test_an_older_version_stays_readable_by_number_and_by_time(home):
+    append(home, [rating(1)])
+    compact(home)
+    time.sleep(0.05)
+    between = datetime.now(UTC).isoformat()
+    time.sleep(0.05)
+    append(home, [rating(2)])
+    compact(home)
+    assert table_version(home) == 2
+    with open_store(home, as_of="1") as old, open_store(home, as_of=between) as then, open_store(home) as new:
+        assert old.con.execute("SELECT count(*) FROM ratings").fetchall() == [(1,)]
+        assert then.version == 1 and then.con.execute("SELECT id FROM ratings").fetchall() == [("R-1",)]
+        assert new.con.execute("SELECT count(*) FROM ratings").fetchall() == [(2,)] and new.version == 2
+
+
+@pytest.mark.parametrize(
+    "as_of, message",
+    [
+        ("9", "--as-of 9: the table's newest version is 2"),
+        ("2001-01-01", "--as-of 2001-01-01T00:00:00+00:00: the table did not exist yet"),
+        ("last tuesday", "--as-of 'last tuesday': give a table version (a number) or a time"),
+    ],
+)
+def test_an_unknown_version_or_time_is_bad_input(home, as_of, message):
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+
     append(home, [rating(1)])
     compact(home)
     append(home, [rating(2)])
     compact(home)
-    assert newest_manifest_number(home) == 2
-    with open_store(home, manifest=1) as old, open_store(home) as new:
-        assert old.con.execute("SELECT count(*) FROM ratings").fetchone() == (1,)
-        assert new.con.execute("SELECT count(*) FROM ratings").fetchone() == (2,)
-        assert new.manifest["number"] == 2
+    out = CliRunner().invoke(cli, ["sql", "--home", str(home), "--as-of", as_of, "SELECT 1"])
+    assert out.exit_code == 2 and len(out.output.splitlines()) == 1
+    assert out.output.startswith(f"error: {message}")
 
 
 def test_read_only_store_cannot_write_files_or_read_outside_the_store(home, tmp_path):
     append(home, [rating(1)])
     compact(home)
     with open_store(home, read_only=True) as store:
-        assert store.con.execute("SELECT count(*) FROM ratings").fetchone() == (1,)
-        with pytest.raises(duckdb.Error, match="disabled|not allowed|Permission"):
+        assert store.con.execute("SELECT count(*) FROM ratings").fetchall() == [(1,)]
+        with pytest.raises(duckdb.Error, match=r"disabled|not allowed|Permission"):
             store.con.execute(f"COPY ratings TO '{tmp_path / 'out.csv'}'")
-        with pytest.raises(duckdb.Error, match="disabled|not allowed|Permission"):
+        with pytest.raises(duckdb.Error, match=r"disabled|not allowed|Permission"):
             store.con.execute("SELECT * FROM read_csv('/etc/passwd')")
         with pytest.raises(duckdb.Error):
             store.con.execute("SET enable_external_access = true")
@@ -121,26 +153,6 @@ def test_cli_sql_cannot_write_or_read_outside_the_store(home, tmp_path, query):
     assert out.exit_code == 2
     assert "query failed: Permission Error" in out.output
     assert not (tmp_path / "x.parquet").exists()
-
-
-@pytest.mark.parametrize(
-    "compacted, expected",
-    [
-        (False, "error: no manifest 3 in this store (nothing compacted yet)"),
-        (True, "error: no manifest 3 in this store (newest: 1)"),
-    ],
-)
-def test_cli_sql_unknown_manifest_is_bad_input(home, compacted, expected):
-    from click.testing import CliRunner
-
-    from pipeline.cli import cli
-
-    if compacted:
-        append(home, [rating(1)])
-        compact(home)
-    out = CliRunner().invoke(cli, ["sql", "--home", str(home), "--manifest", "3", "SELECT 1"])
-    assert out.exit_code == 2
-    assert out.output.strip() == expected
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..fit.shipped import defaults_note
 from ..nightly.stats import Stats
 from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
@@ -59,10 +60,11 @@ def render_command(stats: Stats) -> str:
 
 
 def source_caption(stats: Stats) -> tuple[Inline, ...]:
-    """Where a figure's numbers come from: the manifest, the event counts, the commands."""
+    """Where a figure's numbers come from: the store's table version, the event counts, the commands."""
     src = stats.source
     events = ", ".join(f"{n:,} {kind}" for kind, n in src.events.items()) or "no event counts"
-    parts: list[Inline] = [f"Source: store manifest {src.manifest if src.manifest is not None else 'n/a'} ({events})"]
+    version = src.version if src.version is not None else "n/a"
+    parts: list[Inline] = [f"Source: store table version {version} ({events})"]
     if src.command:
         parts += ["; fitted by ", Code(src.command)]
     parts += ["; drawn by ", Code(render_command(stats)), " from stats.json."]
@@ -115,14 +117,19 @@ def constants_section(stats: Stats) -> list[Block]:
         [n, fmt.constant(n, shipped.get(n)), fmt.constant(n, fitted.get(n)), c.selected_on.get(n, "not searched")]
         for n in names
     ]
-    return [
-        Heading(2, "Shipped and fitted constants", "constants"),
+    out: list[Block] = [Heading(2, "Shipped and fitted constants", "constants")]
+    if c.shipped_from == "code defaults":  # the same sentence as the summary and `ratings compare`
+        out.append(para(fmt.sentence(defaults_note(c.shipped))))
+    defaults = c.published == "shipped" and c.shipped_from == "code defaults"
+    caption = "the code defaults (no shipped.json)" if defaults else f"the {c.published} constants"
+    out.append(
         table(
             ["constant", "shipped", "fitted", "fitted value chosen on"],
             rows,
-            f"The published routing table uses the {c.published} constants.",
-        ),
-    ]
+            f"The published routing table uses {caption}.",
+        )
+    )
+    return out
 
 
 def baselines_section(stats: Stats) -> list[Block]:

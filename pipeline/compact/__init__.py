@@ -1,4 +1,7 @@
-"""Compaction: JSONL streams -> Parquet store with manifests (DESIGN 4). See :mod:`pipeline.compact.run`."""
+"""Compaction: the JSONL streams -> one Delta commit of the events table per run (docs/design.md, Storage).
+
+See :mod:`pipeline.compact.run`.
+"""
 
 from .run import CompactResult, compact
 

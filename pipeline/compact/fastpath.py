@@ -17,12 +17,16 @@ same line; ``tests/test_compact.py`` checks both paths against each other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ..events import MAX_COST_USD, MAX_COUNT, MAX_WEIGHT, RESERVED_ID, SCHEMA_VERSION
+from ..events import KNOWN, RESERVED_ID
 from ..families import COLUMNS, DEFAULTS
 from .rows import SCHEMAS, family_of
 
@@ -81,48 +85,61 @@ FIELDS: dict[str, list[tuple[str, pa.DataType]]] = {
 }
 _SCHEMA = {t: pa.schema(_COMMON + f) for t, f in FIELDS.items()}
 
-#: Fields that must be present and not null.
-_REQUIRED = {
-    "task.opened": ["task"],
-    "task.attempted": ["task", "config", "status"],
-    "route.decided": ["task", "policy", "chosen", "candidates", "propensity"],
-    "task.closed": ["task", "outcome"],
-    "task.rated": ["task", "config", "rater", "score"],
-    "task.rejected": ["task", "config", "rater", "claim", "evidence"],
-    "rating.retracted": ["rating", "reason"],
-}
-#: Fields with a default but no ``None``: an explicit ``null`` is invalid, so such lines go the slow way.
-_DEFAULTED = {
-    "task.opened": ["region"],
-    "route.decided": ["explored", "reason"],
-    "task.rated": ["precision", "confidence", "importance"],
-    "task.rejected": ["weight"],
-}
-#: Strings that must not be empty (when present).
-_NON_EMPTY = ["id", "task", "region", "policy", "chosen", "claim", "rating"]
-#: Closed (lower, upper) intervals; None is unbounded. Open bounds are in _OPEN_LOW.
-_RANGES = {
-    "score": (0.0, 1.0),
-    "precision": (0.0, 1.0),
-    "confidence": (0.0, 1.0),
-    "importance": (0.0, MAX_WEIGHT),
-    "weight": (0.0, MAX_WEIGHT),
-    "cost_usd": (0.0, MAX_COST_USD),
-    "propensity": (0.0, 1.0),
-    "predicted_quality": (0.0, 1.0),
-    "duration_ms": (0, MAX_COUNT),
-    "tool_calls": (0, MAX_COUNT),
-    "files_read": (0, MAX_COUNT),
-    "files_written": (0, MAX_COUNT),
-    "v": (SCHEMA_VERSION, SCHEMA_VERSION),
-}
-_OPEN_LOW = {"precision", "confidence", "propensity"}
-_ENUMS = {
-    "status": ["success", "failure", "vacuous", "blocked", "escalated", "unknown"],
-    "outcome": ["done", "escalated", "abandoned"],
-}
+
+@dataclass(frozen=True)
+class Rules:
+    """What the fast path checks on the rows of one event type, read off the type's model (its JSON Schema), so
+    that the vectorised checks and the per-line parser have one source: the models in ``pipeline.events``."""
+
+    required: list[str]  # present and not null
+    defaulted: list[str]  # have a default but take no ``null``: an explicit null is invalid
+    non_empty: list[str]  # strings of at least one character (when present)
+    ranges: dict[str, tuple[float | None, float | None, bool, bool]]  # (low, high, low open, high open)
+    enums: dict[str, list[str]]
+
+
+def _branch(prop: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """(the non-null schema of a property, whether it takes null)."""
+    options = prop.get("anyOf")
+    if options is None:
+        return prop, prop.get("type") == "null"
+    kept = [o for o in options if o.get("type") != "null"]
+    return (kept[0] if kept else {}), len(kept) < len(options)
+
+
+def rules_of(event_type: str) -> Rules:
+    """The :class:`Rules` of a known event type, from its pydantic model."""
+    schema = KNOWN[event_type].model_json_schema()
+    required, defaulted, non_empty = [], [], []
+    ranges: dict[str, tuple[float | None, float | None, bool, bool]] = {}
+    enums: dict[str, list[str]] = {}
+    for name, prop in schema["properties"].items():
+        if name == "type":
+            continue
+        branch, nullable = _branch(prop)
+        if name in schema.get("required", []):
+            required.append(name)
+        elif "default" in prop and not nullable:
+            defaulted.append(name)
+        if branch.get("minLength", 0) >= 1:
+            non_empty.append(name)
+        low, high = (
+            branch.get("minimum", branch.get("exclusiveMinimum")),
+            branch.get("maximum", branch.get("exclusiveMaximum")),
+        )
+        if low is not None or high is not None:
+            ranges[name] = (low, high, "exclusiveMinimum" in branch, "exclusiveMaximum" in branch)
+        if "enum" in branch:
+            enums[name] = list(branch["enum"])
+    return Rules(required, defaulted, non_empty, ranges, enums)
+
+
+_RULES = {t: rules_of(t) for t in FIELDS}
 _RATER_KINDS = ["gate", "reviewer", "human"]
-_CANONICAL_AT = r"^([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$"
+_CANONICAL_AT = (
+    r"^([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+    r"(\.[0-9]{1,6})?Z$"
+)
 _TYPE = r'"type"\s*:\s*"(?P<t>[a-z._]+)"'
 _MIN_BISECT = 16  # a failed block this small goes line by line
 _GIVE_UP = 4096  # a failed block at least this big whose halves both fail goes line by line
@@ -144,17 +161,44 @@ def event_types(lines: pa.LargeBinaryArray) -> pa.Array:
     return pc.struct_field(pc.extract_regex(text, _TYPE), [0])
 
 
+class KeySearch:
+    """Which lines of a chunk contain a key (``"name"``): one literal search over the chunk's bytes per key."""
+
+    def __init__(self, block: bytes, lines: pa.LargeBinaryArray):
+        self.block = block
+        self.starts = np.frombuffer(lines.buffers()[1], np.int64, len(lines) + 1, lines.offset * 8)
+        self.found: dict[bytes, np.ndarray] = {}
+
+    def lines_with(self, needle: bytes) -> np.ndarray:
+        mask = self.found.get(needle)
+        if mask is None:
+            hits = []
+            at = self.block.find(needle)
+            while at >= 0:
+                hits.append(at)
+                at = self.block.find(needle, at + 1)
+            mask = np.zeros(len(self.starts) - 1, bool)
+            if hits:
+                mask[np.searchsorted(self.starts, np.array(hits, np.int64), side="right") - 1] = True
+            self.found[needle] = mask
+        return mask
+
+
 class FastResult:
     """Rows per family (each with ``_line``) for the lines the fast path took, and the lines it left."""
 
-    def __init__(self) -> None:
+    def __init__(self, keys: KeySearch) -> None:
+        self.keys = keys
         self.tables: dict[str, list[pa.Table]] = {}
         self.slow: list[np.ndarray] = []
 
 
-def parse_fast(lines: pa.LargeBinaryArray, candidate: np.ndarray, stream: str, offsets: np.ndarray) -> FastResult:
-    """Validate the ``candidate`` lines (indices into ``lines``); ``offsets`` are their stream byte offsets."""
-    out = FastResult()
+def parse_fast(
+    lines: pa.LargeBinaryArray, candidate: np.ndarray, id_prefix: str, offsets: np.ndarray, block: bytes
+) -> FastResult:
+    """Validate the ``candidate`` lines (indices into ``lines``, whose bytes are ``block``); ``offsets`` are their
+    stream byte offsets and an id-less line gets the id ``<id_prefix>@<offset>``."""
+    out = FastResult(KeySearch(block, lines))
     types = event_types(lines)
     codes = pc.dictionary_encode(types)
     names = codes.dictionary.to_pylist()
@@ -166,13 +210,13 @@ def parse_fast(lines: pa.LargeBinaryArray, candidate: np.ndarray, stream: str, o
             out.slow.append(picked)
             continue
         if len(picked):
-            _parse_group(name, lines, picked, stream, offsets, out)
+            _parse_group(name, lines, picked, id_prefix, offsets, out)
     out.slow.append(candidate[~valid_code[candidate]])
     return out
 
 
 def _parse_group(
-    name: str, lines: pa.LargeBinaryArray, picked: np.ndarray, stream: str, offsets: np.ndarray, out: FastResult
+    name: str, lines: pa.LargeBinaryArray, picked: np.ndarray, id_prefix: str, offsets: np.ndarray, out: FastResult
 ) -> None:
     read = _read(name, lines, picked)
     if read is None:
@@ -181,22 +225,22 @@ def _parse_group(
             return
         half = len(picked) // 2
         before = sum(len(s) for s in out.slow)
-        _parse_group(name, lines, picked[:half], stream, offsets, out)
+        _parse_group(name, lines, picked[:half], id_prefix, offsets, out)
         failed_first = sum(len(s) for s in out.slow) > before
         if failed_first and len(picked) >= _GIVE_UP and _read(name, lines, picked[half:]) is None:
             out.slow.append(picked[half:])
             return
-        _parse_group(name, lines, picked[half:], stream, offsets, out)
+        _parse_group(name, lines, picked[half:], id_prefix, offsets, out)
         return
     table, raw = read
-    ok, times = _row_checks(name, table, raw)
+    ok, times = _row_checks(name, table, raw, lambda needle: out.keys.lines_with(needle)[picked])
     if not ok.all():
         out.slow.append(picked[~ok])
         keep = pa.array(ok)
         table, times, picked = table.filter(keep), times.filter(keep), picked[ok]
     if len(picked):
         family = family_of(name)
-        out.tables.setdefault(family, []).append(_to_family(family, table, times, picked, stream, offsets))
+        out.tables.setdefault(family, []).append(_to_family(family, table, times, picked, id_prefix, offsets))
 
 
 def _read(name: str, lines: pa.LargeBinaryArray, picked: np.ndarray) -> tuple[pa.Table, pa.Array] | None:
@@ -223,30 +267,32 @@ def _all_valid(mask: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), bool)
 
 
-def _row_checks(name: str, table: pa.Table, raw: pa.LargeBinaryArray) -> tuple[np.ndarray, pa.Array]:
-    """True for rows the fast path may take (see the module docstring), and their times; ``raw`` are their lines."""
+def _row_checks(
+    name: str, table: pa.Table, raw: pa.LargeBinaryArray, with_key: Callable[[bytes], np.ndarray]
+) -> tuple[np.ndarray, pa.Array]:
+    """True for rows the fast path may take (see the module docstring), and their times; ``raw`` are their lines,
+    ``with_key(b'"name"')`` tells which of them contain that key."""
+    rules = _RULES[name]
     ok = _all_valid(pc.equal(table["type"], name))
-    cols = set(table.column_names)
-    for field in _REQUIRED[name]:
+    for field in rules.required:
         ok &= _all_valid(pc.is_valid(table[field]))
-    for field in _NON_EMPTY:
-        if field in cols:
-            ok &= ~_all_valid(pc.equal(pc.utf8_length(table[field]), 0))
+    for field in rules.non_empty:
+        ok &= ~_all_valid(pc.equal(pc.utf8_length(table[field]), 0))
     # an explicit id of the compactor's own form is refused by the parser: leave it to the parser's reason
     ok &= ~_all_valid(pc.match_substring_regex(table["id"], "^" + RESERVED_ID.pattern + "$"))
-    for field, (low, high) in _RANGES.items():
-        if field not in cols:
-            continue
+    for field, (low, high, low_open, high_open) in rules.ranges.items():
         col = table[field]
-        good = pc.greater(col, low) if field in _OPEN_LOW else pc.greater_equal(col, low)
+        good = pc.is_valid(col)
+        if low is not None:
+            good = pc.and_kleene(good, pc.greater(col, low) if low_open else pc.greater_equal(col, low))
         if high is not None:
-            good = pc.and_kleene(good, pc.less_equal(col, high))
+            good = pc.and_kleene(good, pc.less(col, high) if high_open else pc.less_equal(col, high))
         if pa.types.is_floating(col.type):
             good = pc.and_kleene(good, pc.is_finite(col))
         ok &= _all_valid(pc.or_kleene(pc.is_null(col), good))
-    for field, allowed in _ENUMS.items():
-        if field in cols:
-            ok &= _all_valid(pc.is_in(table[field], value_set=pa.array(allowed)))
+    for field, allowed in rules.enums.items():
+        ok &= _all_valid(pc.is_in(table[field], value_set=pa.array(allowed)))
+    cols = set(table.column_names)
     for struct, fields in (("config", ("cli", "model")), ("rater", ("name",))):
         if struct in cols:
             for field in fields:
@@ -268,17 +314,13 @@ def _row_checks(name: str, table: pa.Table, raw: pa.LargeBinaryArray) -> tuple[n
     ok &= canonical | no_at
     times = _timestamps(at if canonical.all() else pc.if_else(pa.array(canonical), at, pa.scalar(None, _S)))
     ok &= _all_valid(pc.is_valid(times)) | no_at  # 2026-02-30 matches the pattern but is no date
-    defaulted = [*_DEFAULTED.get(name, []), "v"]
-    maybe_null = np.zeros(table.num_rows, bool)
-    for field in defaulted:
-        maybe_null |= _all_valid(pc.is_null(table[field]))
-    if maybe_null.any():
-        # the regex runs only on lines with a null somewhere (a substring search is much cheaper)
-        rows = np.flatnonzero(maybe_null & _all_valid(pc.match_substring(raw, "null")))
-        if len(rows):
-            pattern = '"(' + "|".join(defaulted) + r')"\s*:\s*null'
-            text = raw.take(pa.array(rows)).cast(pa.large_string())
-            ok[rows[_all_valid(pc.match_substring_regex(text, pattern))]] = False
+    # A defaulted field null in the table but its key in the line: an explicit null (invalid) or the key inside
+    # some string; either way the parser decides. Literal searches over the lines, no regex per line.
+    nulls = {f: _all_valid(pc.is_null(table[f])) for f in rules.defaulted}
+    nulls = {f: null for f, null in nulls.items() if null.any()}
+    if nulls:
+        for field, null in nulls.items():
+            ok &= ~(null & with_key(f'"{field}"'.encode()))
     return ok, times
 
 
@@ -300,9 +342,16 @@ def _timestamps(at: pa.Array) -> pa.Array:
 
 
 def _encode_part(part: pa.Array) -> pa.Array:
-    """The config-key encoding of one part (same rule as :func:`pipeline.events.config_key`)."""
-    encoded = pc.replace_substring(pc.replace_substring(part, "%", "%25"), "/", "%2F")
-    encoded = pc.if_else(pc.equal(part, "-"), "%2D", encoded)
+    """The config-key encoding of one part (same rule as :func:`pipeline.events.config_key`); each replacement
+    runs only when some value needs it (almost never)."""
+    encoded = part
+    if pc.any(pc.match_substring(part, "%")).as_py():
+        encoded = pc.replace_substring(encoded, "%", "%25")
+    if pc.any(pc.match_substring(part, "/")).as_py():
+        encoded = pc.replace_substring(encoded, "/", "%2F")
+    dash = pc.equal(part, "-")
+    if pc.any(dash).as_py():
+        encoded = pc.if_else(dash, "%2D", encoded)
     return pc.fill_null(encoded, "-")
 
 
@@ -312,11 +361,11 @@ def config_keys(config: pa.Array) -> pa.Array:
 
 
 def _to_family(
-    family: str, table: pa.Table, times: pa.Array, picked: np.ndarray, stream: str, offsets: np.ndarray
+    family: str, table: pa.Table, times: pa.Array, picked: np.ndarray, id_prefix: str, offsets: np.ndarray
 ) -> pa.Table:
     ids = table["id"].combine_chunks()
     if ids.null_count:
-        fallback = pa.array([f"{stream}@{int(o)}" for o in offsets[picked]], _S)
+        fallback = pa.array([f"{id_prefix}@{int(o)}" for o in offsets[picked]], _S)
         ids = pc.if_else(pc.is_null(ids), fallback, ids)
     columns: dict[str, pa.Array] = {
         "id": ids,

@@ -1,82 +1,184 @@
-"""Durable Parquet files and dead letters: temp name, fsync, rename (DESIGN 4)."""
+"""Data files of the events table and the dead letters (docs/design.md, Storage).
+
+A compaction writes its Parquet files itself (one per partition it touches, or several when its buffer
+fills), then commits them all in one Delta commit with their statistics; a file no commit names is
+invisible to every reader, and ``ratings vacuum`` removes it. Files of a local store inside the home are
+created through :meth:`pipeline.home.Home.open` (never following a link out of the home) and fsync'd with
+their directories before the commit; files of an object store go through delta-rs's own object store.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import StoreCorrupt
-from ..home import fsync_dir
-from ..manifest import FileEntry, file_sha256
+from ..home import NOFOLLOW, Home, fsync_dir
+from ..store.location import Location
 
-#: snappy (DuckDB's own default) is fast to write and read; statistics let DuckDB skip row groups on filters.
-_PARQUET_OPTIONS = {"compression": "snappy", "write_statistics": True}
-
-
-def write_parquet(table: pa.Table, path: Path) -> None:
-    """Write ``table`` to ``path`` durably: a temp file beside it, fsync, rename. The caller fsyncs the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            pq.write_table(table, handle, **_PARQUET_OPTIONS)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.rename(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+#: snappy is fast to write and read; statistics let every engine skip row groups on filters.
+#: Unique per row (ids, offsets, hashes, times, free text): no dictionary page, which the writer would build and
+#: then drop; every other column (config parts, types, raters, regions, writer names) repeats and gets one.
+UNIQUE_COLUMNS = frozenset({"id", "at", "_offset", "_id_hash", "raw", "extra", "labels", "title", "claim", "rating"})
+PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "write_statistics": True}
 
 
-def entry_for(store: Path, path: Path, family: str, partition: str, rows: int) -> FileEntry:
-    return FileEntry(
-        path=path.relative_to(store).as_posix(),
-        family=family,
-        partition=partition,
-        rows=rows,
-        bytes=path.stat().st_size,
-        sha256=file_sha256(path),
+def parquet_options(table: pa.Table) -> dict[str, Any]:
+    """Writer options for one data file: dictionary encoding only for the columns that repeat."""
+    return {**PARQUET_OPTIONS, "use_dictionary": [c for c in table.column_names if c not in UNIQUE_COLUMNS]}
+
+
+_STAT_STRING_MAX = 32  # longer strings get no min/max in the commit (a truncated max would be wrong)
+#: Columns whose min/max the commit records (what queries filter on); every column gets its null count.
+STATS_COLUMNS = frozenset(
+    {"id", "type", "at", "v", "task", "config_key", "score", "cost_usd", "_writer", "_stream", "_offset", "_id_hash"}
+)
+
+
+def partition_dir(family: str, day: date | None) -> str:
+    """``family=<f>/event_date=<d>`` (Hive style; a missing date is Hive's default partition)."""
+    return f"family={family}/event_date={day.isoformat() if day else '__HIVE_DEFAULT_PARTITION__'}"
+
+
+def _stat_value(value: Any, upper: bool) -> Any:
+    if isinstance(value, datetime):
+        moment = value.astimezone(UTC)
+        millis = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+        if upper and millis != moment:  # stats hold milliseconds: round a maximum up, a minimum down
+            millis += timedelta(milliseconds=1)
+        return millis.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
+
+
+def file_stats(table: pa.Table) -> str:
+    """The Delta ``stats`` of one data file: ``numRecords``, ``nullCount`` and ``minValues``/``maxValues``."""
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for name in table.column_names:
+        column = table[name]
+        if pa.types.is_list(column.type):
+            continue
+        nulls[name] = column.null_count
+        if column.null_count == len(column) or pa.types.is_boolean(column.type) or name not in STATS_COLUMNS:
+            continue
+        low, high = (s.as_py() for s in pc.min_max(column).values())
+        if isinstance(low, str) and (len(low) > _STAT_STRING_MAX or len(high) > _STAT_STRING_MAX):
+            continue
+        if isinstance(low, float) and not (math.isfinite(low) and math.isfinite(high)):
+            continue
+        mins[name], maxs[name] = _stat_value(low, False), _stat_value(high, True)
+    return json.dumps(
+        {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
+        separators=(",", ":"),
     )
 
 
-def fsync_dirs(paths: set[Path]) -> None:
-    """fsync each directory, several at once: concurrent fsyncs share the file system's journal commits."""
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(fsync_dir, sorted(paths)))
+class TableFiles:
+    """Writes data files into the table's directory (local) or prefix (object store); returns their sizes."""
+
+    def __init__(self, location: Location):
+        self.location = location
+        self.files: list[Path] = []
+        self.dirs: set[Path] = set()
+        self._fs = None
+        if location.local is None:
+            from deltalake.fs import DeltaStorageHandler
+            from pyarrow.fs import PyFileSystem
+
+            self._fs = PyFileSystem(DeltaStorageHandler(location.table_uri, location.options))
+
+    def write(self, table: pa.Table, relative: str) -> int:
+        """Write ``table`` to ``relative`` (a new name) durably; its size in bytes."""
+        if self._fs is not None:
+            with self._fs.open_output_stream(relative) as out:
+                pq.write_table(table, out, **parquet_options(table))
+            return int(self._fs.get_file_info(relative).size)
+        root = self.location.table_path
+        assert root is not None
+        path = root / relative
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        if self.location.in_home:
+            fd = self.location.home.open(path, flags)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, flags | NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            pq.write_table(table, handle, **parquet_options(table))
+            handle.flush()
+            size = os.fstat(handle.fileno()).st_size
+        self.files.append(path)
+        self.dirs.add(path.parent)
+        return size
+
+    def sync(self) -> None:
+        """fsync every file written and every directory one was created in (up to the table), 16 at once:
+        concurrent fsyncs share the file system's journal commits, one at a time they would wait for each."""
+        root = self.location.table_path
+        if root is None:
+            return
+        dirs = set(self.dirs)
+        for d in self.dirs:
+            dirs.update(p for p in d.parents if p.is_relative_to(root))
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(_fsync_file, self.files))
+            list(pool.map(fsync_dir, sorted(dirs)))
 
 
-def deadletter_record(stream: str, offset: int, line_no: int, reason: str, raw: bytes) -> bytes:
-    """One dead-letter line: ``{stream, byte_offset, line_no, reason, raw_b64}``."""
-    record = {
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def deadletter_record(
+    stream: str, offset: int, line_no: int, reason: str, raw: bytes, *, raw_bytes: int | None = None
+) -> bytes:
+    """One dead-letter line: ``{stream, byte_offset, line_no, reason, raw_b64}``; for a line over the size limit,
+    ``raw_b64`` holds its first bytes and ``raw_bytes`` its length (the stream keeps it whole)."""
+    record: dict[str, Any] = {
         "stream": stream,
         "byte_offset": offset,
         "line_no": line_no,
         "reason": reason,
         "raw_b64": base64.b64encode(raw).decode("ascii"),
     }
+    if raw_bytes is not None:
+        record["raw_bytes"] = raw_bytes
     return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
 class DeadLetters:
-    """``deadletter/<stream>.jsonl``, cut back to what the last manifest recorded (a crashed run's lines go)."""
+    """``deadletter/<stream>.jsonl``, cut back to the size the store recorded (a crashed run's lines go)."""
 
-    def __init__(self, directory: Path, stream: str, keep_bytes: int):
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / f"{stream}.jsonl"
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    def __init__(self, home: Home, stream: str, keep_bytes: int):
+        self.path = home.deadletter / f"{stream}.jsonl"
+        self.fd = home.open(self.path, os.O_RDWR | os.O_CREAT)
         size = os.fstat(self.fd).st_size
         if size < keep_bytes:
             os.close(self.fd)
-            raise StoreCorrupt(f"{self.path} has {size} bytes, the newest manifest recorded {keep_bytes}")
+            raise StoreCorrupt(
+                f"{self.path} has {size} bytes, the store recorded {keep_bytes}: dead letters were lost; "
+                "run `ratings compact --rebuild` to write them again from the streams"
+            )
         if size > keep_bytes:
             os.ftruncate(self.fd, keep_bytes)
         os.lseek(self.fd, keep_bytes, os.SEEK_SET)
+        self.start = keep_bytes
         self.size = keep_bytes
         self.written = 0
 
@@ -87,12 +189,9 @@ class DeadLetters:
         self.size += len(data)
         self.written += len(data)
 
-    def sync_and_close(self) -> None:
-        try:
-            if self.written:
-                os.fsync(self.fd)
-        finally:
-            os.close(self.fd)
+    def sync(self) -> None:
+        if self.written:
+            os.fsync(self.fd)
 
     def close(self) -> None:
         os.close(self.fd)

@@ -1,37 +1,28 @@
-"""The id index: 16 bytes per stored event, enough to deduplicate against the whole store.
+"""Deduplication by id: a 64-bit hash of each id, the table's hashes, and the lines a run took.
 
-Each stored event contributes ``(h, pos)``: ``h`` is a 64-bit hash of its id
-(:func:`hash_ids`), ``pos`` where its line lies in the streams (stream number in the top 8 bits,
-byte offset below). Streams are append-only (``ratings verify`` checks the bytes
-the manifests consumed), so the stored line can always be read back: an incoming
-event whose ``h`` is known is a **duplicate** when its line is byte-identical to
-the stored one (what a retried append of one serialised event gives) and a
-**conflict** otherwise. Only hits read a line back; a new id costs one hash.
+The events table keeps ``_id_hash`` (:func:`hash_ids` of ``id``) beside every row, so a compaction loads
+8 bytes per stored event to know every id the table holds, whichever writer stored it. An incoming event
+whose id the table knows is resolved against the stored row at the end of the run (same payload: a
+duplicate, dropped and counted; another payload: a conflict, dead-lettered); one whose id the run itself
+took earlier is compared with that line (read back from the stream by its position).
 
-A 64-bit id hash collides with probability about n^2 / 2^65 (1e-7 at 5M events);
-a collision turns an event into a visible conflict (dead-lettered), it never
-drops a different event silently, because the lines are compared byte for byte.
-
-Segments are Parquet files under ``store/_index/`` listed in the manifest; each
-compaction adds one segment (sorted by ``h``) and merges them when there are
-many; in memory the index is one sorted array.
+A 64-bit hash collides with probability about n^2 / 2^65 (1e-7 at 5M events); a hit is always confirmed
+on the ids themselves, so a collision never drops or dead-letters a different event.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 
 from ..home import STREAMS, Home
 
-SCHEMA = pa.schema([pa.field("h", pa.uint64()), pa.field("pos", pa.uint64())])
 _OFFSET_BITS = 56
 _OFFSET_MASK = (1 << _OFFSET_BITS) - 1
 
-NEW, DUPLICATE, CONFLICT = 0, 1, 2
+NEW, DUPLICATE, CONFLICT, DEFERRED = 0, 1, 2, 3
 
 
 _C1 = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio
@@ -115,65 +106,50 @@ class LineReader:
         self.fds.clear()
 
 
-class IdIndex:
-    """Sorted id hashes with the stream position of each stored event."""
+class IdSet:
+    """The ids known to one compaction run: those of the table it read, and those it took itself.
 
-    def __init__(self, h: np.ndarray | None = None, pos: np.ndarray | None = None):
-        h = np.empty(0, np.uint64) if h is None else h
-        pos = np.empty(0, np.uint64) if pos is None else pos
-        order = np.argsort(h, kind="stable")
-        self.h, self.pos = h[order], pos[order]
+    Membership is a sorted array per part (the table's hashes, then one per chunk taken), behind a bit filter
+    indexed by the top bits of the hash, so that an id never seen (almost every one) costs one gather. The
+    filter has at least 4 slots per id it will hold, so at most one unseen id in four reaches the sorted arrays.
+    Ids the run took keep their stream position (to compare a repeat with the line it repeats).
+    """
 
-    @classmethod
-    def from_tables(cls, tables: list[pa.Table]) -> IdIndex:
-        if not tables:
-            return cls()
-        table = pa.concat_tables(tables)
-        return cls(table["h"].to_numpy(), table["pos"].to_numpy())
+    def __init__(self, table_hashes: np.ndarray, expected: int):
+        bits = max(16, int(4 * (len(table_hashes) + expected)).bit_length())
+        self._shift = np.uint64(64 - bits)
+        self._filter = np.zeros(1 << bits, bool)
+        self.table = np.sort(table_hashes.astype(np.uint64, copy=False))
+        self._filter[self.table >> self._shift] = True
+        self._taken: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted hashes, their positions) per chunk
 
-    def __len__(self) -> int:
-        return len(self.h)
-
-    def lookup(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(known mask, stored position of the known ones: 0 elsewhere)."""
-        if not len(self.h):
-            return np.zeros(len(h), bool), np.zeros(len(h), np.uint64)
-        at = np.searchsorted(self.h, h)
-        at[at >= len(self.h)] = 0
-        known = self.h[at] == h
-        return known, np.where(known, self.pos[at], np.uint64(0))
-
-    def classify(self, h: np.ndarray, line_of: Callable[[int], bytes], reader: LineReader) -> np.ndarray:
-        """Per incoming row (ids hashed to ``h``; ``line_of(i)`` is row i's line): NEW, DUPLICATE or CONFLICT.
-
-        A known id is compared with the stored line; a repeat of a new id within the batch with the
-        first occurrence in the batch.
-        """
-        out = np.zeros(len(h), np.int8)
-        if not len(h):
-            return out
-        known, stored = self.lookup(h)
-        for i in np.flatnonzero(known):
-            out[i] = DUPLICATE if reader.line(int(stored[i])) == line_of(i) else CONFLICT
-        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-        first_of_row = first[inverse]
-        for i in np.flatnonzero((first_of_row != np.arange(len(h))) & ~known):
-            out[i] = DUPLICATE if line_of(int(first_of_row[i])) == line_of(i) else CONFLICT
-        return out
+    def lookup(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per hash: (in the table, taken by this run, position of the taken line or 0)."""
+        maybe = np.flatnonzero(self._filter[h >> self._shift])
+        in_table = np.zeros(len(h), bool)
+        taken = np.zeros(len(h), bool)
+        pos = np.zeros(len(h), np.uint64)
+        if not len(maybe):
+            return in_table, taken, pos
+        probe = h[maybe]
+        if len(self.table):
+            at = np.minimum(np.searchsorted(self.table, probe), len(self.table) - 1)
+            in_table[maybe] = self.table[at] == probe
+        for hashes, positions in self._taken:
+            at = np.minimum(np.searchsorted(hashes, probe), len(hashes) - 1)
+            hit = (hashes[at] == probe) & ~taken[maybe]
+            taken[maybe[hit]] = True
+            pos[maybe[hit]] = positions[at[hit]]
+        return in_table, taken, pos
 
     def add(self, h: np.ndarray, pos: np.ndarray) -> None:
-        """Add new (unique, unknown) ids.
-
-        Both parts are sorted, so the stable sort (a merge sort that finds runs) merges them in linear time.
-        """
+        """Add ids this run took (unique among themselves and unknown before)."""
         if len(h):
             order = np.argsort(h, kind="stable")
-            merged_h = np.concatenate([self.h, h[order]])
-            merged_pos = np.concatenate([self.pos, pos[order]])
-            order = np.argsort(merged_h, kind="stable")
-            self.h, self.pos = merged_h[order], merged_pos[order]
-
-
-def segment_table(h: np.ndarray, pos: np.ndarray) -> pa.Table:
-    order = np.argsort(h, kind="stable")
-    return pa.table({"h": pa.array(h[order], pa.uint64()), "pos": pa.array(pos[order], pa.uint64())}, schema=SCHEMA)
+            self._taken.append((h[order], pos[order]))
+            self._filter[h >> self._shift] = True
+            if len(self._taken) > 16:  # keep lookups cheap: fold the parts into one
+                hashes = np.concatenate([p[0] for p in self._taken])
+                positions = np.concatenate([p[1] for p in self._taken])
+                order = np.argsort(hashes, kind="stable")
+                self._taken = [(hashes[order], positions[order])]

@@ -32,13 +32,20 @@ class Chunk:
     starts: np.ndarray
     offsets: np.ndarray
     first_line: int
+    id_prefix: str  # ``<writer>:<stream>``: an id-less line gets the id ``<id_prefix>@<offset>``
 
     @classmethod
-    def of(cls, stream: str, block: bytes, offset: int, first_line: int) -> Chunk:
-        """The lines of ``block`` (which ends with a newline) found at stream byte ``offset``."""
-        ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 10) + 1
-        starts = np.concatenate([np.zeros(1, np.int64), ends.astype(np.int64)])
-        return cls(stream=stream, block=block, starts=starts, offsets=starts[:-1] + offset, first_line=first_line)
+    def of(cls, stream: str, block: bytes, offset: int, first_line: int, writer: str) -> Chunk:
+        """The lines of ``block`` (which ends with a newline) found at stream byte ``offset`` of ``writer``'s stream."""
+        starts = _line_starts(block)
+        return cls(
+            stream=stream,
+            block=block,
+            starts=starts,
+            offsets=starts[:-1] + offset,
+            first_line=first_line,
+            id_prefix=f"{writer}:{stream}",
+        )
 
     def __len__(self) -> int:
         return len(self.starts) - 1
@@ -46,6 +53,16 @@ class Chunk:
     def line(self, i: int) -> bytes:
         """Line ``i`` without its newline."""
         return self.block[self.starts[i] : self.starts[i + 1] - 1]
+
+
+def _line_starts(block: bytes) -> np.ndarray:
+    """0 and the offset after every newline of ``block`` (``bytes.find`` is twice as fast as a numpy compare)."""
+    ends = [0]
+    at = block.find(b"\n")
+    while at >= 0:
+        ends.append(at + 1)
+        at = block.find(b"\n", at + 1)
+    return np.array(ends, np.int64)
 
 
 @dataclass
@@ -58,9 +75,10 @@ class ParsedChunk:
     frames: int = 0
 
 
-def fallback_id(stream: str, offset: int) -> str:
-    """The id of an event that came without one: its position, unique and stable."""
-    return f"{stream}@{offset}"
+def fallback_id(id_prefix: str, offset: int) -> str:
+    """The id of an event that came without one: ``<writer>:<stream>@<offset>``, its position, unique and stable
+    across writers (the form :data:`pipeline.events.RESERVED_ID` keeps from explicit ids)."""
+    return f"{id_prefix}@{offset}"
 
 
 def parse_lines_slow(chunk: Chunk, indices: list[int], max_line_bytes: int) -> ParsedChunk:
@@ -77,7 +95,7 @@ def parse_lines_slow(chunk: Chunk, indices: list[int], max_line_bytes: int) -> P
         except InvalidEvent as exc:
             out.invalid.append((i, f"{exc.field}: {exc.reason}"))
             continue
-        family, row = event_row(event, fallback_id(chunk.stream, int(chunk.offsets[i])))
+        family, row = event_row(event, fallback_id(chunk.id_prefix, int(chunk.offsets[i])))
         row["_line"] = i
         rows.setdefault(family, []).append(row)
     for family, items in rows.items():
@@ -90,13 +108,12 @@ def parse_chunk(chunk: Chunk, max_line_bytes: int) -> ParsedChunk:
     """Rows and invalid lines of a whole chunk: the vectorised path first, line by line for what it leaves."""
     lengths = np.diff(chunk.starts) - 1
     candidate = np.flatnonzero((lengths > 0) & (lengths <= max_line_bytes))
-    fast = parse_fast(lines_array(chunk.block, chunk.starts), candidate, chunk.stream, chunk.offsets)
+    fast = parse_fast(lines_array(chunk.block, chunk.starts), candidate, chunk.id_prefix, chunk.offsets, chunk.block)
     left = np.flatnonzero((lengths == 0) | (lengths > max_line_bytes))
     slow_idx = np.sort(np.concatenate([left, *fast.slow])) if fast.slow else left
     out = parse_lines_slow(chunk, slow_idx.tolist(), max_line_bytes)
-    for family, tables in fast.tables.items():
-        if family in out.tables:
-            tables = [*tables, out.tables[family]]
+    for family, fast_tables in fast.tables.items():
+        tables = [*fast_tables, out.tables[family]] if family in out.tables else fast_tables
         table = pa.concat_tables(tables)
         out.tables[family] = table.take(pc.sort_indices(table["_line"])) if len(tables) > 1 else table
     return out

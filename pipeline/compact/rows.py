@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..events import FAMILY, AnyEvent
+from ..events import FAMILY, AnyEvent, Rater
 from ..families import COLUMNS
 
 _ARROW = {
@@ -63,19 +63,21 @@ def event_row(event: AnyEvent, fallback_id: str) -> tuple[str, dict[str, Any]]:
     for name, _ in COLUMNS[family]:
         if name in row or name == "extra":
             continue
+        # the family's columns name only fields its event type has (families.COLUMNS), hence getattr
         if name in ("cli", "route", "model", "effort"):
-            row[name] = getattr(event.config, name)
+            row[name] = getattr(event.config, name)  # type: ignore[union-attr]
         elif name == "config_key":
-            row[name] = event.config.key
+            row[name] = event.config.key  # type: ignore[union-attr]
         elif name in ("rater_kind", "rater_name"):
-            row[name] = getattr(event.rater, name[6:])
+            row[name] = getattr(event.rater, name[6:])  # type: ignore[union-attr]
         elif name == "labels":
-            row[name] = json_text(event.labels) if event.labels is not None else None
+            labels = getattr(event, "labels", None)
+            row[name] = json_text(labels) if labels is not None else None
         else:
             value = getattr(event, _RENAMED.get(name, name))
             row[name] = list(value) if isinstance(value, list) else value
-    rater = getattr(event, "rater", None)
-    if rater is not None and rater.__pydantic_extra__:
+    rater = getattr(event, "rater", None)  # an unknown field named "rater" (a dict, kept in extra) is not a Rater
+    if isinstance(rater, Rater) and rater.__pydantic_extra__:
         extra = {**extra, "rater": dict(rater.__pydantic_extra__)}
     row["extra"] = json_text(extra) if extra else None
     return family, row

@@ -1,19 +1,24 @@
-"""One compaction: new stream bytes -> Parquet files -> a new manifest (DESIGN 4).
+"""One compaction: the new bytes of this home's streams -> one commit of the events table (docs/design.md, Storage).
 
 Steps, each safe to interrupt:
 
-1. take ``store/.compact.lock``; read the newest manifest (the offsets consumed so far);
-2. cut each ``deadletter/<stream>.jsonl`` back to the size that manifest recorded
-   (lines of a crashed run go; the rerun writes them again);
-3. read each stream from its offset to its last newline in chunks; validate; drop
-   duplicate ids, dead-letter conflicts and invalid lines;
-4. write Parquet files (temp, fsync, rename) with names unique to this run, an
-   id-index segment, merged files for crowded partitions; fsync their directories;
-5. create the next manifest put-if-absent. Until then nothing of this run is
-   visible; after it, everything is.
+1. take ``store/.compact.lock`` (one compactor per home); open the table at its newest version ``r``
+   (create it when there is none); read this writer's application transactions: per stream the byte offset
+   consumed so far, the next line number and the size of its dead-letter file;
+2. cut each ``deadletter/<stream>.jsonl`` back to that size (lines of a crashed run go; the rerun writes them
+   again); take each stream's range up to its last complete line;
+3. read the ranges in chunks; validate (vectorised, the unusual lines one by one); drop ids the run already
+   took (same payload) or dead-letter them (another payload); hold back ids the table already has;
+4. write Parquet files per (family, event date) as the buffer fills; resolve the held-back ids against the
+   stored rows (one read of the table); fsync files, directories and dead letters;
+5. commit every file in one Delta commit carrying, per (writer, stream), the application transaction whose
+   version is the end offset consumed, and commit metadata (byte ranges, sha256 of the bytes read, outcome
+   counts, event schema version). Until then nothing of the run is visible; after it, everything is;
+6. let Delta's optimize merge the files of partitions that hold too many (a commit of its own, no data change).
 
-A crash before step 5 leaves only invisible files; the next run redoes the same
-bytes and reaches the same store content.
+A crash before step 5 leaves only files no commit names (``ratings vacuum`` removes them); the rerun redoes
+the same bytes. A crash after it finds the offsets moved on and lands nothing twice. Concurrent commits of
+other writers are retried by delta-rs (appends do not conflict).
 """
 
 from __future__ import annotations
@@ -26,59 +31,119 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from pathlib import Path
+from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import StoreCorrupt
-from ..events import DEFAULT_MAX_LINE_BYTES, SCHEMA_VERSION
+from ..errors import InvalidEvent, PipelineError, StoreConflict, StoreCorrupt
+from ..events import DEFAULT_MAX_LINE_BYTES, FAMILY, SCHEMA_VERSION, parse_line, stream_of
 from ..families import COLUMNS
+from ..framing import consistent_cut
 from ..home import STREAMS, Home
-from ..manifest import FileEntry, Manifest, Outcomes, StreamRange, create_manifest, load_manifest
+from ..store import location as loc
+from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
+from ..store.table import (
+    RECOVER,
+    environment_problem,
+    exists,
+    fail,
+    first_line,
+    home_txn_id,
+    machine_errors,
+    open_table,
+    txn_ids,
+)
+from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams import new_id
-from .files import DeadLetters, deadletter_record, entry_for, fsync_dirs, write_parquet
-from .ids import CONFLICT, DUPLICATE, NEW, IdIndex, LineReader, hash_ids, position, segment_table
+from .files import DeadLetters, TableFiles, deadletter_record, file_stats, partition_dir
+from .frames import FramePlan, plan_frames
+from .ids import CONFLICT, DEFERRED, DUPLICATE, NEW, IdSet, LineReader, hash_ids, position
 from .parse import Chunk, ParsedChunk, parse_chunk
-from .rows import SCHEMAS
+from .rows import event_row
 
-DEFAULT_MERGE_THRESHOLD = 16  # files in one partition before they are merged into one
-INDEX_MERGE_THRESHOLD = 8  # index segments before they are merged into one
+DEFAULT_MERGE_THRESHOLD = 16  # files in one partition before Delta's optimize merges them
 DEFAULT_CHUNK_BYTES = 32 << 20
 DEFAULT_BUFFER_ROWS = 1_000_000  # rows held in memory before they are written out
+METADATA_KEY = "ratings.compaction"  # the commit metadata this compactor writes
 _WORKERS = 2  # chunks parsed / files written at once
+LONG_LINE_HEAD = 4096  # bytes of a line over the size limit its dead letter keeps
+#: The stream each family's events are appended to (unknown types, family ``other``, go to ``tasks``).
+STREAM_OF_FAMILY = {family: stream_of(t) for t, family in FAMILY.items()} | {"other": stream_of("other")}
+
+
+class Outcomes(BaseModel):
+    """What happened to the lines of one stream range."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lines: int = 0
+    stored: int = 0
+    duplicate: int = 0  # same id and same payload as an event already stored: dropped
+    conflict: int = 0  # same id, different payload: dead-lettered
+    invalid: int = 0  # not a valid v1 event (or a line of a broken batch): dead-lettered
+    frames: int = 0  # batch frame lines (pipeline.framing): not events, neither stored nor dead-lettered
+
+
+class StreamRange(BaseModel):
+    """The bytes ``[start, end)`` of one writer's stream consumed by one commit, and what became of them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: int = 0
+    end: int = 0
+    sha256: str = ""  # of the bytes [start, end)
+    line_start: int = 1  # line number of the first line of the range (1-based)
+    outcomes: Outcomes = Field(default_factory=Outcomes)
+    deadletter: tuple[int, int] = (0, 0)  # bytes of deadletter/<stream>.jsonl written for this range
+
+    @property
+    def next_line(self) -> int:
+        return self.line_start + self.outcomes.lines
+
+
+class CommitRecord(BaseModel):
+    """The commit metadata of one compaction (``ratings.compaction`` in the commit info)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    writer: str
+    read_version: int | None  # the table version the run deduplicated against
+    event_schema_version: int
+    streams: dict[str, StreamRange]
 
 
 class CompactResult(BaseModel):
     """What one compaction did."""
 
-    manifest: int | None  # the newest manifest after this run (None: the store is still empty)
-    created: bool  # whether this run created that manifest
+    version: int | None  # the table's newest version after this run (None: no table yet)
+    created: bool  # whether this run committed new data
+    writer: str
     streams: dict[str, Outcomes]
     files_written: int
-    files_merged: int
-    rows: dict[str, int]  # rows per family in the whole store
+    files_merged: int  # files Delta's optimize replaced by merged ones
+    rows: dict[str, int]  # rows per family in the whole table (as the commit statistics count them)
+    notes: list[str] = Field(default_factory=list)  # e.g. the upgrade of an old store
 
     def summary(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
 
 def fault_hook(step: str) -> None:
-    """Called between the durable steps (``after-parquet``, ``before-manifest``, ``after-manifest``).
+    """Called between the durable steps (``after-files``, ``before-commit``, ``after-commit``, ``after-optimize``).
 
-    Does nothing; crash tests replace it to stop a run at a chosen step.
+    Does nothing; crash tests replace it (in a child process) to kill the run at a chosen step.
     """
 
 
 @contextmanager
 def compact_lock(home: Home) -> Iterator[None]:
-    """One compactor at a time: an exclusive ``flock`` on ``store/.compact.lock`` (waits for the holder)."""
-    home.store.mkdir(parents=True, exist_ok=True)
-    fd = os.open(home.store / ".compact.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    """One compactor per home: an exclusive ``flock`` on ``store/.compact.lock`` (waits for the holder)."""
+    fd = home.open(home.store / ".compact.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -94,14 +159,33 @@ def compact(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     buffer_rows: int = DEFAULT_BUFFER_ROWS,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    rebuild: bool = False,
+    config: loc.StoreConfig | None = None,
 ) -> CompactResult:
-    """Compact the new bytes of every stream into the store; a run with no new input changes nothing."""
+    """Compact the new bytes of every stream into the table; a run with no new input commits nothing.
+
+    ``rebuild`` moves a local store's table aside and compacts every stream from its first byte.
+    """
     if merge_threshold < 2:
         raise ValueError("merge_threshold must be at least 2")
     home = Home.resolve(home)
-    with compact_lock(home):
+    location = loc.resolve(home, config)
+    config = config if config is not None else loc.current_config()
+    if config.writer is not None:
+        check_name(config.writer)
+    if location.local is None:
+        exists(location)  # an unreachable object store is one line before anything is written
+    with machine_errors("compact (nothing of this run is visible)"), compact_lock(home):
+        from ..store.upgrade import move_aside_for_rebuild, upgrade_if_old
+
+        notes = upgrade_if_old(home, location)
+        if rebuild:
+            notes += move_aside_for_rebuild(home, location)
+        writer = identity(home, config.writer)
         run = _Run(
             home,
+            location,
+            writer,
             merge_threshold=merge_threshold,
             chunk_bytes=chunk_bytes,
             buffer_rows=buffer_rows,
@@ -109,12 +193,13 @@ def compact(
             progress=progress,
         )
         try:
-            return run.run()
+            result = run.run()
         finally:
-            run.reader.close()
+            run.close()
+    return result.model_copy(update={"notes": notes + result.notes})
 
 
-def _last_newline_end(handle, start: int, size: int) -> int:
+def _last_newline_end(handle: Any, start: int, size: int) -> int:
     """Offset just after the last ``\\n`` in ``[start, size)``, or ``start`` when there is none."""
     pos = size
     while pos > start:
@@ -127,10 +212,44 @@ def _last_newline_end(handle, start: int, size: int) -> int:
     return start
 
 
+@dataclass
+class _Held:
+    """Rows whose id the table already has: resolved against the stored rows at the end of the run."""
+
+    family: str
+    rows: pa.Table  # with _line
+    chunk: Chunk
+    letters: DeadLetters
+    outcomes: Outcomes
+
+
+@dataclass(frozen=True)
+class _LongLine:
+    """A line over the size limit, streamed past: where it starts, its length (no newline), its first bytes."""
+
+    offset: int
+    length: int
+    head: bytes
+
+
+@dataclass
+class _Plan:
+    stream: str
+    start: int
+    end: int
+    line_start: int
+    deadletter_bytes: int
+    outcomes: Outcomes = field(default_factory=Outcomes)
+    sha256: str = ""
+    frames: FramePlan | None = None
+
+
 class _Run:
     def __init__(
         self,
         home: Home,
+        location: loc.Location,
+        writer: WriterIdentity,
         *,
         merge_threshold: int,
         chunk_bytes: int,
@@ -139,76 +258,91 @@ class _Run:
         progress: bool,
     ):
         self.home = home
-        self.store = home.store
+        self.location = location
+        self.writer = writer
         self.merge_threshold = merge_threshold
         self.chunk_bytes = chunk_bytes
         self.buffer_rows = buffer_rows
         self.max_line_bytes = max_line_bytes
         self.progress = progress
-        self.prev = load_manifest(home)
-        self.number = self.prev.number + 1 if self.prev else 1
         self.run_id = new_id()
         self.seq = 0
-        self.files: list[FileEntry] = list(self.prev.files) if self.prev else []
-        self.new_files: list[FileEntry] = []
-        self.dirs: set[Path] = set()
-        self.buffers: dict[tuple[str, str], list[pa.Table]] = {}
+        self.buffers: dict[tuple[str, date | None], list[pa.Table]] = {}
         self.buffered = 0
-        self.new_h: list[np.ndarray] = []
-        self.new_pos: list[np.ndarray] = []
+        self.adds: list[Any] = []  # deltalake AddAction of every file written
+        self.held: list[_Held] = []
         self.reader = LineReader(home)
-        self.index = IdIndex.from_tables(
-            [pq.read_table(self.store / e.path) for e in self.prev.index] if self.prev else []
-        )
+        self.files = TableFiles(location)
+        self.letters: dict[str, DeadLetters] = {}
+        self.table = self._open_or_create()
+        self.read_version = self.table.version()
+
+    def close(self) -> None:
+        self.reader.close()
+        for letters in self.letters.values():
+            letters.close()
 
     # ------------------------------------------------------------------ the run
     def run(self) -> CompactResult:
-        plans = [self._plan(stream) for stream in STREAMS]
-        total = sum(end - start for _, start, end, _ in plans)
-        ranges: dict[str, StreamRange] = {}
+        self._check_home()
+        remember(self.home, self.writer)
+        cut = consistent_cut(self.home)  # every batch wholly inside or wholly outside (docs/design.md, batch framing)
+        plans = {stream: self._plan(stream, cut[stream]) for stream in STREAMS}
+        waiting = plans["tasks"].frames.unfinished if plans["tasks"].frames is not None else None
+        if waiting is not None and waiting.then is not None and plans["ratings"].start <= waiting.then.ratings:
+            # the tasks part of a two-stream batch is unfinished: its ratings part waits with it (all or nothing)
+            plans["ratings"] = self._plan("ratings", min(cut["ratings"], waiting.then.ratings))
+        total = sum(p.end - p.start for p in plans.values())
+        if not total:
+            return self._result(created=False, plans=list(plans.values()), merged=0)
+        self.ids = IdSet(self._table_hashes(), expected=total // 128)  # lines are rarely shorter than 128 bytes
         with self._bar(total) as bar:
-            for stream, start, end, prev_range in plans:
-                ranges[stream] = self._consume(stream, start, end, prev_range, bar)
-        consumed = any(r.end > r.start for r in ranges.values())
-        if not consumed:
-            return self._result(self.prev, created=False, streams=ranges, merged=0)
+            for plan in plans.values():
+                self.letters[plan.stream] = DeadLetters(self.home, plan.stream, plan.deadletter_bytes)
+                self._consume(plan, bar)
+        self._resolve_held()
         self._flush()
-        fault_hook("after-parquet")
-        index = list(self.prev.index) if self.prev else []
-        if self.new_h:
-            index.append(self._write_index(np.concatenate(self.new_h), np.concatenate(self.new_pos), "ids"))
-        if len(index) > INDEX_MERGE_THRESHOLD:
-            index = [self._write_index(self.index.h, self.index.pos, "ids-all")]
-        merged = self._merge()
-        fsync_dirs(self.dirs)
-        manifest = Manifest(
-            number=self.number,
+        for letters in self.letters.values():
+            letters.sync()
+        self.files.sync()
+        fault_hook("after-files")
+        record = CommitRecord(
+            writer=self.writer.writer,
+            read_version=self.read_version,
             event_schema_version=SCHEMA_VERSION,
-            streams=ranges,
-            files=sorted(self.files, key=lambda e: e.path),
-            index=index,
-            rows={family: sum(e.rows for e in self.files if e.family == family) for family in COLUMNS},
-            merged=merged,
+            streams={
+                p.stream: StreamRange(
+                    start=p.start,
+                    end=p.end,
+                    sha256=p.sha256,
+                    line_start=p.line_start,
+                    outcomes=p.outcomes,
+                    deadletter=(p.deadletter_bytes, self.letters[p.stream].size),
+                )
+                for p in plans.values()
+                if p.end > p.start
+            },
         )
-        fault_hook("before-manifest")
-        create_manifest(self.home, manifest)
-        fault_hook("after-manifest")
-        return self._result(manifest, created=True, streams=ranges, merged=len(merged))
+        fault_hook("before-commit")
+        self._commit(record)
+        fault_hook("after-commit")
+        merged = self._optimize()
+        fault_hook("after-optimize")
+        return self._result(created=True, plans=list(plans.values()), merged=merged)
 
-    def _result(
-        self, manifest: Manifest | None, *, created: bool, streams: dict[str, StreamRange], merged: int
-    ) -> CompactResult:
+    def _result(self, *, created: bool, plans: list[_Plan], merged: int) -> CompactResult:
         return CompactResult(
-            manifest=manifest.number if manifest else None,
+            version=self.table.version(),
             created=created,
-            streams={s: r.outcomes for s, r in streams.items()},
-            files_written=len(self.new_files) if created else 0,
+            writer=self.writer.writer,
+            streams={p.stream: p.outcomes for p in plans},
+            files_written=len(self.adds) if created else 0,
             files_merged=merged,
-            rows=dict(manifest.rows) if manifest else dict.fromkeys(COLUMNS, 0),
+            rows=family_rows(self.table),
         )
 
     @contextmanager
-    def _bar(self, total: int):
+    def _bar(self, total: int) -> Iterator[Any]:
         if not self.progress or total < (1 << 20):
             yield None
             return
@@ -217,88 +351,212 @@ class _Run:
         with click.progressbar(length=total, label="compacting", file=sys.stderr) as bar:
             yield bar
 
+    # ------------------------------------------------------------------ the table
+    def _open_or_create(self) -> Any:
+        from deltalake import DeltaTable
+
+        table = open_table(self.location)
+        if table is not None:
+            return table
+        try:
+            if self.location.in_home and self.location.table_path is not None:
+                self.home.confine(self.location.table_path / "_delta_log" / "x")
+            return DeltaTable.create(
+                self.location.table_uri,
+                TABLE_SCHEMA,
+                mode="ignore",  # another writer created it meanwhile: use theirs
+                partition_by=PARTITIONS,
+                name="events",
+                description="ratings pipeline events, one row per event (docs/design.md, Storage)",
+                configuration=TABLE_CONFIGURATION,
+                storage_options=self.location.options,
+            )
+        except PipelineError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - delta-rs and I/O failures become one line
+            fail(exc, self.location, "create")
+
+    def _check_home(self) -> None:
+        """Refuse a writer name another home already uses in this store (their offsets would mix)."""
+        known = self.table.transaction_version(home_txn_id(self.writer.writer))
+        if known is not None and known != self.writer.home_id:
+            raise StoreConflict(
+                f"writer {self.writer.writer!r} already commits to {self.location.describe()} from another home; "
+                "give each home its own name (--writer NAME on its first compaction)"
+            )
+
+    def _table_hashes(self) -> np.ndarray:
+        """``_id_hash`` of every row of the table at the read version."""
+        if not self.table.get_add_actions().num_rows:
+            return np.empty(0, np.uint64)
+        try:
+            column = self.table.to_pyarrow_dataset().to_table(columns=["_id_hash"])["_id_hash"]
+        except Exception as exc:  # noqa: BLE001 - a missing or corrupt data file
+            fail(exc, self.location, "read")
+        return column.to_numpy().view(np.uint64)
+
+    def _commit(self, record: CommitRecord) -> None:
+        from deltalake.transaction import CommitProperties, Transaction
+
+        self._check_not_committed_meanwhile(record)
+        txns = [Transaction(home_txn_id(record.writer), self.writer.home_id)]
+        for stream, rng in record.streams.items():
+            end_id, line_id, dl_id = txn_ids(record.writer, stream)
+            txns += [
+                Transaction(end_id, rng.end),
+                Transaction(line_id, rng.next_line),
+                Transaction(dl_id, rng.deadletter[1]),
+            ]
+        properties = CommitProperties(
+            custom_metadata={METADATA_KEY: record.model_dump(mode="json")},
+            app_transactions=txns,
+            max_commit_retries=1000,  # appends never conflict with appends: a busy store only needs patience
+        )
+        try:
+            self.table.create_write_transaction(
+                self.adds, "append", TABLE_SCHEMA, partition_by=PARTITIONS, commit_properties=properties
+            )
+        except Exception as exc:  # noqa: BLE001
+            fail(exc, self.location, "commit to")
+        self.table.update_incremental()
+
+    def _check_not_committed_meanwhile(self, record: CommitRecord) -> None:
+        """Refuse to commit ranges this writer committed since the run started (two compactors of one writer
+        that the home's lock did not serialise): delta-rs does not check application transactions itself."""
+        latest = open_table(self.location)
+        for stream, rng in record.streams.items():
+            if latest is not None and (latest.transaction_version(txn_ids(record.writer, stream)[0]) or 0) != rng.start:
+                raise StoreConflict(
+                    f"another compaction of writer {record.writer!r} committed {stream} meanwhile; nothing of this "
+                    "run is visible: run `ratings compact` again"
+                )
+
+    def _optimize(self) -> int:
+        """When a partition holds more than ``merge_threshold`` files, merge the small files of every partition
+        in one optimize commit (Delta's optimize, no data change); the files merged."""
+        actions = pa.table(self.table.get_add_actions(flatten=True))
+        if not actions.num_rows:
+            return 0
+        counts = actions.group_by(["partition.family", "partition.event_date"]).aggregate([("path", "count")])
+        if not pc.any(pc.greater(counts["path_count"], self.merge_threshold)).as_py():
+            return 0
+        try:
+            metrics = self.table.optimize.compact(max_concurrent_tasks=_WORKERS)
+        except Exception as exc:  # noqa: BLE001
+            fail(exc, self.location, "optimize")
+        return int(metrics.get("numFilesRemoved", 0))
+
     # ------------------------------------------------------------------ reading
-    def _plan(self, stream: str) -> tuple[str, int, int, StreamRange | None]:
-        prev_range = self.prev.streams.get(stream) if self.prev else None
-        start = prev_range.end if prev_range else 0
+    def _plan(self, stream: str, size: int) -> _Plan:
+        """The range of ``stream`` this run reads: from what this writer committed to the consistent cut ``size``,
+        less an unfinished batch part at its end; and the frames in it."""
+        end_id, line_id, dl_id = txn_ids(self.writer.writer, stream)
+        start = self.table.transaction_version(end_id) or 0
+        line_start = self.table.transaction_version(line_id) or 1
+        dl_bytes = self.table.transaction_version(dl_id) or 0
         path = self.home.stream(stream)
-        size = path.stat().st_size if path.exists() else 0
         if size < start:
             raise StoreCorrupt(
-                f"{path} has {size} bytes but the store already consumed {start}: the stream was truncated or replaced"
+                f"{path} has {size} bytes but writer {self.writer.writer!r} already committed up to byte {start}: "
+                "the stream was truncated or replaced; restore it, or move the store aside and rebuild "
+                "(`ratings compact --rebuild`)"
             )
-        if size == start:
-            return stream, start, start, prev_range
-        with open(path, "rb") as handle:
-            return stream, start, _last_newline_end(handle, start, size), prev_range
+        plan = _Plan(stream=stream, start=start, end=start, line_start=line_start, deadletter_bytes=dl_bytes)
+        if size > start:
+            fd = self.home.open(path, os.O_RDONLY)
+            try:
+                with os.fdopen(os.dup(fd), "rb") as handle:
+                    end = _last_newline_end(handle, start, size)
+                plan.frames = plan_frames(fd, start, end)
+            finally:
+                os.close(fd)
+            plan.end = plan.frames.end
+        return plan
 
-    def _consume(self, stream: str, start: int, end: int, prev_range: StreamRange | None, bar) -> StreamRange:
-        line_start = prev_range.next_line if prev_range else 1
-        keep = prev_range.deadletter_bytes if prev_range else 0
-        letters = (
-            DeadLetters(self.home.deadletter, stream, keep)
-            if (keep or (self.home.deadletter / f"{stream}.jsonl").exists() or end > start)
-            else None
-        )
-        outcomes = Outcomes()
+    def _consume(self, plan: _Plan, bar: Any) -> None:
+        if plan.end == plan.start:
+            return
         digest = hashlib.sha256()
-        try:
-            if end > start:
-                # Arrow releases the GIL while it parses: the next chunk is parsed while this one is taken.
-                with open(self.home.stream(stream), "rb") as handle, ThreadPoolExecutor(_WORKERS) as pool:
-                    pending: deque[tuple[Chunk, Future]] = deque()
-                    for chunk in self._chunks(stream, handle, start, end, line_start):
-                        pending.append((chunk, pool.submit(parse_chunk, chunk, self.max_line_bytes)))
-                        if len(pending) >= _WORKERS:
-                            self._settle(pending.popleft(), digest, outcomes, letters, bar)
-                    while pending:
-                        self._settle(pending.popleft(), digest, outcomes, letters, bar)
-        except BaseException:
-            if letters is not None:
-                letters.close()
-            raise
-        dl_bytes = keep
-        if letters is not None:
-            letters.sync_and_close()
-            dl_bytes = letters.size
-        return StreamRange(
-            start=start,
-            end=end,
-            sha256=digest.hexdigest(),
-            line_start=line_start,
-            outcomes=outcomes,
-            deadletter_bytes=dl_bytes,
-        )
+        # Arrow and hashlib release the GIL: the next chunks are split and parsed while this one is taken.
+        with open(self.home.stream(plan.stream), "rb") as handle, ThreadPoolExecutor(_WORKERS) as pool:
+            pending: deque[Future[tuple[Chunk, ParsedChunk]] | _LongLine] = deque()
+            for item in self._blocks(plan, handle, digest):
+                if isinstance(item, _LongLine):
+                    pending.append(item)
+                else:
+                    pending.append(pool.submit(self._parse, plan.stream, *item))
+                if len(pending) > _WORKERS:
+                    self._settle(pending.popleft(), plan, bar)
+            while pending:
+                self._settle(pending.popleft(), plan, bar)
+        plan.sha256 = digest.hexdigest()
 
-    def _settle(self, item: tuple[Chunk, Future], digest, outcomes: Outcomes, letters: DeadLetters | None, bar) -> None:
-        chunk, parsed = item
-        digest.update(chunk.block)
-        self._take(chunk, parsed.result(), outcomes, letters)
+    def _parse(self, stream: str, block: bytes, pos: int) -> tuple[Chunk, ParsedChunk]:
+        """Split and parse one block (in a worker thread; its line numbers are set when it is settled)."""
+        chunk = Chunk.of(stream, block, pos, 0, self.writer.writer)
+        return chunk, parse_chunk(chunk, self.max_line_bytes)
+
+    def _settle(self, job: Future[tuple[Chunk, ParsedChunk]] | _LongLine, plan: _Plan, bar: Any) -> None:
+        line_no = plan.line_start + plan.outcomes.lines  # jobs are settled in stream order
+        if isinstance(job, _LongLine):
+            plan.outcomes.lines += 1
+            plan.outcomes.invalid += 1
+            reason = f"-: line is {job.length} bytes, over the limit of {self.max_line_bytes}"
+            if plan.frames is not None:
+                index, _ = plan.frames.lookup(np.array([job.offset]))
+                if index[0] >= 0:  # a line of a broken batch part: the batch's reason
+                    reason = f"-: {plan.frames.reasons[int(index[0])]}"
+            record = deadletter_record(plan.stream, job.offset, line_no, reason, job.head, raw_bytes=job.length)
+            self.letters[plan.stream].write(record)
+            size = job.length + 1
+        else:
+            chunk, parsed = job.result()
+            chunk.first_line = line_no
+            self._take(chunk, parsed, plan.outcomes, plan.frames)
+            size = len(chunk.block)
         if bar is not None:
-            bar.update(len(chunk.block))
+            bar.update(size)
 
-    def _chunks(self, stream: str, handle, start: int, end: int, line_no: int) -> Iterator[Chunk]:
-        pos = start
-        while pos < end:
+    def _blocks(self, plan: _Plan, handle: Any, digest: Any) -> Iterator[tuple[bytes, int] | _LongLine]:
+        """Blocks of whole lines (with their stream offset) over the plan's range, hashed as they are read; a line
+        over the size limit is streamed past (hashed, never held whole) and given as a :class:`_LongLine`."""
+        pos = plan.start
+        while pos < plan.end:
             handle.seek(pos)
-            block = handle.read(min(self.chunk_bytes, end - pos))
+            block = handle.read(min(self.chunk_bytes, plan.end - pos))
             cut = block.rfind(b"\n") + 1
-            while cut == 0:  # one line longer than a chunk: read on to its newline
-                more = handle.read(min(self.chunk_bytes, end - pos - len(block)))
+            while cut == 0 and len(block) <= self.max_line_bytes:  # a line longer than a chunk: read on
+                more = handle.read(min(self.chunk_bytes, self.max_line_bytes + 1, plan.end - pos - len(block)))
                 block += more
                 cut = block.rfind(b"\n") + 1
-            chunk = Chunk.of(stream, block[:cut], pos, line_no)
-            yield chunk
-            pos += cut
-            line_no += len(chunk)
+            if cut:
+                digest.update(block[:cut])
+                yield block[:cut], pos
+                pos += cut
+                continue
+            length = self._stream_past(handle, block, plan.end - pos, digest)
+            yield _LongLine(offset=pos, length=length, head=block[:LONG_LINE_HEAD])
+            pos += length + 1
+
+    def _stream_past(self, handle: Any, start: bytes, left: int, digest: Any) -> int:
+        """Hash a line over the size limit piece by piece up to its newline (which it includes); its length."""
+        piece, length = start, 0
+        while True:
+            cut = piece.find(b"\n")
+            if cut >= 0:
+                digest.update(piece[: cut + 1])
+                return length + cut
+            digest.update(piece)
+            length += len(piece)
+            piece = handle.read(min(1 << 20, left - length))
 
     # ------------------------------------------------------------------ validating and deduplicating
-    def _take(self, chunk: Chunk, parsed: ParsedChunk, outcomes: Outcomes, letters: DeadLetters | None) -> None:
-        """Deduplicate a parsed chunk against the index, buffer its new rows, dead-letter the rest."""
+    def _take(self, chunk: Chunk, parsed: ParsedChunk, outcomes: Outcomes, frames: FramePlan | None) -> None:
+        """Deduplicate a parsed chunk, buffer its new rows, hold back known ids, dead-letter the rest."""
         outcomes.lines += len(chunk)
-        outcomes.frames += parsed.frames
-        rejected: list[tuple[int, str]] = list(parsed.invalid)
-        outcomes.invalid += len(parsed.invalid)
+        parsed, broken = _apply_frames(chunk, parsed, frames, outcomes)
+        rejected: list[tuple[int, str]] = list(parsed.invalid) + broken
+        outcomes.invalid += len(parsed.invalid) + len(broken)
         families = sorted(parsed.tables)
         if families:
             lines = np.concatenate([parsed.tables[f]["_line"].to_numpy() for f in families])
@@ -307,98 +565,250 @@ class _Run:
             lines = lines[order]
             ids = ids.take(pa.array(order))
             h = hash_ids(ids)
-            verdict = self.index.classify(h, lambda k: chunk.line(int(lines[k])), self.reader)
+            row_hash = np.zeros(len(chunk), np.uint64)
+            row_hash[lines] = h
+            verdict = self._classify(chunk, lines, ids, h)
             new = verdict == NEW
-            pos = position(chunk.stream, chunk.offsets[lines[new]])
-            self.index.add(h[new], pos)
-            self.new_h.append(h[new])
-            self.new_pos.append(pos)
+            self.ids.add(h[new], position(chunk.stream, chunk.offsets[lines[new]]))
             outcomes.stored += int(new.sum())
             outcomes.duplicate += int((verdict == DUPLICATE).sum())
             outcomes.conflict += int((verdict == CONFLICT).sum())
             rejected += [
-                (int(lines[k]), f"id: conflict: {ids[int(k)].as_py()!r} is already stored with a different payload")
-                for k in np.flatnonzero(verdict == CONFLICT)
+                (int(lines[k]), _conflict_reason(ids[int(k)].as_py())) for k in np.flatnonzero(verdict == CONFLICT)
             ]
             keep = np.zeros(len(chunk), bool)
             keep[lines[new]] = True
+            hold = np.zeros(len(chunk), bool)
+            hold[lines[verdict == DEFERRED]] = True
             for family in families:
                 table = parsed.tables[family]
-                mask = keep[table["_line"].to_numpy()]
-                kept = (table if mask.all() else table.filter(pa.array(mask))).drop_columns(["_line"])
+                at = table["_line"].to_numpy()
+                if hold[at].any():
+                    held = table.filter(pa.array(hold[at]))
+                    self.held.append(_Held(family, held, chunk, self.letters[chunk.stream], outcomes))
+                mask = keep[at]
+                kept = table if mask.all() else table.filter(pa.array(mask))
                 if kept.num_rows:
-                    self._buffer(family, kept)
-        if rejected:
-            if letters is None:
-                raise StoreCorrupt(f"no dead-letter file open for {chunk.stream}")
-            for i, reason in sorted(rejected):
-                letters.write(
-                    deadletter_record(chunk.stream, int(chunk.offsets[i]), chunk.first_line + i, reason, chunk.line(i))
+                    self._buffer(family, self._rows(family, kept, chunk, row_hash[kept["_line"].to_numpy()]))
+        for i, reason in sorted(rejected):
+            self.letters[chunk.stream].write(
+                deadletter_record(chunk.stream, int(chunk.offsets[i]), chunk.first_line + i, reason, chunk.line(i))
+            )
+
+    def _classify(self, chunk: Chunk, lines: np.ndarray, ids: pa.Array, h: np.ndarray) -> np.ndarray:
+        """NEW, DUPLICATE, CONFLICT or DEFERRED (the table has the id) per row of a chunk, in line order."""
+        out = np.zeros(len(h), np.int8)
+        in_table, taken, pos = self.ids.lookup(h)
+        out[in_table] = DEFERRED
+        for k in np.flatnonzero(taken & ~in_table):
+            earlier = self.reader.line(int(pos[k]))
+            out[k] = _same_event(earlier, chunk.line(int(lines[k])), ids[int(k)].as_py())
+        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+        first_of_row = first[inverse]
+        for k in np.flatnonzero((first_of_row != np.arange(len(h))) & (out == NEW)):
+            j = int(first_of_row[k])
+            if out[j] == DEFERRED:
+                out[k] = DEFERRED  # resolved with the first against the stored row
+            else:
+                out[k] = _same_event(chunk.line(int(lines[j])), chunk.line(int(lines[k])), ids[int(k)].as_py())
+        return out
+
+    def _resolve_held(self) -> None:
+        """Compare the rows whose id the table had with the stored rows: duplicates go, conflicts are dead-lettered."""
+        if not self.held:
+            return
+        wanted = np.unique(np.concatenate([hash_ids(held.rows["id"].combine_chunks()) for held in self.held]))
+        stored = self._stored_rows(wanted)
+        for held in self.held:
+            resolved = np.zeros(held.rows.num_rows, np.int8)
+            rows = held.rows.drop_columns(["_line"]).to_pylist()
+            for k, row in enumerate(rows):
+                known = stored.get(row["id"])
+                if known is None:  # only the 64-bit hashes met: a new id
+                    resolved[k] = NEW
+                else:
+                    family, values = known
+                    resolved[k] = DUPLICATE if family == held.family and values == _comparable(row) else CONFLICT
+            new = resolved == NEW
+            lines = held.rows["_line"].to_numpy()
+            held.outcomes.stored += int(new.sum())
+            held.outcomes.duplicate += int((resolved == DUPLICATE).sum())
+            held.outcomes.conflict += int((resolved == CONFLICT).sum())
+            if new.any():
+                fresh = held.rows.filter(pa.array(new))
+                hashes = hash_ids(fresh["id"].combine_chunks())
+                self.ids.add(hashes, position(held.chunk.stream, held.chunk.offsets[lines[new]]))
+                self._buffer(held.family, self._rows(held.family, fresh, held.chunk, hashes))
+            for j in np.flatnonzero(resolved == CONFLICT):
+                i = int(lines[j])
+                held.letters.write(
+                    deadletter_record(
+                        held.chunk.stream,
+                        int(held.chunk.offsets[i]),
+                        held.chunk.first_line + i,
+                        _conflict_reason(rows[int(j)]["id"]),
+                        held.chunk.line(i),
+                    )
                 )
+        self.held.clear()
+
+    def _stored_rows(self, hashes: np.ndarray) -> dict[str, tuple[str, dict[str, Any]]]:
+        """id -> (family, comparable row) of the stored rows whose ``_id_hash`` is one of ``hashes``."""
+        import pyarrow.dataset as ds
+
+        names = [f.name for f in DATA_SCHEMA if not f.name.startswith("_") and f.name != "raw"]
+        try:
+            found = self.table.to_pyarrow_dataset().to_table(
+                columns=["family", *names],
+                filter=ds.field("_id_hash").isin(pa.array(hashes.view(np.int64))),
+            )
+        except Exception as exc:  # noqa: BLE001
+            fail(exc, self.location, "read")
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
+        for row in found.to_pylist():
+            family = row.pop("family")
+            out.setdefault(row["id"], (family, _comparable({c: row.get(c) for c, _ in COLUMNS[family]})))
+        return out
 
     # ------------------------------------------------------------------ writing
+    def _rows(self, family: str, table: pa.Table, chunk: Chunk, hashes: np.ndarray) -> pa.Table:
+        """A family's parsed rows (with ``_line``) with what the table adds per row: ``_offset``, ``_id_hash``,
+        ``raw`` (family ``other``) and ``event_date``; the other columns are added when a file is written."""
+        lines = table["_line"].to_numpy()
+        rows = table.drop_columns(["_line"])
+        rows = rows.append_column("_offset", pa.array(chunk.offsets[lines], pa.int64()))
+        rows = rows.append_column("_id_hash", pa.array(hashes.view(np.int64)))
+        if family == "other":
+            rows = rows.append_column("raw", pa.array([chunk.line(int(i)).decode("utf-8") for i in lines], pa.string()))
+        return rows.append_column("event_date", pc.cast(table["at"], pa.date32()))
+
     def _buffer(self, family: str, table: pa.Table) -> None:
-        codes = pc.dictionary_encode(pc.cast(table["at"], pa.date32()), null_encoding="encode").combine_chunks()
-        keys = [d.isoformat() if d is not None else "none" for d in codes.dictionary.to_pylist()]
+        days = table["event_date"].combine_chunks()
+        codes = pc.dictionary_encode(days, null_encoding="encode")
+        keys = codes.dictionary.to_pylist()
         idx = codes.indices.to_numpy()
         grouped = len(keys) == 1 or bool(np.all(idx[:-1] <= idx[1:]))  # time-ordered streams usually are
         order = np.arange(len(idx)) if grouped else np.argsort(idx, kind="stable")
         bounds = np.searchsorted(idx[order], np.arange(len(keys) + 1))
-        ordered = table if grouped else table.take(pa.array(order))
+        ordered = (table if grouped else table.take(pa.array(order))).drop_columns(["event_date"])
         for k, key in enumerate(keys):
             self.buffers.setdefault((family, key), []).append(ordered.slice(bounds[k], bounds[k + 1] - bounds[k]))
         self.buffered += table.num_rows
         if self.buffered >= self.buffer_rows:
             self._flush()
 
-    def _path(self, family: str, partition: str, tag: str) -> Path:
-        self.seq += 1
-        return (
-            self.store / family / f"date={partition}" / f"{self.number:020d}-{self.run_id}-{self.seq:05d}{tag}.parquet"
-        )
+    def _file_table(self, family: str, parts: list[pa.Table]) -> pa.Table:
+        """Buffered rows of one partition as a data file: the family's columns and the provenance, in table
+        order. A file holds only the columns its family has; every reader of the table reads the others as
+        null (Delta's schema: a column a file lacks is null in its rows)."""
+        table = pa.concat_tables(parts)
+        n = table.num_rows
+        fields, columns = [], []
+        for f in DATA_SCHEMA:
+            if f.name in table.column_names:
+                columns.append(table[f.name].cast(f.type) if f.name == "at" else table[f.name])
+            elif f.name in ("_writer", "_stream"):
+                value = self.writer.writer if f.name == "_writer" else STREAM_OF_FAMILY[family]
+                columns.append(pa.repeat(pa.scalar(value, pa.string()), n))
+            else:
+                continue
+            fields.append(f)
+        return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
     def _flush(self) -> None:
         """Write one file per buffered partition (in parallel: the Parquet writer releases the GIL)."""
-        jobs = [(family, partition, self._path(family, partition, "")) for family, partition in sorted(self.buffers)]
+        from deltalake.transaction import AddAction
 
-        def write(job: tuple[str, str, Path]) -> FileEntry:
-            family, partition, path = job
-            table = pa.concat_tables(self.buffers[(family, partition)])
-            write_parquet(table, path)
-            return entry_for(self.store, path, family, partition, table.num_rows)
+        jobs = []
+        for family, day in sorted(self.buffers, key=lambda k: (k[0], k[1] or date.min)):
+            self.seq += 1
+            jobs.append((family, day, f"{partition_dir(family, day)}/part-{self.seq:05d}-{self.run_id}.snappy.parquet"))
+
+        def write(job: tuple[str, date | None, str]) -> Any:
+            family, day, relative = job
+            table = self._file_table(family, self.buffers[(family, day)])
+            try:
+                size = self.files.write(table, relative)
+            except PipelineError:
+                raise
+            except OSError as exc:
+                advice = environment_problem(exc) or f"{first_line(exc)}: run `ratings compact` again"
+                raise PipelineError(
+                    f"cannot write {relative} in the store {self.location.describe()}: {advice}; "
+                    "nothing of this run is visible"
+                ) from None
+            partition = {"family": family, "event_date": day.isoformat() if day else None}
+            return AddAction(relative, size, partition, _now_ms(), True, file_stats(table))
 
         with ThreadPoolExecutor(_WORKERS) as pool:
-            entries = list(pool.map(write, jobs))
-        for (_, _, path), entry in zip(jobs, entries):
-            self.dirs.add(path.parent)
-            self.files.append(entry)
-            self.new_files.append(entry)
+            self.adds.extend(pool.map(write, jobs))
         self.buffers.clear()
         self.buffered = 0
 
-    def _write_index(self, h: np.ndarray, pos: np.ndarray, tag: str) -> FileEntry:
-        self.seq += 1
-        path = self.store / "_index" / f"{self.number:020d}-{self.run_id}-{self.seq:05d}-{tag}.parquet"
-        write_parquet(segment_table(h, pos), path)
-        self.dirs.add(path.parent)
-        return entry_for(self.store, path, "_index", "-", len(h))
 
-    def _merge(self) -> list[str]:
-        """Merge the files of each partition that holds more than ``merge_threshold``; return the replaced paths."""
-        groups: dict[tuple[str, str], list[FileEntry]] = {}
-        for entry in self.files:
-            groups.setdefault((entry.family, entry.partition), []).append(entry)
-        replaced: list[str] = []
-        for (family, partition), entries in sorted(groups.items()):
-            if len(entries) <= self.merge_threshold:
-                continue
-            entries = sorted(entries, key=lambda e: e.path)
-            table = pa.concat_tables([pq.read_table(self.store / e.path, schema=SCHEMAS[family]) for e in entries])
-            path = self._path(family, partition, "-merged")
-            write_parquet(table, path)
-            self.dirs.add(path.parent)
-            gone = {e.path for e in entries}
-            self.files = [e for e in self.files if e.path not in gone]
-            self.files.append(entry_for(self.store, path, family, partition, table.num_rows))
-            replaced += sorted(gone)
-        return replaced
+def _apply_frames(
+    chunk: Chunk, parsed: ParsedChunk, frames: FramePlan | None, outcomes: Outcomes
+) -> tuple[ParsedChunk, list[tuple[int, str]]]:
+    """The chunk's parse with the frame plan applied: frame lines counted (not events), the lines of a broken
+    batch part taken out of the rows and the invalid lines, and returned as (line index, reason) dead letters."""
+    index, is_frame = frames.lookup(chunk.offsets) if frames is not None else (np.full(len(chunk), -1), None)
+    special = index >= 0
+    if not special.any():
+        return parsed, []
+    assert frames is not None and is_frame is not None
+    outcomes.frames += int(is_frame.sum())
+    broken = [(int(i), f"-: {frames.reasons[int(index[i])]}") for i in np.flatnonzero(special & ~is_frame)]
+    tables = {}
+    for family, table in parsed.tables.items():
+        keep = ~special[table["_line"].to_numpy()]
+        if keep.any():
+            tables[family] = table if keep.all() else table.filter(pa.array(keep))
+    invalid = [(i, reason) for i, reason in parsed.invalid if not special[i]]
+    return ParsedChunk(tables=tables, invalid=invalid), broken
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+def _conflict_reason(event_id: str) -> str:
+    return f"id: conflict: {event_id!r} is already stored with a different payload"
+
+
+def _comparable(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's values with ``at`` as naive UTC (stored rows carry the zone), for payload comparison."""
+    at = row.get("at")
+    if at is not None and getattr(at, "tzinfo", None) is not None:
+        row = {**row, "at": at.replace(tzinfo=None)}
+    return row
+
+
+def _same_event(earlier: bytes, line: bytes, event_id: str) -> int:
+    """DUPLICATE when two lines with one id carry the same payload (the same bytes, or the same event), else
+    CONFLICT; NEW when the ids differ (only their hashes met)."""
+    if earlier == line:
+        return DUPLICATE
+    try:
+        first, second = parse_line(earlier), parse_line(line)
+    except InvalidEvent:
+        return CONFLICT
+    if first.id != event_id:
+        return NEW
+    return DUPLICATE if event_row(first, "")[1] == event_row(second, "")[1] else CONFLICT
+
+
+def family_rows(table: Any) -> dict[str, int]:
+    """Rows per family at the table's loaded version, from the commit statistics (no data read)."""
+    counts = dict.fromkeys(COLUMNS, 0)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows:
+        grouped = actions.group_by("partition.family").aggregate([("num_records", "sum")])
+        families, sums = grouped["partition.family"].to_pylist(), grouped["num_records_sum"].to_pylist()
+        for family, n in zip(families, sums, strict=True):
+            counts[family] = int(n or 0)
+    return counts
+
+
+__all__ = ["RECOVER", "CommitRecord", "CompactResult", "Outcomes", "StreamRange", "compact"]

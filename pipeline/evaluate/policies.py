@@ -195,7 +195,7 @@ def held_out_policies(
         model,
         constants_source="fitted",
         static=shipped.static,
-        source={"manifest": None},
+        source={"version": None},
         fitted_at=cut.learned.newest_at,
         ladders=ladders,
         signals=member_signals(task_values(cut.learned), cut.learned.newest_at),

@@ -152,6 +152,25 @@ def _without_placeholders(data: dict[str, Any], left: list[str]) -> dict[str, An
     return out
 
 
+class RoutingConstants(Protocol):
+    """The three constants the defaults note names (:class:`Constants`, the stats' constant sets)."""
+
+    @property
+    def prior_weight(self) -> float: ...
+    @property
+    def exploration(self) -> float: ...
+    @property
+    def min_samples(self) -> int: ...
+
+
+def defaults_note(constants: RoutingConstants) -> str:
+    """The one sentence every output gives when no shipped.json was read (summary, page, ``ratings compare``)."""
+    return (
+        f"no shipped constants: code defaults k {constants.prior_weight:g}, exploration {constants.exploration:g}, "
+        f"min samples {constants.min_samples}"
+    )
+
+
 def placeholder_note(shipped: Shipped, path: str) -> str | None:
     """The one sentence every output gives when shipped.json still holds template placeholders (None: none)."""
     if not shipped.placeholders:

@@ -1,8 +1,8 @@
 """``fit-routing``: compact, fit, evaluate on held-out, publish the routing table and the case-study stats.
 
 One fit at a time per home (``fits/.fit.lock``). The fit reads the store at the
-manifest it opened first, so appends and compactions may go on meanwhile; the
-table's ``source.manifest`` says which snapshot it used. Same store, same
+table version it opened first, so appends and compactions may go on meanwhile; the
+table's ``source.version`` says which snapshot it used. Same store, same
 options: byte-identical ``fits/routing-table.json`` and ``stats.json`` (every
 time comes from the store, floats are rounded to 9 decimals, JSON keys sorted).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import hashlib
 import math
 import os
 import sys
@@ -22,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import FitError, StoreConflict, StoreCorrupt
+from ..errors import FitError, StoreConflict
 from ..evaluate.policies import held_out_policies
 from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
 from ..evaluate.search import Pins
@@ -31,13 +30,14 @@ from ..fit.finite import ids_text, non_finite_paths
 from ..fit.inputs import FitInputs, load_inputs, task_values
 from ..fit.learning import LadderOptions, learning_stage
 from ..fit.model import fit_model, load_shipped
+from ..fit.shipped import defaults_note, placeholder_note
 from ..fit.table_build import build_table
 from ..home import Home
-from ..manifest import load_manifest, manifest_numbers
 from ..pin import pinned_version
 from ..routing.summary import summarize
 from ..routing.table import Constants, RoutingTable
 from ..store import open_store
+from ..store.views import reading
 from .options import FitOptions
 from .publish import publish_fit
 from .stats import Stats
@@ -56,7 +56,7 @@ class FitResult:
         s, t = self.stats, self.table
         r, cal = s.routing, s.calibration
         lines = [
-            f"published routing table {t.version} (constants: {t.constants_source}; manifest {t.source.manifest}, "
+            f"published routing table {t.version} (constants: {_source_word(s)}; table version {t.source.version}, "
             f"fitted_at {t.fitted_at})",
             f"objective: {s.objective}" + ("" if s.cost_known else " (no costs in the store: ranked by quality alone)"),
             f"split: {s.split.learned_tasks} learned / {s.split.held_out_tasks} held-out tasks (cutoff "
@@ -167,12 +167,9 @@ def run_fit(
 
 def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitResult:
     say("loading the store")
-    manifest_number, events, manifest_sha, inputs = _read(home, options)
+    version, events, inputs_sha, inputs = _read(home, options)
     if inputs.ratings.height == 0:
-        raise FitError(
-            f"no ratings in the store at {home.store} (manifest {manifest_number}); "
-            "append task.rated events and compact first"
-        )
+        raise FitError(f"no ratings in the store (table version {version}); append task.rated events and compact first")
     shipped = load_shipped(options.shipped if options.shipped is not None else home.fits / "shipped.json")
     objective = options.objective or shipped.constants.objective or "quality_per_dollar"
     overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
@@ -182,6 +179,10 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         overrides["min_quality"] = options.min_quality
     shipped_constants = shipped.to_constants(**overrides)
     notes = list(inputs.notes)
+    if not shipped.found:
+        notes.append(defaults_note(shipped_constants))
+    placeholders = placeholder_note(shipped, options.shipped or "fits/shipped.json")
+    notes += [placeholders] if placeholders else []
     if objective == "utility" and shipped_constants.lambda_ is None:
         scale, problem = lambda_scale(task_values(parts(inputs, options.split).learned))
         notes += [problem] if problem else []
@@ -203,7 +204,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     source_word = ev.routing["published"]["constants_source"]
     say("refitting on all tasks and publishing")
     model = fit_model(inputs, published, shipped, ev.objective)
-    source = {"manifest": manifest_number, "events": events, "sha256": manifest_sha}
+    source = {"version": version, "events": events, "sha256": inputs_sha}
     summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options, home)
     say("learning signals, escalation ladders and the cost-quality frontier")
     ladder = LadderOptions(
@@ -257,6 +258,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         },
         cutoff=cutoff_text(ev.split["cutoff_at"]),
         notes=notes,
+        shipped_found=shipped.found,
         table_version=table.version,
     )
     if pinned is not None:  # `ratings pin` holds the live table: keep it, record this fit in the history only
@@ -276,38 +278,12 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
 
 
 def _read(home: Home, options: FitOptions) -> tuple[int | None, dict[str, int], str | None, FitInputs]:
-    """The store's manifest number, event counts, inputs hash and events as fit inputs. A file of the store
-    that is missing or unreadable is :class:`StoreCorrupt` (exit 1) on one line that says how to recover."""
-    import duckdb
-
-    try:
-        with open_store(home) as store:
-            number = store.manifest_number
-            inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
-            return number, store.event_counts(), _manifest_sha(home, number), inputs
-    except duckdb.Error as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise StoreCorrupt(
-            f"the store at {home.store} cannot be read ({first}); run `ratings verify` to see what is damaged, "
-            "then rebuild the store from the streams (move store/ aside and run `ratings compact`)"
-        ) from None
-
-
-def _manifest_sha(home: Home, number: int | None) -> str | None:
-    """sha256 of the inputs the fit read: the stream byte ranges consumed by manifests 1..``number``.
-
-    One line ``<manifest> <stream> <start> <end> <sha256 of those bytes>`` per range, hashed in order.
-    It names the stream bytes, not the Parquet files, whose names are unique per compaction run: two
-    clones that compact the same streams get the same inputs hash (and the same table version).
-    """
-    if number is None:
-        return None
-    digest = hashlib.sha256()
-    for n in (n for n in manifest_numbers(home) if n <= number):
-        manifest = load_manifest(home, n)
-        for stream, rng in sorted(manifest.streams.items()):
-            digest.update(f"{n} {stream} {rng.start} {rng.end} {rng.sha256}\n".encode())
-    return digest.hexdigest()
+    """The store's table version, event counts, inputs hash and events as fit inputs, all at one version. A file
+    of the store that is missing or unreadable is :class:`StoreCorrupt` (exit 1) on one line that says how to
+    recover (pipeline.store.views.reading)."""
+    with open_store(home) as store, reading(store):
+        inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
+        return store.version, store.event_counts(), store.inputs_sha256(), inputs
 
 
 def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
@@ -366,6 +342,7 @@ def _stats(
     sections: dict[str, Any] | None = None,
     notes: list[str] | None = None,
     table_version: str | None = None,
+    shipped_found: bool = True,
 ) -> Stats:
     """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``;
     ``notes``: what the fit left out or could not compute (first in the stats' notes)."""
@@ -397,6 +374,7 @@ def _stats(
             "published": published_source,
             "provenance": ev.provenance,
             "values": _constant_set(ev.published, ev.objective),
+            "shipped_from": "file" if shipped_found else "code defaults",
         },
         "routing": ev.routing,
         "replay": ev.replay,
@@ -431,6 +409,12 @@ def rounded(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [rounded(v) for v in value]
     return value
+
+
+def _source_word(stats: Stats) -> str:
+    """``fitted``, ``mixed``, ``shipped``, or ``code defaults`` when there was no shipped.json to ship."""
+    c = stats.constants
+    return "code defaults" if c.published == "shipped" and c.shipped_from == "code defaults" else c.published
 
 
 def _fmt(x: float | None) -> str:

@@ -26,7 +26,7 @@ Interval = tuple[float, float] | None
 class Source(BaseModel):
     model_config = _OPEN
 
-    manifest: int | None
+    version: int | None = None  # the store's table version the fit read (tables before it carried `manifest`)
     events: dict[str, int] = Field(default_factory=dict)
     command: str | None = None  # the command line that produced the stats
 
@@ -71,6 +71,8 @@ class Constants(BaseModel):
     published: Literal["fitted", "shipped", "mixed"]
     provenance: dict[str, Literal["fitted", "shipped", "pinned"]] = Field(default_factory=dict)
     values: ConstantSet | None = None  # the published constants
+    #: where the "shipped" constants came from: a shipped.json, or the code defaults when there is none
+    shipped_from: Literal["file", "code defaults"] = "file"
 
 
 class HitRate(BaseModel):

@@ -15,8 +15,9 @@ comes from the store's views, by the formulas of DESIGN 5:
   standardised value (population std, task values without the half-life), u = exp(-ln2 * age / 14)
   with age from the (task, config)'s latest rating to the newest event.
 
-The fit reads the store at the manifest the table names; on a newer store the
-figures move by what was added since (``ratings doctor`` says how many events).
+The fit reads the store at the table version the table names (``source.version``): run the query with
+``ratings sql --as-of <that version>`` to get its figures exactly; on a newer version they move by what was
+added since (``ratings doctor`` says how many events).
 """
 
 from __future__ import annotations

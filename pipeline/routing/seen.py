@@ -1,7 +1,7 @@
 """Has the home ever seen a task? (``ratings route --log --task ID`` warns when it has not.)
 
 A dispatcher usually logs a decision right after appending the task's ``task.opened``, before any compaction, so
-the uncompacted tail of the streams is read first (the bytes after the newest manifest's range; only lines that
+the uncompacted tail of the streams is read first (the bytes after what this home's writer committed; only lines that
 mention the id are parsed); the store (every family with a ``task`` column) is asked only when the tail has
 nothing. A task seen by neither has no event at all: a logged decision for it can never be resolved.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from ..home import STREAMS, Home
-from ..manifest import load_manifest
+from ..store.table import consumed_offsets
 from ..streams import read_lines
 
 #: Families of the store whose rows name a task.
@@ -20,14 +20,13 @@ TASK_FAMILIES = ("tasks", "attempts", "ratings", "rejections", "decisions", "clo
 
 def task_seen(home: Home, task: str) -> bool:
     """True when any event of the streams' uncompacted tail or of the store names ``task``."""
-    manifest = load_manifest(home)
+    consumed = consumed_offsets(home)
     needle = json.dumps(task, ensure_ascii=False)[1:-1].encode("utf-8")  # the id as it appears inside a JSON string
     for stream in STREAMS:
-        start = manifest.streams[stream].end if manifest and stream in manifest.streams else 0
-        for line in read_lines(home, stream, start=start):
+        for line in read_lines(home, stream, start=(consumed or {}).get(stream, 0)):
             if needle in line.raw and _names(line.raw, task):
                 return True
-    if manifest is None:
+    if consumed is None:
         return False
     from ..store import open_store
 

@@ -121,7 +121,7 @@ class Region(BaseModel):
 class Source(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
 
-    manifest: int | None
+    version: int | None = None  # the store's table version the fit read (tables before it carried `manifest`)
     events: dict[str, int] = Field(default_factory=dict)
     sha256: str | None = None
 

@@ -74,7 +74,7 @@ def test_table_takes_the_signals_and_ladders(fitted):
         model,
         constants_source="shipped",
         static=Static(),
-        source={"manifest": 1},
+        source={"version": 1},
         fitted_at=datetime(2026, 1, 11),
         signals=out.member_signals,
         ladders=out.ladders,

@@ -28,7 +28,7 @@ def table_of(inputs, objective="quality_per_dollar", **kw) -> RoutingTable:
         model,
         constants_source="shipped",
         static=Static(cheap_config=A, frontier_config=B),
-        source={"manifest": 7, "events": {"ratings": 6}},
+        source={"version": 7, "events": {"ratings": 6}},
         fitted_at=inputs.newest_at,
         **kw,
     )
@@ -47,7 +47,7 @@ def test_regions_members_choice_and_rounding(worked):
     assert [m.config for m in table.regions["*"].members] == [A, B]
     assert table.regions["*"].members[1].n_ratings == 3
     assert table.fitted_at == "2026-01-01T21:00:00Z"  # the newest event: t3's ratings at hour 21
-    assert table.objective == "quality_per_dollar" and table.source.manifest == 7
+    assert table.objective == "quality_per_dollar" and table.source.version == 7
     assert table.constants.prior_source == "measured" and table.static.cheap_config == A
 
 

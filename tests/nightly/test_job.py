@@ -153,7 +153,7 @@ def test_published_table_is_refit_on_all_tasks_with_the_allowed_constants(tiny_f
     assert [(m.config, m.quality) for m in region.members] == [(X, approx(0.7)), (Y, approx(0.75))]
     assert region.choice == X
     assert table.evaluation["recommendation"] == "insufficient-evidence"
-    assert table.fitted_at == "2026-01-10T02:00:00Z" and table.source.manifest == 1
+    assert table.fitted_at == "2026-01-10T02:00:00Z" and table.source.version == 1
     assert (home / "fits" / "history" / f"{table.version}.json").read_bytes() == (
         home / "fits" / "routing-table.json"
     ).read_bytes()

@@ -50,7 +50,7 @@ def _nan_table(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _store_file(damage: str) -> Callable[[Path, pytest.MonkeyPatch], None]:
     def apply(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        victim = sorted((home / "store" / "ratings").rglob("*.parquet"))[0]
+        victim = sorted((home / "store" / "events" / "family=ratings").rglob("*.parquet"))[0]
         if damage == "missing":
             victim.unlink()
         else:
@@ -74,8 +74,8 @@ ROWS = [
     (["case-study", "routing-by-rating"], _unwritable, 1, "error: Permission denied: "),
     (["route", "--region", "r"], _nan_table, 2, "error: "),
     (["compare"], _nan_table, 2, "error: "),
-    (["fit", "--quiet", "--no-compact"], _store_file("missing"), 1, "error: the store at "),
-    (["fit", "--quiet", "--no-compact"], _store_file("truncated"), 1, "error: the store at "),
+    (["fit", "--quiet", "--no-compact"], _store_file("missing"), 1, "error: the store "),
+    (["fit", "--quiet", "--no-compact"], _store_file("truncated"), 1, "error: the store "),
 ]
 
 
@@ -99,8 +99,8 @@ def test_the_messages_say_what_and_how_to_recover(home, monkeypatch):
     _store_file("missing")(home, monkeypatch)
     fitted = CliRunner().invoke(cli, ["fit", "--quiet", "--no-compact", "--home", str(home)])
     assert fitted.output.endswith(
-        "run `ratings verify` to see what is damaged, then rebuild the store from the streams (move store/ aside "
-        "and run `ratings compact`)\n"
+        "run `ratings verify` to see the damage, then `ratings compact --rebuild` to rebuild the store from the "
+        "streams\n"
     )
 
 

@@ -1,0 +1,209 @@
+"""Opening the events table: at one version (or as of a time), with delta-rs errors as one line each.
+
+Every reader opens the table once, at one version, and reads that snapshot to the end (docs/design.md,
+Storage). Nothing here imports ``deltalake`` at module level: the CLI and the append path never load it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from ..errors import PipelineError, StoreCorrupt
+from ..home import STREAMS, Home
+from .location import Location
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+#: What to do when the store is damaged (appended to every such message).
+RECOVER = (
+    "run `ratings verify` to see the damage, then `ratings compact --rebuild` to rebuild the store from the streams"
+)
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message on one line (delta-rs appends a Rust backtrace and colour codes)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def storage_error(exc: BaseException, location: Location, doing: str) -> PipelineError:
+    """A failure reaching the store (wrong endpoint, credentials, bucket), as bad configuration (exit 2)."""
+    message = first_line(exc)
+    lowered = str(exc).lower()
+    if "nosuchbucket" in lowered or "bucket does not exist" in lowered or "specified bucket does not exist" in lowered:
+        why = "the bucket does not exist"
+    elif "/latest/api/token" in lowered or "/latest/meta-data" in lowered or "metadata" in lowered:
+        why = (
+            "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile or role); none was "
+            "configured and the instance metadata service did not answer"
+        )
+    elif "credential" in lowered or "accessdenied" in lowered or "invalidaccesskeyid" in lowered or "403" in lowered:
+        why = "the credentials are missing or refused (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or --storage-option)"
+    elif "connect" in lowered or "dns" in lowered or "timed out" in lowered or "error sending request" in lowered:
+        why = "the endpoint cannot be reached (AWS_ENDPOINT_URL, or --storage-option AWS_ENDPOINT_URL=...)"
+    else:
+        why = message
+    return PipelineError(f"cannot {doing} the store {location.describe()}: {why}")
+
+
+#: Failures of the machine, not of the store: (text delta-rs or the OS reports, what to do).
+_ENVIRONMENT = [
+    ("No space left", "the disk is full: free some space, then run the command again"),
+    ("File too large", "a file size limit was reached (ulimit -f): raise it, then run the command again"),
+    ("Disk quota", "the disk quota is used up: free some space, then run the command again"),
+    ("Read-only file system", "the store is on a read-only file system: make it writable, then run the command again"),
+    ("Permission denied", "permission denied: make the home and the store writable, then run the command again"),
+    ("Operation not permitted", "permission denied: make the home and the store writable, then run the command again"),
+]
+
+
+def environment_problem(exc: BaseException) -> str | None:
+    """What to do about an I/O failure of the machine (full disk, read-only), or None for any other failure."""
+    text = str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        text += " " + exc.strerror
+    return next((advice for marker, advice in _ENVIRONMENT if marker in text), None)
+
+
+@contextmanager
+def machine_errors(doing: str) -> Iterator[None]:
+    """Turn an ``OSError`` of our own writes (lock, dead letters, data files) into one line saying what to do."""
+    try:
+        yield
+    except OSError as exc:
+        advice = environment_problem(exc) or f"{first_line(exc)}: run the command again"
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise PipelineError(f"cannot {doing}{where}: {advice}") from None
+
+
+def fail(exc: BaseException, location: Location, doing: str) -> NoReturn:
+    """Raise the one-line error for a delta-rs or I/O failure while ``doing`` something to the store."""
+    from deltalake.exceptions import DeltaError
+
+    advice = environment_problem(exc)
+    if advice is not None:
+        raise PipelineError(f"cannot {doing} the store {location.describe()}: {advice}") from None
+    if (location.local is None and not isinstance(exc, DeltaError)) or _is_storage(exc):
+        raise storage_error(exc, location, doing) from None
+    if isinstance(exc, OSError) and exc.errno is not None and not isinstance(exc, FileNotFoundError):
+        raise PipelineError(f"cannot {doing} the store {location.describe()}: {first_line(exc)}") from None
+    raise StoreCorrupt(f"the store {location.describe()} is damaged ({first_line(exc)}); {RECOVER}") from None
+
+
+def _is_storage(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(
+        marker in text
+        for marker in ("Generic S3 error", "Generic GCS error", "Generic MicrosoftAzure error", "error sending request")
+    )
+
+
+def exists(location: Location) -> bool:
+    """Whether the events table exists (a local store: its ``_delta_log``; an object store: it opens)."""
+    if location.table_path is not None:
+        return (location.table_path / "_delta_log").is_dir()
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:  # not DeltaTable.is_deltatable: with some S3 endpoints it retries without end
+        DeltaTable(location.table_uri, storage_options=location.options)
+    except TableNotFoundError:
+        return False
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the store is one line (exit 2)
+        raise storage_error(exc, location, "reach") from None
+    return True
+
+
+def parse_as_of(text: str) -> int | datetime:
+    """``--as-of``: a table version (digits) or a time (RFC 3339, or a date meaning its start in UTC)."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise PipelineError(
+            f"--as-of {text!r}: give a table version (a number) or a time (RFC 3339 or a date)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def open_table(location: Location, as_of: str | int | datetime | None = None) -> DeltaTable | None:
+    """The events table at ``as_of`` (a version, a time, or None for the newest); None when there is no table yet."""
+    from deltalake import DeltaTable
+
+    if not exists(location):
+        if as_of is not None:
+            raise PipelineError(f"--as-of {as_of}: the store {location.describe()} has no table yet")
+        return None
+    try:
+        table = DeltaTable(location.table_uri, storage_options=location.options)
+    except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others; one line each
+        fail(exc, location, "open")
+    if as_of is None:
+        return table
+    wanted = parse_as_of(as_of) if isinstance(as_of, str) else as_of
+    newest = table.version()
+    if isinstance(wanted, int):
+        if wanted > newest:
+            raise PipelineError(f"--as-of {wanted}: the table's newest version is {newest}")
+        try:
+            table.load_as_version(wanted)
+        except Exception as exc:  # noqa: BLE001
+            raise PipelineError(f"--as-of {wanted}: no such version of the table ({first_line(exc)})") from None
+        return table
+    created = _commit_time(table, 0)
+    if created is not None and wanted < created:
+        raise PipelineError(
+            f"--as-of {wanted.isoformat()}: the table did not exist yet (created {created.isoformat()})"
+        )
+    try:
+        table.load_as_version(wanted)
+    except Exception as exc:  # noqa: BLE001
+        raise PipelineError(f"--as-of {wanted.isoformat()}: {first_line(exc)}") from None
+    return table
+
+
+def _commit_time(table: DeltaTable, version: int) -> datetime | None:
+    for commit in table.history():
+        if commit.get("version") == version and "timestamp" in commit:
+            return datetime.fromtimestamp(commit["timestamp"] / 1000, tz=UTC)
+    return None
+
+
+def commits(table: DeltaTable) -> list[dict[str, Any]]:
+    """The commit infos up to the table's loaded version, oldest first."""
+    version = table.version()
+    return sorted((c for c in table.history() if c.get("version", -1) <= version), key=lambda c: c["version"])
+
+
+def txn_ids(writer: str, stream: str) -> tuple[str, str, str]:
+    """Application ids of one (writer, stream): end offset consumed, next line number, dead-letter bytes."""
+    return f"{writer}:{stream}", f"{writer}:{stream}:line", f"{writer}:{stream}:deadletter"
+
+
+def home_txn_id(writer: str) -> str:
+    """The application id whose version is the random id of the home that writes as ``writer``."""
+    return f"{writer}:home"
+
+
+def consumed_offsets(home: Home, table: DeltaTable | None = None) -> dict[str, int] | None:
+    """Per stream, the byte offset up to which this home's writer committed it (0 when never); None when the
+    store has no table yet. ``table``: an already open table (default: the newest version of the home's store)."""
+    from .location import resolve
+    from .writer import identity
+
+    if table is None:
+        table = open_table(resolve(home))
+    if table is None:
+        return None
+    if not (home.store / "writer.json").exists():
+        return dict.fromkeys(STREAMS, 0)
+    writer = identity(home).writer
+    return {stream: table.transaction_version(txn_ids(writer, stream)[0]) or 0 for stream in STREAMS}

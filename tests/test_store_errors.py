@@ -1,0 +1,209 @@
+"""Every failure an operator can cause in a store command is one line, exit 1 or 2, never a traceback; where the
+store is damaged the line says how to recover. A decision table: (situation, command) -> exit code and line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.compact import compact
+from pipeline.streams import append
+from tests.fixtures_store import live_files, opened, rating
+
+RECOVER = "`ratings compact --rebuild`"
+
+
+@pytest.fixture
+def store_home(home):
+    append(home, [opened(1), rating(1), rating(2, day=2)])
+    compact(home)
+    return home
+
+
+def _run(args: list[str]) -> tuple[int, str]:
+    out = CliRunner().invoke(cli, args)
+    assert "Traceback" not in out.output, out.output
+    assert out.exception is None or isinstance(out.exception, SystemExit), repr(out.exception)
+    return out.exit_code, out.output
+
+
+def _one_line(args: list[str], code: int, *needles: str) -> str:
+    exit_code, output = _run(args)
+    assert exit_code == code, output
+    lines = output.strip().splitlines()
+    assert len(lines) == 1, output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("query", ["", ";", "   ", " ; ;  "])
+def test_an_empty_query_is_one_line(store_home, query):
+    _one_line(["sql", "--home", str(store_home), query], 2, "error: empty query")
+
+
+@pytest.mark.parametrize(
+    "query, value",
+    [
+        (
+            "SELECT uuid() IS NOT NULL AS ok, '6ba7b810-9dad-11d1-80b4-00c04fd430c8'::UUID AS u",
+            "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+        ),
+        ("SELECT INTERVAL 90 MINUTE AS u", "PT1H30M"),
+        ("SELECT INTERVAL '1 day 2 seconds' AS u", "P1DT2S"),
+        ("SELECT 'nan'::DOUBLE AS u", None),
+        ("SELECT 12.50::DECIMAL(6, 2) AS u", 12.5),
+        ("SELECT '\\x00\\x01'::BLOB AS u", "0001"),
+        ("SELECT {'a': [1, 2]} AS u", {"a": [1, 2]}),
+        ("SELECT TIME '10:00:01' AS u", "10:00:01"),
+        ("SELECT 340282366920938463463374607431768211455::UHUGEINT AS u", 340282366920938463463374607431768211455),
+    ],
+)
+def test_sql_json_holds_every_value(store_home, query, value):
+    code, output = _run(["sql", "--home", str(store_home), "--json", query])
+    assert code == 0, output
+    assert json.loads(output)[0]["u"] == value
+
+
+def test_sql_json_of_uuid_function(store_home):
+    code, output = _run(["sql", "--home", str(store_home), "--json", "SELECT uuid() AS u, uuid()::VARCHAR AS t"])
+    row = json.loads(output)[0]
+    assert code == 0 and len(row["u"]) == 36 and row["u"].count("-") == 4
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["COPY (SELECT 1) TO '.tmp/x.csv'", "SELECT * FROM read_csv('.tmp/secret.csv')", "SELECT * FROM glob('.tmp/*')"],
+)
+def test_sql_cannot_use_duckdbs_temp_directory(store_home, tmp_path, monkeypatch, query):
+    """DuckDB allows its temp directory (<cwd>/.tmp) even with external access off, unless spilling is disabled."""
+    work = tmp_path / "cwd"
+    (work / ".tmp").mkdir(parents=True)
+    (work / ".tmp" / "secret.csv").write_text("secret\n1\n")
+    monkeypatch.chdir(work)
+    _one_line(["sql", "--home", str(store_home), query], 2, "query failed: Permission Error")
+    assert sorted(p.name for p in (work / ".tmp").iterdir()) == ["secret.csv"]
+
+
+def _damage_missing(home: Path) -> None:
+    live_files(home, "ratings")[0].unlink()
+
+
+def _damage_corrupt(home: Path) -> None:
+    target = live_files(home, "ratings")[0]
+    target.write_bytes(b"PAR1" + b"\0" * 64 + b"PAR1")
+
+
+@pytest.mark.parametrize("damage", [_damage_missing, _damage_corrupt], ids=["missing file", "corrupt parquet"])
+@pytest.mark.parametrize(
+    "command", [["sql", "SELECT count(*) FROM ratings"], ["fit", "--no-render", "--quiet"], ["verify"]]
+)
+def test_a_damaged_store_is_one_line_with_the_remedy(store_home, damage, command):
+    damage(store_home)
+    code, output = _run([command[0], "--home", str(store_home), *command[1:]])
+    assert code in (1, 2), output
+    lines = [line for line in output.strip().splitlines() if line.startswith(("error:", "problem:"))]
+    assert lines and any(RECOVER in line for line in lines), output
+    if command[0] != "verify":
+        assert len(output.strip().splitlines()) == 1, output
+
+
+@pytest.mark.parametrize("damage", [_damage_missing, _damage_corrupt], ids=["missing file", "corrupt parquet"])
+def test_doctor_names_a_damaged_store_with_the_remedy(store_home, damage):
+    damage(store_home)
+    code, output = _run(["doctor", "--home", str(store_home)])
+    assert code == 1
+    views = [line for line in output.splitlines() if "store views exist" in line]
+    assert views and views[0].startswith("[LIVE] fail") and RECOVER in views[0], output
+
+
+def test_a_damaged_log_is_one_line_with_the_remedy(store_home):
+    (store_home / "store" / "events" / "_delta_log" / f"{1:020d}.json").write_text("{not json")
+    for command in (["sql", "SELECT 1"], ["compact"], ["vacuum"]):
+        _one_line([command[0], "--home", str(store_home), *command[1:]], 1, "is damaged", RECOVER)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--store", "ftp://host/x"], "unknown scheme 'ftp'"),
+        (["--store", "s3://"], "no bucket or container after s3://"),
+        (["--storage-option", "NOEQUALS"], "--storage-option 'NOEQUALS': expected KEY=VALUE"),
+        (["--writer", "bad:name"], "writer name 'bad:name'"),
+    ],
+)
+def test_bad_store_options_are_one_line_and_write_nothing(home, args, message):
+    append(home, [rating(1)])
+    before = sorted(p.relative_to(home).as_posix() for p in home.rglob("*"))
+    _one_line(["compact", "--home", str(home), *args], 2, message)
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == before
+
+
+def _read_only(path: Path) -> bool:
+    if os.geteuid() != 0:
+        return False
+    if subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True, check=False).returncode:
+        return False
+    if subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], capture_output=True, check=False).returncode:
+        subprocess.run(["umount", str(path)], check=False)
+        return False
+    return True
+
+
+@pytest.mark.parametrize("command", [["compact"], ["vacuum", "--retain-hours", "0"]])
+def test_an_unwritable_home_is_one_line(store_home, command):
+    append(store_home, [rating(3)])
+    if not _read_only(store_home):
+        pytest.skip("a read-only bind mount needs root (CI runs as root)")
+    try:
+        _one_line([command[0], "--home", str(store_home), *command[1:]], 2, "read-only file system")
+    finally:
+        subprocess.run(["umount", "-l", str(store_home)], check=False)  # -l: a reader may still hold a file
+
+
+def test_an_unquoted_reserved_column_gets_a_hint_to_quote_it(store_home):
+    line = _one_line(["sql", "--home", str(store_home), "SELECT at FROM tasks"], 2)
+    assert line == (
+        'error: query failed: Parser Error: syntax error at or near "FROM"; hint: at is a reserved word in DuckDB, '
+        'so the column must be quoted: "at"'
+    )
+    # other parse errors get no such hint, and a quoted "at" needs none
+    assert "hint" not in _one_line(["sql", "--home", str(store_home), "SELECT count(*) FRM tasks"], 2)
+    assert _run(["sql", "--home", str(store_home), "--json", 'SELECT "at" FROM tasks'])[0] == 0
+
+
+def test_every_example_in_sql_help_runs_as_printed(store_home):
+    """The examples of ``ratings sql --help`` are copied into a shell as they are: each must run."""
+    import shlex
+
+    help_text = _run(["sql", "--help"])[1]
+    examples = [line.strip() for line in help_text.split("Example:")[1].split("Options:")[0].splitlines()]
+    examples = [line for line in examples if line.startswith("ratings sql")]
+    assert len(examples) >= 4
+    for line in examples:
+        args = shlex.split(line)[1:]
+        args[1:1] = ["--home", str(store_home)]
+        if "--as-of" in args:  # a time before the first commit has no table yet; the example's version exists
+            args[args.index("--as-of") + 1] = "0"
+        code, output = _run(args)
+        assert code == 0, (line, output)
+
+
+def test_sql_schema_lists_every_view_and_column_without_a_store(tmp_path):
+    from pipeline.families import COLUMNS, VIEWS
+
+    code, output = _run(["sql", "--home", str(tmp_path), "--schema", "--json"])
+    assert code == 0
+    rows = json.loads(output)
+    assert rows[0] == {"view": "tasks", "column": "id", "type": "VARCHAR"}
+    assert [r["view"] for r in rows] == [v for v in VIEWS for _ in COLUMNS[v]]
+    assert {"view": "ratings", "column": "config_key", "type": "VARCHAR"} in rows
+    code, output = _run(["sql", "--schema"])
+    assert output.splitlines()[0].split() == ["view", "column", "type"]
+    assert _run(["sql"])[0] == 2 and _run(["sql", "--schema", "SELECT 1"])[0] == 2

@@ -1,0 +1,229 @@
+"""One validator: the vectorised compaction path and ``pipeline.events.parse_line`` give every line the same verdict
+and reason, whatever its neighbours. A differential fuzz test: thousands of mutated lines, each alone, among
+valid lines of its type, and among other mutated lines."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.compact.parse import Chunk, parse_chunk, parse_lines_slow
+
+CONFIG = {"cli": "codex", "route": "openai", "model": "gpt-5", "effort": None}
+RATER = {"kind": "gate", "name": "pytest"}
+SEEDS: list[dict[str, Any]] = [
+    {
+        "id": "E-1",
+        "type": "task.opened",
+        "at": "2026-01-01T00:00:00Z",
+        "v": 1,
+        "task": "T",
+        "region": "r",
+        "title": "t",
+    },
+    {
+        "id": "E-2",
+        "type": "task.attempted",
+        "at": "2026-01-01T00:00:01.5Z",
+        "task": "T",
+        "config": CONFIG,
+        "status": "success",
+        "cost_usd": 0.25,
+        "duration_ms": 1200,
+        "tool_calls": 3,
+    },
+    {
+        "id": "E-3",
+        "type": "route.decided",
+        "at": "2026-01-01T00:00:02Z",
+        "task": "T",
+        "policy": "p",
+        "chosen": "a/-/b/-",
+        "candidates": ["a/-/b/-", "c/-/d/-"],
+        "propensity": 0.5,
+        "explored": False,
+        "reason": "",
+    },
+    {"id": "E-4", "type": "task.closed", "at": "2026-01-01T00:00:03Z", "task": "T", "outcome": "done"},
+    {
+        "id": "E-5",
+        "type": "task.rated",
+        "at": "2026-01-01T00:00:04Z",
+        "task": "T",
+        "config": CONFIG,
+        "rater": RATER,
+        "score": 0.75,
+        "precision": 0.9,
+    },
+    {
+        "id": "E-6",
+        "type": "task.rejected",
+        "at": "2026-01-01T00:00:05Z",
+        "task": "T",
+        "config": CONFIG,
+        "rater": RATER,
+        "claim": "c",
+        "evidence": ["e"],
+        "weight": 2,
+    },
+    {"id": "E-7", "type": "rating.retracted", "at": "2026-01-01T00:00:06Z", "rating": "E-5", "reason": "typo"},
+]
+ODD_VALUES = [
+    "",
+    " ",
+    None,
+    0,
+    -1,
+    1,
+    0.5,
+    1.5,
+    1e6,
+    1e6 + 1,
+    1e12,
+    -0.0,
+    True,
+    False,
+    "x",
+    "é",
+    [],
+    [""],
+    ["a", None],
+    {},
+    {"a": 1},
+    "2026-02-30T00:00:00Z",
+    "2026-01-01T00:00:00+02:00",
+    "2026-01-01 00:00:00Z",
+    "2026-01-01T24:00:00Z",
+    "tasks@1",
+    "w:ratings@2",
+    "done",
+    "success",
+    "gate",
+    "bot",
+]
+BOUNDARY = ["", None, 0, -1, 1.5, "x", [], {}]  # drawn half the time: the values most rules are about
+RAW_VALUES = ["NaN", "Infinity", "1e400", "-1e400", "00", "1.0e-400", '"\\ud800"', "[" * 70 + "]" * 70]
+KEYS = ["id", "type", "at", "v", "task", "region", "config", "rater", "score", "precision", "importance", "status",
+        "cost_usd", "duration_ms", "candidates", "propensity", "reason", "rating", "claim", "evidence", "weight",
+        "outcome", "explored", "labels", "extra_field"]  # fmt: skip
+SUBKEYS = ["cli", "route", "model", "effort", "kind", "name", "x"]
+
+
+@st.composite
+def mutated_line(draw: st.DrawFn) -> bytes:
+    event = json.loads(json.dumps(draw(st.sampled_from(SEEDS))))
+    raw_patch: tuple[str, str] | None = None
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["drop", "set", "set", "set", "nested", "raw", "retype"]))
+        own = [k for k in event if k != "type"]
+        key = draw(st.sampled_from(own)) if own and draw(st.booleans()) else draw(st.sampled_from(KEYS))
+        if kind == "drop":
+            event.pop(key, None)
+        elif kind == "set":
+            event[key] = draw(st.sampled_from(BOUNDARY) if draw(st.booleans()) else st.sampled_from(ODD_VALUES))
+        elif kind == "nested":
+            parent = draw(st.sampled_from(["config", "rater"]))
+            if isinstance(event.get(parent), dict):
+                event[parent][draw(st.sampled_from(SUBKEYS))] = draw(st.sampled_from(ODD_VALUES))
+        elif kind == "raw":
+            raw_patch = (key, draw(st.sampled_from(RAW_VALUES)))
+        else:
+            event["type"] = draw(st.sampled_from([s["type"] for s in SEEDS] + ["custom.kind", "batch.begin"]))
+    spaced = draw(st.booleans())
+    text = json.dumps(event, separators=(", ", ": ") if spaced else (",", ":"), ensure_ascii=draw(st.booleans()))
+    if raw_patch is not None:
+        key, value = raw_patch
+        text = text[:-1] + ("," if len(event) else "") + f'"{key}":{value}' + "}"
+    data = text.encode()
+    ending = draw(st.sampled_from(["", "", "", "cut", "dup", "bad-utf8", "trailing"]))
+    if ending == "cut":
+        data = data[: draw(st.integers(0, max(0, len(data) - 1)))]
+    elif ending == "dup":  # a key given twice: JSON keeps the last
+        data = data[:-1] + b',"task":"T2"}'
+    elif ending == "bad-utf8":
+        data = data[:-1] + b',"title":"\xff"}'
+    elif ending == "trailing":
+        data += b" x"
+    return data.replace(b"\n", b" ")
+
+
+def _verdicts(lines: list[bytes], fast: bool) -> list[tuple[str, Any]]:
+    """Per line: ("invalid", reason) or ("row", family, row) by the compaction path (fast) or line by line."""
+    block = b"".join(line + b"\n" for line in lines)
+    chunk = Chunk.of("tasks", block, 1000, 1, "w")
+    parsed = parse_chunk(chunk, 1 << 20) if fast else parse_lines_slow(chunk, list(range(len(chunk))), 1 << 20)
+    out: list[tuple[str, Any]] = [("missing", None)] * len(chunk)
+    for i, reason in parsed.invalid:
+        out[i] = ("invalid", reason)
+    for family, table in parsed.tables.items():
+        for row in table.to_pylist():
+            out[row.pop("_line")] = ("row", (family, row))
+    return out
+
+
+VALID = [json.dumps(seed, separators=(",", ":")).encode() for seed in SEEDS]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(mutated_line(), min_size=1, max_size=8), st.randoms(use_true_random=False))
+def test_every_line_gets_the_parsers_verdict_alone_and_among_any_neighbours(lines, random):
+    """The per-line parser's verdict does not depend on neighbours (only an id-less line's id names its offset), so
+    the fast path must equal it on each line alone and on any mix of them with valid lines of every type."""
+    for line in lines:
+        alone = _verdicts([line], fast=True)
+        assert alone == _verdicts([line], fast=False), line
+        assert alone[0][0] != "missing"
+    neighbours = [VALID[k % len(VALID)].replace(b'"E-', f'"N{k}-'.encode()) for k in range(40)]
+    mixed = neighbours + lines
+    random.shuffle(mixed)
+    assert _verdicts(mixed, fast=True) == _verdicts(mixed, fast=False)
+
+
+def _single_mutations() -> list[bytes]:
+    """Every seed with one field (its own or any known key) set to each odd value, or dropped: a few thousand lines."""
+    out = []
+    for seed in SEEDS:
+        for key in dict.fromkeys([*seed, *KEYS]):
+            out.append(json.dumps({k: v for k, v in seed.items() if k != key}, separators=(",", ":")).encode())
+            for value in ODD_VALUES:
+                out.append(json.dumps({**seed, key: value}, separators=(",", ":")).encode())
+            for raw in RAW_VALUES:
+                out.append(json.dumps(seed, separators=(",", ":")).encode()[:-1] + f',"{key}":{raw}}}'.encode())
+    return out
+
+
+def test_every_single_field_mutation_gets_the_parsers_verdict_alone_and_in_chunks():
+    import random
+
+    lines = _single_mutations()
+    assert len(lines) > 5000
+    for line in lines:  # alone: the vectorised path sees one line of its type
+        assert _verdicts([line], fast=True) == _verdicts([line], fast=False), line
+    shuffled = lines[:]
+    random.Random(0).shuffle(shuffled)
+    assert _verdicts(shuffled, fast=True) == _verdicts(shuffled, fast=False)  # all together, valid and invalid
+    for start in range(0, len(shuffled), 16):  # in chunks of 16 random neighbours
+        chunk = shuffled[start : start + 16]
+        assert _verdicts(chunk, fast=True) == _verdicts(chunk, fast=False)
+
+
+def test_a_retraction_with_an_empty_reason_is_refused_whatever_its_neighbours():
+    empty = b'{"id":"X","type":"rating.retracted","at":"2026-01-01T00:00:00Z","rating":"R","reason":""}'
+    ok = [f'{{"id":"X{k}","type":"rating.retracted","rating":"R","reason":"r"}}'.encode() for k in range(50)]
+    for lines in ([empty], [*ok, empty], [empty, *ok]):
+        verdicts = _verdicts(lines, fast=True)
+        assert verdicts[lines.index(empty)] == ("invalid", "reason: String should have at least 1 character")
+
+
+def test_the_fast_path_takes_the_bulk_of_valid_lines():
+    from pipeline.compact.fastpath import lines_array, parse_fast
+
+    lines = [VALID[k % len(VALID)].replace(b'"E-', f'"N{k}-'.encode()) for k in range(700)]
+    block = b"".join(line + b"\n" for line in lines)
+    chunk = Chunk.of("tasks", block, 0, 1, "w")
+    fast = parse_fast(lines_array(chunk.block, chunk.starts), np.arange(len(chunk)), "w:tasks", chunk.offsets, block)
+    assert sum(len(s) for s in fast.slow) == 0
