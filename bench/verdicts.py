@@ -457,6 +457,40 @@ def report(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def table(results: list[dict[str, Any]]) -> str:
+    """Every family in one Markdown table (the README's form): adopts of the right and of the other family with
+    their intervals, the truth check of the right family's adopts (under the null: of any adopt), wall time."""
+
+    def rate(k: int, n: int, ci: tuple[float, float]) -> str:
+        return f"{k}/{n} ({100 * ci[0]:.0f}-{100 * ci[1]:.0f}%)"
+
+    def check(c: dict[str, Any]) -> str:
+        if not c["n"]:
+            return "none adopted"
+        low, high = c["ci95"]
+        return f"{c['better']} / {c['equal']} / {c['worse']}; {c['mean_difference']:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+    rows = [
+        "| family | n | right family adopts (95% CI) | other family adopts (false) | truth check: better / equal / "
+        "worse; mean difference [95% CI] | wall |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in results:
+        n, right = s["n"], s["right"]
+        wall = "" if s["seconds"] is None else f"{s['seconds'] / 60:.1f} min"
+        if right is None:
+            cells = ["none should", f"either: {rate(s['either'], n, s['ci_either'])}", check(s["checks"]["adopted"])]
+        else:
+            other = "exploration" if right == "prior" else "prior"
+            cells = [
+                f"{right}: {rate(s['adopts'][right], n, s['ci'][right])}",
+                f"{other}: {rate(s['adopts'][other], n, s['ci'][other])}",
+                check(s["checks"][right]),
+            ]
+        rows.append(f"| {s['family']} | {n} | " + " | ".join(cells) + f" | {wall} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=100)
@@ -487,6 +521,8 @@ def main(argv: list[str] | None = None) -> int:
             print(file=sys.stderr)
             results.append(summarize(family, outcomes, time.perf_counter() - started))
             print(report(results[-1]), flush=True)
+        if results:
+            print(table(results), flush=True)
         if not args.no_default:
             print(default_backlog(Path(tmp)), flush=True)
     elapsed = time.perf_counter() - began
