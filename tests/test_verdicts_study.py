@@ -1,30 +1,46 @@
 """The study of the verdicts (``python -m bench.verdicts``), small: two seeds of the null, late-config and
 exploration families. It fails when a verdict says ``adopt`` always or never: the prior family must adopt on
-some late-config run and the exploration family on some exploration run, and neither on a null run (where no
-change of constants routes better); an adopted prior family must route new tasks drawn from the truth better
-than the shipped constants. (Whether an adopted exploration does is measured by the study and reported: the
-published table is refit on all tasks, which may already know what exploring found.)"""
+some late-config run and the exploration family on some exploration run, and neither on a null run; an adopted
+verdict of the right family must beat the shipped table by its truth check (the late config's table routes new
+tasks better against the truth, the exploring loop realizes more), and under the null the fitted constants must
+not beat the shipped ones."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.verdicts import run_one, summarize
+from bench.verdicts import RIGHT, VERDICTS, Check, run_one, summarize, summarize_checks
 
 
 def test_each_verdict_adopts_on_its_effect_and_not_under_the_null(tmp_path):
     runs = {
-        family: [run_one(family, seed, 900, tmp_path) for seed in (1, 2)] for family in ("null", "prior", "exploration")
+        family: [run_one(family, seed, tmp_path) for seed in (1, 2)]
+        for family in ("null", "late-config", "exploration")
     }
     every = [o for outcomes in runs.values() for o in outcomes]
-    for verdict in ("prior", "exploration"):
-        adopted = [getattr(o, verdict) == "adopt" for o in every]
+    for verdict in VERDICTS:
+        adopted = [o.adopted(verdict) for o in every]
         assert any(adopted) and not all(adopted), f"the {verdict} verdict adopts {sum(adopted)} of {len(adopted)}"
-    assert summarize("null", runs["null"])["adopt_either"] == 0
-    assert summarize("prior", runs["prior"])["adopt_prior"] >= 1
-    assert summarize("exploration", runs["exploration"])["adopt_exploration"] >= 1
-    checked = [o.closer for o in runs["prior"] if o.prior == "adopt"]
-    assert checked and all(checked)
+    assert summarize("null", runs["null"])["either"] == 0
+    for family in ("late-config", "exploration"):
+        right = RIGHT[family]
+        assert summarize(family, runs[family])["adopts"][right] >= 1
+        checked = [o.checks[right].sign for o in runs[family] if o.adopted(right)]
+        assert checked and set(checked) == {"better"}, f"{family}: {checked}"
+    premise = [o.checks[v].sign for o in runs["null"] for v in VERDICTS]
+    assert len(premise) == 4 and "better" not in premise
+    assert not list(tmp_path.iterdir())  # each run's scratch home is removed
+
+
+def test_a_check_counts_ties_apart_and_the_mean_difference_has_an_interval():
+    checks = [Check(2.0, 1.5), Check(1.5, 1.5), Check(1.0, 1.5), Check(3.0, 1.5)]
+    assert [c.sign for c in checks] == ["better", "equal", "worse", "better"]
+    s = summarize_checks(checks)
+    assert (s["n"], s["better"], s["equal"], s["worse"]) == (4, 2, 1, 1)
+    assert s["mean_difference"] == pytest.approx((0.5 + 0 - 0.5 + 1.5) / 4)
+    low, high = s["ci95"]
+    assert -0.5 <= low < s["mean_difference"] < high <= 1.5  # inside the range of the differences
+    assert summarize_checks([])["ci95"] is None
 
 
 def test_clopper_pearson_matches_the_exact_binomial_interval():

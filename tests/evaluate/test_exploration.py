@@ -77,7 +77,14 @@ def test_the_hand_worked_interval():
     assert found["fitted"]["realized_value"] == pytest.approx(0.25)
     assert found["difference"]["value"] == pytest.approx(-0.25)
     assert found["difference"]["ci95"] == pytest.approx((-0.25, -0.25))
-    assert found["method"] == {"seeds": 4, "resamples": 50, "block_length": 2, "tasks": 8, "dropped_resamples": 0}
+    assert found["method"] == {
+        "seeds": 4,
+        "bootstrap_seeds": 4,
+        "resamples": 50,
+        "block_length": 2,
+        "tasks": 8,
+        "dropped_resamples": 0,
+    }
     verdict, reason = recommend(-0.25, (-0.25, -0.25), 8, {"shipped": 1.0, "fitted": 0.9}, same=False)
     assert verdict == "insufficient-evidence" and "at least 10" in reason  # 8 tasks: too few to decide
     verdict, _ = recommend(-0.25, (-0.25, -0.25), 10, {"shipped": 1.0, "fitted": 0.9}, same=False)
