@@ -1,6 +1,6 @@
 """Are the fit's verdicts right? A study on the simulator, where the truth is known.
 
-``python -m bench.verdicts [--seeds 100] [--families null,late-config,drift,exploration] [--tasks N]``
+``python -m bench.verdicts [--seeds 100] [--families null,late-config,drift,exploration] [--tasks N] [--jobs 2]``
 
 Each family is a scenario (:func:`scenario`) simulated per seed into a scratch home, compacted and evaluated
 exactly as the nightly job does (:func:`pipeline.evaluate.protocol.evaluate`): the prior family (prior source,
@@ -62,7 +62,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -497,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=FIRST_SEED)
     parser.add_argument("--tasks", type=int, default=TASKS)
     parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--jobs", type=int, default=1, help="Runs at once, each in its own process.")
     parser.add_argument("--no-default", action="store_true", help="Skip the default backlog's truth check.")
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
@@ -508,16 +511,19 @@ def main(argv: list[str] | None = None) -> int:
         for family in families if args.seeds > 0 else []:
             started = time.perf_counter()
             outcomes = []
-            for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
-                outcomes.append(run_one(family, seed, Path(tmp), args.tasks))
-                o = outcomes[-1]
-                print(
-                    f"\r{family}: {i + 1}/{args.seeds} (prior {o.prior}, exploration {o.exploration}) "
-                    f"{time.perf_counter() - began:.0f} s",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            seeds = range(args.first_seed, args.first_seed + args.seeds)
+            # Runs are independent and seeded: in parallel, the outcomes (in seed order) are the same.
+            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                runs = pool.map(run_one, repeat(family), seeds, repeat(Path(tmp)), repeat(args.tasks))
+                for i, o in enumerate(runs):
+                    outcomes.append(o)
+                    print(
+                        f"\r{family}: {i + 1}/{args.seeds} (prior {o.prior}, exploration {o.exploration}) "
+                        f"{time.perf_counter() - began:.0f} s",
+                        end="",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             print(file=sys.stderr)
             results.append(summarize(family, outcomes, time.perf_counter() - started))
             print(report(results[-1]), flush=True)
