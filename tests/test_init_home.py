@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 
 from pipeline.cli import cli
-from pipeline.fit.shipped import TEMPLATE, load_shipped, placeholder_note
+from pipeline.fit.shipped import TEMPLATE, ShippedConstants, load_shipped, placeholder_note
 
 
 def test_init_creates_the_folders_and_the_template(tmp_path):
@@ -23,6 +23,12 @@ def test_init_creates_the_folders_and_the_template(tmp_path):
     )
     assert sorted(p.name for p in home.iterdir()) == ["case-studies", "deadletter", "fits", "quarantine", "streams"]
     assert json.loads((home / "fits" / "shipped.json").read_text()) == TEMPLATE
+
+
+def test_the_template_names_every_constant_a_team_can_ship():
+    names = {field.alias or name for name, field in ShippedConstants.model_fields.items()}
+    assert set(TEMPLATE["constants"]) == names
+    ShippedConstants.model_validate(TEMPLATE["constants"])  # and every value is valid as it stands
 
 
 def test_init_twice_keeps_what_is_there(tmp_path):

@@ -207,3 +207,12 @@ def test_sql_schema_lists_every_view_and_column_without_a_store(tmp_path):
     code, output = _run(["sql", "--schema"])
     assert output.splitlines()[0].split() == ["view", "column", "type"]
     assert _run(["sql"])[0] == 2 and _run(["sql", "--schema", "SELECT 1"])[0] == 2
+
+
+def test_sql_where_no_store_was_compacted_says_so_instead_of_answering_from_empty_views(tmp_path):
+    out = CliRunner().invoke(cli, ["sql", "--home", str(tmp_path), "SELECT count(*) AS n FROM tasks"])
+    assert out.exit_code == 2
+    assert out.output == (
+        f"error: no store at {tmp_path / 'store' / 'events'} yet: run `ratings compact` (or `fit-routing`) "
+        "first, or give the home with --home\n"
+    )

@@ -30,7 +30,19 @@ _KEY_PLACEHOLDER = "<cli>/<route>/<model>/<effort>"
 #: The ``fits/shipped.json`` that ``ratings init`` writes: every field present, each config and prior a
 #: placeholder that the fit ignores (and names) until a person replaces it, the constants at the code defaults.
 TEMPLATE: dict[str, Any] = {
-    "constants": {"objective": "quality_per_dollar", "prior_weight": 3.0, "exploration": 0.3, "min_samples": 3},
+    # Every constant, at the code default; null where the default is none (no recency, no lambda, no floor) or
+    # where the fit's option wins (the cost floor).
+    "constants": {
+        "objective": "quality_per_dollar",
+        "prior_source": "shipped",
+        "prior_weight": 3.0,
+        "exploration": 0.3,
+        "half_life_days": None,
+        "min_samples": 3,
+        "lambda": None,
+        "min_quality": None,
+        "cost_floor_usd": None,
+    },
     "default_config": _KEY_PLACEHOLDER,
     "cheap_config": _KEY_PLACEHOLDER,
     "frontier_config": _KEY_PLACEHOLDER,

@@ -279,6 +279,11 @@ def run_sql(
             raise
         except duckdb.Error as exc:
             raise PipelineError(f"query failed: {_one_line(exc)}{_hint(exc, sql)}") from None
+        if store.version is None:  # the answer came from empty views: most likely the wrong --home
+            raise PipelineError(
+                f"no store at {store.location.describe()} yet: run `ratings compact` (or `fit-routing`) first, "
+                "or give the home with --home"
+            )
     return [{name: plain(value) for name, value in zip(names, row, strict=True)} for row in rows]
 
 
