@@ -26,7 +26,8 @@ from .nightly.publish import stats_path_of
 from .nightly.stats import Stats, load_stats
 from .routing.table import Constants, RoutingTable, load
 
-DISAGREE_BY = 0.1  # issue 5: a prior disagrees when it differs from the measured quality by more than this
+#: A prior disagrees when it differs from the measured quality by more than this (docs/design.md, Case studies).
+DISAGREE_BY = 0.1
 CONSTANT_NAMES = (
     "prior_source",
     "prior_weight",
@@ -336,7 +337,7 @@ def _priors(case: Stats | None, owner: Shipped | None) -> tuple[list[PriorCheck]
     """The priors as the owner ships them now, against what the fit measured for them.
 
     With a shipped file, its priors are checked (a prior edited after the fit is judged against the same
-    measurement); without one, the priors recorded in the stats. Disagreement is issue 5's rule: more than
+    measurement); without one, the priors recorded in the stats. A prior disagrees when it is more than
     0.1 apart with ``n >= min_samples``.
     """
     measured = {(p.selector, p.region): p for p in case.priors} if case else {}

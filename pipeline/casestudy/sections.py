@@ -20,7 +20,7 @@ from .optional import (
 from .plots import Plot
 from .signals import signals_section
 
-#: What sequential replay's realized value measures, per objective (DESIGN 6).
+#: What sequential replay's realized value measures, per objective (docs/design.md, Sequential replay).
 REALIZED = {
     "quality_per_dollar": "total quality ÷ total cost, i.e. quality per dollar",
     "utility": "mean of λ·quality − cost",

@@ -1,8 +1,9 @@
-"""Turn a :class:`~pipeline.fit.model.FittedModel` into a ``routing-table/v1`` (DESIGN 7).
+"""Turn a :class:`~pipeline.fit.model.FittedModel` into a ``routing-table/v1`` (docs/design.md, Routing table).
 
 Regions are every region with fitted ratings plus ``'*'``, the global pool. A region's members are
-the configs rated in it, sorted by config key; its ``choice`` is the greedy choice of DESIGN 5 over
-those members. Published floats are rounded to 9 decimals, so the same fit gives the same bytes.
+the configs rated in it, sorted by config key; its ``choice`` is the greedy choice over those members
+(docs/design.md, Greedy choice and ties). Published floats are rounded to 9 decimals, so the same fit gives the
+same bytes.
 """
 
 from __future__ import annotations

@@ -33,7 +33,10 @@ _MODEL = ConfigDict(frozen=True, extra="forbid", defer_build=True, allow_inf_nan
 
 
 class Constants(BaseModel):
-    """The routing constants (DESIGN 5/6). ``half_life_days`` null means no recency weighting."""
+    """The routing constants (docs/design.md, Fit; docs/design.md, Evaluation).
+
+    ``half_life_days`` null means no recency weighting.
+    """
 
     model_config = _MODEL
 
@@ -50,7 +53,7 @@ class Constants(BaseModel):
 
 
 class Static(BaseModel):
-    """Static fallback from ``shipped.json`` (DESIGN 5)."""
+    """Static fallback from ``shipped.json`` (docs/design.md, Static fallback)."""
 
     model_config = _MODEL
 

@@ -16,7 +16,7 @@ from .scenario import Prior, Scenario
 
 def believed_priors(keys: list[str], regions: list[str], priors: list[Prior]) -> dict[tuple[str, str], float]:
     """(config key, region) -> the most specific matching shipped prior, by the fitter's own rule
-    (:func:`pipeline.fit.shipped.shipped_prior`, DESIGN 5); pairs no prior matches are absent."""
+    (:func:`pipeline.fit.shipped.shipped_prior`; docs/design.md, Priors); pairs no prior matches are absent."""
     import polars as pl
 
     from ..fit.shipped import priors_frame, shipped_prior

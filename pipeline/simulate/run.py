@@ -62,7 +62,7 @@ class SimResult(BaseModel):
 
 
 def _expected(counts: dict[str, int]) -> dict[str, int]:
-    """What compaction must report for the injected damage (DESIGN 3 and 4)."""
+    """What compaction must report for the injected damage (docs/design.md, Events; docs/design.md, Storage)."""
     return {
         "dead_letters": counts["torn"] + counts["conflicts"] + counts["invalid"],
         "duplicates": counts["duplicates"],
