@@ -31,6 +31,25 @@ home_option = click.option(
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of a table.")
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+table_option = click.option(
+    "--table",
+    "table",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Routing table file (default: <home>/fits/routing-table.json).",
+)
+fsync_option = click.option(
+    "--fsync",
+    type=click.Choice(["always", "batch", "never"]),
+    default="batch",
+    show_default=True,
+    help="fsync after every line, once per batch, or never.",
+)
+
+
+def seed_option(default: int | None, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--seed N`` with this command's default and meaning."""
+    return click.option("--seed", type=int, default=default, show_default=default is not None, help=help)
 
 
 def store_options(*, writer: bool = False, as_of: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -195,13 +214,7 @@ def cli() -> None:
 # --------------------------------------------------------------------------- append / repair
 @cli.command()
 @home_option
-@click.option(
-    "--fsync",
-    type=click.Choice(["always", "batch", "never"]),
-    default="batch",
-    show_default=True,
-    help="fsync after every line, once per batch, or never.",
-)
+@fsync_option
 @click.option(
     "--max-line-bytes",
     type=click.IntRange(min=1),
@@ -345,17 +358,11 @@ def init(home: str | None, as_json: bool) -> None:
     "--failed", "failed", multiple=True, metavar="KEY", help="A config that already failed on the task (repeat)."
 )
 @click.option("--policy", default=None, help="Routing policy (default: learning_governed).")
-@click.option("--seed", type=int, default=None, help="Seed of the exploration draw (default: no exploration, greedy).")
+@seed_option(None, "Seed of the exploration draw (default: no exploration, greedy).")
 @click.option("--explain", is_flag=True, help="Add the table rows and the gate checks that decided it.")
 @click.option("--log", "log", is_flag=True, help="Append the decision as a route.decided event (needs --task).")
 @click.option("--task", default=None, help="The task id the logged decision belongs to.")
-@click.option(
-    "--table",
-    "table",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Routing table file (default: <home>/fits/routing-table.json).",
-)
+@table_option
 @json_option
 @handle_errors
 def route(
@@ -415,13 +422,7 @@ def route(
 
 @cli.command("table")
 @home_option
-@click.option(
-    "--table",
-    "table",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Routing table file (default: <home>/fits/routing-table.json).",
-)
+@table_option
 @json_option
 @handle_errors
 def table_(home: str | None, table: str | None, as_json: bool) -> None:
@@ -487,7 +488,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
     show_default=True,
     help="Fraction of tasks (in time order) learned; the rest is held out.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and replay draws.")
+@seed_option(0, "Seed of the bootstrap and replay draws.")
 @click.option(
     "--case-study",
     "case_study",
@@ -711,12 +712,7 @@ def case_study(home: str | None, as_json: bool, name: str) -> None:
     default=None,
     help="Shipped constants and priors (default: fits/shipped.json).",
 )
-@click.option(
-    "--table",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Published routing table (default: fits/routing-table.json).",
-)
+@table_option
 @click.option(
     "--stats",
     type=click.Path(dir_okay=False),
@@ -999,7 +995,7 @@ def _size(n: int) -> str:
 @click.option("--rater-name", default=None, help="Rater name (default: the file name without extensions).")
 @click.option("--thread", default=None, help="Thread name recorded on each task.opened.")
 @click.option("--skip-bad", is_flag=True, help="Dead-letter bad rows instead of failing.")
-@click.option("--fsync", type=click.Choice(["always", "batch", "never"]), default="batch", show_default=True)
+@fsync_option
 @quiet_option
 @json_option
 @click.argument("file", type=click.Path(dir_okay=False))
@@ -1088,7 +1084,7 @@ def _progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None
     default=None,
     help="Tasks of new evidence (default: max(40, tasks / 3)).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Simulator and fit seed.")
+@seed_option(0, "Simulator and fit seed.")
 @click.option(
     "--keep",
     type=click.Path(file_okay=False),
@@ -1149,7 +1145,7 @@ def smoke(tasks: int, evidence_tasks: int | None, seed: int, keep: str | None, a
     help="A scenario as JSON (see pipeline.simulate.Scenario) instead of a preset.",
 )
 @click.option("--tasks", type=click.IntRange(min=1), default=None, help="Number of tasks (default: the scenario's).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same bytes.")
+@seed_option(0, "Same seed, same bytes.")
 @click.option(
     "--corrupt",
     type=click.FloatRange(0.0, 0.25),

@@ -24,19 +24,10 @@ from .home import Home
 from .jsonfile import first_problem
 from .nightly.publish import stats_path_of
 from .nightly.stats import Stats, load_stats
-from .routing.table import Constants, RoutingTable, load
+from .routing.table import CONSTANT_NAMES, Constants, RoutingTable, load
 
 #: A prior disagrees when it differs from the measured quality by more than this (docs/design.md, Case studies).
 DISAGREE_BY = 0.1
-CONSTANT_NAMES = (
-    "prior_source",
-    "prior_weight",
-    "exploration",
-    "half_life_days",
-    "min_samples",
-    "cost_floor_usd",
-    "lambda",
-)
 
 _M = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..fit.shipped import defaults_note
 from ..nightly.stats import Stats
+from ..routing.table import CONSTANT_NAMES
 from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
 from .glossary import glossary_section, see_glossary
@@ -26,15 +27,6 @@ REALIZED = {
     "utility": "mean of λ·quality − cost",
     "quality": "mean quality",
 }
-CONSTANT_NAMES = (
-    "prior_source",
-    "prior_weight",
-    "exploration",
-    "half_life_days",
-    "min_samples",
-    "cost_floor_usd",
-    "lambda",
-)
 
 
 def fitted_home(stats: Stats) -> str | None:

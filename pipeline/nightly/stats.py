@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..evaluate.verdict import Recommendation
+from ..jsonfile import json_schema
 
 STATS_SCHEMA = "case-study-stats/v1"
 
@@ -248,11 +249,7 @@ def load_stats(path: str | Path) -> Stats:
 
 def stats_json_schema() -> dict[str, Any]:
     """The JSON Schema of ``stats.json`` (``case-studies/stats.schema.json``), generated from :class:`Stats`."""
-    schema = Stats.model_json_schema(by_alias=True)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "stats.schema.json"
-    schema["title"] = STATS_SCHEMA
-    return schema
+    return json_schema(Stats, "stats.schema.json", STATS_SCHEMA)
 
 
 SCHEMA_FILE = Path("case-studies") / "stats.schema.json"

@@ -268,20 +268,9 @@ class Router:
             others = tuple(sorted(c for c in candidates if c != config))
         return config, prefix + reason, others, candidates, view, view.row(config).quality
 
-    def explain(
-        self,
-        region: str,
-        pool: Sequence[str] | None = None,
-        role: str | None = None,
-        failures: Sequence[str] = (),
-        policy: str | None = None,
-        rng: random.Random | None = None,
-    ) -> dict[str, Any]:
-        """The decision plus the table rows and gate checks that decided it (``ratings route --explain``)."""
-        return self.describe(self.route(region, pool, role, failures, policy, rng), region, role)
-
     def describe(self, decision: Decision, region: str, role: str | None = None) -> dict[str, Any]:
-        """``decision`` as a dict with the rows of its candidates (rank order) and the checks of its policy."""
+        """``decision`` as a dict with the rows of its candidates (rank order) and the checks of its policy: the
+        table rows and gate checks that decided it (``ratings route --explain``)."""
         view = self.view(region)
         out: dict[str, Any] = decision.to_dict()
         out["region"] = region

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import TableSchemaError
 from ..home import atomic_write
-from ..jsonfile import read_json, validate
+from ..jsonfile import json_schema, read_json, validate
 
 SCHEMA = "routing-table/v1.1"
 SCHEMA_MAJOR = "routing-table/v1"
@@ -50,6 +50,19 @@ class Constants(BaseModel):
     # The quality floor: the best objective among members whose quality is at least this, else the highest
     # quality (docs/design.md, Routing). None: no floor.
     min_quality: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+#: The searched and shipped constants (by their JSON names), in the order the case-study page and
+#: ``ratings compare`` show them.
+CONSTANT_NAMES = (
+    "prior_source",
+    "prior_weight",
+    "exploration",
+    "half_life_days",
+    "min_samples",
+    "cost_floor_usd",
+    "lambda",
+)
 
 
 class Static(BaseModel):
@@ -179,11 +192,8 @@ def load(path: str | Path) -> RoutingTable:
 
 
 def table_json_schema() -> dict[str, Any]:
-    schema = RoutingTable.model_json_schema(by_alias=True)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "routing-table.schema.json"
-    schema["title"] = SCHEMA
-    return schema
+    """The JSON Schema of a routing table (``fits/routing-table.schema.json``), generated from the model."""
+    return json_schema(RoutingTable, "routing-table.schema.json", SCHEMA)
 
 
 def publish(table: RoutingTable, path: str | Path, *, root: Path | None = None) -> RoutingTable:
