@@ -590,35 +590,35 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @json_option
 @handle_errors
 def fit(
-    home,
-    split,
-    seed,
-    case_study,
-    shipped,
-    objective,
-    lambda_,
-    cost_floor,
-    prior_source,
-    prior_weight,
-    exploration,
-    min_exploration,
-    half_life,
-    min_samples,
-    min_quality,
-    thread,
-    since,
-    no_compact,
-    wait,
-    no_prm,
-    pass_threshold,
-    ladder_target,
-    ladder_budget,
-    no_writeback,
-    no_render,
-    credit,
-    quiet,
-    as_json,
-):
+    home: str | None,
+    split: float,
+    seed: int,
+    case_study: str,
+    shipped: str | None,
+    objective: Literal["quality_per_dollar", "utility", "quality"] | None,
+    lambda_: float | None,
+    cost_floor: float,
+    prior_source: Literal["shipped", "measured"] | None,
+    prior_weight: float | None,
+    exploration: float | None,
+    min_exploration: float,
+    half_life: float | Literal["inf"] | None,
+    min_samples: int | None,
+    min_quality: float | None,
+    thread: str | None,
+    since: datetime | None,
+    no_compact: bool,
+    wait: bool,
+    no_prm: bool,
+    pass_threshold: float,
+    ladder_target: str | None,
+    ladder_budget: float | None,
+    no_writeback: bool,
+    no_render: bool,
+    credit: str | None,
+    quiet: bool,
+    as_json: bool,
+) -> None:
     """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
 
     Compacts first, splits tasks in time order (learned / held-out), chooses
@@ -747,7 +747,7 @@ def compare(
 @store_options()
 @json_option
 @handle_errors
-def doctor(home, as_json):
+def doctor(home: str | None, as_json: bool) -> None:
     """Check that the learning loop is closed: code defaults [CODE] and this home [LIVE].
 
     Prints every check, then LOOP: CLOSED, or LOOP: OPEN with the reasons (exit 1).
@@ -820,7 +820,7 @@ def pin(home: str | None, latest: bool, as_json: bool, version: str | None) -> N
 @json_option
 @quiet_option
 @handle_errors
-def compact(home, merge_threshold, rebuild, as_json, quiet):
+def compact(home: str | None, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool) -> None:
     """Compact the new lines of the streams into the store's events table: one Delta commit per run.
 
     Incremental and idempotent: a run with no new input commits nothing, and a
@@ -898,7 +898,7 @@ def sql(home: str | None, schema: bool, as_json: bool, query: str | None) -> Non
 @store_options(as_of=True)
 @json_option
 @handle_errors
-def verify(home, as_json):
+def verify(home: str | None, as_json: bool) -> None:
     """Check the store against its commit log and this home's streams (exit 1 naming each problem).
 
     Every live file exists with the size and rows the log records; this
@@ -948,7 +948,7 @@ def verify(home, as_json):
 @store_options()
 @json_option
 @handle_errors
-def vacuum(home, retain_hours, as_json):
+def vacuum(home: str | None, retain_hours: int, as_json: bool) -> None:
     """Remove files of the store no retained version needs, and files no version references.
 
     Prints the store's size before and after.
@@ -1036,7 +1036,7 @@ def import_(
             rater_name=rater_name,
             thread=thread,
             skip_bad=skip_bad,
-            fsync=fsync,  # type: ignore[arg-type]
+            fsync=fsync,  # type: ignore[arg-type]  # click.Choice checked it
             progress=advance,
         )
     if as_json:

@@ -20,7 +20,7 @@ from ..events import format_timestamp
 from ..fit.inputs import FitInputs, task_values
 from ..fit.learning import LearningOutputs, costed_targets
 from ..fit.model import FittedModel, Shipped, fit_model
-from ..routing.table import Constants
+from ..routing.table import ConstantOrigin, Constants
 from .baselines import baselines
 from .calibration import CalibrationResult, calibrate
 from .exploration import compare_explorations
@@ -44,7 +44,7 @@ class Evaluation:
     shipped: Constants
     fitted: Constants
     published: Constants  # per family: fitted on its own adopt (or pinned), else shipped
-    provenance: dict[str, str]  # searched constant -> fitted | shipped | pinned
+    provenance: dict[str, ConstantOrigin]  # per searched constant
     selected_on: dict[str, str]
     routing: dict[str, Any]
     replay: dict[str, Any]
@@ -145,7 +145,7 @@ def evaluate(
     published = priors.model_copy(
         update={"exploration": (fitted if explore_adopted else shipped_constants).exploration}
     )
-    provenance = {
+    provenance: dict[str, ConstantOrigin] = {
         name: "pinned"
         if name in pins
         else ("fitted" if (explore_adopted if name == "exploration" else prior_adopted) else "shipped")
@@ -259,7 +259,7 @@ def _pin(field: str) -> str:
     return "lambda" if field == "lambda_" else field
 
 
-def constants_source(provenance: dict[str, str]) -> str:
+def constants_source(provenance: dict[str, ConstantOrigin]) -> str:
     """``shipped`` when every judged constant is the shipped value, ``fitted`` when none is, else ``mixed``
     (a pinned value is the operator's choice, not the shipped one)."""
     shipped = [p == "shipped" for p in provenance.values()]

@@ -16,7 +16,7 @@ import polars as pl
 
 from ..errors import FitError
 from ..events import format_timestamp
-from ..routing.table import Evidence, Ladder, Member, Region, RoutingTable, Source, Static
+from ..routing.table import ConstantOrigin, Evidence, Ladder, Member, Region, RoutingTable, Source, Static
 from .model import FittedModel
 
 DECIMALS = 9
@@ -47,7 +47,7 @@ def build_table(
     signals: pl.DataFrame | None = None,
     ladders: Mapping[str, Ladder] | None = None,
     gate: pl.DataFrame | None = None,
-    provenance: Mapping[str, str] | None = None,
+    provenance: Mapping[str, ConstantOrigin] | None = None,
 ) -> RoutingTable:
     """The routing table of ``model`` (unversioned: :func:`pipeline.routing.table.publish` stamps it).
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..evaluate.verdict import Recommendation
 from ..jsonfile import json_schema
+from ..routing.table import ConstantOrigin
 
 STATS_SCHEMA = "case-study-stats/v1"
 
@@ -70,7 +71,7 @@ class Constants(BaseModel):
     fitted: ConstantSet
     selected_on: dict[str, Literal["validation", "pinned"]]
     published: Literal["fitted", "shipped", "mixed"]
-    provenance: dict[str, Literal["fitted", "shipped", "pinned"]] = Field(default_factory=dict)
+    provenance: dict[str, ConstantOrigin] = Field(default_factory=dict)
     values: ConstantSet | None = None  # the published constants
     #: where the "shipped" constants came from: a shipped.json, or the code defaults when there is none
     shipped_from: Literal["file", "code defaults"] = "file"

@@ -29,6 +29,9 @@ SCHEMA_MAJOR = "routing-table/v1"
 SCHEMA_WITH_GATE = "routing-table/v1.1"
 
 # allow_inf_nan=False: a table never holds NaN or an infinity (JSON has neither; a dispatcher could not rank by one).
+#: Where a published constant comes from: searched and adopted, the shipped value, or pinned on the command line.
+ConstantOrigin = Literal["fitted", "shipped", "pinned"]
+
 _MODEL = ConfigDict(frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False)
 
 
@@ -156,7 +159,7 @@ class RoutingTable(BaseModel):
     constants_source: Literal["fitted", "shipped", "mixed"]
     # Per searched constant: "fitted" (its family's verdict adopted it), "shipped" or "pinned" (given on the
     # command line). Optional: tables written before it have none.
-    constants_provenance: dict[str, Literal["fitted", "shipped", "pinned"]] = Field(default_factory=dict)
+    constants_provenance: dict[str, ConstantOrigin] = Field(default_factory=dict)
     static: Static
     regions: dict[str, Region]
     evaluation: dict[str, Any] = Field(default_factory=dict)
