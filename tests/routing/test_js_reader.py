@@ -1,10 +1,11 @@
-"""The JavaScript reader of the README (a copy: tests/routing/readme_route.mjs) agrees with the Python router's
+"""The JavaScript reader of the README (taken from the README's one ```js block) agrees with the Python router's
 default policy on the embedded default data, region by region, with and without a quality floor. Skipped when
 node is not installed (said in the skip reason)."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,11 +15,20 @@ import pytest
 from pipeline.routing import Router
 from pipeline.routing.table import RoutingTable, canonical_json
 
-READER = Path(__file__).with_name("readme_route.mjs")
 REPO = Path(__file__).resolve().parents[2]
 NODE = shutil.which("node")
 
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed: the JavaScript reader is not checked")
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory) -> Path:
+    """The README's JavaScript, as printed there, in a file node can run."""
+    blocks = re.findall(r"^```js\n(.*?)^```$", (REPO / "README.md").read_text(), flags=re.M | re.S)
+    assert len(blocks) == 1, "the README holds one ```js block: the reader"
+    path = tmp_path_factory.mktemp("js") / "route.mjs"
+    path.write_text(blocks[0])
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +46,8 @@ def default_table(tmp_path_factory) -> Path:
     return home / "fits" / "routing-table.json"
 
 
-def js_route(path: Path, region: str) -> tuple[str, str]:
-    out = subprocess.run([NODE, str(READER), str(path), region], capture_output=True, text=True, check=True)
+def js_route(reader: Path, path: Path, region: str) -> tuple[str, str]:
+    out = subprocess.run([NODE, str(reader), str(path), region], capture_output=True, text=True, check=True)
     config, version = out.stdout.split()
     return config, version
 
@@ -46,17 +56,17 @@ def regions(table: RoutingTable) -> list[str]:
     return [*sorted(table.regions), "a-region-the-table-does-not-know"]
 
 
-def test_the_reader_agrees_with_the_router_on_the_default_data(default_table):
+def test_the_reader_agrees_with_the_router_on_the_default_data(reader, default_table):
     table = RoutingTable.model_validate_json(default_table.read_text())
     router = Router(table)
     decisions = {r: router.route(r).config for r in regions(table)}
     assert len(set(decisions.values())) > 1  # the regions do not all route alike: the comparison can tell
     for region, config in decisions.items():
-        assert js_route(default_table, region) == (config, table.version), region
+        assert js_route(reader, default_table, region) == (config, table.version), region
 
 
 @pytest.mark.parametrize("floor", [0.5, 0.8, 0.99])
-def test_the_reader_honours_the_quality_floor_as_the_router_does(default_table, tmp_path, floor):
+def test_the_reader_honours_the_quality_floor_as_the_router_does(reader, default_table, tmp_path, floor):
     data = json.loads(default_table.read_text())
     data["constants"]["min_quality"] = floor
     table = RoutingTable.model_validate(data).with_version()
@@ -64,13 +74,13 @@ def test_the_reader_honours_the_quality_floor_as_the_router_does(default_table, 
     path.write_bytes(canonical_json(table.to_json_dict()))
     router = Router(table)
     for region in regions(table):
-        assert js_route(path, region) == (router.route(region).config, table.version), (floor, region)
+        assert js_route(reader, path, region) == (router.route(region).config, table.version), (floor, region)
 
 
-def test_the_reader_refuses_a_table_without_gate_tests(default_table, tmp_path):
+def test_the_reader_refuses_a_table_without_gate_tests(reader, default_table, tmp_path):
     data = json.loads(default_table.read_text())
     data["schema"] = "routing-table/v1"
     path = tmp_path / "v1.json"
     path.write_text(json.dumps(data))
-    out = subprocess.run([NODE, str(READER), str(path), "implement"], capture_output=True, text=True, check=False)
+    out = subprocess.run([NODE, str(reader), str(path), "implement"], capture_output=True, text=True, check=False)
     assert out.returncode != 0 and "unsupported table schema routing-table/v1 (this reader needs v1.1" in out.stderr
