@@ -1,7 +1,7 @@
 # Two commands for a fresh machine:
 #   make run    set up, then run the nightly job (fit-routing) on the embedded default data:
 #               publishes fits/routing-table.json and writes case-studies/routing-by-rating/
-#   make test   set up, then run the whole test suite
+#   make test   set up, then check lint, format and types (ruff, mypy) and run the whole test suite
 # Real-data case studies (committed): make case-studies (both of the targets below).
 PYTHON ?= python3
 VENV   ?= .venv
@@ -20,7 +20,11 @@ setup: $(BIN)/.installed
 run: setup
 	$(BIN)/fit-routing --home . --credit "Data: the embedded default backlog (streams/), simulated with known truth by make default-data (ratings simulate --preset backlog --seed 7); the truth, in fits/truth.json, is never read by the fit."
 
+# Lint, format and types first (each fails the target), then the whole suite.
 test: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 bench: setup

@@ -46,7 +46,7 @@ def synthetic_table(configs: int, regions: int, seed: int = 0) -> RoutingTable:
     regions_map["*"] = Region(members=members(), choice=None)
     return RoutingTable(
         fitted_at=None,
-        source=Source(manifest=None),
+        source=Source(),
         objective="quality_per_dollar",
         constants=Constants(exploration=0.1),
         constants_source="shipped",

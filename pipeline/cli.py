@@ -31,6 +31,25 @@ home_option = click.option(
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of a table.")
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+table_option = click.option(
+    "--table",
+    "table",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Routing table file (default: <home>/fits/routing-table.json).",
+)
+fsync_option = click.option(
+    "--fsync",
+    type=click.Choice(["always", "batch", "never"]),
+    default="batch",
+    show_default=True,
+    help="fsync after every line, once per batch, or never.",
+)
+
+
+def seed_option(default: int | None, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--seed N`` with this command's default and meaning."""
+    return click.option("--seed", type=int, default=default, show_default=default is not None, help=help)
 
 
 def store_options(*, writer: bool = False, as_of: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -195,13 +214,7 @@ def cli() -> None:
 # --------------------------------------------------------------------------- append / repair
 @cli.command()
 @home_option
-@click.option(
-    "--fsync",
-    type=click.Choice(["always", "batch", "never"]),
-    default="batch",
-    show_default=True,
-    help="fsync after every line, once per batch, or never.",
-)
+@fsync_option
 @click.option(
     "--max-line-bytes",
     type=click.IntRange(min=1),
@@ -345,17 +358,11 @@ def init(home: str | None, as_json: bool) -> None:
     "--failed", "failed", multiple=True, metavar="KEY", help="A config that already failed on the task (repeat)."
 )
 @click.option("--policy", default=None, help="Routing policy (default: learning_governed).")
-@click.option("--seed", type=int, default=None, help="Seed of the exploration draw (default: no exploration, greedy).")
+@seed_option(None, "Seed of the exploration draw (default: no exploration, greedy).")
 @click.option("--explain", is_flag=True, help="Add the table rows and the gate checks that decided it.")
 @click.option("--log", "log", is_flag=True, help="Append the decision as a route.decided event (needs --task).")
 @click.option("--task", default=None, help="The task id the logged decision belongs to.")
-@click.option(
-    "--table",
-    "table",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Routing table file (default: <home>/fits/routing-table.json).",
-)
+@table_option
 @json_option
 @handle_errors
 def route(
@@ -415,13 +422,7 @@ def route(
 
 @cli.command("table")
 @home_option
-@click.option(
-    "--table",
-    "table",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Routing table file (default: <home>/fits/routing-table.json).",
-)
+@table_option
 @json_option
 @handle_errors
 def table_(home: str | None, table: str | None, as_json: bool) -> None:
@@ -487,7 +488,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
     show_default=True,
     help="Fraction of tasks (in time order) learned; the rest is held out.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and replay draws.")
+@seed_option(0, "Seed of the bootstrap and replay draws.")
 @click.option(
     "--case-study",
     "case_study",
@@ -589,35 +590,35 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @json_option
 @handle_errors
 def fit(
-    home,
-    split,
-    seed,
-    case_study,
-    shipped,
-    objective,
-    lambda_,
-    cost_floor,
-    prior_source,
-    prior_weight,
-    exploration,
-    min_exploration,
-    half_life,
-    min_samples,
-    min_quality,
-    thread,
-    since,
-    no_compact,
-    wait,
-    no_prm,
-    pass_threshold,
-    ladder_target,
-    ladder_budget,
-    no_writeback,
-    no_render,
-    credit,
-    quiet,
-    as_json,
-):
+    home: str | None,
+    split: float,
+    seed: int,
+    case_study: str,
+    shipped: str | None,
+    objective: Literal["quality_per_dollar", "utility", "quality"] | None,
+    lambda_: float | None,
+    cost_floor: float,
+    prior_source: Literal["shipped", "measured"] | None,
+    prior_weight: float | None,
+    exploration: float | None,
+    min_exploration: float,
+    half_life: float | Literal["inf"] | None,
+    min_samples: int | None,
+    min_quality: float | None,
+    thread: str | None,
+    since: datetime | None,
+    no_compact: bool,
+    wait: bool,
+    no_prm: bool,
+    pass_threshold: float,
+    ladder_target: str | None,
+    ladder_budget: float | None,
+    no_writeback: bool,
+    no_render: bool,
+    credit: str | None,
+    quiet: bool,
+    as_json: bool,
+) -> None:
     """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
 
     Compacts first, splits tasks in time order (learned / held-out), chooses
@@ -711,12 +712,7 @@ def case_study(home: str | None, as_json: bool, name: str) -> None:
     default=None,
     help="Shipped constants and priors (default: fits/shipped.json).",
 )
-@click.option(
-    "--table",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Published routing table (default: fits/routing-table.json).",
-)
+@table_option
 @click.option(
     "--stats",
     type=click.Path(dir_okay=False),
@@ -751,7 +747,7 @@ def compare(
 @store_options()
 @json_option
 @handle_errors
-def doctor(home, as_json):
+def doctor(home: str | None, as_json: bool) -> None:
     """Check that the learning loop is closed: code defaults [CODE] and this home [LIVE].
 
     Prints every check, then LOOP: CLOSED, or LOOP: OPEN with the reasons (exit 1).
@@ -824,7 +820,7 @@ def pin(home: str | None, latest: bool, as_json: bool, version: str | None) -> N
 @json_option
 @quiet_option
 @handle_errors
-def compact(home, merge_threshold, rebuild, as_json, quiet):
+def compact(home: str | None, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool) -> None:
     """Compact the new lines of the streams into the store's events table: one Delta commit per run.
 
     Incremental and idempotent: a run with no new input commits nothing, and a
@@ -902,7 +898,7 @@ def sql(home: str | None, schema: bool, as_json: bool, query: str | None) -> Non
 @store_options(as_of=True)
 @json_option
 @handle_errors
-def verify(home, as_json):
+def verify(home: str | None, as_json: bool) -> None:
     """Check the store against its commit log and this home's streams (exit 1 naming each problem).
 
     Every live file exists with the size and rows the log records; this
@@ -952,7 +948,7 @@ def verify(home, as_json):
 @store_options()
 @json_option
 @handle_errors
-def vacuum(home, retain_hours, as_json):
+def vacuum(home: str | None, retain_hours: int, as_json: bool) -> None:
     """Remove files of the store no retained version needs, and files no version references.
 
     Prints the store's size before and after.
@@ -999,7 +995,7 @@ def _size(n: int) -> str:
 @click.option("--rater-name", default=None, help="Rater name (default: the file name without extensions).")
 @click.option("--thread", default=None, help="Thread name recorded on each task.opened.")
 @click.option("--skip-bad", is_flag=True, help="Dead-letter bad rows instead of failing.")
-@click.option("--fsync", type=click.Choice(["always", "batch", "never"]), default="batch", show_default=True)
+@fsync_option
 @quiet_option
 @json_option
 @click.argument("file", type=click.Path(dir_okay=False))
@@ -1040,7 +1036,7 @@ def import_(
             rater_name=rater_name,
             thread=thread,
             skip_bad=skip_bad,
-            fsync=fsync,  # type: ignore[arg-type]
+            fsync=fsync,  # type: ignore[arg-type]  # click.Choice checked it
             progress=advance,
         )
     if as_json:
@@ -1088,7 +1084,7 @@ def _progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None
     default=None,
     help="Tasks of new evidence (default: max(40, tasks / 3)).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Simulator and fit seed.")
+@seed_option(0, "Simulator and fit seed.")
 @click.option(
     "--keep",
     type=click.Path(file_okay=False),
@@ -1149,7 +1145,7 @@ def smoke(tasks: int, evidence_tasks: int | None, seed: int, keep: str | None, a
     help="A scenario as JSON (see pipeline.simulate.Scenario) instead of a preset.",
 )
 @click.option("--tasks", type=click.IntRange(min=1), default=None, help="Number of tasks (default: the scenario's).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same bytes.")
+@seed_option(0, "Same seed, same bytes.")
 @click.option(
     "--corrupt",
     type=click.FloatRange(0.0, 0.25),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Container
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,19 +24,11 @@ from .fit.shipped import Shipped, defaults_note, load_shipped
 from .home import Home
 from .jsonfile import first_problem
 from .nightly.publish import stats_path_of
-from .nightly.stats import Stats, load_stats
-from .routing.table import Constants, RoutingTable, load
+from .nightly.stats import HitRate, Stats, load_stats
+from .routing.table import CONSTANT_NAMES, Constants, RoutingTable, load
 
-DISAGREE_BY = 0.1  # issue 5: a prior disagrees when it differs from the measured quality by more than this
-CONSTANT_NAMES = (
-    "prior_source",
-    "prior_weight",
-    "exploration",
-    "half_life_days",
-    "min_samples",
-    "cost_floor_usd",
-    "lambda",
-)
+#: A prior disagrees when it differs from the measured quality by more than this (docs/design.md, Case studies).
+DISAGREE_BY = 0.1
 
 _M = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -185,7 +178,11 @@ def compare(
     routing_table = load(table_path) if table is not None or table_path.exists() else None
     stats_path = Path(stats) if stats is not None else stats_path_of(h, routing_table)
     case = _load_stats(stats_path) if stats is not None or stats_path.exists() else None
-    if case is None and routing_table is None:
+    if case is not None:
+        objective = case.objective
+    elif routing_table is not None:
+        objective = routing_table.objective
+    else:
         raise PipelineError(
             f"nothing to compare: no stats at {stats_path} and no routing table at {table_path}; "
             "run `fit-routing` first"
@@ -212,13 +209,13 @@ def compare(
         stats_file=str(stats_path) if case else None,
         table_file=str(table_path) if routing_table is not None else None,
         shipped_file=str(shipped_path) if owner is not None else None,
-        objective=case.objective if case else routing_table.objective,
+        objective=objective,
         published=published,
         published_from="table" if routing_table is not None else "stats",
         provenance=dict(routing_table.constants_provenance)
         if routing_table is not None
         else dict(case.constants.provenance if case else {}),
-        constants=_constants(case, routing_table, owner),
+        constants=_constants(case, routing_table, evaluation, owner),
         routing=_routing(case, evaluation),
         recommendation=case.routing.recommendation if case else evaluation.get("recommendation"),
         reason=case.routing.reason if case else evaluation.get("reason"),
@@ -242,15 +239,17 @@ def _load_stats(path: Path) -> Stats:
         raise PipelineError(f"{path}: not a case-study-stats/v1 file: {first_problem(exc)}") from None
 
 
-def _constants(case: Stats | None, table: RoutingTable | None, owner: Shipped | None) -> list[ConstantRow]:
+def _constants(
+    case: Stats | None, table: RoutingTable | None, evaluation: dict[str, Any], owner: Shipped | None
+) -> list[ConstantRow]:
     if case is not None:
         shipped = case.constants.shipped.model_dump(by_alias=True)
         fitted = case.constants.fitted.model_dump(by_alias=True)
         selected = case.constants.selected_on
     else:  # the table's evaluation names the fitted constants; the shipped ones are the file's (or defaults)
         shipped = (owner or Shipped()).to_constants().model_dump(by_alias=True)
-        fitted = dict(table.evaluation.get("fitted_constants") or {})
-        selected = dict(table.evaluation.get("selected_on") or {})
+        fitted = dict(evaluation.get("fitted_constants") or {})
+        selected = dict(evaluation.get("selected_on") or {})
     published = table.constants.model_dump(by_alias=True) if table is not None else {}
     return [
         ConstantRow(
@@ -269,7 +268,7 @@ def _routing(case: Stats | None, evaluation: dict[str, Any]) -> RoutingFigures:
     if case is not None:
         r = case.routing
 
-        def figures(h) -> HitFigures:
+        def figures(h: HitRate) -> HitFigures:
             return HitFigures(hit_rate=h.hit_rate, hits=h.hits, n=h.n, ci95=h.ci95)
 
         return RoutingFigures(
@@ -283,7 +282,7 @@ def _routing(case: Stats | None, evaluation: dict[str, Any]) -> RoutingFigures:
     diff = evaluation.get("difference") or {}
     n = evaluation.get("eligible_held_out")
 
-    def bare(rate) -> HitFigures:
+    def bare(rate: float | None) -> HitFigures:
         return HitFigures(hit_rate=rate, hits=None, n=n, ci95=None)
 
     return RoutingFigures(
@@ -328,7 +327,7 @@ def _policies(case: Stats | None) -> list[PolicyFigures]:
     ]
 
 
-def _pair(value) -> tuple[float, float] | None:
+def _pair(value: Any) -> tuple[float, float] | None:
     return (value[0], value[1]) if isinstance(value, (list, tuple)) and len(value) == 2 else None
 
 
@@ -336,7 +335,7 @@ def _priors(case: Stats | None, owner: Shipped | None) -> tuple[list[PriorCheck]
     """The priors as the owner ships them now, against what the fit measured for them.
 
     With a shipped file, its priors are checked (a prior edited after the fit is judged against the same
-    measurement); without one, the priors recorded in the stats. Disagreement is issue 5's rule: more than
+    measurement); without one, the priors recorded in the stats. A prior disagrees when it is more than
     0.1 apart with ``n >= min_samples``.
     """
     measured = {(p.selector, p.region): p for p in case.priors} if case else {}
@@ -461,7 +460,7 @@ def _region_change(region: str, before: RoutingTable, after: RoutingTable) -> Re
 
 
 # --------------------------------------------------------------------------- text
-def _aligned(columns: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+def _aligned(columns: list[str], rows: list[list[str]], right: Container[int] = frozenset()) -> list[str]:
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
 
     def line(cells: list[str]) -> str:
@@ -568,11 +567,11 @@ def _text(c: Comparison) -> str:
     if c.notes:
         out += ["", *(f"Note: {n}" for n in c.notes)]
     if c.previous:
-        p = c.previous
+        prev = c.previous
         out += [
             "",
-            f"Against the previous fit {p.previous_version} ({p.previous_fitted_at or 'n/a'}) -> "
-            f"{p.current_version} ({p.current_fitted_at or 'n/a'}): {p.changed} region(s) changed",
+            f"Against the previous fit {prev.previous_version} ({prev.previous_fitted_at or 'n/a'}) -> "
+            f"{prev.current_version} ({prev.current_fitted_at or 'n/a'}): {prev.changed} region(s) changed",
         ]
         out += _aligned(
             ["region", "choice before", "choice after", "ladder", "value before", "value after", "moved"],
@@ -586,7 +585,7 @@ def _text(c: Comparison) -> str:
                     fmt.num(x.value_after),
                     fmt.signed(x.value_delta),
                 ]
-                for x in p.regions
+                for x in prev.regions
             ],
             right={4, 5, 6},
         )

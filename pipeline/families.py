@@ -90,7 +90,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
 #: The views the store always exposes (``other`` is queryable too, as ``other``).
 VIEWS = ("tasks", "attempts", "ratings", "rejections", "retractions", "decisions", "closures", "other")
 
-#: Defaults DESIGN 3 gives to optional fields, applied when a line omits them.
+#: The defaults of optional fields (docs/design.md, Events), applied when a line omits them.
 DEFAULTS: dict[str, dict[str, object]] = {
     "tasks": {"region": "general"},
     "ratings": {"precision": 1.0, "confidence": 1.0, "importance": 1.0},

@@ -39,6 +39,15 @@ def first_problem(exc: ValueError) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
+def json_schema(model: type[BaseModel], schema_id: str, title: str) -> dict[str, Any]:
+    """The published JSON Schema (draft 2020-12) of ``model``, with its JSON (alias) names, ``$id`` and ``title``."""
+    schema = model.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = schema_id
+    schema["title"] = title
+    return schema
+
+
 def validate(model: type[M], data: Any, path: Path, error: type[PipelineError]) -> M:
     """``data`` as ``model``; the first validation error as ``error("<path>: <field.path>: <reason>")``."""
     try:

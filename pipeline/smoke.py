@@ -12,7 +12,8 @@ the gate checks that kept it.
 B is the cheapest other member of the region (lowest table cost, then key), so
 the evidence wins on quality per dollar as well as on quality. Both fits pin
 every constant (no grid search) to stay fast; the learning shown is the
-quality, relative advantage and evidence gate of DESIGN 5, not the search.
+quality, relative advantage and evidence gate (docs/design.md, Fit; docs/design.md, Evidence gate),
+not the search.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Pinned(TypedDict):
     half_life_days: float | Literal["inf"]
 
 
-#: Constants pinned in both fits (the shipped defaults of DESIGN 7), so no grid search runs.
+#: Constants pinned in both fits (the shipped defaults: docs/design.md, Routing table), so no grid search runs.
 PINNED: Pinned = {"prior_source": "shipped", "prior_weight": 3.0, "exploration": 0.3, "half_life_days": "inf"}
 
 

@@ -1,7 +1,7 @@
 """Fit test helpers: tiny hand-made stores as in-memory DuckDB tables with the store's columns.
 
-``memory_store(*events)`` builds one table per family (columns of :mod:`pipeline.families`, DESIGN 3
-defaults filled in), which is what :func:`pipeline.fit.inputs.load_inputs` queries; so hand-made
+``memory_store(*events)`` builds one table per family (columns of :mod:`pipeline.families`, defaults
+filled in: docs/design.md, Events), which is what :func:`pipeline.fit.inputs.load_inputs` queries; so hand-made
 inputs go through the same SQL as a compacted store. Event helpers return ``(family, row)``.
 Times are hours after ``T0``. Plain helpers (no fixtures): tests import them with
 ``from fixtures_fit import ...`` (``tests/`` is on the path through its conftest).

@@ -244,9 +244,6 @@ def test_the_documented_aggregation_for_other_engines_counts_as_the_fit(
         assert sums[m.config][1] == pytest.approx(m.weight, abs=1e-8)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="references to the brief are rewritten by the coordinator at the end of the round"
-)
 def test_no_file_cites_the_brief() -> None:
     cites = [
         f"{path.relative_to(ROOT)}:{text_of(path).count(chr(10), 0, m.start()) + 1}: {m.group(0)}"

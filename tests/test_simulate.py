@@ -434,3 +434,17 @@ def test_cli_simulate(tmp_path: Path) -> None:
     assert bad.exit_code == 2
     helped = runner.invoke(cli, ["simulate", "--help"])
     assert "Example:" in helped.output
+
+
+def test_a_failure_before_writing_leaves_no_temporary_files(tmp_path: Path) -> None:
+    """The truth file's directory cannot be made (a file stands in its way): simulate fails with a clear error and
+    leaves neither temporary stream files nor open handles behind, and no stream is replaced."""
+    out = tmp_path / "home"
+    (out / "streams").mkdir(parents=True)
+    (out / "blocker").write_text("a file, not a directory", encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(cli, ["simulate", "--out", str(out), "--tasks", "20", "--truth", "blocker/truth.json"])
+    assert result.exit_code == 1, result.output  # the environment failed (an OSError), not the input
+    assert result.output.startswith("error: File exists") and "Traceback" not in result.output
+    assert sorted(p.name for p in (out / "streams").iterdir()) == []
+    assert sorted(p.name for p in out.iterdir()) == ["blocker", "streams"]

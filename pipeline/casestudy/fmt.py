@@ -56,7 +56,8 @@ def sentence(text: str | None) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def count(n: int | None) -> str:
+def count(n: float | None) -> str:
+    """A count with thousands separators (a mean count over replay seeds keeps its decimals)."""
     return NA if n is None else f"{n:,}"
 
 

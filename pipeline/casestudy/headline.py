@@ -6,7 +6,7 @@ interval; the figures and tables below only support it.
 
 from __future__ import annotations
 
-from ..nightly.stats import Stats
+from ..nightly.stats import HitRate, Stats
 from . import fmt
 from .doc import Block, Code, Note, Strong, para
 from .optional import first, ladder_regions, ladder_summary, policy_rows, rungs, short_config
@@ -28,7 +28,7 @@ CALIBRATION_VERDICT = {
 }
 
 
-def hit_phrase(h) -> str:
+def hit_phrase(h: HitRate) -> str:
     """``268 of 412 (65.0%, 95% CI 60.3%–69.5%)``."""
     return f"{fmt.count(h.hits)} of {fmt.count(h.n)} ({fmt.pct(h.hit_rate)}, 95% CI {fmt.interval(h.ci95)})"
 

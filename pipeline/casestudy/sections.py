@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..fit.shipped import defaults_note
 from ..nightly.stats import Stats
+from ..routing.table import CONSTANT_NAMES
 from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
 from .glossary import glossary_section, see_glossary
@@ -20,21 +21,12 @@ from .optional import (
 from .plots import Plot
 from .signals import signals_section
 
-#: What sequential replay's realized value measures, per objective (DESIGN 6).
+#: What sequential replay's realized value measures, per objective (docs/design.md, Sequential replay).
 REALIZED = {
     "quality_per_dollar": "total quality ÷ total cost, i.e. quality per dollar",
     "utility": "mean of λ·quality − cost",
     "quality": "mean quality",
 }
-CONSTANT_NAMES = (
-    "prior_source",
-    "prior_weight",
-    "exploration",
-    "half_life_days",
-    "min_samples",
-    "cost_floor_usd",
-    "lambda",
-)
 
 
 def fitted_home(stats: Stats) -> str | None:

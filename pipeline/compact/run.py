@@ -417,7 +417,7 @@ class _Run:
             self.table.create_write_transaction(
                 self.adds, "append", TABLE_SCHEMA, partition_by=PARTITIONS, commit_properties=properties
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others: one line (fail)
             fail(exc, self.location, "commit to")
         self.table.update_incremental()
 
@@ -443,7 +443,7 @@ class _Run:
             return 0
         try:
             metrics = self.table.optimize.compact(max_concurrent_tasks=_WORKERS)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others: one line (fail)
             fail(exc, self.location, "optimize")
         return int(metrics.get("numFilesRemoved", 0))
 
@@ -668,7 +668,7 @@ class _Run:
                 columns=["family", *names],
                 filter=ds.field("_id_hash").isin(pa.array(hashes.view(np.int64))),
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a missing or corrupt data file: one line (fail)
             fail(exc, self.location, "read")
         out: dict[str, tuple[str, dict[str, Any]]] = {}
         for row in found.to_pylist():

@@ -1,4 +1,4 @@
-"""Baselines of DESIGN 6 on the eligible held-out tasks: hit rate, mean quality, mean cost of each.
+"""Baselines (docs/design.md, Baselines) on the eligible held-out tasks: hit rate, mean quality, mean cost of each.
 
 - ``best_single``: the config with the highest learned quality (global pool), scored on the eligible tasks it
   did, with its ``coverage`` (:func:`pipeline.evaluate.yardstick.single_rows`: the frontier's point of it).

@@ -1,4 +1,4 @@
-"""Calibration of DESIGN 6: do regions predict held-out scores better than the plain mean?
+"""Calibration (docs/design.md, Calibration): do regions predict held-out scores better than the plain mean?
 
 Each held-out rating's score (PRM-derived ratings are never targets) is
 predicted twice: by the fitted ``q(c, r)`` and by the plain mean, c's weighted

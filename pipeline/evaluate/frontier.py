@@ -1,11 +1,14 @@
-"""Cost-quality frontier of the utility objective and RouterBench's AIQ (DESIGN 6 lambda grid).
+"""Cost-quality frontier of the utility objective and RouterBench's AIQ.
+
+docs/design.md, Cost-quality frontier and AIQ.
 
 For each lambda of the grid, the router routes every held-out task among the configs that did it by the
-utility objective ``lambda * q(c, r) - cost(c, r)`` (DESIGN 5 choice and tie rules, with the fitted
-(c, r) table) and realizes the task values and costs of its choices: one (mean cost, mean quality) point
-per lambda. Beside them: every single config's point and the oracle's, as the baselines table has them
-(:mod:`pipeline.evaluate.yardstick`: a single over the eligible tasks it did, with its coverage and, where the
-logs carry propensities, its SNIPS estimate; the oracle one config of each task's best set).
+utility objective ``lambda * q(c, r) - cost(c, r)`` (the choice and tie rules of docs/design.md,
+Greedy choice and ties; with the fitted (c, r) table) and realizes the task values and costs of its choices:
+one (mean cost, mean quality) point per lambda. Beside them: every single config's point and the oracle's, as
+the baselines table has them (:mod:`pipeline.evaluate.yardstick`: a single over the eligible tasks it did, with
+its coverage and, where the logs carry propensities, its SNIPS estimate; the oracle one config of each task's best
+set).
 
 AIQ (Average Improvement in Quality, RouterBench, Hu et al. 2024) of a set of points::
 
@@ -34,7 +37,9 @@ GRID_SIZE = 13
 
 
 def lambda_grid(task_values_learn: pl.DataFrame) -> list[float] | None:
-    """DESIGN 6: 13 values geometric from 0.01 to 100 times (mean learned cost / mean learned quality).
+    """13 values geometric from 0.01 to 100 times (mean learned cost / mean learned quality).
+
+    docs/design.md, Grids and the search.
 
     Means over the learned (task, config) rows with a known cost and a value; None without costs.
     """

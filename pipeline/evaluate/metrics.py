@@ -1,4 +1,4 @@
-"""Held-out scoring of DESIGN 6: objective score, best set, per-task hits, hit rate.
+"""Held-out scoring (docs/design.md, Evaluation): objective score, best set, per-task hits, hit rate.
 
 Everything works on the task-value frame of :func:`pipeline.fit.inputs.task_values`
 (one row per ``task, config_key``: ``value`` = q_t,c, ``cost_usd`` = cost_t,c)
@@ -27,7 +27,7 @@ def round9(x: float | None) -> float | None:
 
 
 def objective_expr(objective: str, *, quality: str, cost: str, floor: float, lam: float | None) -> pl.Expr:
-    """The objective of DESIGN 5 as a polars expression.
+    """The objective (docs/design.md, Objectives) as a polars expression.
 
     ``quality_per_dollar = q / max(cost, floor)``; ``utility = lambda * q - cost``; ``quality = q``.
     """

@@ -1,7 +1,7 @@
 """Every routing policy on the held-out tasks: greedy hit rate, mean quality, mean cost (``stats.json`` ``policies``).
 
-Each eligible held-out task (DESIGN 6: done by two or more configs, some task
-value > 0) is routed as if new by the router, greedy (no exploration draw),
+Each eligible held-out task (done by two or more configs, some task value > 0:
+docs/design.md, Best per dollar and the hit rate) is routed as if new by the router, greedy (no exploration draw),
 with the configs that did it as the pool and the task's region. A hit is a
 choice in the task's best set (:func:`pipeline.evaluate.metrics.mark_best` under
 the table's objective; quality alone when no cost is known).
@@ -21,7 +21,7 @@ Pass a table fitted on the learned tasks only (with its signals and ladders),
 never the published one, which has seen the held-out tasks: :func:`held_out_policies` builds it.
 
 Unknown costs: ``cost_t,c = cost_usd + unknown_cost * cost(c, r)`` with
-``cost(c, r)`` the table's row for the task's region (DESIGN 5, never 0).
+``cost(c, r)`` the table's row for the task's region (never 0: docs/design.md, Cost).
 
 The loop is over tasks (a few thousand), never over ratings.
 """

@@ -1,4 +1,4 @@
-"""The evaluation protocol of DESIGN 6 over loaded inputs: split, validate, search, refit, score once.
+"""The evaluation protocol (docs/design.md, Evaluation) over loaded inputs: split, validate, search, refit, score once.
 
 :func:`evaluate` takes the store's :class:`~pipeline.fit.inputs.FitInputs` and returns every held-out
 figure of the constants the stats file reports; :func:`learning_figures` scores the learning stage's
@@ -20,7 +20,7 @@ from ..events import format_timestamp
 from ..fit.inputs import FitInputs, task_values
 from ..fit.learning import LearningOutputs, costed_targets
 from ..fit.model import FittedModel, Shipped, fit_model
-from ..routing.table import Constants
+from ..routing.table import ConstantOrigin, Constants
 from .baselines import baselines
 from .calibration import CalibrationResult, calibrate
 from .exploration import compare_explorations
@@ -44,7 +44,7 @@ class Evaluation:
     shipped: Constants
     fitted: Constants
     published: Constants  # per family: fitted on its own adopt (or pinned), else shipped
-    provenance: dict[str, str]  # searched constant -> fitted | shipped | pinned
+    provenance: dict[str, ConstantOrigin]  # per searched constant
     selected_on: dict[str, str]
     routing: dict[str, Any]
     replay: dict[str, Any]
@@ -60,9 +60,9 @@ def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel
 
     Task costs with unknown attempts take the estimate of ``reference`` (a fit of the fit part: costs do not
     depend on the searched constants), so the best set is fixed before any constant is tried. The targets are
-    real ratings only: a PRM fill-in is never a held-out or validation target (DESIGN 5). The best set is best
-    per dollar, ``argmax q_t,c / max(cost_t,c, floor)``, whatever the objective (DESIGN 6); with no costs it
-    ranks like q.
+    real ratings only: a PRM fill-in is never a held-out or validation target (docs/design.md, PRM). The best set
+    is best per dollar, ``argmax q_t,c / max(cost_t,c, floor)``, whatever the objective (docs/design.md,
+    Best per dollar and the hit rate); with no costs it ranks like q.
     """
     values = reference.task_costs(task_values(scored, real=True))
     best = mark_best(eligible(values), objective="quality_per_dollar", floor=floor, cost="cost_t")
@@ -80,7 +80,10 @@ def evaluate(
     seed: int,
     min_exploration: float = MIN_EXPLORATION,
 ) -> Evaluation:
-    """Run DESIGN 6 on ``inputs``; ``shipped_constants`` already carry the cost floor, min samples and lambda."""
+    """Run the evaluation (docs/design.md, Evaluation) on ``inputs``.
+
+    ``shipped_constants`` already carry the cost floor, min samples and lambda.
+    """
     outer, learned, held = parts(inputs, fraction)
     inner, inner_learned, validation = inner_parts(inputs, fraction)
     # Costs are known when some learned (task, config) has every attempt priced: the model's own rule
@@ -142,7 +145,7 @@ def evaluate(
     published = priors.model_copy(
         update={"exploration": (fitted if explore_adopted else shipped_constants).exploration}
     )
-    provenance = {
+    provenance: dict[str, ConstantOrigin] = {
         name: "pinned"
         if name in pins
         else ("fitted" if (explore_adopted if name == "exploration" else prior_adopted) else "shipped")
@@ -256,7 +259,7 @@ def _pin(field: str) -> str:
     return "lambda" if field == "lambda_" else field
 
 
-def constants_source(provenance: dict[str, str]) -> str:
+def constants_source(provenance: dict[str, ConstantOrigin]) -> str:
     """``shipped`` when every judged constant is the shipped value, ``fitted`` when none is, else ``mixed``
     (a pinned value is the operator's choice, not the shipped one)."""
     shipped = [p == "shipped" for p in provenance.values()]
@@ -359,7 +362,7 @@ def prior_rows(shipped: Shipped, learned: FitInputs, *, min_samples: int) -> lis
 
 
 def cutoff_text(moment: datetime | None) -> str | None:
-    """A store time (naive UTC) in the one textual form of DESIGN 3."""
+    """A store time (naive UTC) in the one textual form of docs/design.md, Common fields."""
     if moment is None:
         return None
     return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))

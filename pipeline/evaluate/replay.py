@@ -1,4 +1,4 @@
-"""Sequential replay (DESIGN 6): how a policy with exploration would have done, routing tasks one by one.
+"""How a policy with exploration would have done, routing tasks one by one (docs/design.md, Sequential replay).
 
 Tasks are routed in time order among the pool the router knows (the configs of
 the fit it starts from). Only the chosen config's outcome is revealed: when the
@@ -8,7 +8,7 @@ off later; when it did not, the task is skipped and counted (nothing is known
 of an outcome that was never observed).
 
 Posterior: ``q(c, r) = (k * p(c, r) + S) / (k + W)`` with ``S``, ``W`` the sums
-of ``w * s`` and ``w`` (DESIGN 5); a revealed task adds ``value * weight`` and
+of ``w * s`` and ``w`` (docs/design.md, Quality); a revealed task adds ``value * weight`` and
 ``weight`` of its (task, config) row. Cost: the mean of the known task costs of
 (c, r), else the fit's fallback estimate, floored. Exploration draws come from a
 seeded ``numpy`` Generator; one uniform and one index are drawn for every task
@@ -76,7 +76,7 @@ def start_from(model: Any, fitted_task_values: pl.DataFrame, regions: Sequence[s
 
 
 def posterior(k: float, p: float, s: float, w: float) -> float:
-    """``q = (k * p + S) / (k + W)``; ``q = p`` when ``k + W = 0`` (DESIGN 5)."""
+    """``q = (k * p + S) / (k + W)``; ``q = p`` when ``k + W = 0`` (docs/design.md, Quality)."""
     return p if k + w == 0 else (k * p + s) / (k + w)
 
 
@@ -177,7 +177,7 @@ def _run(
         draw_u[row], draw_i[row] = rng.random(length), rng.random(length)
     draw_of_run = np.array([seeds.index(r.seed) for r in runs], dtype=np.int64)
     eps = np.array([r.exploration for r in runs], dtype=np.float64)
-    # Per region and config: S, W, the sum and count of known task costs (DESIGN 5 posterior and cost mean).
+    # Per region and config: S, W, the sum and count of known task costs (posterior and cost mean: docs/design.md, Fit).
     init = np.array([[state.get((c, g), (0.0, 0.0, 0.0, 0)) for c in pool] for g in regions], dtype=float)
     policy = Policy(
         prior=np.array([[start.lookup[(c, g)][0] for c in pool] for g in regions], dtype=float),

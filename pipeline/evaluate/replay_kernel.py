@@ -109,7 +109,7 @@ def _refresh(i, sums, prior, fallback, params, flags, keys, above):  # type: ign
     k, floor, lam, min_quality = params[0], params[1], params[2], params[3]
     s, w, cost_sum, cost_n = sums[i, 0], sums[i, 1], sums[i, 2], sums[i, 3]
     p = prior[i]
-    # q = (k * p + S) / (k + W); q = p when k + W = 0 (DESIGN 5)
+    # q = (k * p + S) / (k + W); q = p when k + W = 0 (docs/design.md, Quality)
     q = p if k + w == 0 else (k * p + s) / (k + w)
     # cost(c, r): the mean of the known task costs revealed so far, else the fit's estimate; floored
     est = cost_sum / max(cost_n, 1.0) if cost_n > 0 else fallback[i]

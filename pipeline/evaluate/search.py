@@ -1,4 +1,4 @@
-"""Choosing the routing constants on validation (DESIGN 6 grids).
+"""Choosing the routing constants on validation (docs/design.md, Grids and the search).
 
 Prior source, prior weight, half-life and (utility only) lambda are chosen on
 the full grid by the greedy hit rate on the validation tasks, each set fitted
@@ -121,7 +121,7 @@ def candidate_sets(
 ) -> list[Constants]:
     """The grid of non-exploration constants, pinned ones fixed, in a fixed order.
 
-    Without any shipped prior, source ``shipped`` falls back to the measured prior everywhere (DESIGN 5),
+    Without any shipped prior, source ``shipped`` falls back to the measured prior everywhere (docs/design.md, Priors),
     so only ``shipped`` is evaluated.
     """
     sources = (
@@ -276,8 +276,8 @@ def _heat_map(
 ) -> list[dict]:
     """Rows prior weight x exploration: expected hit rate under exploration, validation and held-out (diagnostic).
 
-    Expected hit = ``(1 - eps) * hit(greedy) + eps * share of best among the other members`` (DESIGN 6), with
-    the other chosen constants fixed; the case-study page draws it as a heat map.
+    Expected hit = ``(1 - eps) * hit(greedy) + eps * share of best among the other members`` (docs/design.md,
+    Grids and the search), with the other chosen constants fixed; the case-study page draws it as a heat map.
     """
     weights = [chosen.prior_weight] if "prior_weight" in pins else list(PRIOR_WEIGHTS)
     rows = []

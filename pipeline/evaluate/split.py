@@ -1,4 +1,4 @@
-"""The chronological split of DESIGN 6: learned tasks first, held-out tasks after a cutoff.
+"""The chronological split (docs/design.md, Split): learned tasks first, held-out tasks after a cutoff.
 
 :func:`parts` applies it twice to a fit's inputs: learned and held-out parts, then the inner learned
 and validation parts of the learned tasks (the evaluation, the learning stage and the policies all

@@ -13,9 +13,9 @@ from typing import Literal
 
 Recommendation = Literal["adopt", "keep", "insufficient-evidence"]
 
-#: Fewer eligible held-out tasks than this and no recommendation is made (DESIGN 6).
+#: Fewer eligible held-out tasks than this and no recommendation is made (docs/design.md, Verdicts).
 MIN_ELIGIBLE = 10
-#: Fewer held-out tasks than this and no calibration verdict is given (DESIGN 6).
+#: Fewer held-out tasks than this and no calibration verdict is given (docs/design.md, Verdicts).
 MIN_TASKS = 10
 
 
@@ -57,7 +57,7 @@ def recommend(
     val_fmt: str = "{:.4f}",
     same_text: str = "the fitted constants are the shipped ones",
 ) -> tuple[Recommendation, str]:
-    """adopt / keep / insufficient-evidence of DESIGN 6, with a sentence that gives the numbers.
+    """adopt / keep / insufficient-evidence (docs/design.md, Verdicts), with a sentence that gives the numbers.
 
     adopt: fitted beats shipped on validation (``val``) and on held-out, the 95% interval of the held-out
     difference ``diff`` (fitted minus shipped, measured by ``measure`` on ``n`` ``tasks``) excluding 0; keep:

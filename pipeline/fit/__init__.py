@@ -1,1 +1,4 @@
-"""Fitting: priors, quality, cost, constants search, evaluation, signals, ladders (DESIGN 5 and 6)."""
+"""Fitting: priors, quality, cost, constants search, evaluation, signals, ladders.
+
+docs/design.md, Fit; docs/design.md, Evaluation.
+"""

@@ -34,24 +34,29 @@ def within_bounds(ratings: pl.DataFrame, attempts: pl.DataFrame) -> tuple[pl.Dat
     A rating's ``w = precision * confidence * importance`` (or a rejection's ``weight``) must be finite and in
     ``[0, 1e6]`` and its score in ``[0, 1]``; an attempt's ``cost_usd`` finite and in ``[0, 1e6]``.
     """
-    notes = []
-    good = _finite_within("w", 0.0, MAX_WEIGHT) & _finite_within("score", 0.0, 1.0)
-    bad = ratings.filter(~good)
-    if bad.height:
-        notes.append(
-            f"{bad.height} rating(s) with a weight outside [0, {MAX_WEIGHT:g}] or a score outside [0, 1] were left "
-            f"out of the fit (the event bounds): {ids_text(bad['id'])}"
-        )
-        ratings = ratings.filter(good)
-    good = _finite_within("cost_usd", 0.0, MAX_COST_USD)
-    bad = attempts.filter(~good)
-    if bad.height:
-        notes.append(
-            f"{bad.height} attempt(s) with a cost outside [0, {MAX_COST_USD:g}] USD were left out of the fit (the "
-            f"event bounds): {ids_text(bad['id'])}"
-        )
-        attempts = attempts.filter(good)
+    notes: list[str] = []
+    ratings = _keep(
+        ratings,
+        _finite_within("w", 0.0, MAX_WEIGHT) & _finite_within("score", 0.0, 1.0),
+        f"rating(s) with a weight outside [0, {MAX_WEIGHT:g}] or a score outside [0, 1]",
+        notes,
+    )
+    attempts = _keep(
+        attempts,
+        _finite_within("cost_usd", 0.0, MAX_COST_USD),
+        f"attempt(s) with a cost outside [0, {MAX_COST_USD:g}] USD",
+        notes,
+    )
     return ratings, attempts, notes
+
+
+def _keep(frame: pl.DataFrame, good: pl.Expr, what: str, notes: list[str]) -> pl.DataFrame:
+    """The rows of ``frame`` where ``good`` holds; a note naming the others (``<count> <what> were left out...``)."""
+    bad = frame.filter(~good)
+    if not bad.height:
+        return frame
+    notes.append(f"{bad.height} {what} were left out of the fit (the event bounds): {ids_text(bad['id'])}")
+    return frame.filter(good)
 
 
 def ids_text(ids: Iterable[str]) -> str:

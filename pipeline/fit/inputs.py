@@ -1,4 +1,4 @@
-"""What the fit reads (DESIGN 5 and 6): the store's events as polars frames, and task values.
+"""What the fit reads (docs/design.md, Inputs): the store's events as polars frames, and task values.
 
 :func:`load_inputs` runs one DuckDB query per frame over the store's views and
 returns :class:`FitInputs`; :func:`restrict` cuts it to some tasks and a time
@@ -51,7 +51,7 @@ class FitInputs:
     """The events a fit uses, one frame per kind, each sorted deterministically.
 
     - ``tasks``: ``task, region, thread, first_at, opened_at``, sorted by ``(first_at, task)``.
-      ``first_at`` is the time of the task's first event of any kind (the task time of DESIGN 6);
+      ``first_at`` is the time of the task's first event of any kind (the task time of docs/design.md, Split);
       ``region``/``thread`` come from the task's first ``task.opened`` (``'general'``/null
       without one); ``opened_at`` is that event's time (null without one).
     - ``ratings``: :data:`RATING_COLUMNS`, sorted by ``(at, id)``. Retracted ratings are removed;
@@ -107,7 +107,7 @@ SELECT task,
 FROM tasks GROUP BY task
 """
 
-# w = precision * confidence * importance; a rejection is score 0 with w = weight (DESIGN 5).
+# w = precision * confidence * importance; a rejection is score 0 with w = weight (docs/design.md, Rating weight).
 _RATINGS_SQL = """
 WITH retracted AS (SELECT rating, min("at") AS retracted_at FROM retractions GROUP BY rating)
 SELECT u.id, u.task, u.config_key, u."at", u.score, u.w, u.rater_kind, u.rater_name, u.origin, x.retracted_at
@@ -303,7 +303,10 @@ def _with_region(frame: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
 
 
 def recency_weight(at: pl.Expr, newest_at: datetime | None, half_life_days: float | None) -> pl.Expr:
-    """Recency factor ``exp(-ln2 * age_days / H)``, age from ``newest_at`` (DESIGN 5); 1 when H is None/inf."""
+    """Recency factor ``exp(-ln2 * age_days / H)``, age from ``newest_at``; 1 when H is None/inf.
+
+    docs/design.md, Rating weight.
+    """
     if half_life_days is None or math.isinf(half_life_days) or newest_at is None:
         return pl.lit(1.0)
     age_days = (pl.lit(newest_at, pl.Datetime("us")) - at).dt.total_microseconds() / 86_400e6
@@ -320,8 +323,8 @@ def task_values(inputs: FitInputs, *, half_life_days: float | None = None, real:
     - ``cost_usd`` = sum of the known costs of c's attempts on t (null when none is known);
       ``attempts`` = number of c's attempts on t; ``unknown_cost`` = how many of them have no cost,
       where a rated (t, c) without any attempt counts as one attempt of unknown cost.
-      ``cost_t,c`` of DESIGN 5 is ``cost_usd + unknown_cost * cost(c, r)``: the model fills the
-      estimate in (:meth:`pipeline.fit.model.FittedModel.task_costs`), because cost(c, r) comes
+      ``cost_t,c`` (docs/design.md, Task value and task cost) is ``cost_usd + unknown_cost * cost(c, r)``: the
+      model fills the estimate in (:meth:`pipeline.fit.model.FittedModel.task_costs`), because cost(c, r) comes
       from the fit, and held-out tasks must take it from the learned part;
     - ``gate`` = weighted mean of the ratings with ``rater_kind == 'gate'`` and ``origin != 'prm'``
       (null when none); ``at`` = the latest rating time.

@@ -40,8 +40,8 @@ class TaskMatrix:
 
     ``value``/``gate``/``cost`` are NaN where the (task, config) is unobserved (gate also where no gate
     rating exists). ``cost`` is ``cost_usd + unknown_cost * cost(c)``: an attempt with unknown cost takes the
-    config's mean known cost (``cost_estimates`` when given), never 0 (DESIGN 5); ``cost_known`` is False
-    when no cost is known at all, and then every cost is NaN.
+    config's mean known cost (``cost_estimates`` when given), never 0 (docs/design.md, Task value and task cost);
+    ``cost_known`` is False when no cost is known at all, and then every cost is NaN.
     """
 
     tasks: np.ndarray

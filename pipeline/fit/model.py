@@ -1,6 +1,6 @@
-"""The fitted model of DESIGN 5: priors, quality, cost, objective, greedy choice, static fallback.
+"""The fitted model (docs/design.md, Fit): priors, quality, cost, objective, greedy choice, static fallback.
 
-Notation (DESIGN 5): for configuration c in region r over the fitted tasks, ``W = sum w``,
+Notation (docs/design.md, Fit): for configuration c in region r over the fitted tasks, ``W = sum w``,
 ``S = sum w*s``, ``n`` = number of ratings; the global pool ``'*'`` is every region at once.
 Ratings are aggregated once to task values (:func:`pipeline.fit.inputs.task_values`), then to
 (config, region) sums here; every formula below is one polars expression over those frames,
@@ -80,7 +80,7 @@ class FittedModel:
     columns :data:`MEMBER_COLUMNS`. ``cost_known`` is False when no fitted task has a known cost:
     then every cost is null and ``value`` is the quality (the objective degrades to quality).
     Pairs that are not members (a config never rated in r, an unknown region) are still answered
-    by :meth:`lookup` and the scalar methods through the fallbacks of DESIGN 5.
+    by :meth:`lookup` and the scalar methods through the fallbacks of docs/design.md, Cost.
 
     Beyond the fit contract: :meth:`lookup` (vectorised scoring of any pairs), :meth:`prior`,
     :meth:`n`, :meth:`task_costs` (cost_t,c with the unknown-cost estimate), :meth:`most_rated`,
@@ -134,7 +134,7 @@ class FittedModel:
         return int(self._row(config_key, region)["n_ratings"])
 
     def choose(self, region: str, pool: Sequence[str]) -> str:
-        """The greedy choice for a task of ``region`` among ``pool`` (DESIGN 5 tie rules)."""
+        """The greedy choice for a task of ``region`` among ``pool`` (docs/design.md, Greedy choice and ties)."""
         if not pool:
             raise ValueError("the pool is empty: there is nothing to choose from")
         frame = pl.DataFrame({"task": [""] * len(pool), "region": [region] * len(pool), "config_key": list(pool)})
@@ -158,9 +158,9 @@ class FittedModel:
     def task_costs(self, values: pl.DataFrame) -> pl.DataFrame:
         """``values`` (task values) with ``cost_t``: cost_t,c = known cost + unknown attempts * cost(c, r).
 
-        DESIGN 5: an attempt with unknown cost takes the estimate cost(c, r), never 0. Null when
-        no cost is known at all. The estimate comes from this model, so held-out tasks are
-        costed from what was learned.
+        An attempt with unknown cost takes the estimate cost(c, r), never 0 (docs/design.md,
+        Task value and task cost). Null when no cost is known at all. The estimate comes from this model, so
+        held-out tasks are costed from what was learned.
         """
         if not self.cost_known:
             return values.with_columns(cost_t=pl.lit(None, pl.Float64))
@@ -243,7 +243,7 @@ def _objective(objective: Objective, constants: Constants) -> pl.Expr:
 def fit_model(
     inputs: FitInputs, constants: Constants, shipped: Shipped, objective: str = "quality_per_dollar"
 ) -> FittedModel:
-    """Fit DESIGN 5 on ``inputs`` (already restricted to the fitted tasks and time).
+    """Fit the model (docs/design.md, Fit) on ``inputs`` (already restricted to the fitted tasks and time).
 
     Task values are memoised per half-life on ``inputs``, so a grid over the other constants
     aggregates the ratings only once per half-life.
@@ -298,7 +298,7 @@ def fit_values(
 
 
 def static_choice(static: Static, role: str | None = None, model: FittedModel | None = None) -> str | None:
-    """The static fallback of DESIGN 5 for a task of ``role``.
+    """The static fallback (docs/design.md, Static fallback) for a task of ``role``.
 
     A role in ``pinned`` keeps its config. Otherwise static_hybrid's choice when both cheap and
     frontier are named (frontier for ``reviewer``, cheap for every other role, ``implementer`` and

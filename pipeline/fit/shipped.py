@@ -1,4 +1,4 @@
-"""``fits/shipped.json`` (DESIGN 7): the constants, static roles and priors a team ships.
+"""``fits/shipped.json`` (docs/design.md, Routing table): the constants, static roles and priors a team ships.
 
 Every key is optional; an absent file or key means prior weight 3, exploration
 0.3, min samples 3, no priors (the defaults of :class:`Constants`).
@@ -232,7 +232,7 @@ def priors_frame(priors: Sequence[PriorLike]) -> pl.DataFrame:
 
 
 def shipped_prior(keys: pl.DataFrame, priors: pl.DataFrame) -> pl.DataFrame:
-    """(config_key, region, shipped_prior): the most specific shipped prior matching each pair (DESIGN 5).
+    """(config_key, region, shipped_prior): the most specific shipped prior matching each pair (docs/design.md, Priors).
 
     A selector matches when it equals the first 1..4 segments of the key and its region is r or
     '*'; more segments win, then region r over '*', then the earlier prior in the file. Pairs no

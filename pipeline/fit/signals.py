@@ -1,4 +1,6 @@
-"""Learning signals of the mini-ork loop (DESIGN 5): PRM fill-ins, relative advantage, win rates, rejections.
+"""Learning signals of the mini-ork loop: PRM fill-ins, relative advantage, win rates, rejections.
+
+docs/design.md, Signals.
 
 Pure functions over the fit frames of :mod:`pipeline.fit.inputs` (polars expressions, no Python loop over
 ratings). Each formula lives in exactly one function, written in its docstring. Decision writeback and
@@ -19,7 +21,7 @@ from ..frames import latest
 
 #: Reviewer verdicts that count as approval for the PRM (compared case-insensitively).
 APPROVALS = ("approve", "approved", "pass", "success", "ok")
-#: Half-life of the relative-advantage recency weight, in days (DESIGN 5).
+#: Half-life of the relative-advantage recency weight, in days (docs/design.md, Relative advantage).
 ADVANTAGE_HALF_LIFE_DAYS = 14.0
 _ROUND = 9
 
@@ -196,7 +198,7 @@ def _rate(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def win_rates(task_values: pl.DataFrame, attempts: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
-    """Pairwise win rates on shared tasks (DESIGN 5): the higher task value wins, ties excluded.
+    """Pairwise win rates on shared tasks (docs/design.md, Win rate): the higher task value wins, ties excluded.
 
     Returns ``{"configs": ..., "prompt_versions": ...}``:
     - ``configs``: per (region incl. ``'*'``, config_key): ``wins, losses, ties, n_tasks, win_rate``;

@@ -1,8 +1,9 @@
-"""Turn a :class:`~pipeline.fit.model.FittedModel` into a ``routing-table/v1`` (DESIGN 7).
+"""Turn a :class:`~pipeline.fit.model.FittedModel` into a ``routing-table/v1`` (docs/design.md, Routing table).
 
 Regions are every region with fitted ratings plus ``'*'``, the global pool. A region's members are
-the configs rated in it, sorted by config key; its ``choice`` is the greedy choice of DESIGN 5 over
-those members. Published floats are rounded to 9 decimals, so the same fit gives the same bytes.
+the configs rated in it, sorted by config key; its ``choice`` is the greedy choice over those members
+(docs/design.md, Greedy choice and ties). Published floats are rounded to 9 decimals, so the same fit gives the
+same bytes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import polars as pl
 
 from ..errors import FitError
 from ..events import format_timestamp
-from ..routing.table import Evidence, Ladder, Member, Region, RoutingTable, Source, Static
+from ..routing.table import ConstantOrigin, Evidence, Ladder, Member, Region, RoutingTable, Source, Static
 from .model import FittedModel
 
 DECIMALS = 9
@@ -46,7 +47,7 @@ def build_table(
     signals: pl.DataFrame | None = None,
     ladders: Mapping[str, Ladder] | None = None,
     gate: pl.DataFrame | None = None,
-    provenance: Mapping[str, str] | None = None,
+    provenance: Mapping[str, ConstantOrigin] | None = None,
 ) -> RoutingTable:
     """The routing table of ``model`` (unversioned: :func:`pipeline.routing.table.publish` stamps it).
 

@@ -1,4 +1,4 @@
-"""Decision writeback and off-policy value estimates (DESIGN 5).
+"""Decision writeback and off-policy value estimates (docs/design.md, Decision writeback and off-policy estimates).
 
 Every ``route.decided`` resolves with its task's ``task.closed``: ``done`` is a success (1.0), any other
 outcome a failure (0.0). From the resolved decisions: the realized score of each logging policy, and

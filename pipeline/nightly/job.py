@@ -186,7 +186,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     if objective == "utility" and shipped_constants.lambda_ is None:
         scale, problem = lambda_scale(task_values(parts(inputs, options.split).learned))
         notes += [problem] if problem else []
-        # With no costs at all the objective degrades to quality (DESIGN 5): no lambda is needed then.
+        # With no costs at all the objective degrades to quality (docs/design.md, Cost): no lambda is needed then.
         if options.lambda_ or scale is not None:
             shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
     say("evaluating on the held-out split (validation search included)")

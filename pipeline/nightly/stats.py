@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..evaluate.verdict import Recommendation
+from ..jsonfile import json_schema
+from ..routing.table import ConstantOrigin
 
 STATS_SCHEMA = "case-study-stats/v1"
 
@@ -69,7 +71,7 @@ class Constants(BaseModel):
     fitted: ConstantSet
     selected_on: dict[str, Literal["validation", "pinned"]]
     published: Literal["fitted", "shipped", "mixed"]
-    provenance: dict[str, Literal["fitted", "shipped", "pinned"]] = Field(default_factory=dict)
+    provenance: dict[str, ConstantOrigin] = Field(default_factory=dict)
     values: ConstantSet | None = None  # the published constants
     #: where the "shipped" constants came from: a shipped.json, or the code defaults when there is none
     shipped_from: Literal["file", "code defaults"] = "file"
@@ -248,11 +250,7 @@ def load_stats(path: str | Path) -> Stats:
 
 def stats_json_schema() -> dict[str, Any]:
     """The JSON Schema of ``stats.json`` (``case-studies/stats.schema.json``), generated from :class:`Stats`."""
-    schema = Stats.model_json_schema(by_alias=True)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "stats.schema.json"
-    schema["title"] = STATS_SCHEMA
-    return schema
+    return json_schema(Stats, "stats.schema.json", STATS_SCHEMA)
 
 
 SCHEMA_FILE = Path("case-studies") / "stats.schema.json"

@@ -3,7 +3,7 @@
 ``ratings sql`` can read the store and nothing else, so the query carries what
 only the table knows as literals: the prior weight k, each member's prior p
 (the table's ``prior``), the half-life H and the cost floor. Everything else
-comes from the store's views, by the formulas of DESIGN 5:
+comes from the store's views, by the formulas of docs/design.md, Fit:
 
 - w = precision * confidence * importance (times exp(-ln2 * age / H) when H is set, age from the
   newest event of the store); a rejection is a rating of score 0 with w = its weight; retracted
@@ -47,7 +47,7 @@ def explain_sql(view: RegionView, constants: Constants, objective: str, configs:
     priors = ", ".join(f"({_lit(k)}, {_num(view.row(k).prior)})" for k in sorted(configs)) or "(NULL, NULL)"
     half_life = c.half_life_days
     recency = "1.0" if half_life is None else f"exp(-ln(2) * age_days / {float(half_life)!r})"
-    # The objective of DESIGN 5 over the recomputed columns (quality alone without a known cost).
+    # The objective (docs/design.md, Objectives) over the recomputed columns (quality alone without a known cost).
     if objective == "utility":
         value = f"CASE WHEN cost_usd IS NULL THEN quality ELSE {float(c.lambda_ or 1.0)!r} * quality - cost_usd END"
     elif objective == "quality_per_dollar":

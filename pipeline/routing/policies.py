@@ -8,7 +8,7 @@ epsilon-exploration draw. A team adds its own with :func:`register_policy`.
 Named static configurations (``cheap_config``, ``frontier_config``,
 ``default_config``) outside the pool give way to a pool member chosen by the
 same idea: the cheapest (lowest cost, then higher quality), the highest
-quality (then lower cost), or the static fallback of DESIGN 5.
+quality (then lower cost), or the static fallback (docs/design.md, Static fallback).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Rules this module fixes (the README repeats them):
   quality is above the highest published quality of the failed ones, while
   any remain: escalation escalates. No exploration draw once a task has a
   failure.
-- **Ties** (DESIGN 5): best objective, then higher quality, then lower cost
+- **Ties** (docs/design.md, Greedy choice and ties): best objective, then higher quality, then lower cost
   (unknown cost last), then key order.
 - **Exploration** (policies that allow it, with an ``rng``): with probability
   ``epsilon = constants.exploration`` a uniformly chosen other pool member
@@ -65,7 +65,7 @@ class Decision(NamedTuple):
         return data
 
     def to_event(self, task: str) -> dict[str, Any]:
-        """The ``route.decided`` event (DESIGN 3) for ``task``."""
+        """The ``route.decided`` event (docs/design.md, Events) for ``task``."""
         event: dict[str, Any] = {
             "type": "route.decided",
             "task": task,
@@ -127,7 +127,7 @@ class Router:
                 min_quality=min_quality,
                 evidence=_evidence(region.members),
             )
-        # DESIGN 5: the config with the most fitted ratings is the last static fallback.
+        # docs/design.md, Static fallback: the config with the most fitted ratings is the last static fallback.
         self.most_rated = min(star_rows.values(), key=lambda r: (-r.n_ratings, r.config)).config if star_rows else None
 
     @classmethod
@@ -151,7 +151,7 @@ class Router:
         return self.star
 
     def static_choice(self, view: RegionView, pool: Sequence[str], role: str | None) -> tuple[str, str]:
-        """DESIGN 5 static fallback, restricted to the pool.
+        """The static fallback (docs/design.md, Static fallback), restricted to the pool.
 
         static_hybrid's choice (frontier for reviewer, cheap for any other role
         or none) when cheap and frontier are named, else ``default_config``,
@@ -268,20 +268,9 @@ class Router:
             others = tuple(sorted(c for c in candidates if c != config))
         return config, prefix + reason, others, candidates, view, view.row(config).quality
 
-    def explain(
-        self,
-        region: str,
-        pool: Sequence[str] | None = None,
-        role: str | None = None,
-        failures: Sequence[str] = (),
-        policy: str | None = None,
-        rng: random.Random | None = None,
-    ) -> dict[str, Any]:
-        """The decision plus the table rows and gate checks that decided it (``ratings route --explain``)."""
-        return self.describe(self.route(region, pool, role, failures, policy, rng), region, role)
-
     def describe(self, decision: Decision, region: str, role: str | None = None) -> dict[str, Any]:
-        """``decision`` as a dict with the rows of its candidates (rank order) and the checks of its policy."""
+        """``decision`` as a dict with the rows of its candidates (rank order) and the checks of its policy: the
+        table rows and gate checks that decided it (``ratings route --explain``)."""
         view = self.view(region)
         out: dict[str, Any] = decision.to_dict()
         out["region"] = region

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import TableSchemaError
 from ..home import atomic_write
-from ..jsonfile import read_json, validate
+from ..jsonfile import json_schema, read_json, validate
 
 SCHEMA = "routing-table/v1.1"
 SCHEMA_MAJOR = "routing-table/v1"
@@ -29,11 +29,17 @@ SCHEMA_MAJOR = "routing-table/v1"
 SCHEMA_WITH_GATE = "routing-table/v1.1"
 
 # allow_inf_nan=False: a table never holds NaN or an infinity (JSON has neither; a dispatcher could not rank by one).
+#: Where a published constant comes from: searched and adopted, the shipped value, or pinned on the command line.
+ConstantOrigin = Literal["fitted", "shipped", "pinned"]
+
 _MODEL = ConfigDict(frozen=True, extra="forbid", defer_build=True, allow_inf_nan=False)
 
 
 class Constants(BaseModel):
-    """The routing constants (DESIGN 5/6). ``half_life_days`` null means no recency weighting."""
+    """The routing constants (docs/design.md, Fit; docs/design.md, Evaluation).
+
+    ``half_life_days`` null means no recency weighting.
+    """
 
     model_config = _MODEL
 
@@ -49,8 +55,21 @@ class Constants(BaseModel):
     min_quality: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
+#: The searched and shipped constants (by their JSON names), in the order the case-study page and
+#: ``ratings compare`` show them.
+CONSTANT_NAMES = (
+    "prior_source",
+    "prior_weight",
+    "exploration",
+    "half_life_days",
+    "min_samples",
+    "cost_floor_usd",
+    "lambda",
+)
+
+
 class Static(BaseModel):
-    """Static fallback from ``shipped.json`` (DESIGN 5)."""
+    """Static fallback from ``shipped.json`` (docs/design.md, Static fallback)."""
 
     model_config = _MODEL
 
@@ -140,7 +159,7 @@ class RoutingTable(BaseModel):
     constants_source: Literal["fitted", "shipped", "mixed"]
     # Per searched constant: "fitted" (its family's verdict adopted it), "shipped" or "pinned" (given on the
     # command line). Optional: tables written before it have none.
-    constants_provenance: dict[str, Literal["fitted", "shipped", "pinned"]] = Field(default_factory=dict)
+    constants_provenance: dict[str, ConstantOrigin] = Field(default_factory=dict)
     static: Static
     regions: dict[str, Region]
     evaluation: dict[str, Any] = Field(default_factory=dict)
@@ -176,11 +195,8 @@ def load(path: str | Path) -> RoutingTable:
 
 
 def table_json_schema() -> dict[str, Any]:
-    schema = RoutingTable.model_json_schema(by_alias=True)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "routing-table.schema.json"
-    schema["title"] = SCHEMA
-    return schema
+    """The JSON Schema of a routing table (``fits/routing-table.schema.json``), generated from the model."""
+    return json_schema(RoutingTable, "routing-table.schema.json", SCHEMA)
 
 
 def publish(table: RoutingTable, path: str | Path, *, root: Path | None = None) -> RoutingTable:

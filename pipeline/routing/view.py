@@ -40,7 +40,7 @@ class Row(NamedTuple):
 
 
 def objective_value(quality: float, cost: float | None, objective: str, constants: Constants) -> float:
-    """DESIGN 5 objective for a row the table does not list.
+    """The objective (docs/design.md, Objectives) for a row the table does not list.
 
     quality_per_dollar = q / max(cost, floor); utility = lambda * q - cost;
     quality = q. With no known cost the objective degrades to quality.
@@ -131,7 +131,7 @@ class RegionView:
             return self.rows[config]
 
     def best(self, pool: Sequence[str]) -> str:
-        """Greedy choice by the table's objective with DESIGN 5 tie rules."""
+        """Greedy choice by the table's objective with the tie rules of docs/design.md, Greedy choice and ties."""
         try:
             return min(pool, key=self.keys.__getitem__)
         except KeyError:

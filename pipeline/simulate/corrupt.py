@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class Damage:
         return {k: sum(s[k] for s in self.by_stream.values()) for k in (*KINDS, "torn_tail")}
 
 
-def _dump(obj) -> str:
+def _dump(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True) + "\n"
 
 

@@ -12,14 +12,16 @@ correction), ``.a1.h`` (human), ``.a1.rj`` (rejection), ``.close``.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .generate import FAILURE_STATUSES, UNDONE_OUTCOMES, Chunk, Static
 
 
-def _j(value) -> str:
+def _j(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -133,7 +135,7 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
     at = timestamps(ch.open_s)
     opened = [
         _OPENED % (t, a, t, fr.regions[r], fr.regions[r][1:-1], i, fr.thread)
-        for t, a, r, i in zip(tid, at, region, ordinal)
+        for t, a, r, i in zip(tid, at, region, ordinal, strict=True)
     ]
 
     at = timestamps(ch.decide_s)
@@ -152,7 +154,7 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
             "exploration" if e else "greedy on shipped priors",
             fr.believed[c][r],
         )
-        for t, a, c, p, e, r in zip(tid, at, chosen, ch.propensity.tolist(), ch.explored.tolist(), region)
+        for t, a, c, p, e, r in zip(tid, at, chosen, ch.propensity.tolist(), ch.explored.tolist(), region, strict=True)
     ]
 
     at = timestamps(ch.a_end_s)
@@ -160,7 +162,7 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
     slot = (ch.a_slot + 1).tolist()
     cfg = ch.a_cfg.tolist()
     status = ["success" if s < 0 else FAILURE_STATUSES[s] for s in ch.a_status.tolist()]
-    cost = ["null" if v != v else repr(v) for v in ch.a_cost.tolist()]
+    cost = ["null" if math.isnan(v) else repr(v) for v in ch.a_cost.tolist()]
     node = [fr.nodes[region[i]] for i in ch.a_task.tolist()]
     prompt = ["" if p < 0 else fr.prompts[p] for p in ch.a_prompt.tolist()]
     verdict = ["" if v < 0 else _VERDICTS[v] for v in ch.a_verdict.tolist()]
@@ -181,13 +183,14 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
             ch.a_tools.tolist(),
             ch.a_read.tolist(),
             ch.a_written.tolist(),
+            strict=True,
         )
     ]
 
     at = timestamps(ch.close_s)
     closed = [
         _CLOSED % (t, a, t, "done" if o == 0 else UNDONE_OUTCOMES[o - 1])
-        for t, a, o in zip(tid, at, ch.outcome.tolist())
+        for t, a, o in zip(tid, at, ch.outcome.tolist(), strict=True)
     ]
 
     tasks = _ordered(
@@ -215,7 +218,7 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
         suffixes = suffix if isinstance(suffix, list) else [suffix] * len(ai)
         return [
             _RATED % (a_tid[i], slot[i], sfx, a, a_tid[i], fr.configs[cfg[i]], rater, s, c, tail)
-            for i, sfx, a, rater, s, c in zip(ai, suffixes, timestamps(at_s), raters, _floats(score), conf)
+            for i, sfx, a, rater, s, c in zip(ai, suffixes, timestamps(at_s), raters, _floats(score), conf, strict=True)
         ]
 
     for g, (att, score, conf, at_s) in enumerate(ch.gates):
@@ -236,7 +239,7 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
     by_kind["reviewer"] += len(lines) + len(fixes)
     retractions = [
         _RETRACTED % (a_tid[i], slot[i], a, a_tid[i], slot[i])
-        for i, a in zip(att[x].tolist(), timestamps(retract_at[x]))
+        for i, a in zip(att[x].tolist(), timestamps(retract_at[x]), strict=True)
     ]
     parts.append(("rating.retracted", retractions, retract_at[x]))
 
@@ -247,7 +250,7 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
 
     att, who, at_s = ch.reject
     rejections = []
-    for i, w, a in zip(att.tolist(), who.tolist(), timestamps(at_s)):
+    for i, w, a in zip(att.tolist(), who.tolist(), timestamps(at_s), strict=True):
         claim, evidence = REJECTION_CLAIMS[i % len(REJECTION_CLAIMS)]
         rejections.append(
             _REJECTED
@@ -271,9 +274,10 @@ def assignment_rows(ch: Chunk) -> list[str]:
     """``[region, [configs, routed first], [outcomes]]`` per task, compact JSON."""
     rows: list[list[int]] = [[] for _ in range(ch.n)]
     outs: list[list[int]] = [[] for _ in range(ch.n)]
-    for t, c, s in zip(ch.a_task.tolist(), ch.a_cfg.tolist(), ch.a_success.astype(int).tolist()):
+    for t, c, s in zip(ch.a_task.tolist(), ch.a_cfg.tolist(), ch.a_success.astype(int).tolist(), strict=True):
         rows[t].append(c)
         outs[t].append(s)
     return [
-        f"[{r},[{','.join(map(str, c))}],[{','.join(map(str, o))}]]" for r, c, o in zip(ch.region.tolist(), rows, outs)
+        f"[{r},[{','.join(map(str, c))}],[{','.join(map(str, o))}]]"
+        for r, c, o in zip(ch.region.tolist(), rows, outs, strict=True)
     ]

@@ -10,13 +10,14 @@ must see through); the propensities below are what undoes it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from .scenario import Prior, Scenario
 
 
 def believed_priors(keys: list[str], regions: list[str], priors: list[Prior]) -> dict[tuple[str, str], float]:
     """(config key, region) -> the most specific matching shipped prior, by the fitter's own rule
-    (:func:`pipeline.fit.shipped.shipped_prior`, DESIGN 5); pairs no prior matches are absent."""
+    (:func:`pipeline.fit.shipped.shipped_prior`; docs/design.md, Priors); pairs no prior matches are absent."""
     import polars as pl
 
     from ..fit.shipped import priors_frame, shipped_prior
@@ -44,15 +45,16 @@ class LoggingPolicy:
         regions = scenario.region_names
         known = believed_priors([c.key for c in scenario.configs], list(regions), list(pol.priors))
         believed = [[known.get((c.key, r), pol.unknown_quality) for r in regions] for c in scenario.configs]
-        greedy = []
-        for j in range(len(regions)):
-            # Objective on beliefs; quality per dollar uses the list price. Ties: higher belief, then key order.
-            def score(i: int) -> tuple:
-                q, c = believed[i][j], scenario.configs[i].cost_usd
-                value = q / c if pol.objective == "quality_per_dollar" else q
-                return (-value, -q, scenario.configs[i].key)
 
-            greedy.append(min(range(len(scenario.configs)), key=score))
+        def rank(i: int, j: int) -> tuple[float, float, str]:
+            """Config ``i`` in region ``j``: objective on beliefs (quality per dollar uses the list price), then
+            higher belief, then key order."""
+            q, c = believed[i][j], scenario.configs[i].cost_usd
+            value = q / c if pol.objective == "quality_per_dollar" else q
+            return (-value, -q, scenario.configs[i].key)
+
+        configs = range(len(scenario.configs))
+        greedy = [min(configs, key=partial(rank, j=j)) for j in range(len(regions))]
         return cls(believed, greedy, pol.exploration if len(scenario.configs) > 1 else 0.0, scenario.attempts)
 
     @property

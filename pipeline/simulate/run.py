@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import ExitStack
 from datetime import datetime
 from typing import Any
 
@@ -62,7 +63,7 @@ class SimResult(BaseModel):
 
 
 def _expected(counts: dict[str, int]) -> dict[str, int]:
-    """What compaction must report for the injected damage (DESIGN 3 and 4)."""
+    """What compaction must report for the injected damage (docs/design.md, Events; docs/design.md, Storage)."""
     return {
         "dead_letters": counts["torn"] + counts["conflicts"] + counts["invalid"],
         "duplicates": counts["duplicates"],
@@ -71,7 +72,7 @@ def _expected(counts: dict[str, int]) -> dict[str, int]:
 
 
 def _task_id_format(seed: int, tasks: int) -> str:
-    return "T%d-{:0%dd}" % (seed, max(6, len(str(tasks))))
+    return f"T{seed}-{{:0{max(6, len(str(tasks)))}d}}"
 
 
 def _start_seconds(start: str) -> int:
@@ -126,52 +127,50 @@ def simulate(
     rows_tmp = truth_file.with_name(f".{truth_file.name}.rows.{os.getpid()}.tmp")
     drift_at: str | None = None
     tmp = {name: path.with_name(f".{path.name}.simulate.{os.getpid()}.tmp") for name, path in targets.items()}
-    files = {name: open(path, "wb") for name, path in tmp.items()}
     truth_file.parent.mkdir(parents=True, exist_ok=True)
-    rows = open(rows_tmp, "wb")
     try:
-        for first in range(0, scenario.tasks, chunk_tasks):
-            chunk = draw_chunk(st, rng, first, min(chunk_tasks, scenario.tasks - first))
-            task_part, rating_part, kinds = format_chunk(chunk, fragments)
-            rows.write(((",\n" if first else "") + ",\n".join(assignment_rows(chunk))).encode("utf-8"))
-            if first <= st.drift_first < first + chunk.n and scenario.drift is not None:
-                drift_at = timestamps(chunk.open_s[st.drift_first - first : st.drift_first - first + 1])[0]
-            for part in (task_part, rating_part):
-                for t, n in part.counts.items():
-                    events[t] += n
-            for k, n in kinds.items():
-                by_kind[k] += n
-            for name, part in (("tasks", task_part), ("ratings", rating_part)):
-                lines = part.lines
-                if lines:
-                    last_line[name] = lines[-1]
-                if corrupt > 0:
-                    lines = damage_mod.inject(lines, corrupt, crng, damage.by_stream[name])
-                data = "".join(lines).encode("utf-8", "surrogateescape")
-                files[name].write(data)
-                n_lines[name] += len(lines)
-                n_bytes[name] += len(data)
-        if corrupt > 0:
-            for name in targets:
-                if last_line[name]:
-                    tail = damage_mod.torn_tail(last_line[name], float(crng.random())).encode("utf-8")
-                    files[name].write(tail)
-                    n_bytes[name] += len(tail)
-                    damage.by_stream[name]["torn_tail"] += 1
-        for f in files.values():
-            f.flush()
-            os.fsync(f.fileno())
-        rows.close()
+        # Every file opened is closed on the way out, whatever fails (an open, a write, an fsync).
+        with ExitStack() as opened:
+            files = {name: opened.enter_context(open(path, "wb")) for name, path in tmp.items()}
+            rows = opened.enter_context(open(rows_tmp, "wb"))
+            for first in range(0, scenario.tasks, chunk_tasks):
+                chunk = draw_chunk(st, rng, first, min(chunk_tasks, scenario.tasks - first))
+                task_part, rating_part, kinds = format_chunk(chunk, fragments)
+                rows.write(((",\n" if first else "") + ",\n".join(assignment_rows(chunk))).encode("utf-8"))
+                if first <= st.drift_first < first + chunk.n and scenario.drift is not None:
+                    drift_at = timestamps(chunk.open_s[st.drift_first - first : st.drift_first - first + 1])[0]
+                for part in (task_part, rating_part):
+                    for t, n in part.counts.items():
+                        events[t] += n
+                for k, n in kinds.items():
+                    by_kind[k] += n
+                for name, part in (("tasks", task_part), ("ratings", rating_part)):
+                    lines = part.lines
+                    if lines:
+                        last_line[name] = lines[-1]
+                    if corrupt > 0:
+                        lines = damage_mod.inject(lines, corrupt, crng, damage.by_stream[name])
+                    data = "".join(lines).encode("utf-8", "surrogateescape")
+                    files[name].write(data)
+                    n_lines[name] += len(lines)
+                    n_bytes[name] += len(data)
+            if corrupt > 0:
+                for name in targets:
+                    if last_line[name]:
+                        tail = damage_mod.torn_tail(last_line[name], float(crng.random())).encode("utf-8")
+                        files[name].write(tail)
+                        n_bytes[name] += len(tail)
+                        damage.by_stream[name]["torn_tail"] += 1
+            for f in files.values():
+                f.flush()
+                os.fsync(f.fileno())
     except BaseException:
-        rows.close()
         rows_tmp.unlink(missing_ok=True)
-        for name, f in files.items():
-            f.close()
-            tmp[name].unlink(missing_ok=True)
+        for path in tmp.values():
+            path.unlink(missing_ok=True)
         raise
-    for name, f in files.items():
-        f.close()
-        os.replace(tmp[name], targets[name])
+    for name, path in tmp.items():
+        os.replace(path, targets[name])
     fsync_dir(home.streams)
 
     drift_first = st.drift_first if scenario.drift is not None else None

@@ -107,7 +107,7 @@ class RatingSpec(BaseModel):
 
 
 class Prior(BaseModel):
-    """A shipped prior (DESIGN 7): selector = the first 1 to 4 segments of a config key."""
+    """A shipped prior (docs/design.md, Routing table): selector = the first 1 to 4 segments of a config key."""
 
     model_config = _MODEL
 
@@ -117,7 +117,7 @@ class Prior(BaseModel):
 
 
 class Policy(BaseModel):
-    """The logging policy and the shipped file it comes from (DESIGN 7's ``shipped.json``).
+    """The logging policy and the shipped file it comes from (``shipped.json``: docs/design.md, Routing table).
 
     The policy is static: per region it believes the most specific matching prior
     (``unknown_quality`` when none matches), takes the greedy config by the
@@ -140,7 +140,7 @@ class Policy(BaseModel):
     priors: list[Prior] = Field(default_factory=list)
 
     def shipped_json(self) -> dict:
-        """The ``fits/shipped.json`` document (DESIGN 7)."""
+        """The ``fits/shipped.json`` document (docs/design.md, Routing table)."""
         return {
             "constants": {
                 "prior_weight": self.prior_weight,

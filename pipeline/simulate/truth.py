@@ -43,7 +43,8 @@ def mean_cost(scenario: Scenario) -> dict[str, dict[str, float]]:
 
 
 def clipped_normal_mean(mean: float, sd: float) -> float:
-    """E[clip(X, 0, 1)] for X ~ N(mean, sd): P(X > 1) + mean*(Phi(b) - Phi(a)) + sd*(phi(a) - phi(b)), a, b the z of 0, 1."""
+    """E[clip(X, 0, 1)] for X ~ N(mean, sd): P(X > 1) + mean*(Phi(b) - Phi(a)) + sd*(phi(a) - phi(b)), with a, b
+    the z of 0 and 1."""
     a, b = (0.0 - mean) / sd, (1.0 - mean) / sd
     cdf = lambda x: 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))  # noqa: E731
     pdf = lambda x: math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)  # noqa: E731
@@ -103,7 +104,7 @@ def build_truth(
     cost = mean_cost(scenario)
     r9 = lambda x: round(x, _ROUND)  # noqa: E731
     table = lambda f: {k: {r: r9(f(k, r)) for r in regions} for k in keys}  # noqa: E731
-    drifted = scenario.drift is not None
+    drift = scenario.drift
     return {
         "schema": SCHEMA,
         "scenario": scenario.name,
@@ -128,10 +129,10 @@ def build_truth(
         },
         "best": {"before": best_per_region(before, cost, regions), "after": best_per_region(after, cost, regions)},
         "drift": None
-        if not drifted
+        if drift is None
         else {
-            "config": scenario.drift.config,
-            "quality": dict(scenario.drift.quality),
+            "config": drift.config,
+            "quality": dict(drift.quality),
             "first_task": drift_first,
             "at": drift_at,
         },

@@ -155,7 +155,7 @@ def open_table(location: Location, as_of: str | int | datetime | None = None) ->
             raise PipelineError(f"--as-of {wanted}: the table's newest version is {newest}")
         try:
             table.load_as_version(wanted)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - delta-rs's error for a missing version: one line (exit 2)
             raise PipelineError(f"--as-of {wanted}: no such version of the table ({first_line(exc)})") from None
         return table
     created = _commit_time(table, 0)
@@ -165,7 +165,7 @@ def open_table(location: Location, as_of: str | int | datetime | None = None) ->
         )
     try:
         table.load_as_version(wanted)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - delta-rs's error for a time before the table: one line (exit 2)
         raise PipelineError(f"--as-of {wanted.isoformat()}: {first_line(exc)}") from None
     return table
 

@@ -76,7 +76,7 @@ def vacuum(
                 enforce_retention_duration=False,
                 full=True,
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others: one line (fail)
             fail(exc, location, "vacuum")
         live = pa.table(table.get_add_actions(flatten=True))
         return VacuumResult(

@@ -1,4 +1,4 @@
-"""Calibration against the plain mean (DESIGN 6), worked out by hand."""
+"""Calibration against the plain mean (docs/design.md, Calibration), worked out by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sequential replay (DESIGN 6), worked out by hand on three tasks."""
+"""Sequential replay (docs/design.md, Sequential replay), worked out by hand on three tasks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The constants search of DESIGN 6: grids, pins, tie-break, and the integer-coded greedy routing."""
+"""The constants search: grids, pins, tie-break, and the integer-coded greedy routing.
+
+docs/design.md, Grids and the search.
+"""
 
 from __future__ import annotations
 

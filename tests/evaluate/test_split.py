@@ -1,4 +1,4 @@
-"""The chronological split of DESIGN 6."""
+"""The chronological split (docs/design.md, Split)."""
 
 from __future__ import annotations
 

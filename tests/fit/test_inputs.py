@@ -1,4 +1,7 @@
-"""Fit inputs (DESIGN 5/6): weights, rejections, retractions, regions, task time, restrictions, task values."""
+"""Fit inputs: weights, rejections, retractions, regions, task time, restrictions, task values.
+
+docs/design.md, Inputs.
+"""
 
 from __future__ import annotations
 

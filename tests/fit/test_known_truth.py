@@ -1,4 +1,4 @@
-"""Known truth (issue 5): on simulated data the fit finds what the simulator hid."""
+"""Known truth: on simulated data the fit finds what the simulator hid."""
 
 from __future__ import annotations
 

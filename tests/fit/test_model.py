@@ -1,4 +1,4 @@
-"""The model of DESIGN 5 on the hand-worked example of ``fixtures_fit.worked_events``.
+"""The model (docs/design.md, Fit) on the hand-worked example of ``fixtures_fit.worked_events``.
 
 Sums (w = precision*confidence*importance; the rejection is score 0 with w 2):
     A implement: W = 1 + 1 + 0.5 = 2.5, S = 1.0 + 0.5 + 0.4 = 1.9, n = 3

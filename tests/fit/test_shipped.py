@@ -1,4 +1,4 @@
-"""The most specific shipped prior (DESIGN 5), the one rule the fitter and the simulator share."""
+"""The most specific shipped prior (docs/design.md, Priors), the one rule the fitter and the simulator share."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Signals (DESIGN 5): each formula on a hand-worked frame."""
+"""Signals (docs/design.md, Signals): each formula on a hand-worked frame."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Building ``routing-table/v1`` from a fitted model (DESIGN 7), on the worked example of test_model."""
+"""Building ``routing-table/v1`` from a fitted model, on the worked example of test_model.
+
+docs/design.md, Routing table.
+"""
 
 from __future__ import annotations
 

@@ -464,7 +464,7 @@ def test_command_line_spells_every_changed_option():
 def test_prm_fill_ins_are_never_held_out_targets(fit_home):
     """A config z that only has traced attempts gets PRM fill-ins (score 0.40 + 0.15 + 0.10 = 0.65 for a
     success with tool calls and files written; cost 0.001, so it would be best per dollar on every task it did).
-    DESIGN 5: a fill-in is never a held-out target, so z is in no best set and no baseline is scored on it:
+    docs/design.md, PRM: a fill-in is never a held-out target, so z is in no best set and no baseline is scored on it:
     the held-out figures equal those of the store without z.
     """
     traced = [
@@ -490,7 +490,7 @@ def test_prm_fill_ins_are_never_held_out_targets(fit_home):
 
 
 def test_utility_without_costs_degrades_to_quality(fit_home):
-    """DESIGN 5: with no costs at all the objective degrades to quality, also when utility was asked for."""
+    """docs/design.md, Cost: with no costs at all the objective degrades to quality, also when utility was asked for."""
     events = [e for e in tiny_events() if e["type"] != "task.attempted"]
     _, result = fit_home(
         "no-cost-utility",

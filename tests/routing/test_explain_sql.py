@@ -90,7 +90,7 @@ def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_s
     with open_store(home, read_only=True) as store:
         for region in ("docs", "clean-up", "*"):
             content = table.regions[region]
-            names, rows = store.query(router.explain(region)["sql"])
+            names, rows = store.query(router.describe(router.route(region), region)["sql"])
             recomputed = {row[0]: dict(zip(names, row, strict=True)) for row in rows}
             for m in content.members:
                 for column in COLUMNS:

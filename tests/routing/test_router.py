@@ -160,7 +160,8 @@ def test_explain_lists_rows_and_gate_checks():
         },
         static={"default_config": B},
     )
-    out = Router(table).explain("r")
+    router = Router(table)
+    out = router.describe(router.route("r"), "r")
     assert [row["config"] for row in out["rows"]] == [A, B]
     assert out["gate"]["region_test"] == {
         "region": "r",
