@@ -5,7 +5,7 @@ Everything a decision needs is precomputed at load: per region a dict of rows
 for the table's objective and for quality per dollar, so choosing among a pool
 is one ``min`` over the pool with a C-level dict lookup as key.
 
-Rules this module fixes (the README repeats them):
+Rules this module fixes (docs/design.md, Routing, says them for readers in other languages):
 
 - **Unknown region** -> the global pool ``*``.
 - **Pool.** ``pool=None`` means the region's own members (the global members for
