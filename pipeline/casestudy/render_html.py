@@ -6,6 +6,7 @@ terminal browser (real headings, paragraphs, tables, alt text on every image).
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 from .doc import Block, Bullets, Code, Document, Figure, Heading, Inline, Link, Note, Para, Strong, Table
@@ -38,7 +39,7 @@ td{overflow-wrap:anywhere}
 td:first-child{overflow-wrap:break-word}
 th{background:#f5f5f5;font-weight:600;hyphens:auto}
 .num{text-align:right;font-variant-numeric:tabular-nums}
-td.num{white-space:nowrap}
+td.num,td.nw{white-space:nowrap}
 figure{margin:1.2rem 0}
 figure img{display:block;width:100%;max-width:38rem;height:auto;margin:0 auto;border:1px solid #eee}
 figcaption{font-size:.85rem;color:#444;margin-top:.4rem}
@@ -52,7 +53,7 @@ table.wide tr{border:1px solid #ddd;border-radius:6px;margin:0 0 .6rem;padding:.
 table.wide td{border:0;padding:.1rem 0;text-align:left;white-space:normal;line-height:1.35;
 overflow-wrap:anywhere}
 table.wide td:empty{display:none}
-table.wide td::before{content:attr(data-label) ": ";font-weight:600;color:#444}
+table.wide td[data-label]::before{content:attr(data-label) ": ";font-weight:600;color:#444}
 table.wide caption{display:block}}
 """.strip()
 
@@ -71,18 +72,61 @@ def inline(parts: tuple[Inline, ...]) -> str:
     return "".join(out)
 
 
+#: The widest table a 390 px phone shows whole, in widths of a letter of its .85rem text (about 352 px of text
+#: column at about 6.8 px a letter): wider ones become cards there. Measured in headless Chromium; a misjudged
+#: table still scrolls sideways inside its wrapper rather than being cut off.
+PHONE_LETTERS = 52
+#: A cell that is one number (``$0.000001``, ``-0.40``, ``65.0%``, ``1,234``): it never wraps inside.
+NUMBER = re.compile(r"[-+]?\$?\d[\d.,]*%?")
+
+
+def _nowrap(t: Table, i: int, value: str) -> bool:
+    return (i < len(t.numeric) and t.numeric[i]) or NUMBER.fullmatch(value) is not None
+
+
+def _letters(text: str, bold: bool = False) -> float:
+    """The width of ``text`` in letters: digits and signs are wider, spaces narrower, bold a quarter wider."""
+    width = sum(1.2 if c.isdigit() or c in "$%+-" else 0.5 if c == " " else 1.0 for c in text)
+    return width * (1.25 if bold else 1.0)
+
+
+def narrowest(t: Table) -> float:
+    """The table's narrowest width in letters: per column its widest piece that cannot wrap (a bold header word,
+    a number, a first-column word up to a hyphen before a letter; other text wraps anywhere but reads badly
+    under 8 letters), plus one for the cell padding."""
+    width = 0.0
+    for i, column in enumerate(t.columns):
+        pieces = [_letters(w, bold=True) for w in column.split()]
+        for row in t.rows:
+            value = row[i]
+            if _nowrap(t, i, value):
+                pieces.append(_letters(value))
+            elif i == 0:  # the first column wraps between words and after a hyphen followed by a letter
+                pieces += [_letters(w) for w in re.split(r"\s+|(?<=-)(?=[^\d\s])", value)]
+            else:
+                pieces += [_letters(w[:8]) for w in value.split()]
+        width += max(pieces, default=0.0) + 1
+    return width
+
+
 def _table(t: Table) -> str:
-    def cls(i: int) -> str:
-        return ' class="num"' if i < len(t.numeric) and t.numeric[i] else ""
+    def cls(i: int, value: str | None = None) -> str:
+        names = ["num"] if i < len(t.numeric) and t.numeric[i] else []
+        if value is not None and not names and _nowrap(t, i, value):
+            names.append("nw")
+        return f' class="{" ".join(names)}"' if names else ""
+
+    def label(i: int) -> str:  # a card names each cell's column; a column without a header adds no label
+        return f' data-label="{escape(t.columns[i], quote=True)}"' if t.columns[i] else ""
 
     head = "".join(f'<th scope="col"{cls(i)}>{escape(c)}</th>' for i, c in enumerate(t.columns))
-    labels = [escape(c, quote=True) for c in t.columns]
     rows = "".join(
-        "<tr>" + "".join(f'<td{cls(i)} data-label="{labels[i]}">{escape(v)}</td>' for i, v in enumerate(r)) + "</tr>\n"
+        "<tr>" + "".join(f"<td{cls(i, v)}{label(i)}>{escape(v)}</td>" for i, v in enumerate(r)) + "</tr>\n"
         for r in t.rows
     )
     caption = f"<caption>{escape(t.caption)}</caption>" if t.caption else ""
-    wide = ' class="wide"' if len(t.columns) > 4 else ""  # more than four columns do not fit a phone's width
+    # more than four columns, or too wide at its narrowest, does not fit a phone's width: one card per row there
+    wide = ' class="wide"' if len(t.columns) > 4 or narrowest(t) > PHONE_LETTERS else ""
     return (
         f'<div class="table"><table{wide}>{caption}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}'
         "</tbody></table></div>"
