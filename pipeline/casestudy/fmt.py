@@ -9,6 +9,7 @@ __all__ = [
     "constant",
     "count",
     "interval",
+    "mean_count",
     "num",
     "pct",
     "points",
@@ -59,6 +60,16 @@ def sentence(text: str | None) -> str:
 def count(n: float | None) -> str:
     """A count with thousands separators (a mean count over replay seeds keeps its decimals)."""
     return NA if n is None else f"{n:,}"
+
+
+def mean_count(x: float | None) -> str:
+    """A count averaged over runs (replay seeds): ``949`` when whole, else three figures at most (``3.53``,
+    ``48.3``), and one decimal from 100 on (``1,234.5``)."""
+    if x is None:
+        return NA
+    if float(x).is_integer():
+        return f"{x:,.0f}"
+    return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}" if abs(x) < 100 else f"{x:,.1f}"
 
 
 def constant(name: str, value: float | str | None) -> str:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ..nightly.stats import Stats
 from . import fmt
 from .doc import Block, Bullets, Code, Heading, Inline, Note, Strong, para
-from .optional import short_config
+from .optional import short_config, short_configs_in
 from .sections import costed_table, with_home
 
 
@@ -78,8 +77,4 @@ def _runner_up(pick: dict[str, Any] | None) -> str:
 def _why(region: dict[str, Any], configs: list[str]) -> tuple[Inline, ...]:
     """The router's reason for the region, with the table's config keys shortened as everywhere on the page."""
     name = "any other region" if region["region"] == "*" else region["region"]
-    text = fmt.sentence(region["why"])
-    if configs:
-        keys = re.compile("|".join(re.escape(c) for c in sorted(configs, key=len, reverse=True)))
-        text = keys.sub(lambda m: short_config(m.group(0)), text)
-    return (Strong(f"{name}: "), text)
+    return (Strong(f"{name}: "), short_configs_in(fmt.sentence(region["why"]), configs))

@@ -8,6 +8,7 @@ accept the spellings a stage may reasonably use (``ladder`` or ``rungs``,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,39 @@ def short_config(key: str) -> str:
         return key
     model, effort = unquote(parts[2]), unquote(parts[3])
     return model if effort == "-" else f"{model} {effort}"
+
+
+#: The fields of a stats file that hold configuration keys (one key, or a list of them).
+CONFIG_FIELDS = frozenset(
+    {"config", "config_key", "best_single_config", "configs", "rungs", "ladder", "cheap_config", "frontier_config"}
+    | {"default_config"}
+)
+
+
+def config_keys(stats: Stats) -> list[str]:
+    """Every configuration key the stats names, longest first (so a key inside another is replaced second)."""
+    keys: set[str] = set()
+
+    def walk(value: Any, field: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, k)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, field)
+        elif isinstance(value, str) and field in CONFIG_FIELDS and len(value.split("/")) == 4:
+            keys.add(value)
+
+    walk(stats.model_dump(by_alias=True))
+    return sorted(keys, key=lambda k: (-len(k), k))
+
+
+def short_configs_in(text: str, keys: list[str]) -> str:
+    """``text`` with each configuration key in ``keys`` written as :func:`short_config` writes it."""
+    if not keys or not text:
+        return text
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True)))
+    return pattern.sub(lambda m: short_config(m.group(0)), text)
 
 
 def rungs(ladder: dict[str, Any] | None) -> list[str]:

@@ -9,6 +9,7 @@ from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
 from .glossary import glossary_section, see_glossary
 from .optional import (
+    config_keys,
     first,
     frontier_aiq,
     frontier_points,
@@ -17,6 +18,7 @@ from .optional import (
     policy_rows,
     rungs,
     short_config,
+    short_configs_in,
 )
 from .plots import Plot
 from .signals import signals_section
@@ -67,9 +69,26 @@ def costed_table(
     stats: Stats, columns: list[str], rows: list[list[str]], caption: str = "", numeric: list[bool] | None = None
 ) -> Block:
     """A table whose cost columns are left out when the data has no costs (they would be all n/a)."""
-    keep = [i for i, c in enumerate(columns) if stats.cost_known or "cost" not in c]
+    keep = _costed_columns(stats, columns)
     numeric = numeric or [False] * len(columns)
     return table([columns[i] for i in keep], [[r[i] for i in keep] for r in rows], caption, [numeric[i] for i in keep])
+
+
+def _costed_columns(stats: Stats, columns: list[str]) -> list[int]:
+    """The columns a page shows: all of them, but those about cost only where costs are known."""
+    return [i for i, c in enumerate(columns) if stats.cost_known or "cost" not in c]
+
+
+def uniform_or_table(
+    stats: Stats, columns: list[str], rows: list[list[str]], caption: str, numeric: list[bool], what: str
+) -> Block:
+    """A :func:`costed_table` keyed by its first column, or one sentence when every row but for that key is the
+    same (nine identical rows would be nine identical cards on a phone). ``what`` names the rows in the sentence.
+    """
+    if len(rows) < 2 or any(r[1:] != rows[0][1:] for r in rows):
+        return costed_table(stats, columns, rows, caption, numeric)
+    same = "; ".join(f"{columns[i]} {rows[0][i]}" for i in _costed_columns(stats, columns) if i > 0)
+    return para(f"{caption} The same at every {what} tried ({', '.join(r[0] for r in rows)}): {same}.")
 
 
 def _not_computed(key: str) -> Block:
@@ -148,11 +167,14 @@ def baselines_section(stats: Stats) -> list[Block]:
             k,
             fmt.constant("exploration", run.exploration),
             fmt.num(run.realized_value, 4),
-            fmt.count(run.tasks_routed),
-            fmt.count(run.tasks_skipped),
+            fmt.mean_count(run.tasks_routed),
+            fmt.mean_count(run.tasks_skipped),
         ]
         for k, run in (("shipped", rp.shipped), ("fitted", rp.fitted))
     ]
+    verdict = stats.routing.exploration
+    seeds = verdict.method.get("seeds") if verdict else None
+    over = f"the mean over {seeds} replay seeds" if seeds else "the mean over the replay seeds"
     return [
         Heading(2, "Against the baselines", "baselines"),
         costed_table(
@@ -164,9 +186,9 @@ def baselines_section(stats: Stats) -> list[Block]:
             [False, False, True, True, True, True],
         ),
         see_glossary("eligible task", "hit rate", "best single", "oracle", "coverage"),
-        para(f"Replay on the held-out tasks (realized value: {REALIZED[stats.objective]}):"),
+        para(f"Replay on the held-out tasks, each figure {over} (realized value: {REALIZED[stats.objective]}):"),
         table(
-            ["constants", "exploration", "realized value", "tasks routed", "tasks skipped"],
+            ["constants", "exploration", "realized value", "tasks routed (mean)", "tasks skipped (mean)"],
             replay,
             numeric=[False, True, True, True, True],
         ),
@@ -362,7 +384,7 @@ def ladders_section(stats: Stats) -> list[Block]:
         return [*out, _not_computed("ladders")]
     rule = stats.ladders.get("rule") or {}
     if rule.get("reason"):
-        out.append(para("The rule: ", fmt.sentence(rule["reason"])))
+        out.append(para("The rule: ", short_configs_in(fmt.sentence(rule["reason"]), config_keys(stats))))
     regions = ladder_regions(stats)
     rows = [
         [
@@ -398,7 +420,7 @@ def ladders_section(stats: Stats) -> list[Block]:
     kappas = [k for k in rule.get("kappas") or [] if isinstance(k, dict)]
     if kappas:
         out.append(
-            costed_table(
+            uniform_or_table(
                 stats,
                 ["kappa", "choices that were ladders", "quality vs best single", "95% lower bound", "cost difference"],
                 [
@@ -416,6 +438,7 @@ def ladders_section(stats: Stats) -> list[Block]:
                 + ("" if stats.cost_known else "; without costs, the cost difference is in calls")
                 + ".",
                 [True, False, True, True, True],
+                "kappa",
             )
         )
     out += _hindsight(stats)
