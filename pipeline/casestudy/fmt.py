@@ -63,13 +63,12 @@ def count(n: float | None) -> str:
 
 
 def mean_count(x: float | None) -> str:
-    """A count averaged over runs (replay seeds): ``949`` when whole, else three figures at most (``3.53``,
-    ``48.3``), and one decimal from 100 on (``1,234.5``)."""
+    """A count averaged over runs (replay seeds): ``949`` when whole, else ``3.53`` under 10 and ``48.3`` above."""
     if x is None:
         return NA
     if float(x).is_integer():
         return f"{x:,.0f}"
-    return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}" if abs(x) < 100 else f"{x:,.1f}"
+    return f"{x:.2f}" if abs(x) < 10 else f"{x:,.1f}"
 
 
 def constant(name: str, value: float | str | None) -> str:
