@@ -9,6 +9,7 @@ two renders of the same stats give the same bytes.
 from __future__ import annotations
 
 import io
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,6 +95,8 @@ def grid_heatmap(stats: Stats) -> Plot | None:
     lo, hi = min(values), max(values)
     best, best_hit = max(scored, key=lambda row_hit: row_hit[1])
 
+    sizes = mark_sizes(stats)
+
     def mark(ax: Axes, source: str, consts: ConstantSet, color: str, style: str, label: str) -> None:
         if consts.prior_source != source or consts.prior_weight not in weights:
             return
@@ -102,11 +105,12 @@ def grid_heatmap(stats: Stats) -> Plot | None:
         from matplotlib.patches import Rectangle
 
         x, y = weights.index(consts.prior_weight), explorations.index(consts.exploration)
+        size = sizes[label]
         ax.add_patch(
             Rectangle(
-                (x - 0.46, y - 0.46),
-                0.92,
-                0.92,
+                (x - size / 2, y - size / 2),
+                size,
+                size,
                 fill=False,
                 edgecolor=color,
                 linewidth=2.6,
@@ -177,9 +181,23 @@ def grid_heatmap(stats: Stats) -> Plot | None:
         f"at half-life {fmt.constant('half_life_days', f.half_life_days)}. Values range from {fmt.pct(lo)} to "
         f"{fmt.pct(hi)}; the best cell is prior weight {fmt.constant('prior_weight', best.prior_weight)}, "
         f"exploration {best.exploration}, source {best.prior_source} ({fmt.pct(best_hit)}). "
-        f"Fitted cell: {fmt.pct(fitted_cell)}. Shipped cell: {fmt.pct(shipped_cell)}."
+        f"Fitted cell: {fmt.pct(fitted_cell)}. "
+        + ("The shipped cell is the same one." if same_cell(stats) else f"Shipped cell: {fmt.pct(shipped_cell)}.")
     )
     return _draw("grid.svg", alt, draw)
+
+
+def same_cell(stats: Stats) -> bool:
+    """Whether the shipped and the fitted constants are the same cell of the grid (the same prior source, prior
+    weight and exploration)."""
+    f, s = stats.constants.fitted, stats.constants.shipped
+    return (f.prior_source, f.prior_weight, f.exploration) == (s.prior_source, s.prior_weight, s.exploration)
+
+
+def mark_sizes(stats: Stats) -> dict[str, float]:
+    """The side of each box that marks a cell, in cells: the fitted box inside the shipped one when they mark
+    the same cell, or the shipped box would hide under it."""
+    return {"shipped": 0.92, "fitted": 0.58 if same_cell(stats) else 0.92}
 
 
 # --------------------------------------------------------------------------- cost-quality frontier
@@ -247,12 +265,15 @@ def frontier_plot(stats: Stats) -> Plot | None:
             # 1-2-5 ticks over a short range; decades only over a long one, or the dollar labels collide
             ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades < 1.5 else (1.0,)))
             ax.xaxis.set_minor_formatter(NullFormatter())
-        _label_singles(ax, [p for p in costed if p.kind == "single"])
         ax.xaxis.set_major_formatter(lambda v, _: f"${v:g}")
         ax.set_xlabel("mean cost per held-out task" + (" (log scale)" if log_x else ""))
         ax.set_ylabel("mean held-out quality")
         ax.grid(True, color="#e0e0e0", linewidth=0.6)
+        ax.margins(x=0.06, y=0.1)  # room for labels between the lowest points and the x-axis line
         fig.legend(loc="outside lower center", ncols=2, fontsize=9, frameon=False)
+        fig.draw_without_rendering()  # the final layout, so the labels are placed in real points
+        drawn = [(p, styles[p.kind]["s"]) for p in costed]
+        _label_singles(ax, [p for p in costed if p.kind == "single"], drawn)
 
     def where(kind: str) -> str:
         group = [p for p in costed if p.kind == kind]
@@ -266,38 +287,98 @@ def frontier_plot(stats: Stats) -> Plot | None:
     return _draw("frontier.svg", alt, draw)
 
 
-def _label_singles(ax: Axes, singles: list[_Costed]) -> None:
-    """Name the single configurations where a label fits: greedy by quality, skipping any that would overlap.
+Box = tuple[float, float, float, float]  # left, bottom, right, top, in points from the axes' lower left corner
 
-    Label boxes are estimated in axes fractions (8 pt text on this figure width: about 0.019 of the axes per
-    character, 0.05 per line); a skipped name is still in the alt text and the table under the figure.
-    """
+#: Where a label may sit beside its point, in order of preference: offset in points, alignment (ha, va).
+PLACES: tuple[tuple[float, float, str, str], ...] = (
+    (5, 0, "left", "center"),
+    (-5, 0, "right", "center"),
+    (0, 5, "center", "bottom"),
+    (0, -5, "center", "top"),
+    (4, 4, "left", "bottom"),
+    (4, -4, "left", "top"),
+    (-4, 4, "right", "bottom"),
+    (-4, -4, "right", "top"),
+)
+LABEL_PT = 8  # label font size
+CHAR_PT = 5.0  # the width of an average character of DejaVu Sans at 8 pt, rounded up
+AXIS_GAP_PT = 3  # a label keeps this far from the axes' edges (and off the axis lines)
+
+
+def _box(x: float, y: float, text: str, place: tuple[float, float, str, str]) -> Box:
+    dx, dy, ha, va = place
+    width, height = CHAR_PT * len(text), LABEL_PT * 1.25
+    left = x + dx - {"left": 0.0, "center": width / 2, "right": width}[ha]
+    bottom = y + dy - {"bottom": 0.0, "center": height / 2, "top": height}[va]
+    return (left, bottom, left + width, bottom + height)
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _within(box: Box, width: float, height: float) -> bool:
+    """Inside the axes and :data:`AXIS_GAP_PT` clear of every edge."""
+    gap = AXIS_GAP_PT
+    return box[0] >= gap and box[1] >= gap and box[2] <= width - gap and box[3] <= height - gap
+
+
+def place_labels(
+    labels: list[tuple[float, float, str]], markers: list[Box], width: float, height: float
+) -> list[tuple[int, tuple[float, float, str, str], Box]]:
+    """Where each label goes (its index, place and box), greedy in the given order: the first place of
+    :data:`PLACES` that stays inside the axes (clear of the axis lines) and overlaps no marker and no label
+    placed before it. A label with no such place is left out. Positions are in points within the axes."""
+    placed: list[tuple[int, tuple[float, float, str, str], Box]] = []
+    for i, (x, y, text) in enumerate(labels):
+        for place in PLACES:
+            box = _box(x, y, text, place)
+            taken = [*markers, *(b for _, _, b in placed)]
+            if _within(box, width, height) and not any(_overlaps(box, b) for b in taken):
+                placed.append((i, place, box))
+                break
+    return placed
+
+
+def _label_singles(ax: Axes, singles: list[_Costed], drawn: list[tuple[_Costed, float]]) -> None:
+    """Name the single configurations where a label fits (greedy by quality, see :func:`place_labels`); a
+    skipped name is still in the alt text and the table under the figure. ``drawn`` is every marker with its
+    area in pt² (``scatter``'s ``s``): no label covers one, nor the router's line. Call after the layout is final."""
     if not singles:
         return
-    ax.autoscale_view()
-    to_axes = ax.transScale + ax.transLimits
-    placed: list[tuple[float, float, float, float]] = []
-    for p in sorted(singles, key=lambda p: (-p.quality, p.label)):
-        label = short_config(p.label)
-        x, y = to_axes.transform((p.cost, p.quality))
-        width = 0.019 * len(label)
-        right = x + 0.012 + width <= 1.02  # else the label goes to the left of its point
-        box = (
-            (x + 0.012, y - 0.075, x + 0.012 + width, y - 0.02)
-            if right
-            else (x - 0.012 - width, y - 0.075, x - 0.012, y - 0.02)
-        )
-        if box[0] < -0.02 or any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
-            continue
-        placed.append(box)
+    bbox = ax.get_window_extent()
+    scale = 72 / ax.figure.dpi  # display pixels -> points
+    origin = (bbox.x0, bbox.y0)
+
+    def at(p: _Costed) -> tuple[float, float]:
+        x, y = ax.transData.transform((p.cost, p.quality))
+        return (x - origin[0]) * scale, (y - origin[1]) * scale
+
+    markers = []
+    for p, area in drawn:
+        x, y = at(p)
+        r = math.sqrt(area) / 2 + 1
+        markers.append((x - r, y - r, x + r, y + r))
+    for a, b in itertools.pairwise(sorted((p for p, _ in drawn if p.kind == "router"), key=lambda p: p.cost)):
+        (xa, ya), (xb, yb) = at(a), at(b)  # the router's line: no label is struck through by it
+        steps = max(1, int(math.hypot(xb - xa, yb - ya) / 2))
+        for k in range(steps + 1):
+            x, y = xa + (xb - xa) * k / steps, ya + (yb - ya) * k / steps
+            markers.append((x - 1, y - 1, x + 1, y + 1))
+    ordered = sorted(singles, key=lambda p: (-p.quality, p.label))
+    labels = [(*at(p), short_config(p.label)) for p in ordered]
+    for i, (dx, dy, ha, va), _ in place_labels(labels, markers, bbox.width * scale, bbox.height * scale):
+        p = ordered[i]
         ax.annotate(
-            label,
+            labels[i][2],
             (p.cost, p.quality),
-            xytext=(4 if right else -4, -10),
+            xytext=(dx, dy),
             textcoords="offset points",
-            fontsize=8,
+            fontsize=LABEL_PT,
             color="#424242",
-            ha="left" if right else "right",
+            ha=ha,
+            va=va,
+            annotation_clip=True,
         )
 
 

@@ -20,7 +20,7 @@ from .optional import (
     short_config,
     short_configs_in,
 )
-from .plots import Plot
+from .plots import Plot, same_cell
 from .signals import signals_section
 
 #: What sequential replay's realized value measures, per objective (docs/design.md, Sequential replay).
@@ -209,7 +209,8 @@ def grid_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         "Held-out hit rate (%) expected under exploration, over prior weight and exploration with the other "
         f"constants at their fitted values (half-life {fmt.constant('half_life_days', f.half_life_days)}). "
         "Diagnostic only: the constants were chosen on validation, never on these cells. Solid green box: "
-        "fitted; dashed red box: the shipped prior weight and exploration (other constants as fitted).",
+        "fitted; dashed red box: the shipped prior weight and exploration (other constants as fitted)."
+        + (" Here they are the same cell: the small green box inside the red one." if same_cell(stats) else ""),
     )
     out: list[Block] = [
         Heading(2, "The grid of constants (diagnostic)", "grid"),
