@@ -370,3 +370,121 @@ def test_the_page_leads_with_what_the_dispatcher_will_do(tmp_path):
     assert "implement a 0.800 $0.100 40 b (0.900, $1.00) a → b" in spaced(lead)
     assert "implement: Learned choice in implement: a beats the static choice b (High)." in spaced(lead)
     assert readme.index("## What the dispatcher will do") < readme.index("**Routing:**")
+
+
+# ------------------------------------------------------------------ a page a phone shows whole
+def rows_of(html: str, marker: str) -> str:
+    """The first table after ``marker``, from its opening tag."""
+    after = html.split(marker, 1)[1]
+    return after[after.index("<table") : after.index("</table>")]
+
+
+def test_a_table_too_wide_for_a_phone_becomes_cards_and_numbers_never_wrap():
+    from pipeline.casestudy.doc import table
+    from pipeline.casestudy.render_html import CSS, PHONE_LETTERS, _table, narrowest
+
+    # Four columns, but a long unbreakable first-column word and wide numbers: wider than a phone at its narrowest.
+    wide = table(
+        ["single configuration", "mean quality", "mean cost", "coverage"],
+        [["mistralai/mistral-7b-chat", "0.607", "$0.0000813", "100.0%"]],
+        numeric=[False, True, True, True],
+    )
+    narrow = table(["count", "value"], [["ratings", "1,234"]], numeric=[False, True])
+    assert narrowest(wide) > PHONE_LETTERS >= narrowest(narrow)
+    assert '<table class="wide">' in _table(wide) and "<table>" in _table(narrow)
+    # A number in a text column keeps whole; text beside it may wrap.
+    constants = _table(table(["constant", "shipped"], [["cost_floor_usd", "$0.000001"], ["prior_source", "shipped"]]))
+    assert '<td class="nw" data-label="shipped">$0.000001</td>' in constants
+    assert '<td data-label="shipped">shipped</td>' in constants
+    assert "td.num,td.nw{white-space:nowrap}" in CSS
+
+
+def test_a_column_without_a_header_adds_no_label_to_its_cards(page):
+    html = page[0]
+    members = rows_of(html, "Members by relative advantage")
+    assert 'data-label=""' not in html
+    assert "<td>above the task mean</td>" in members or "<td>below the task mean</td>" in members
+    assert "table.wide td[data-label]::before" in html
+
+
+def test_replay_counts_are_means_over_the_seeds(tmp_path):
+    stats = sample()
+    stats["replay"]["fitted"]["tasks_routed"] = 3.53125
+    stats["replay"]["fitted"]["tasks_skipped"] = 3.46875
+    html, readme, _ = render(tmp_path, stats)
+    text = spaced(html)
+    assert "each figure the mean over" in text and "replay seeds" in text
+    assert "tasks routed (mean)" in text and " 3.53 3.47 " in text and "3.53125" not in text
+    assert "3.53 | 3.47 |" in readme
+
+
+def test_free_text_names_configurations_by_their_short_labels(tmp_path):
+    stats = sample()
+    key = stats["baselines"]["best_single"]["config"]
+    stats["ladders"]["rule"] = {"name": "best-single", "reason": f"the best single {key} alone"}
+    html, readme, _ = render(tmp_path, stats)
+    from pipeline.casestudy.optional import short_config
+
+    assert key.count("/") == 3 and key not in text_of(html) and key not in readme
+    assert f"The rule: The best single {short_config(key)} alone." in text_of(html)
+
+
+def test_kappa_rows_that_all_agree_are_one_sentence(tmp_path):
+    stats = sample()
+    rule = stats["ladders"]["rule"] = {"name": "best-single", "folds": 4}
+    rule["kappas"] = [
+        {"kappa": k, "ladders": 0, "difference": 0.0, "lower": 0.0, "spend_difference": 0.0} for k in (-1, 0, 1)
+    ]
+    html, _readme, _ = render(tmp_path, stats)
+    assert 'data-label="kappa"' not in html
+    assert (
+        "The same at every kappa tried (-1, 0, 1): choices that were ladders 0 of 4 folds; quality vs best single "
+        "+0.0000; 95% lower bound +0.0000" in text_of(html)
+    )
+    rule["kappas"][1]["ladders"] = 2
+    html, _readme, _ = render(tmp_path / "differs", stats)
+    assert html.count('data-label="kappa"') == 3
+
+
+def test_the_shipped_mark_shows_when_it_is_the_fitted_cell(tmp_path):
+    from pipeline.casestudy.plots import mark_sizes
+    from pipeline.nightly.stats import Stats
+
+    stats = sample()
+    stats["constants"]["shipped"] = dict(stats["constants"]["fitted"])
+    html, _readme, directory = render(tmp_path, stats)
+    sizes = mark_sizes(Stats.model_validate(stats))
+    assert sizes["fitted"] < sizes["shipped"]  # the fitted box inside the shipped one, both seen
+    assert "Here they are the same cell: the small green box inside the red one." in text_of(html)
+    assert "The shipped cell is the same one." in html
+    assert mark_sizes(Stats.model_validate(sample())) == {"shipped": 0.92, "fitted": 0.92}
+
+
+def test_frontier_labels_stay_inside_the_axes_clear_of_markers_and_each_other():
+    from pipeline.casestudy.plots import AXIS_GAP_PT, place_labels
+
+    # Three points on the x-axis line's height and one marker in the way: labels go where they fit, or nowhere.
+    labels = [(10.0, 2.0, "a/b-chat"), (60.0, 2.0, "claude-v2"), (200.0, 100.0, "gpt-4"), (205.0, 100.0, "x")]
+    markers = [(x - 4, y - 4, x + 4, y + 4) for x, y, _ in labels]
+    placed = place_labels(labels, markers, 240.0, 150.0)
+    boxes = [b for _, _, b in placed]
+    for b in boxes:
+        assert AXIS_GAP_PT <= b[0] and b[2] <= 240 - AXIS_GAP_PT and AXIS_GAP_PT <= b[1] and b[3] <= 150 - AXIS_GAP_PT
+        assert not any(b[0] < m[2] and m[0] < b[2] and b[1] < m[3] and m[1] < b[3] for m in markers)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
+    assert {i for i, _, _ in placed} >= {0, 1, 2}  # room for these beside their points (above the low ones)
+
+
+def test_the_frontier_names_most_singles_and_is_deterministic():
+    from pipeline.casestudy.optional import short_config
+    from pipeline.casestudy.plots import frontier_plot
+    from pipeline.nightly.stats import load_stats
+
+    stats = load_stats(Path(__file__).parent.parent / "case-studies" / "routerbench" / "stats.json")
+    first, second = frontier_plot(stats), frontier_plot(stats)
+    assert first is not None and second is not None and first.svg == second.svg
+    singles = (stats.frontier or {})["singles"]
+    named = sum(f">{short_config(s['config'])}<".encode() in first.svg for s in singles)
+    assert named >= len(singles) - 2
