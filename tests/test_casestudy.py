@@ -379,7 +379,7 @@ def rows_of(html: str, marker: str) -> str:
     return after[after.index("<table") : after.index("</table>")]
 
 
-def test_a_table_too_wide_for_a_phone_becomes_cards_and_numbers_never_wrap():
+def test_a_table_too_wide_for_a_phone_becomes_cards_and_numbers_never_wrap() -> None:
     from pipeline.casestudy.doc import table
     from pipeline.casestudy.render_html import CSS, PHONE_LETTERS, _table, narrowest
 
@@ -399,7 +399,7 @@ def test_a_table_too_wide_for_a_phone_becomes_cards_and_numbers_never_wrap():
     assert "td.num,td.nw{white-space:nowrap}" in CSS
 
 
-def test_a_column_without_a_header_adds_no_label_to_its_cards(page):
+def test_a_column_without_a_header_adds_no_label_to_its_cards(page: tuple[str, str, Path]) -> None:
     html = page[0]
     members = rows_of(html, "Members by relative advantage")
     assert 'data-label=""' not in html
@@ -407,7 +407,7 @@ def test_a_column_without_a_header_adds_no_label_to_its_cards(page):
     assert "table.wide td[data-label]::before" in html
 
 
-def test_replay_counts_are_means_over_the_seeds(tmp_path):
+def test_replay_counts_are_means_over_the_seeds(tmp_path: Path) -> None:
     stats = sample()
     stats["replay"]["fitted"]["tasks_routed"] = 3.53125
     stats["replay"]["fitted"]["tasks_skipped"] = 3.46875
@@ -418,7 +418,7 @@ def test_replay_counts_are_means_over_the_seeds(tmp_path):
     assert "3.53 | 3.47 |" in readme
 
 
-def test_free_text_names_configurations_by_their_short_labels(tmp_path):
+def test_free_text_names_configurations_by_their_short_labels(tmp_path: Path) -> None:
     stats = sample()
     key = stats["baselines"]["best_single"]["config"]
     stats["ladders"]["rule"] = {"name": "best-single", "reason": f"the best single {key} alone"}
@@ -429,30 +429,28 @@ def test_free_text_names_configurations_by_their_short_labels(tmp_path):
     assert f"The rule: The best single {short_config(key)} alone." in text_of(html)
 
 
-def test_kappa_rows_that_all_agree_are_one_sentence(tmp_path):
+def test_kappa_rows_that_all_agree_are_one_sentence(tmp_path: Path) -> None:
     stats = sample()
-    rule = stats["ladders"]["rule"] = {"name": "best-single", "folds": 4}
-    rule["kappas"] = [
-        {"kappa": k, "ladders": 0, "difference": 0.0, "lower": 0.0, "spend_difference": 0.0} for k in (-1, 0, 1)
-    ]
+    kappas = [{"kappa": k, "ladders": 0, "difference": 0.0, "lower": 0.0, "spend_difference": 0.0} for k in (-1, 0, 1)]
+    stats["ladders"]["rule"] = {"name": "best-single", "folds": 4, "kappas": kappas}
     html, _readme, _ = render(tmp_path, stats)
     assert 'data-label="kappa"' not in html
     assert (
         "The same at every kappa tried (-1, 0, 1): choices that were ladders 0 of 4 folds; quality vs best single "
         "+0.0000; 95% lower bound +0.0000" in text_of(html)
     )
-    rule["kappas"][1]["ladders"] = 2
+    kappas[1]["ladders"] = 2
     html, _readme, _ = render(tmp_path / "differs", stats)
     assert html.count('data-label="kappa"') == 3
 
 
-def test_the_shipped_mark_shows_when_it_is_the_fitted_cell(tmp_path):
+def test_the_shipped_mark_shows_when_it_is_the_fitted_cell(tmp_path: Path) -> None:
     from pipeline.casestudy.plots import mark_sizes
     from pipeline.nightly.stats import Stats
 
     stats = sample()
     stats["constants"]["shipped"] = dict(stats["constants"]["fitted"])
-    html, _readme, directory = render(tmp_path, stats)
+    html, _readme, _directory = render(tmp_path, stats)
     sizes = mark_sizes(Stats.model_validate(stats))
     assert sizes["fitted"] < sizes["shipped"]  # the fitted box inside the shipped one, both seen
     assert "Here they are the same cell: the small green box inside the red one." in text_of(html)
@@ -460,7 +458,7 @@ def test_the_shipped_mark_shows_when_it_is_the_fitted_cell(tmp_path):
     assert mark_sizes(Stats.model_validate(sample())) == {"shipped": 0.92, "fitted": 0.92}
 
 
-def test_frontier_labels_stay_inside_the_axes_clear_of_markers_and_each_other():
+def test_frontier_labels_stay_inside_the_axes_clear_of_markers_and_each_other() -> None:
     from pipeline.casestudy.plots import AXIS_GAP_PT, place_labels
 
     # Three points on the x-axis line's height and one marker in the way: labels go where they fit, or nowhere.
@@ -469,7 +467,7 @@ def test_frontier_labels_stay_inside_the_axes_clear_of_markers_and_each_other():
     placed = place_labels(labels, markers, 240.0, 150.0)
     boxes = [b for _, _, b in placed]
     for b in boxes:
-        assert AXIS_GAP_PT <= b[0] and b[2] <= 240 - AXIS_GAP_PT and AXIS_GAP_PT <= b[1] and b[3] <= 150 - AXIS_GAP_PT
+        assert b[0] >= AXIS_GAP_PT and b[2] <= 240 - AXIS_GAP_PT and b[1] >= AXIS_GAP_PT and b[3] <= 150 - AXIS_GAP_PT
         assert not any(b[0] < m[2] and m[0] < b[2] and b[1] < m[3] and m[1] < b[3] for m in markers)
     for i, a in enumerate(boxes):
         for b in boxes[i + 1 :]:
@@ -477,7 +475,7 @@ def test_frontier_labels_stay_inside_the_axes_clear_of_markers_and_each_other():
     assert {i for i, _, _ in placed} >= {0, 1, 2}  # room for these beside their points (above the low ones)
 
 
-def test_the_frontier_names_most_singles_and_is_deterministic():
+def test_the_frontier_names_most_singles_and_is_deterministic() -> None:
     from pipeline.casestudy.optional import short_config
     from pipeline.casestudy.plots import frontier_plot
     from pipeline.nightly.stats import load_stats
