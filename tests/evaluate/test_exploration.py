@@ -100,14 +100,15 @@ def test_blocks_are_consecutive_tasks_cut_to_n():
     assert np.array_equal(orders, block_orders(10, resamples=100, seed=0))  # seeded
 
 
-def test_bias_corrected_interval():
-    from pipeline.evaluate.exploration import bias_corrected_interval
+def test_recentred_interval():
+    from pipeline.evaluate.exploration import recentred_interval
 
-    stats = np.arange(1, 100) / 100  # 0.01 .. 0.99, B = 99
-    # estimate 0.5: 49 values below, 1 tie -> p0 = 49.5 / 99 = 0.5, z0 = 0: the plain percentile interval,
+    stats = np.arange(1, 100) / 100  # 0.01 .. 0.99, B = 99, median 0.5
     # quantiles 0.025 and 0.975 of 0.01..0.99 (linear): 0.01 + 0.025 * 0.98 = 0.0345 and 0.01 + 0.975 * 0.98 = 0.9655
-    assert bias_corrected_interval(stats, 0.5) == pytest.approx((0.0345, 0.9655))
-    # estimate 0.9: p0 = 89.5 / 99, z0 = Phi^-1(0.90404) = 1.3058; Phi(2 z0 -+ 1.96) = Phi(0.6516), Phi(4.5716)
-    # = 0.7427, 0.999998: the interval moves up with the estimate (quantiles 0.01 + q * 0.98)
-    low, high = bias_corrected_interval(stats, 0.9)
-    assert low == pytest.approx(0.01 + 0.7427 * 0.98, abs=1e-3) and high == pytest.approx(0.99, abs=1e-4)
+    # estimate 0.5 = the median: the plain percentile interval
+    assert recentred_interval(stats, 0.5) == pytest.approx((0.0345, 0.9655))
+    # estimate 0.9: the same spread around it, 0.9 + (0.0345 - 0.5) = 0.4345 and 0.9 + (0.9655 - 0.5) = 1.3655
+    assert recentred_interval(stats, 0.9) == pytest.approx((0.4345, 1.3655))
+    # every resample below the estimate (the case a bias-corrected interval collapsed on): still around it,
+    # 3.0 + (0.0345 - 0.5) = 2.5345 and 3.0 + (0.9655 - 0.5) = 3.4655
+    assert recentred_interval(stats, 3.0) == pytest.approx((2.5345, 3.4655))
