@@ -86,7 +86,7 @@ def mutated_lines(draw: st.DrawFn) -> bytes:
     for _ in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(["set", "nested", "delete", "extra", "type", "at", "id", "v", "dup"]))
         keys = sorted(obj)
-        if kind == "set":
+        if kind == "set" and keys:  # deletions may have emptied the object
             obj[draw(st.sampled_from(keys))] = draw(st.sampled_from(VALUES))
         elif kind == "nested" and isinstance(obj.get("config"), dict):
             obj["config"] = {
