@@ -5,6 +5,7 @@ valid lines of its type, and among other mutated lines."""
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import numpy as np
@@ -183,25 +184,47 @@ def test_every_line_gets_the_parsers_verdict_alone_and_among_any_neighbours(line
     assert _verdicts(mixed, fast=True) == _verdicts(mixed, fast=False)
 
 
-def _single_mutations() -> list[bytes]:
-    """Every seed with one field (its own or any known key) set to each odd value, or dropped: a few thousand lines."""
-    out = []
-    for seed in SEEDS:
+def _single_mutations() -> dict[tuple[int, str, int], bytes]:
+    """Every seed with one field (its own or any known key) dropped, set to each odd value or written as each raw
+    value: a few thousand lines, keyed by (seed, field, mutation); mutation 0 drops the field, 1 to 31 set the odd
+    values, 32 to 39 write the raw values."""
+    out = {}
+    for s, seed in enumerate(SEEDS):
         for key in dict.fromkeys([*seed, *KEYS]):
-            out.append(json.dumps({k: v for k, v in seed.items() if k != key}, separators=(",", ":")).encode())
-            for value in ODD_VALUES:
-                out.append(json.dumps({**seed, key: value}, separators=(",", ":")).encode())
-            for raw in RAW_VALUES:
-                out.append(json.dumps(seed, separators=(",", ":")).encode()[:-1] + f',"{key}":{raw}}}'.encode())
+            lines = [json.dumps({k: v for k, v in seed.items() if k != key}, separators=(",", ":")).encode()]
+            lines += [json.dumps({**seed, key: value}, separators=(",", ":")).encode() for value in ODD_VALUES]
+            lines += [
+                json.dumps(seed, separators=(",", ":")).encode()[:-1] + f',"{key}":{raw}}}'.encode()
+                for raw in RAW_VALUES
+            ]
+            out.update(((s, key, m), line) for m, line in enumerate(lines))
     return out
 
 
-def test_every_single_field_mutation_gets_the_parsers_verdict_alone_and_in_chunks():
-    import random
+def _alone_sample(mutations: dict[tuple[int, str, int], bytes], rng: random.Random) -> list[bytes]:
+    """A seeded sample of the single mutations that still has every field under every mutation (on a seed drawn
+    for the pair among the seeds it applies to) and every seed with every field (under a drawn mutation)."""
+    by_pair: dict[tuple[str, int], list[int]] = {}
+    by_field: dict[tuple[int, str], list[int]] = {}
+    for s, key, m in mutations:
+        by_pair.setdefault((key, m), []).append(s)
+        by_field.setdefault((s, key), []).append(m)
+    picked = {(rng.choice(seeds), key, m) for (key, m), seeds in by_pair.items()}
+    picked |= {(s, key, rng.choice(kinds)) for (s, key), kinds in by_field.items()}
+    return [mutations[k] for k in sorted(picked)]
 
-    lines = _single_mutations()
+
+def test_every_single_field_mutation_gets_the_parsers_verdict_alone_and_in_chunks():
+    """All the single mutations (about 7,200 lines) together and in chunks of 16 random neighbours; alone (each
+    line the only one of its chunk, the slow part), a sample seeded with 0 of about 1,300 of them that keeps every
+    field under every mutation kind (drop, each odd value, each raw value) and every seed with every field."""
+    mutations = _single_mutations()
+    lines = list(mutations.values())
     assert len(lines) > 5000
-    for line in lines:  # alone: the vectorised path sees one line of its type
+    alone = _alone_sample(mutations, random.Random(0))
+    sampled = set(alone)
+    assert {(k, m) for _, k, m in mutations} == {(k, m) for (_, k, m), line in mutations.items() if line in sampled}
+    for line in alone:  # alone: the vectorised path sees one line of its type
         assert _verdicts([line], fast=True) == _verdicts([line], fast=False), line
     shuffled = lines[:]
     random.Random(0).shuffle(shuffled)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -130,14 +131,20 @@ def test_a_pinned_table_with_newer_stats_agrees(fitted):
 
 
 def test_killing_the_fit_at_every_publishing_write_leaves_a_set_that_agrees_or_a_named_stale_table(tmp_path):
-    """SIGKILL a child fit at each of the 4 publishing writes, before and after its rename (8 kills)."""
+    """SIGKILL a child fit at each of the 4 publishing writes, before and after its rename (8 kills).
+
+    The home each child fits (the tiny store fitted once, then the new evidence appended) is built once and
+    copied for each kill: the fit is deterministic, so each copy holds the table, stats and history a fit of its
+    own would leave, and the point is each publishing write, not the fit before it."""
     outcomes: dict[str, int] = {"previous": 0, "new": 0, "stale table": 0}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), *sys.path])}
+    before = make_home(tmp_path / "before", tiny_events())
+    old = run_fit(before, PINNED).table.version
+    append(before, _new_evidence())
     for n in range(1, PUBLISHING_WRITES + 1):
         for when in ("before-rename", "after-rename"):
-            home = make_home(tmp_path / f"{n}-{when}", tiny_events())
-            old = run_fit(home, PINNED).table.version
-            append(home, _new_evidence())
+            home = tmp_path / f"{n}-{when}"
+            shutil.copytree(before, home)
             child = subprocess.run(
                 [sys.executable, str(CHILD), str(home), str(n), when],
                 check=False,
