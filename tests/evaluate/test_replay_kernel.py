@@ -148,9 +148,10 @@ def _same(a: Totals, b: Totals) -> bool:
     return all(np.array_equal(x, y, equal_nan=True) and x.dtype == y.dtype for x, y in zip(a, b, strict=True))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(cases())
 def test_the_compiled_replay_is_the_numpy_replay_bit_for_bit(case: tuple) -> None:
+    """150 derandomized examples (the same cases every run); the long replay below adds the tie-breaks at scale."""
     compiled, reference = route_runs(*case), numpy_routes(*case)
     assert _same(compiled, reference), (compiled, reference)
 
