@@ -67,7 +67,10 @@ from .parse import Chunk, ParsedChunk, parse_chunk
 from .rows import event_row
 
 DEFAULT_MERGE_THRESHOLD = 16  # files in one partition before Delta's optimize merges them
-DEFAULT_CHUNK_BYTES = 32 << 20
+# Bytes read at a time. Under glibc's largest mmap threshold (32 MiB): a freed block's memory is reused for the
+# next one instead of being mapped afresh, page-faulted and zeroed by the kernel for every block (measured with
+# bench.compact: half the page faults of 32 MiB blocks, a third less system time; 8 MiB costs more per chunk).
+DEFAULT_CHUNK_BYTES = 16 << 20
 DEFAULT_BUFFER_ROWS = 1_000_000  # rows held in memory before they are written out
 METADATA_KEY = "ratings.compaction"  # the commit metadata this compactor writes
 _WORKERS = 2  # chunks parsed / files written at once
