@@ -639,6 +639,22 @@ def test_the_id_hash_is_pinned():
     assert hash_ids(ids.take(pa.array([4, 0]))).tolist() == hash_ids(ids).tolist()[4::-4]
 
 
+def test_argsort_stable_is_numpys_stable_argsort():
+    """Hashes with runs of equal values (repeats) keep their input order within each run, as numpy's stable sort."""
+    import numpy as np
+
+    from pipeline.compact.ids import argsort_stable
+
+    rng = np.random.default_rng(7)
+    for n, repeats in [(0, 0), (1, 0), (2, 2), (1000, 0), (1000, 5), (5000, 2000)]:
+        h = rng.integers(0, 2**63, n).astype(np.uint64)
+        if repeats:
+            h[rng.integers(0, n, repeats)] = h[rng.integers(0, n, repeats)]
+        assert argsort_stable(h).tolist() == np.argsort(h, kind="stable").tolist()
+    same = np.full(50, 9, np.uint64)
+    assert argsort_stable(same).tolist() == list(range(50))
+
+
 def test_small_chunks_and_buffers_give_the_same_store(tmp_path, snapshot):
     events = [opened(i) for i in range(30)] + [rating(i % 40, day=1 + i % 5) for i in range(60)]
     events += [rating(7, score=0.0), {"type": "task.rated"}]  # a conflict and an invalid event, late

@@ -62,7 +62,7 @@ from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams import new_id
 from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, file_stats, partition_dir
 from .frames import FramePlan, plan_frames
-from .ids import CONFLICT, DEFERRED, DUPLICATE, NEW, IdSet, LineReader, hash_ids, position
+from .ids import CONFLICT, DEFERRED, DUPLICATE, NEW, IdSet, LineReader, argsort_stable, hash_ids, position
 from .parse import Chunk, ParsedChunk, parse_chunk
 from .rows import event_row
 
@@ -574,7 +574,7 @@ class _Run:
                 order = np.argsort(lines, kind="stable")
                 lines, h = lines[order], h[order]
             ids = _LazyIds([parsed.tables[f]["id"] for f in families], order)
-            by_hash = np.argsort(h, kind="stable")
+            by_hash = argsort_stable(h)
             verdict = self._classify(chunk, lines, ids, h, by_hash)
             new = verdict == NEW
             added = by_hash[new[by_hash]]  # the new rows, by hash
