@@ -39,16 +39,26 @@ class FramePlan:
         return index, found & self.is_frame[at]
 
 
+_SCAN = 1 << 20  # bytes compared at a time: the mask stays in cache
+_PROBE = FRAME_PREFIX.index(b"b")  # a byte of the prefix (of "batch") event lines rarely have at that place
+
+
+def _frame_starts(view: mmap.mmap, start: int, end: int) -> list[int]:
+    """Offsets of the lines in ``[start, end)`` whose byte at :data:`_PROBE` is the prefix's: numpy compares the
+    bytes after every newline, a piece at a time, quicker than a search for the whole prefix."""
+    data = np.frombuffer(view, np.uint8, end)
+    want = FRAME_PREFIX[_PROBE]
+    found = [start] if end - start > _PROBE and data[start + _PROBE] == want else []
+    for at in range(start, end, _SCAN):
+        probe = np.flatnonzero(data[at : min(at + _SCAN, end)] == 10) + (at + 1 + _PROBE)
+        probe = probe[probe < end]
+        found += (probe[data[probe] == want] - _PROBE).tolist()
+    return found
+
+
 def _frame_lines(view: mmap.mmap, start: int, end: int) -> list[tuple[int, bytes]]:
     """(offset, line) of every line in ``[start, end)`` that starts with the frame prefix."""
-    found = []
-    if view[start : start + len(FRAME_PREFIX)] == FRAME_PREFIX:
-        found.append(start)
-    needle = b"\n" + FRAME_PREFIX
-    at = view.find(needle, start, end)
-    while at >= 0:
-        found.append(at + 1)
-        at = view.find(needle, at + 1, end)
+    found = [o for o in _frame_starts(view, start, end) if view[o : o + len(FRAME_PREFIX)] == FRAME_PREFIX]
     return [(offset, view[offset : view.find(b"\n", offset, end)]) for offset in found]
 
 
