@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+#: Why a read-only store test skips: the error it checks is a read-only file system (EROFS), which chmod cannot
+#: produce (a permission error is another message, and root ignores modes); a read-only bind mount can, but only
+#: root may mount. CI runs the suite as root, so these tests run there.
+READ_ONLY_SKIP = "needs a read-only file system (EROFS): a read-only bind mount, which only root may make"
+
+
+def mount_read_only(path: Path) -> bool:
+    """Bind-mount ``path`` read-only onto itself (unmount with ``umount -l``); False when this process may not."""
+    if os.geteuid() != 0:
+        return False
+    if subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True, check=False).returncode:
+        return False
+    if subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], capture_output=True, check=False).returncode:
+        subprocess.run(["umount", str(path)], check=False)
+        return False
+    return True
+
 
 CONFIG = {"cli": "claude-code", "route": "anthropic", "model": "opus", "effort": "high"}
 

@@ -15,7 +15,6 @@ rerun converges to the store a clean run makes.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -28,7 +27,7 @@ import pytest
 from pipeline.compact import compact
 from pipeline.streams import append
 from pipeline.verify import verify
-from tests.fixtures_store import opened, rating
+from tests.fixtures_store import READ_ONLY_SKIP, mount_read_only, opened, rating
 
 _CHILD = """
 import os, resource, signal, sys
@@ -162,16 +161,6 @@ def test_a_full_disk_is_one_line_and_leaves_the_store_as_it_was(request, tmp_pat
     _converges(home, expected)
 
 
-def _mount_read_only(path: Path) -> bool:
-    bound = subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True, check=False).returncode == 0
-    if not bound:
-        return False
-    if subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], capture_output=True, check=False).returncode:
-        subprocess.run(["umount", str(path)], check=False)
-        return False
-    return True
-
-
 @pytest.mark.slow
 def test_a_read_only_store_refuses_compaction_in_one_line_and_still_answers_queries(base, tmp_path):
     from click.testing import CliRunner
@@ -182,8 +171,8 @@ def test_a_read_only_store_refuses_compaction_in_one_line_and_still_answers_quer
     home = tmp_path / "ro"
     shutil.copytree(home_base, home)
     table = home / "store" / "events"
-    if os.geteuid() != 0 or not _mount_read_only(table):
-        pytest.skip("a read-only bind mount needs root (CI runs as root)")
+    if not mount_read_only(table):
+        pytest.skip(READ_ONLY_SKIP)
     try:
         child = _child(home)
         _, err = child.communicate(timeout=120)

@@ -4,7 +4,6 @@ store is damaged the line says how to recover. A decision table: (situation, com
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from click.testing import CliRunner
 from pipeline.cli import cli
 from pipeline.compact import compact
 from pipeline.streams import append
-from tests.fixtures_store import live_files, opened, rating
+from tests.fixtures_store import READ_ONLY_SKIP, live_files, mount_read_only, opened, rating
 
 RECOVER = "`ratings compact --rebuild`"
 
@@ -145,22 +144,11 @@ def test_bad_store_options_are_one_line_and_write_nothing(home, args, message):
     assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == before
 
 
-def _read_only(path: Path) -> bool:
-    if os.geteuid() != 0:
-        return False
-    if subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True, check=False).returncode:
-        return False
-    if subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], capture_output=True, check=False).returncode:
-        subprocess.run(["umount", str(path)], check=False)
-        return False
-    return True
-
-
 @pytest.mark.parametrize("command", [["compact"], ["vacuum", "--retain-hours", "0"]])
 def test_an_unwritable_home_is_one_line(store_home, command):
     append(store_home, [rating(3)])
-    if not _read_only(store_home):
-        pytest.skip("a read-only bind mount needs root (CI runs as root)")
+    if not mount_read_only(store_home):
+        pytest.skip(READ_ONLY_SKIP)
     try:
         _one_line([command[0], "--home", str(store_home), *command[1:]], 2, "read-only file system")
     finally:
