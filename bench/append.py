@@ -8,8 +8,8 @@ Run: ``.venv/bin/python -m bench.append [--events N] [--batch B] [--sample S] [-
    Events/s of wall time and of CPU time (the machine may be shared: CPU time is the steadier figure), and how many
    times the floor's wall time each takes: N bare ``os.write`` calls of a finished line (one syscall per event, the
    cost of the simplest possible writer). Target: >= 100,000 events/s; moonshot 150,000.
-2. The same events through the per-line path alone (``pipeline.events`` models, one call per event): the baseline
-   the batch validator replaces, in the same run.
+2. The same events through the per-line path alone (``pipeline.streams.events`` models, one call per event): the
+   baseline the batch validator replaces, in the same run.
 3. Where the time goes, per event on a sample of raw lines with their own ids: the fast validator, the rest of the
    validation and rendering, and the write of the framed batch.
 4. One ``ratings append EVENT`` in a fresh process against ``python -c pass`` (median of R runs). Target: <= 15x.
@@ -29,9 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline import batch, framing
 from pipeline.home import Home
-from pipeline.streams import append, prepare
+from pipeline.streams import batch, framing
+from pipeline.streams.log import append, prepare
 
 CONFIGS = [
     {"cli": "claude-code", "route": "anthropic", "model": m, "effort": e}

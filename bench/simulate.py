@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.events import parse_line, to_json_line
 from pipeline.simulate import preset, simulate
+from pipeline.streams.events import parse_line, to_json_line
 
 #: Ratings per task of the backlog scenario (task.rated only), measured: about 3.47.
 RATINGS_PER_TASK = 3.45

@@ -2,7 +2,7 @@
 
 The library first; ``ratings`` and ``fit-routing`` are thin layers over it:
 
-- :mod:`pipeline.events` and :mod:`pipeline.streams`: the v1 events and the append-only streams;
+- :mod:`pipeline.streams.events` and :mod:`pipeline.streams`: the v1 events and the append-only streams;
 - :mod:`pipeline.compact` and :mod:`pipeline.store`: the Delta Lake events table, DuckDB views over one version;
 - :mod:`pipeline.fit`: the model: inputs, priors, quality, costs, signals, ladders, the routing table it builds;
 - :mod:`pipeline.evaluate`: judging the model on held-out tasks: split, constant search, replay, metrics,

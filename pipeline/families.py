@@ -6,7 +6,7 @@ Types are DuckDB SQL types. ``at`` is a naive ``TIMESTAMP`` in UTC (microseconds
 ``extra`` is the JSON text of the fields the v1 schema does not know (or NULL).
 
 Config columns (``cli``, ``route``, ``model``, ``effort``) are flattened and
-``config_key`` is :func:`pipeline.events.config_key` of them.
+``config_key`` is :func:`pipeline.streams.events.config_key` of them.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import duckdb
 import polars as pl
 
 from pipeline import families
-from pipeline.events import Config, format_timestamp
 from pipeline.fit.inputs import FitInputs, load_inputs
+from pipeline.streams.events import Config, format_timestamp
 
 T0 = datetime(2026, 1, 1)
 A = "a/-/m1/-"

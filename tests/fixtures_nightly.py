@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.nightly.job import FitResult, run_fit
 from pipeline.nightly.options import FitOptions
-from pipeline.streams import append
+from pipeline.streams.log import append
 
 X, Y = "c/-/x/-", "c/-/y/-"
 COST = {"x": 0.1, "y": 0.2}

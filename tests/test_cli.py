@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import cli
-from pipeline.streams import read
+from pipeline.streams.log import read
 
 OPENED = '{"type":"task.opened","task":"T-1","region":"implement"}'
 RATED = (
@@ -301,7 +301,7 @@ def test_a_linked_stream_is_not_read():
     import tempfile
 
     from pipeline.errors import OutsideHome
-    from pipeline.streams import read_lines
+    from pipeline.streams.log import read_lines
 
     with tempfile.TemporaryDirectory() as tmp:
         home, victim = Path(tmp) / "home", _victim(Path(tmp))

@@ -10,7 +10,7 @@ from pipeline.compact.run import txn_ids
 from pipeline.store import open_store
 from pipeline.store.location import StoreConfig, resolve
 from pipeline.store.table import commits, open_table
-from pipeline.streams import append
+from pipeline.streams.log import append
 from tests.fixtures_store import CONFIG, live_files, opened, rating, table_version
 
 
@@ -255,7 +255,7 @@ BAD_LINES = [
 
 
 def _lines_of(events, bad):
-    from pipeline.events import to_json_line, validate_object
+    from pipeline.streams.events import to_json_line, validate_object
 
     good = [to_json_line(validate_object(dict(e.items()))) for e in events]
     mixed = []
@@ -297,7 +297,7 @@ def test_vectorised_config_key_equals_config_key():
     import pyarrow as pa
 
     from pipeline.compact.fastpath import config_keys
-    from pipeline.events import config_key
+    from pipeline.streams.events import config_key
 
     parts = [("a/b", None, "480B/A35B", "-"), ("%2F", "-", "%", None), ("c", "r", "m", "e"), ("-", "--", "/-/", "%-")]
     array = pa.array([dict(zip(("cli", "route", "model", "effort"), p, strict=True)) for p in parts])
@@ -305,7 +305,7 @@ def test_vectorised_config_key_equals_config_key():
 
 
 def _plain_ratings(n, start=0):
-    from pipeline.events import to_json_line, validate_object
+    from pipeline.streams.events import to_json_line, validate_object
 
     return [to_json_line(validate_object(dict(rating(i).items()))) for i in range(start, start + n)]
 
@@ -400,8 +400,8 @@ import pyarrow.parquet as pq  # noqa: E402
 import pytest  # noqa: E402
 
 import pipeline.compact.run as run_module  # noqa: E402
+from pipeline.commands.verify import verify  # noqa: E402
 from pipeline.errors import StoreConflict  # noqa: E402
-from pipeline.verify import verify  # noqa: E402
 
 
 class Crash(Exception):
@@ -590,7 +590,7 @@ def test_a_home_remembers_its_writer_name(home, monkeypatch):
 
 
 def test_duplicates_are_counted_once_across_files_runs_and_reimports(home, tmp_path):
-    from pipeline.imports import import_table
+    from pipeline.streams.imports import import_table
 
     path = tmp_path / "t.csv"
     path.write_text(

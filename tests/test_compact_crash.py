@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.commands.verify import verify
 from pipeline.compact import compact
-from pipeline.streams import append
-from pipeline.verify import verify
+from pipeline.streams.log import append
 from tests.fixtures_store import READ_ONLY_SKIP, mount_read_only, opened, rating
 
 _CHILD = """

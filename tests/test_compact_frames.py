@@ -1,5 +1,5 @@
 """Compaction consumes whole batches only, and decides every line as the reference scanner does
-(``pipeline.framing.StreamScan``): frames of whole parts are not events, lines of broken parts are dead letters
+(``pipeline.streams.framing.StreamScan``): frames of whole parts are not events, lines of broken parts are dead letters
 with the reason, an unfinished part ends the range before its begin."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.commands.verify import verify
 from pipeline.compact import compact
 from pipeline.compact.frames import plan_frames
-from pipeline.framing import BatchBegin, BatchEnd, Verdict, scan_bytes
 from pipeline.store import open_store
-from pipeline.verify import verify
+from pipeline.streams.framing import BatchBegin, BatchEnd, Verdict, scan_bytes
 
 
 def _event(n: int) -> bytes:
@@ -137,7 +137,7 @@ def test_compaction_stores_whole_batches_dead_letters_broken_ones_and_waits_for_
 
 def test_a_two_stream_batch_is_never_seen_as_tasks_without_its_ratings(home):
     """A batch with task events and ratings is appended as one unit; a cut during the write leaves neither half."""
-    from pipeline.streams import append
+    from pipeline.streams.log import append
 
     events = [
         {"id": "O-1", "type": "task.opened", "task": "T-1", "at": "2026-01-01T00:00:00Z"},

@@ -70,7 +70,7 @@ def test_cli_names_the_first_problem_of_a_broken_file_on_one_line(tmp_path, comm
 
 
 def test_a_broken_pin_record_is_one_line(tmp_path):
-    from pipeline.pin import read_pin
+    from pipeline.commands.pin import read_pin
 
     (tmp_path / "fits").mkdir()
     (tmp_path / "fits" / "pin.json").write_text('{"pinned": 3}')

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import cli
-from pipeline.streams import append
+from pipeline.streams.log import append
 from tests.fixtures_store import opened, rating
 
 

@@ -14,12 +14,12 @@ from click.testing import CliRunner
 
 from pipeline.cli import cli
 from pipeline.errors import InvalidEvent, PipelineError
-from pipeline.events import config_key, parse_line, to_json_line
 from pipeline.simulate import Scenario, load_truth, preset, simulate
 from pipeline.simulate.corrupt import N_INVALID_VARIANTS, conflicting, invalid, torn
 from pipeline.simulate.policy import believed_priors
 from pipeline.simulate.presets import BACKLOG, CODEX, KIMI, Prior
 from pipeline.simulate.truth import best_per_region, mean_cost, quality_tables, rated_quality
+from pipeline.streams.events import config_key, parse_line, to_json_line
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_FILES = ["streams/tasks.jsonl", "streams/ratings.jsonl", "fits/shipped.json", "fits/truth.json"]
@@ -356,7 +356,7 @@ def test_default_backlog_compacts_with_zero_dead_letters(tmp_path: Path) -> None
 
 def test_corrupted_backlog_compacts_to_exactly_the_injected_damage(tmp_path: Path) -> None:
     from pipeline.compact import compact
-    from pipeline.streams import repair
+    from pipeline.streams.log import repair
 
     # Three days of work: few date partitions, so compaction is quick.
     scenario = Scenario.model_validate({**preset("backlog", 400).model_dump(), "days": 3})

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import cli
 from pipeline.compact import compact
-from pipeline.streams import append
+from pipeline.streams.log import append
 from tests.fixtures_store import READ_ONLY_SKIP, live_files, mount_read_only, opened, rating
 
 RECOVER = "`ratings compact --rebuild`"

@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ..events import KNOWN, RESERVED_ID, config_key
 from ..families import COLUMNS, DEFAULTS
+from ..streams.events import KNOWN, RESERVED_ID, config_key
 from .rows import ENCODED, ENCODED_SCHEMAS, family_of
 
 _S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
@@ -90,7 +90,7 @@ _SCHEMA = {t: pa.schema(_COMMON + f) for t, f in FIELDS.items()}
 @dataclass(frozen=True)
 class Rules:
     """What the fast path checks on the rows of one event type, read off the type's model (its JSON Schema), so
-    that the vectorised checks and the per-line parser have one source: the models in ``pipeline.events``."""
+    that the vectorised checks and the per-line parser have one source: the models in ``pipeline.streams.events``."""
 
     required: list[str]  # present and not null
     defaulted: list[str]  # have a default but take no ``null``: an explicit null is invalid
@@ -489,7 +489,7 @@ def _timestamps(at: pa.Array) -> pa.Array:
 
 def config_keys(config: pa.Array) -> pa.DictionaryArray:
     """The config key of each row of a ``config`` struct column (no null configs), dictionary-encoded:
-    :func:`pipeline.events.config_key` (the one implementation) runs once per distinct config."""
+    :func:`pipeline.streams.events.config_key` (the one implementation) runs once per distinct config."""
     parts = [pc.dictionary_encode(child(config, f)) for f in _CONFIG_PARTS]
     return _config_columns(parts)["config_key"]
 

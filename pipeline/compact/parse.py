@@ -1,6 +1,6 @@
 """Turn a chunk of stream lines into store rows per family, and the reasons of the invalid lines.
 
-:func:`parse_lines_slow` validates line by line with :func:`pipeline.events.parse_line`
+:func:`parse_lines_slow` validates line by line with :func:`pipeline.streams.events.parse_line`
 (the reference: its reason text is the one dead letters carry).
 """
 
@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidEvent
-from ..events import parse_line
-from ..framing import frame_of
+from ..streams.events import parse_line
+from ..streams.framing import frame_of
 from .fastpath import lines_array, parse_fast
 from .rows import event_row, table_of
 
@@ -74,13 +74,13 @@ class ParsedChunk:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     #: (index into the chunk, reason) of every invalid line
     invalid: list[tuple[int, str]] = field(default_factory=list)
-    #: batch frame lines (pipeline.framing): not events, neither stored nor dead-lettered
+    #: batch frame lines (pipeline.streams.framing): not events, neither stored nor dead-lettered
     frames: int = 0
 
 
 def fallback_id(id_prefix: str, offset: int) -> str:
     """The id of an event that came without one: ``<writer>:<stream>@<offset>``, its position, unique and stable
-    across writers (the form :data:`pipeline.events.RESERVED_ID` keeps from explicit ids)."""
+    across writers (the form :data:`pipeline.streams.events.RESERVED_ID` keeps from explicit ids)."""
     return f"{id_prefix}@{offset}"
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..events import FAMILY, AnyEvent, Rater
 from ..families import COLUMNS
+from ..streams.events import FAMILY, AnyEvent, Rater
 
 _ARROW = {
     "VARCHAR": pa.string(),

@@ -41,9 +41,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InvalidEvent, PipelineError, StoreConflict, StoreCorrupt
-from ..events import DEFAULT_MAX_LINE_BYTES, FAMILY, SCHEMA_VERSION, parse_line, stream_of
 from ..families import COLUMNS
-from ..framing import consistent_cut
 from ..home import STREAMS, Home
 from ..store import location as loc
 from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
@@ -59,7 +57,9 @@ from ..store.table import (
     txn_ids,
 )
 from ..store.writer import WriterIdentity, check_name, identity, remember
-from ..streams import new_id
+from ..streams.events import DEFAULT_MAX_LINE_BYTES, FAMILY, SCHEMA_VERSION, parse_line, stream_of
+from ..streams.framing import consistent_cut
+from ..streams.log import new_id
 from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, file_stats, partition_dir
 from .frames import FramePlan, plan_frames
 from .ids import CONFLICT, DEFERRED, DUPLICATE, NEW, IdSet, LineReader, argsort_stable, hash_ids, position
@@ -89,7 +89,7 @@ class Outcomes(BaseModel):
     duplicate: int = 0  # same id and same payload as an event already stored: dropped
     conflict: int = 0  # same id, different payload: dead-lettered
     invalid: int = 0  # not a valid v1 event (or a line of a broken batch): dead-lettered
-    frames: int = 0  # batch frame lines (pipeline.framing): not events, neither stored nor dead-lettered
+    frames: int = 0  # batch frame lines (pipeline.streams.framing): not events, neither stored nor dead-lettered
 
 
 class StreamRange(BaseModel):

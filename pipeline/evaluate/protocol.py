@@ -16,11 +16,11 @@ from typing import Any, cast
 
 import polars as pl
 
-from ..events import format_timestamp
 from ..fit.inputs import FitInputs, task_values
 from ..fit.learning import LearningOutputs, costed_targets
 from ..fit.model import FittedModel, Shipped, fit_model
 from ..routing.table import ConstantOrigin, Constants
+from ..streams.events import format_timestamp
 from .baselines import baselines
 from .calibration import CalibrationResult, calibrate
 from .exploration import compare_explorations

@@ -22,8 +22,8 @@ from typing import NamedTuple
 import polars as pl
 
 from ..errors import FitError
-from ..events import format_timestamp
 from ..fit.inputs import FitInputs, restrict
+from ..streams.events import format_timestamp
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Every number the fit publishes is finite: what the fit does with values that would make one infinite or NaN.
 
 The event boundary bounds each number (weights and costs at most 1e6, durations and counts at most 1e12:
-:mod:`pipeline.events`), small enough that no sum of the fit overflows a 64-bit float. A store can still hold
+:mod:`pipeline.streams.events`), small enough that no sum of the fit overflows a 64-bit float. A store can still hold
 rows outside those bounds (written before the bounds existed, or by another writer): :func:`within_bounds`
 leaves them out of the fit and names them. A quotient of finite numbers can still overflow (a mean cost over a
 subnormal mean quality): the caller asks :func:`finite_or_none` and reports what it could not compute. Nothing
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from ..events import MAX_COST_USD, MAX_WEIGHT
+from ..streams.events import MAX_COST_USD, MAX_WEIGHT
 
 #: Ids named per note (the count is always given).
 SHOWN = 5

@@ -15,8 +15,8 @@ from typing import Any, Literal, overload
 import polars as pl
 
 from ..errors import FitError
-from ..events import format_timestamp
 from ..routing.table import ConstantOrigin, Evidence, Ladder, Member, Region, RoutingTable, Source, Static
+from ..streams.events import format_timestamp
 from .model import FittedModel
 
 DECIMALS = 9

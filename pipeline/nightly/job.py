@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from ..commands.pin import pinned_version
 from ..errors import FitError, StoreConflict
 from ..evaluate.policies import held_out_policies
 from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
@@ -33,7 +34,6 @@ from ..fit.model import fit_model, load_shipped
 from ..fit.shipped import defaults_note, placeholder_note
 from ..fit.table_build import build_table
 from ..home import Home
-from ..pin import pinned_version
 from ..routing.summary import summarize
 from ..routing.table import Constants, RoutingTable
 from ..store import open_store

@@ -53,7 +53,7 @@ def decide(
     decision = router.route(region, list(pool) if pool else None, role, tuple(failures), policy, rng)
     out = router.describe(decision, region, role) if explain else decision.to_dict()
     if log_task is not None:
-        from ..streams import append
+        from ..streams.log import append
         from .seen import task_seen
 
         resolved = Home.resolve(home)

@@ -12,7 +12,7 @@ import json
 
 from ..home import STREAMS, Home
 from ..store.table import consumed_offsets
-from ..streams import read_lines
+from ..streams.log import read_lines
 
 #: Families of the store whose rows name a task.
 TASK_FAMILIES = ("tasks", "attempts", "ratings", "rejections", "decisions", "closures")

@@ -1,6 +1,6 @@
 """Format a chunk as v1 event lines, fast: format strings over lists, not a pydantic model per event.
 
-Each line is exactly what :func:`pipeline.events.to_json_line` writes for the
+Each line is exactly what :func:`pipeline.streams.events.to_json_line` writes for the
 event it parses to (field order, compact separators, ``repr`` floats), which a
 test checks line by line on the default data and on a sample of the scale
 preset. Event ids are ``<task>.<suffix>``, deterministic and readable:

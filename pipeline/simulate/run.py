@@ -18,8 +18,8 @@ import numpy as np
 from pydantic import BaseModel
 
 from ..errors import PipelineError
-from ..events import KNOWN, utc_timestamp
 from ..home import Home, atomic_write, fsync_dir
+from ..streams.events import KNOWN, utc_timestamp
 from . import corrupt as damage_mod
 from .generate import Static, draw_chunk
 from .lines import Fragments, assignment_rows, format_chunk, timestamps

@@ -15,8 +15,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import PipelineError
-from ..events import config_key, utc_timestamp
 from ..jsonfile import read_json, validate
+from ..streams.events import config_key, utc_timestamp
 
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 Positive = Annotated[float, Field(gt=0.0)]

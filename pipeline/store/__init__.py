@@ -6,7 +6,7 @@
 - :mod:`.views`: DuckDB views over one version (``open_store``), read-only SQL (``run_sql``);
 - :mod:`.upkeep`: optimize, vacuum and sizes; :mod:`.upgrade`: moving an old or broken store aside.
 
-Writing is :mod:`pipeline.compact`; checking is :mod:`pipeline.verify`.
+Writing is :mod:`pipeline.compact`; checking is :mod:`pipeline.commands.verify`.
 """
 
 from .location import StoreConfig, configured

@@ -24,7 +24,7 @@ from pipeline.fit.finite import ids_text, non_finite_paths, within_bounds
 from pipeline.nightly.job import run_fit
 from pipeline.nightly.options import FitOptions
 from pipeline.routing.table import load as load_table
-from pipeline.streams import append
+from pipeline.streams.log import append
 
 SUBNORMAL = 5e-324
 #: Extreme but valid magnitudes: zero, subnormal, tiny, ordinary, the bounds.

@@ -190,7 +190,7 @@ def test_a_compacted_store_gives_the_same_inputs_as_the_hand_made_tables(home):
 
     from pipeline.compact import compact
     from pipeline.store import open_store
-    from pipeline.streams import append
+    from pipeline.streams.log import append
 
     events = [
         *worked_events(),

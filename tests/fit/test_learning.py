@@ -16,9 +16,9 @@ from pipeline.fit.inputs import load_inputs
 from pipeline.fit.learning import LadderOptions, learning_stage
 from pipeline.fit.model import fit_model, load_shipped
 from pipeline.fit.table_build import build_table
-from pipeline.imports import import_table
 from pipeline.routing.table import Static
 from pipeline.store import open_store
+from pipeline.streams.imports import import_table
 
 CONFIGS = {"small": (0.001, 0.55), "mid": (0.004, 0.7), "large": (0.05, 0.85)}
 

@@ -28,9 +28,9 @@ CASES: dict[str, Path | None] = {
 
 def fit_digests(case: str, root: Path) -> dict[str, str]:
     """Fit ``case`` in a new home under ``root``; sha256 of its published table and stats."""
-    from pipeline.imports import import_table
     from pipeline.nightly.job import run_fit
     from pipeline.nightly.options import FitOptions
+    from pipeline.streams.imports import import_table
 
     home = root / case
     table = CASES[case]

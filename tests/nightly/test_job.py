@@ -350,13 +350,13 @@ def test_rounding_removes_non_finite_numbers():
 
 
 def test_a_pinned_table_stays_in_place_and_the_fit_goes_to_history(tmp_path):
-    from pipeline.pin import pin
+    from pipeline.commands.pin import pin
 
     home = make_home(tmp_path / "pinned", tiny_events())
     first = run_fit(home, PINNED)
     pin(home, first.table.version)
     live = (home / "fits" / "routing-table.json").read_bytes()
-    from pipeline.streams import append
+    from pipeline.streams.log import append
 
     append(
         home,

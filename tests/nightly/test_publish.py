@@ -23,7 +23,7 @@ from pipeline.home import Home
 from pipeline.nightly.job import run_fit
 from pipeline.nightly.publish import consistency
 from pipeline.routing.table import load
-from pipeline.streams import append
+from pipeline.streams.log import append
 
 CHILD = Path(__file__).with_name("publish_child.py")
 #: history, stats.json, routing-table.schema.json, routing-table.json

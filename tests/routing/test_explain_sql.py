@@ -37,14 +37,14 @@ def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_s
     import shutil
 
     from pipeline.compact import compact
-    from pipeline.events import Config
     from pipeline.fit.inputs import load_inputs, task_values
     from pipeline.fit.model import fit_model, load_shipped
     from pipeline.fit.signals import member_signals
     from pipeline.fit.table_build import build_table
     from pipeline.routing.table import publish
     from pipeline.store import open_store
-    from pipeline.streams import append
+    from pipeline.streams.events import Config
+    from pipeline.streams.log import append
 
     home = tmp_path / "team"
     shutil.copytree(fitted_sim_home, home)

@@ -146,7 +146,7 @@ def test_route_errors(home, published, args, code, message):
 
 def test_route_log_for_a_task_the_home_has_seen_does_not_warn(home, published):
     from pipeline.compact import compact
-    from pipeline.streams import append
+    from pipeline.streams.log import append
 
     append(home, [{"type": "task.opened", "task": "T-1", "region": "implement"}])
     uncompacted = run("route", "--home", str(home), "--region", "implement", "--log", "--task", "T-1")

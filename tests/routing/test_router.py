@@ -143,7 +143,7 @@ def test_pinned_role_is_never_explored():
 
 
 def test_decision_logs_as_a_valid_route_decided_event():
-    from pipeline.events import validate_object
+    from pipeline.streams.events import validate_object
 
     router = Router(build_table({"*": [member(A, 0.9, 0.1), member(B, 0.5, 0.1)]}, exploration=0.2))
     event = validate_object(router.route("*", rng=random.Random(3)).to_event("T-1"))

@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import cli
+from pipeline.commands.verify import verify
 from pipeline.compact import compact
-from pipeline.streams import append
-from pipeline.verify import verify
+from pipeline.streams.log import append
 from tests.fixtures_store import live_files, opened, rating
 
 

@@ -1,8 +1,8 @@
 """The batch validator agrees with the per-line parser: same verdict, same reason, same event, for every line.
 
-``pipeline.batch`` validates a batch with one call into pydantic-core per chunk (its fast lane) and sends what that
-does not plainly accept to the per-line path. Thousands of mutated lines, each alone and inside batches of valid and
-invalid neighbours, as raw lines and as mappings, are judged by both and compared with ``parse_line``.
+``pipeline.streams.batch`` validates a batch with one call into pydantic-core per chunk (its fast lane) and sends what
+that does not plainly accept to the per-line path. Thousands of mutated lines, each alone and inside batches of valid
+and invalid neighbours, as raw lines and as mappings, are judged by both and compared with ``parse_line``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import batch
 from pipeline.errors import InvalidBatch, InvalidEvent
-from pipeline.events import KNOWN, nearest_type, parse_line, stream_of
+from pipeline.streams import batch
+from pipeline.streams.events import KNOWN, nearest_type, parse_line, stream_of
 
 NOW = "2026-03-01T12:00:00Z"
 ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")

@@ -6,19 +6,19 @@ Lock protocol, the same for every writer in any language (the README repeats it,
    (BSD ``flock``, not ``fcntl``/POSIX record locks: on Linux the two do not exclude each other). A batch with
    events for both streams takes both locks, tasks first, and holds them to its end;
 2. open ``streams/<stream>.jsonl`` with ``O_RDWR|O_APPEND|O_CREAT``;
-3. recover what a writer that died holding the lock left (:func:`pipeline.framing.recover`): bytes after the
+3. recover what a writer that died holding the lock left (:func:`pipeline.streams.framing.recover`): bytes after the
    last newline go to ``quarantine/<stream>.<offset, 20 digits>.<unique>.fragment`` (``O_EXCL``, fsync'd with
    the folder) before the stream is truncated to that offset; a batch cut short, named by the note in the lock
    file, is completed or moved to ``quarantine/...batch``;
 4. one event: write its line (one compact UTF-8 JSON object + ``\n``, at most 1 MiB) with one ``write`` call;
-   several: frame them as a batch (:mod:`pipeline.framing`: a note in the lock file, then begin, lines, end);
+   several: frame them as a batch (:mod:`pipeline.streams.framing`: a note in the lock file, then begin, lines, end);
    finish short writes; on an error, truncate the stream back to where the append began;
 5. fsync as the policy says (``never``; ``batch``: once per stream, and the note first; ``always``: after every
    write call as well), clear the note, close the stream, release the lock.
 
 Readers take no lock: they stop at the last newline, take a batch's lines only when its part is whole, and never
 see a frame line (:func:`read_lines`, :func:`read`). A cut across both streams that no batch straddles:
-:func:`pipeline.framing.consistent_cut`.
+:func:`pipeline.streams.framing.consistent_cut`.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import InvalidEvent
+from ..home import STREAMS, Home
 from . import framing
 from .batch import Batch, Item, prepare
-from .errors import InvalidEvent
 from .events import DEFAULT_MAX_LINE_BYTES, AnyEvent, parse_line
 from .framing import FsyncPolicy, Verdict
-from .home import STREAMS, Home
 from .ulid import new_id
 
 __all__ = [
@@ -105,7 +105,7 @@ def append(
     All or nothing: an invalid item raises :class:`InvalidBatch` and no byte is written; several events are
     framed as one batch, which readers take whole or not at all, also after a crash or a full disk. An unknown
     type one edit away from a v1 type is refused as a typo unless ``allow_types`` names it
-    (:func:`pipeline.batch.prepare`).
+    (:func:`pipeline.streams.batch.prepare`).
     """
     if fsync not in ("always", "batch", "never"):
         raise ValueError(f"fsync must be always, batch or never, not {fsync!r}")
@@ -133,7 +133,7 @@ def scan(
     home: str | os.PathLike | Home | None, stream: str, *, start: int = 0, end: int | None = None, start_line: int = 1
 ) -> Iterator[framing.Scanned]:
     """Every line of a stream from byte ``start`` to ``end`` (default: its size) with the reader's verdict
-    (:class:`pipeline.framing.StreamScan`); an unfinished batch at the end stops it."""
+    (:class:`pipeline.streams.framing.StreamScan`); an unfinished batch at the end stops it."""
     home = Home.resolve(home)
     path = home.stream(stream)
     if not os.path.lexists(path):

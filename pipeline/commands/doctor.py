@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import InvalidEvent, PipelineError
-from .home import STREAMS, Home
+from ..errors import InvalidEvent, PipelineError
+from ..home import STREAMS, Home
 
 Status = Literal["ok", "fail", "pinned"]
 
@@ -51,8 +51,8 @@ def _check(kind: Literal["CODE", "LIVE"], name: str, ok: bool, detail: str, *, p
 
 # ---------------------------------------------------------------------------------------------- [CODE]
 def _code_checks() -> list[Check]:
-    from .nightly.options import FitOptions
-    from .routing import DEFAULT_POLICY, Router
+    from ..nightly.options import FitOptions
+    from ..routing import DEFAULT_POLICY, Router
 
     route_default = inspect.signature(Router.route).parameters["policy"].default
     options = FitOptions()
@@ -76,15 +76,15 @@ def _code_checks() -> list[Check]:
 # ---------------------------------------------------------------------------------------------- [LIVE]
 def _consumed_offsets(home: Home, table: Any) -> dict[str, int]:
     """Per stream, the byte offset up to which this home's writer committed it (0 when never)."""
-    from .store.table import consumed_offsets
+    from ..store.table import consumed_offsets
 
     return (consumed_offsets(home, table) or {}) if table is not None else {}
 
 
 def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
     """Parse every line not yet compacted; count dead letters and torn tails. Returns (check, pending lines)."""
-    from .events import parse_line
-    from .streams import read_lines
+    from ..streams.events import parse_line
+    from ..streams.log import read_lines
 
     pending, bad, notes = 0, [], []
     for stream in STREAMS:
@@ -118,9 +118,9 @@ def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
 
 
 def _store_checks(home: Home) -> list[Check]:
-    from .families import VIEWS
-    from .store import open_store
-    from .store.views import reading
+    from ..families import VIEWS
+    from ..store import open_store
+    from ..store.views import reading
 
     try:
         store = open_store(home, read_only=True)
@@ -153,7 +153,7 @@ def _store_checks(home: Home) -> list[Check]:
 
 def _rows_at(table: Any, version: int | None) -> int:
     """Rows of the table at ``version`` by the commit statistics (0 when None or unknown)."""
-    from .compact.run import family_rows
+    from ..compact.run import family_rows
 
     if table is None or version is None:
         return 0
@@ -167,10 +167,10 @@ def _rows_at(table: Any, version: int | None) -> int:
 
 
 def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], int | None]:
-    from .compact.run import family_rows
-    from .nightly.publish import consistency
+    from ..compact.run import family_rows
+    from ..nightly.publish import consistency
+    from ..routing.table import canonical_json, load, table_json_schema
     from .pin import read_pin
-    from .routing.table import canonical_json, load, table_json_schema
 
     path = home.fits / "routing-table.json"
     if not path.exists():
@@ -244,8 +244,8 @@ def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], in
 
 def _newest_table(home: Home) -> Any:
     """The events table at its newest version (None when there is none or it cannot be opened)."""
-    from .store.location import resolve
-    from .store.table import open_table
+    from ..store.location import resolve
+    from ..store.table import open_table
 
     try:
         return open_table(resolve(home))

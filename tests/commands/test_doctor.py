@@ -10,10 +10,10 @@ from click.testing import CliRunner
 from fixtures_routing import A, build_table, member
 
 from pipeline.cli import cli
+from pipeline.commands.doctor import doctor
 from pipeline.compact.run import compact
-from pipeline.doctor import doctor
 from pipeline.routing.table import Source, publish
-from pipeline.streams import append
+from pipeline.streams.log import append
 from tests.fixtures_store import table_version
 
 CONFIG = {"cli": "claude-code", "route": "anthropic", "model": "opus", "effort": "high"}

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import events, framing
-from pipeline.framing import BatchBegin, BatchEnd, Then, Verdict, consistent_cut, frame_of, scan_bytes
 from pipeline.home import Home
-from pipeline.streams import append, read, read_lines, repair
+from pipeline.streams import events, framing
+from pipeline.streams.framing import BatchBegin, BatchEnd, Then, Verdict, consistent_cut, frame_of, scan_bytes
+from pipeline.streams.log import append, read, read_lines, repair
 
 FORK = multiprocessing.get_context("fork")
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from fixtures_routing import A, B, build_table, member
 
 from pipeline.cli import cli
-from pipeline.pin import pinned_version, read_pin
+from pipeline.commands.pin import pinned_version, read_pin
 from pipeline.routing.table import publish
 
 

@@ -64,12 +64,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .home import STREAMS, Home, fsync_dir
+from ..home import STREAMS, Home, fsync_dir
 from .ulid import new_id
 
 FsyncPolicy = Literal["always", "batch", "never"]
 
-BEGIN, END = "batch.begin", "batch.end"  # pipeline.events.RESERVED_TYPES: no event has either type
+BEGIN, END = "batch.begin", "batch.end"  # pipeline.streams.events.RESERVED_TYPES: no event has either type
 #: Every frame line starts with these bytes (the cheap test before the exact one).
 FRAME_PREFIX = b'{"type":"batch.'
 

@@ -17,11 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import PipelineError, TableSchemaError
-from .events import format_timestamp
-from .home import Home, fsync_dir
-from .jsonfile import first_problem
-from .routing.table import canonical_json, load, table_json_schema
+from ..errors import PipelineError, TableSchemaError
+from ..home import Home, fsync_dir
+from ..jsonfile import first_problem
+from ..routing.table import canonical_json, load, table_json_schema
+from ..streams.events import format_timestamp
 
 PIN_FILE = "pin.json"
 TABLE_FILE = "routing-table.json"

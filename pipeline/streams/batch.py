@@ -1,12 +1,13 @@
-"""Validate and render a batch of events for ``append``: the verdicts of :func:`pipeline.events.parse_line`, fast.
+"""Validate and render a batch of events for ``append``: the verdicts of :func:`~pipeline.streams.events.parse_line`,
+fast.
 
 Per event, most of the cost of the per-line path is building pydantic model instances in Python. A batch is
 instead validated with one call into pydantic-core per chunk of lines, against :func:`fast_validator`: the same
 field schemas as the event models (taken from the models' own core schemas, so there is one definition of each
 rule), as plain dicts, with unknown fields refused. That *fast lane* only ever accepts: an item it does not plainly
 accept (an unknown field or type, a time not in the normalised form, a line not compact, anything invalid) goes to
-the *slow lane*, which is the per-line path (:func:`pipeline.events.decode_line` and
-:func:`pipeline.events.validate_object`) and gives every verdict and reason. So a batch is accepted, refused and
+the *slow lane*, which is the per-line path (:func:`pipeline.streams.events.decode_line` and
+:func:`pipeline.streams.events.validate_object`) and gives every verdict and reason. So a batch is accepted, refused and
 explained exactly as its lines are one by one (``tests/test_batch.py`` checks it on thousands of mutated lines).
 
 Rendering: a raw line that arrives valid, compact and complete (its own ``id`` and a normalised ``at``) is
@@ -27,7 +28,8 @@ from typing import Any
 
 from pydantic_core import SchemaValidator, ValidationError, core_schema
 
-from .errors import InvalidBatch, InvalidEvent
+from ..errors import InvalidBatch, InvalidEvent
+from ..home import STREAMS
 from .events import (
     CANONICAL_TIME,
     DEFAULT_MAX_LINE_BYTES,
@@ -47,7 +49,6 @@ from .events import (
     validate_object,
     with_head,
 )
-from .home import STREAMS
 from .ulid import new_id, new_ids
 
 Item = AnyEvent | Mapping[str, Any] | bytes | str

@@ -18,14 +18,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .casestudy import fmt
-from .errors import PipelineError
-from .fit.shipped import Shipped, defaults_note, load_shipped
-from .home import Home
-from .jsonfile import first_problem
-from .nightly.publish import stats_path_of
-from .nightly.stats import HitRate, Stats, load_stats
-from .routing.table import CONSTANT_NAMES, Constants, RoutingTable, load
+from ..casestudy import fmt
+from ..errors import PipelineError
+from ..fit.shipped import Shipped, defaults_note, load_shipped
+from ..home import Home
+from ..jsonfile import first_problem
+from ..nightly.publish import stats_path_of
+from ..nightly.stats import HitRate, Stats, load_stats
+from ..routing.table import CONSTANT_NAMES, Constants, RoutingTable, load
 
 #: A prior disagrees when it differs from the measured quality by more than this (docs/design.md, Case studies).
 DISAGREE_BY = 0.1
@@ -312,7 +312,7 @@ def _exploration(case: Stats | None) -> ExplorationFigures | None:
 
 
 def _policies(case: Stats | None) -> list[PolicyFigures]:
-    from .casestudy.optional import first, policy_rows
+    from ..casestudy.optional import first, policy_rows
 
     return [
         PolicyFigures(

@@ -26,9 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .errors import PipelineError
-from .home import STREAMS, Home
-from .store import location as loc
+from ..errors import PipelineError
+from ..home import STREAMS, Home
+from ..store import location as loc
 
 REBUILD = (
     "to recover: `ratings compact --rebuild` rebuilds the store from the streams, the source of truth "
@@ -83,9 +83,9 @@ def verify(
     home: str | os.PathLike | Home | None = None, *, as_of: str | None = None, config: loc.StoreConfig | None = None
 ) -> VerifyResult:
     """Check the store; ``ok`` is False with every problem named (a store that cannot be opened is one problem)."""
-    from .compact.run import METADATA_KEY, CommitRecord, txn_ids
-    from .store.table import commits, open_table
-    from .store.writer import identity
+    from ..compact.run import METADATA_KEY, CommitRecord, txn_ids
+    from ..store.table import commits, open_table
+    from ..store.writer import identity
 
     home = Home.resolve(home)
     location = loc.resolve(home, config)
@@ -257,7 +257,7 @@ def _duplicate_ids(location: loc.Location, table: Any) -> list[str]:
     """Ids held by more than one row (first 100, sorted)."""
     import duckdb
 
-    from .store.views import _quote
+    from ..store.views import _quote
 
     con = duckdb.connect(":memory:")
     try:

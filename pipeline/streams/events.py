@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic_core import to_json
 
-from .errors import InvalidEvent
+from ..errors import InvalidEvent
 
 SCHEMA_VERSION = 1
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB (docs/design.md, Events)
@@ -278,7 +278,7 @@ KNOWN: dict[str, type[Event]] = {
     "rating.retracted": RatingRetracted,
 }
 
-#: Types no event may have: they name the frame lines around a batch (``pipeline.framing``).
+#: Types no event may have: they name the frame lines around a batch (``pipeline.streams.framing``).
 RESERVED_TYPES = frozenset({"batch.begin", "batch.end"})
 
 #: Which stream each type is appended to. Unknown types go to ``tasks``.
@@ -559,7 +559,7 @@ def events_schema_text() -> str:
 
 
 def write_events_schema(streams_dir: str | os.PathLike[str] = "streams") -> Path:
-    """Write the schema file into ``streams_dir`` (``make schema`` / ``python -m pipeline.events``)."""
+    """Write the schema file into ``streams_dir`` (``make schema`` / ``python -m pipeline.streams.events``)."""
     path = Path(streams_dir) / SCHEMA_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(events_schema_text(), encoding="utf-8")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from .home import Home
+from ..home import Home
 
 #: The folders of a home, in the order they are reported (``store/`` appears with the first compaction).
 FOLDERS = ("streams", "quarantine", "deadletter", "fits", "case-studies")
@@ -47,7 +47,7 @@ class InitResult(BaseModel):
 
 def init_home(home: str | os.PathLike[str] | Home | None = None) -> InitResult:
     """Create the home's folders and, unless one exists, the ``fits/shipped.json`` template."""
-    from .fit.shipped import TEMPLATE
+    from ..fit.shipped import TEMPLATE
 
     home = Home.resolve(home)
     home.root.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from pipeline.errors import InvalidEvent
-from pipeline.events import (
+from pipeline.streams.events import (
     FAMILY,
     KNOWN,
     MAX_NESTING,
@@ -34,7 +34,7 @@ from pipeline.events import (
     validate_object,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {"cli": "claude-code", "route": "anthropic", "model": "opus", "effort": "high"}
 RATER = {"kind": "gate", "name": "pytest"}
 
@@ -463,7 +463,7 @@ def test_fuzz_objects_validate_or_are_rejected(obj):
 def test_committed_schema_is_in_sync():
     committed = (ROOT / "streams" / "events-v1.schema.json").read_text(encoding="utf-8")
     assert committed == events_schema_text(), (
-        "streams/events-v1.schema.json is out of date: run `make schema` (python -m pipeline.events)"
+        "streams/events-v1.schema.json is out of date: run `make schema` (python -m pipeline.streams.events)"
     )
 
 

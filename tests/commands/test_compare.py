@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import cli
-from pipeline.compare import compare
+from pipeline.commands.compare import compare
 from pipeline.errors import PipelineError
 from pipeline.routing.table import Constants, Member, Region, RoutingTable, Source, Static, canonical_json, publish
 
-SAMPLE = Path(__file__).parent / "data" / "stats-sample.json"
+SAMPLE = Path(__file__).parents[1] / "data" / "stats-sample.json"
 OPUS, SONNET = "claude-code/anthropic/opus/high", "claude-code/anthropic/sonnet/medium"
 DISAGREE = "The ratings disagree with the prior"
 

@@ -44,10 +44,10 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from .errors import InvalidBatch, InvalidEvent
+from ..errors import InvalidBatch, InvalidEvent
+from ..home import Home
 from .events import Config, Timestamp, format_timestamp
-from .home import Home
-from .streams import FsyncPolicy, append
+from .log import FsyncPolicy, append
 
 REQUIRED = ("task_id", "config", "score", "cost_usd", "region", "at")
 IMPORT_CLI = "import"

@@ -16,12 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import framing, streams
 from pipeline.errors import InvalidBatch
-from pipeline.events import TaskOpened, parse_line
-from pipeline.framing import BatchBegin, BatchEnd, Then, consistent_cut, frame_of
 from pipeline.home import Home
-from pipeline.streams import append, read, read_lines, repair
+from pipeline.streams import framing
+from pipeline.streams import log as streams
+from pipeline.streams.events import TaskOpened, parse_line
+from pipeline.streams.framing import BatchBegin, BatchEnd, Then, consistent_cut, frame_of
+from pipeline.streams.log import append, read, read_lines, repair
 
 CONFIG = {"cli": "claude-code", "route": None, "model": "opus", "effort": "high"}
 OPENED = {"type": "task.opened", "task": "T-1"}

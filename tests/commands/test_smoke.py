@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from click.testing import CliRunner
 from fixtures_routing import A, B, build_table, member
 
-import pipeline.smoke as smoke_module
+import pipeline.commands.smoke as smoke_module
 from pipeline.cli import cli
 
 

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
-from .errors import PipelineError
-from .events import Config, format_timestamp
-from .home import Home
+from ..errors import PipelineError
+from ..home import Home
+from ..streams.events import Config, format_timestamp
 
 if TYPE_CHECKING:
-    from .nightly.job import FitResult
-    from .routing.table import RoutingTable
+    from ..nightly.job import FitResult
+    from ..routing.table import RoutingTable
 
 DEFAULT_TASKS = 300
 
@@ -64,7 +64,7 @@ class SmokeResult(BaseModel):
 
 
 def _simulate(home: Path, tasks: int, seed: int) -> None:
-    from .simulate import preset, simulate
+    from ..simulate import preset, simulate
 
     # The backlog's pace (1,000 tasks in 120 days) kept for fewer tasks: fewer days, fewer store partitions.
     scenario = preset("backlog", tasks=tasks)
@@ -72,8 +72,8 @@ def _simulate(home: Path, tasks: int, seed: int) -> None:
 
 
 def _fit(home: Path, seed: int) -> FitResult:
-    from .nightly.job import run_fit
-    from .nightly.options import FitOptions
+    from ..nightly.job import run_fit
+    from ..nightly.options import FitOptions
 
     return run_fit(home, FitOptions(seed=seed, case_study="smoke", **PINNED))
 
@@ -161,8 +161,8 @@ def _run(
     *,
     kept: bool,
 ) -> SmokeResult:
-    from .routing import Router
-    from .streams import append
+    from ..routing import Router
+    from ..streams.log import append
 
     steps: list[str] = []
 

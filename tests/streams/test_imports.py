@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from pipeline.cli import cli
 from pipeline.compact import compact
 from pipeline.errors import InvalidBatch, InvalidEvent
-from pipeline.imports import import_table
 from pipeline.store import open_store
+from pipeline.streams.imports import import_table
 
-DATA = Path(__file__).parent / "data"
-ROOT = Path(__file__).parent.parent
+DATA = Path(__file__).parents[1] / "data"
+ROOT = Path(__file__).parents[2]
 HEADER = "task_id,config,score,cost_usd,region,at"
 
 
@@ -217,7 +217,7 @@ def test_an_unreadable_file_is_bad_input_not_a_traceback(home, tmp_path, name, w
 def test_row_ids_are_the_digests_of_their_events(task, config, score, cost, at, rater):
     """The row events' ids are written from a template, fast: they equal the generic digest of each event, so the
     ids of every earlier import stay the same (re-importing adds nothing after compaction)."""
-    from pipeline import imports
+    from pipeline.streams import imports
 
     cells = [task.strip(), config, repr(score), "" if cost is None else repr(cost), "r", at]
     row = imports._check(cells, imports._Columns.of(list(imports.REQUIRED)))
@@ -227,9 +227,9 @@ def test_row_ids_are_the_digests_of_their_events(task, config, score, cost, at, 
 
 
 def test_a_table_is_appended_in_chunks_each_a_framed_batch(home, tmp_path, monkeypatch):
-    from pipeline import imports
-    from pipeline.framing import frame_of
-    from pipeline.streams import read
+    from pipeline.streams import imports
+    from pipeline.streams.framing import frame_of
+    from pipeline.streams.log import read
 
     monkeypatch.setattr(imports, "CHUNK_ROWS", 7)
     sizes: list[int] = []
@@ -260,7 +260,7 @@ def test_too_many_bad_rows_are_counted_and_the_first_hundred_named(home, tmp_pat
 
 
 def test_a_file_changed_between_the_passes_is_named(home, tmp_path, monkeypatch):
-    from pipeline import imports
+    from pipeline.streams import imports
 
     path = _csv(tmp_path, "T0,m,1,0.1,code,2026-01-01T00:00:00Z\n")
     real = imports._first_pass
@@ -280,7 +280,7 @@ def test_a_full_disk_mid_import_leaves_whole_chunks_and_a_rerun_completes_it(hom
     import errno
     import os
 
-    from pipeline import framing, imports
+    from pipeline.streams import framing, imports
 
     monkeypatch.setattr(imports, "CHUNK_ROWS", 10)
     rows = "".join(f"T{i},m{i % 3},1,0.1,code,2026-01-01T00:00:{i % 60:02d}Z\n" for i in range(45))

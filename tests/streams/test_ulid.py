@@ -6,8 +6,8 @@ import itertools
 import os
 import re
 
-from pipeline import ulid
-from pipeline.ulid import new_id, new_ids
+from pipeline.streams import ulid
+from pipeline.streams.ulid import new_id, new_ids
 
 ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 

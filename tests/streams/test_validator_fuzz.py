@@ -1,5 +1,5 @@
-"""One validator: the vectorised compaction path and ``pipeline.events.parse_line`` give every line the same verdict
-and reason, whatever its neighbours. A differential fuzz test: thousands of mutated lines, each alone, among
+"""One validator: the vectorised compaction path and ``pipeline.streams.events.parse_line`` give every line the same
+verdict and reason, whatever its neighbours. A differential fuzz test: thousands of mutated lines, each alone, among
 valid lines of its type, and among other mutated lines."""
 
 from __future__ import annotations

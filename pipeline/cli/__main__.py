@@ -1,0 +1,5 @@
+"""``python -m pipeline.cli``: the ``ratings`` command."""
+
+from . import main
+
+main()

@@ -1,0 +1,229 @@
+"""What every command of the ``ratings`` CLI shares: the group, options, output for people and programs,
+the mapping of library errors to one line and an exit code, the progress bar."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any
+
+import click
+
+from ..errors import InvalidBatch, PipelineError
+
+# --------------------------------------------------------------------------- shared options
+home_option = click.option(
+    "--home",
+    "home",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Home directory (default: $RATINGS_HOME, else the current directory).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of a table.")
+quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+table_option = click.option(
+    "--table",
+    "table",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Routing table file (default: <home>/fits/routing-table.json).",
+)
+fsync_option = click.option(
+    "--fsync",
+    type=click.Choice(["always", "batch", "never"]),
+    default="batch",
+    show_default=True,
+    help="fsync after every line, once per batch, or never.",
+)
+
+
+def seed_option(default: int | None, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--seed N`` with this command's default and meaning."""
+    return click.option("--seed", type=int, default=default, show_default=default is not None, help=help)
+
+
+def store_options(*, writer: bool = False, as_of: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--store URI`` and ``--storage-option KEY=VALUE`` (plus ``--writer`` / ``--as-of`` where asked) for a command
+    that reads or writes the store; the command body runs with that store configured (pipeline.store.location)."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            from ..store.location import StoreConfig, configured, parse_storage_options
+
+            try:
+                config = StoreConfig(
+                    uri=kwargs.pop("store_uri"),
+                    storage_options=parse_storage_options(kwargs.pop("storage_option")),
+                    writer=kwargs.pop("writer") if writer else None,
+                    as_of=kwargs.pop("as_of") if as_of else None,
+                )
+            except PipelineError as exc:
+                click.echo(f"error: {exc}", err=True)
+                sys.exit(exc.exit_code)
+            with configured(config):
+                return fn(*args, **kwargs)
+
+        options = [
+            click.option(
+                "--store",
+                "store_uri",
+                default=None,
+                envvar="RATINGS_STORE",
+                metavar="URI",
+                help="The store: a local path or s3://, gs://, az:// URI (default: $RATINGS_STORE, else <home>/store).",
+            ),
+            click.option(
+                "--storage-option",
+                "storage_option",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="An object-store setting for delta-rs (repeat), e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000.",
+            ),
+        ]
+        if writer:
+            options.append(
+                click.option(
+                    "--writer",
+                    default=None,
+                    metavar="NAME",
+                    help="This home's name in the store (default: the name it first used, else the host name).",
+                )
+            )
+        if as_of:
+            options.append(
+                click.option(
+                    "--as-of",
+                    "as_of",
+                    default=None,
+                    metavar="VERSION|TIME",
+                    help="Read the store as it was at this table version or time (RFC 3339 or a date).",
+                )
+            )
+        for option in reversed(options):
+            wrapper = option(wrapper)
+        return wrapper
+
+    return decorate
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False, allow_nan=False))
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> None:
+    """A plain aligned text table for people."""
+    if not rows:
+        click.echo("(no rows)")
+        return
+    columns = columns or list(rows[0])
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    click.echo("  ".join("-" * w for w in widths))
+    for row in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def handle_errors(fn: Callable) -> Callable:
+    """Turn library errors into one line per problem on stderr and the error's exit code."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InvalidBatch as exc:
+            for err in exc.errors:
+                click.echo(err.message(), err=True)
+            named = f" (the first {len(exc.errors)} named above)" if exc.total > len(exc.errors) else ""
+            click.echo(f"nothing appended: {exc.total} invalid event(s){named}", err=True)
+            sys.exit(2)
+        except PipelineError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except BrokenPipeError:  # the reader went away (`ratings sql ... | head`): nothing to say to it
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            sys.exit(1)
+        except OSError as exc:  # an unwritable home, a full disk: the environment failed, not the input
+            click.echo(f"error: {os_error_line(exc)}", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an I/O failure: what failed, on which file, and the notes the library added (what was kept)."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    if exc.filename is not None:
+        what += f": {exc.filename}"
+    notes = getattr(exc, "__notes__", [])
+    return what + (f" ({'; '.join(notes)})" if notes else "")
+
+
+@contextmanager
+def json_errors(as_json: bool, **shape: Any) -> Iterator[None]:
+    """With ``--json``, report a failure as one JSON object on stdout (``shape`` plus ``errors`` or ``error``)
+    and exit with its code; without it, let :func:`handle_errors` print it for people."""
+    if not as_json:
+        yield
+        return
+    try:
+        yield
+    except InvalidBatch as exc:
+        emit_json({**shape, "errors": [e.as_json() for e in exc.errors], "invalid": exc.total})
+        sys.exit(exc.exit_code)
+    except PipelineError as exc:
+        emit_json({**shape, "error": str(exc)})
+        sys.exit(exc.exit_code)
+    except OSError as exc:
+        emit_json({**shape, "error": os_error_line(exc)})
+        sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Ratings pipeline: append events, compact them, fit routing, route.
+
+    \b
+    Example:
+      ratings append '{"type":"task.opened","task":"T-1","region":"implement"}'
+      fit-routing --home .
+    """
+
+
+@contextmanager
+def progress_bar(label: str, quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback ``(done, total)`` drawing click's bar on a terminal; None in pipes or when quiet."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    bar: Any = None
+    shown = 0
+
+    def advance(done: int, total: int) -> None:
+        nonlocal bar, shown
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - shown)
+        shown = done
+
+    try:
+        yield advance
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)

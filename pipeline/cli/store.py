@@ -1,0 +1,198 @@
+"""``ratings compact``, ``sql``, ``verify`` and ``vacuum``: the Delta table of events."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .common import (
+    cli,
+    emit_json,
+    handle_errors,
+    home_option,
+    json_option,
+    print_table,
+    quiet_option,
+    store_options,
+)
+
+
+# --------------------------------------------------------------------------- compact / sql / verify / vacuum / import
+@cli.command()
+@home_option
+@click.option(
+    "--merge-threshold",
+    type=click.IntRange(min=2),
+    default=16,
+    show_default=True,
+    help="Merge a partition's files (Delta's optimize) when it holds more than this many.",
+)
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Move the local table aside and rebuild it from the streams (after `ratings verify` found damage).",
+)
+@store_options(writer=True)
+@json_option
+@quiet_option
+@handle_errors
+def compact(home: str | None, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool) -> None:
+    """Compact the new lines of the streams into the store's events table: one Delta commit per run.
+
+    Incremental and idempotent: a run with no new input commits nothing, and a
+    rerun after a crash lands every event exactly once. Invalid lines and id
+    conflicts go to deadletter/<stream>.jsonl. A store in the old manifest
+    format is moved aside and rebuilt from the streams on the first run.
+
+    \b
+    Example:
+      ratings compact --home ./myteam
+      ratings compact --json -q
+      ratings compact --store s3://team-ratings/store --writer ci-runner-7
+      ratings verify && ratings compact --rebuild
+    """
+    from ..compact import compact as compact_store
+
+    result = compact_store(
+        home, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild
+    )
+    for note in result.notes:
+        click.echo(note, err=True)
+    if as_json:
+        emit_json(result.summary())
+        return
+    print_table([{"stream": s, **o.model_dump()} for s, o in result.streams.items()])
+    state = f"version {result.version}" if result.created else "no new input: nothing committed"
+    rows = ", ".join(f"{f} {n}" for f, n in result.rows.items() if n) or "no rows"
+    click.echo(
+        f"{state} (writer {result.writer}); {result.files_written} file(s) written, {result.files_merged} merged; "
+        f"store: {rows}"
+    )
+
+
+@cli.command()
+@home_option
+@store_options(as_of=True)
+@click.option("--schema", "schema", is_flag=True, help="List the views and their columns instead of running a query.")
+@json_option
+@click.argument("query", required=False)
+@handle_errors
+def sql(home: str | None, schema: bool, as_json: bool, query: str | None) -> None:
+    """Run a read-only SQL query on the store's views, at one table version.
+
+    Views: tasks, attempts, ratings, rejections, retractions, decisions,
+    closures, other (one row per event id; --schema lists their columns).
+    The query can read the table's live files and nothing else, and cannot
+    write files. Note: quote the column "at" (a DuckDB keyword).
+
+    \b
+    Example:
+      ratings sql 'SELECT config_key, avg(score) AS q, count(*) AS n FROM ratings GROUP BY 1 ORDER BY q DESC'
+      ratings sql --json 'SELECT task, "at" FROM tasks LIMIT 5'
+      ratings sql --as-of 1 'SELECT count(*) FROM ratings'
+      ratings sql --as-of 2026-01-31T00:00:00Z 'SELECT count(*) FROM ratings'
+      ratings sql --schema
+    """
+    if schema == (query is not None):
+        raise click.UsageError("give either a QUERY or --schema")
+    if schema:
+        from ..families import schema_rows
+
+        rows = schema_rows()
+    else:
+        from ..store import run_sql
+
+        rows = run_sql(home, query or "")
+    if as_json:
+        emit_json(rows)
+    else:
+        print_table(rows)
+
+
+@cli.command()
+@home_option
+@store_options(as_of=True)
+@json_option
+@handle_errors
+def verify(home: str | None, as_json: bool) -> None:
+    """Check the store against its commit log and this home's streams (exit 1 naming each problem).
+
+    Every live file exists with the size and rows the log records; this
+    writer's committed stream ranges are contiguous and hash as recorded; dead
+    letters and outcome counts agree; the stored events equal the table's rows.
+    Ids stored twice by concurrent writers are listed (readers keep one row).
+
+    \b
+    Example:
+      ratings verify --home ./myteam
+      ratings verify --store s3://team-ratings/store --json
+    """
+    from ..commands.verify import verify as verify_store
+
+    result = verify_store(home)
+    if as_json:
+        emit_json(result.summary())
+    else:
+        for problem in result.problems:
+            click.echo(f"problem: {problem}", err=True)
+        if result.duplicate_ids:
+            shown = ", ".join(result.duplicate_ids[:10])
+            count = len(result.duplicate_ids)
+            click.echo(f"note: {count} id(s) stored twice by concurrent commits (readers keep one row): {shown}")
+        if result.unreferenced_files:
+            click.echo(
+                f"note: {result.unreferenced_files} file(s) under the table that this version does not list "
+                "(replaced by optimize, or of runs that never committed); `ratings vacuum` removes them past "
+                "the retention"
+            )
+        if result.ok:
+            state = f"version {result.version}" if result.version is not None else "no table yet"
+            click.echo(f"ok: {state}, {result.commits} compaction commit(s), {result.files} file(s) verified")
+    if not result.ok:
+        sys.exit(1)
+
+
+@cli.command()
+@home_option
+@click.option(
+    "--retain-hours",
+    type=click.IntRange(min=0),
+    default=168,
+    show_default=True,
+    help="Keep the files every version of the last H hours needs (time travel that far back keeps working).",
+)
+@store_options()
+@json_option
+@handle_errors
+def vacuum(home: str | None, retain_hours: int, as_json: bool) -> None:
+    """Remove files of the store no retained version needs, and files no version references.
+
+    Prints the store's size before and after.
+
+    \b
+    Example:
+      ratings vacuum --home ./myteam
+      ratings vacuum --retain-hours 0 --json
+    """
+    from ..store.upkeep import vacuum as vacuum_store
+
+    result = vacuum_store(home, retain_hours=retain_hours)
+    if as_json:
+        emit_json(result.summary())
+    else:
+        click.echo(
+            f"removed {result.files_removed} file(s): store {_size(result.bytes_before)} before, "
+            f"{_size(result.bytes_after)} after ({_size(result.live_bytes)} in the live files of version "
+            f"{result.version}; versions of the last {result.retain_hours} h kept)"
+        )
+
+
+def _size(n: int) -> str:
+    """Bytes for people: ``812 B``, ``3.4 MiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} GiB"
