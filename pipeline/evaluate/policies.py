@@ -41,14 +41,12 @@ from ..fit.learning import costed_targets
 from ..fit.model import Shipped, fit_model
 from ..fit.signals import member_signals
 from ..fit.table_build import build_table
-from ..routing.policies import BUILTIN, POLICIES
+from ..routing.policies import BUILTIN, ESCALATES, POLICIES
 from ..routing.router import Router
 from ..routing.table import Constants, Ladder, RoutingTable
 from .metrics import eligible, mark_best, round9
 from .split import parts
 
-#: Policies that escalate on a failed gate when evaluated.
-SEQUENTIAL = frozenset({"ladder", "trace_governed"})
 DEFAULT_PASS_THRESHOLD = 0.5
 
 #: One eligible held-out task: (task, region, pool, {config: (value, cost, in the best set, gate or value)}).
@@ -156,7 +154,7 @@ def _run(
     """Route one task; escalate on a failed gate for sequential policies. Returns (final config, cost, configs run)."""
     decision = router.route(region, pool=pool, policy=policy)
     config, cost, ran = decision.config, cells[decision.config][1] or 0.0, 1
-    if policy not in SEQUENTIAL:
+    if policy not in ESCALATES:
         return config, cost, ran
     threshold = pass_threshold
     if threshold is None:

@@ -25,12 +25,12 @@ from ..commands.pin import pinned_version
 from ..errors import FitError, StoreConflict
 from ..evaluate.policies import held_out_policies
 from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
-from ..evaluate.search import Pins
+from ..evaluate.search import SEARCHED, Pins
 from ..evaluate.split import parts
 from ..fit.finite import ids_text, non_finite_paths
 from ..fit.inputs import FitInputs, load_inputs, task_values
 from ..fit.learning import LadderOptions, learning_stage
-from ..fit.model import fit_model, load_shipped
+from ..fit.model import Shipped, fit_model, load_shipped
 from ..fit.shipped import defaults_note, placeholder_note
 from ..fit.table_build import build_table
 from ..home import Home
@@ -39,7 +39,7 @@ from ..routing.table import Constants, RoutingTable
 from ..store import open_store
 from ..store.views import reading
 from .options import FitOptions
-from .publish import publish_fit
+from .publish import publish_fit, publish_table
 from .stats import Stats
 
 DECIMALS = 9
@@ -168,27 +168,7 @@ def run_fit(
 def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitResult:
     say("loading the store")
     version, events, inputs_sha, inputs = _read(home, options)
-    if inputs.ratings.height == 0:
-        raise FitError(f"no ratings in the store (table version {version}); append task.rated events and compact first")
-    shipped = load_shipped(options.shipped if options.shipped is not None else home.fits / "shipped.json")
-    objective = options.objective or shipped.constants.objective or "quality_per_dollar"
-    overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
-    if options.min_samples is not None:
-        overrides["min_samples"] = options.min_samples
-    if options.min_quality is not None:
-        overrides["min_quality"] = options.min_quality
-    shipped_constants = shipped.to_constants(**overrides)
-    notes = list(inputs.notes)
-    if not shipped.found:
-        notes.append(defaults_note(shipped_constants))
-    placeholders = placeholder_note(shipped, options.shipped or "fits/shipped.json")
-    notes += [placeholders] if placeholders else []
-    if objective == "utility" and shipped_constants.lambda_ is None:
-        scale, problem = lambda_scale(task_values(parts(inputs, options.split).learned))
-        notes += [problem] if problem else []
-        # With no costs at all the objective degrades to quality (docs/design.md, Cost): no lambda is needed then.
-        if options.lambda_ or scale is not None:
-            shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
+    shipped, objective, shipped_constants, notes = _shipped_constants(home, options, inputs, version)
     say("evaluating on the held-out split (validation search included)")
     ev = evaluate(
         inputs,
@@ -207,11 +187,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     source = {"version": version, "events": events, "sha256": inputs_sha}
     summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options, home)
     say("learning signals, escalation ladders and the cost-quality frontier")
-    ladder = LadderOptions(
-        pass_threshold=options.pass_threshold,
-        budget_usd=options.ladder_budget_usd,
-        target="budget" if options.ladder_budget_usd is not None else "best-single",
-    )
+    ladder = _ladder_options(options)
     if not options.writeback:  # the fit ignores logged decisions: no writeback, no off-policy estimates
         inputs = dataclasses.replace(inputs, decisions=inputs.decisions.clear())
     cut = parts(inputs, options.split)
@@ -275,6 +251,89 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
         )
     publish_fit(home, table, stats, home.case_study(options.case_study) / "stats.json", live=pinned is None)
     return FitResult(table=table, stats=stats, evaluation=ev)
+
+
+def refit_table(home: str | os.PathLike | Home | None, options: FitOptions | None = None) -> RoutingTable:
+    """The table refit on every task with the current constants and no held-out evaluation: the shipped
+    constants (code defaults without ``shipped.json``) with the options' pins, signals, gate tests and ladders
+    (chosen on every task), published to ``fits/routing-table.json`` (and ``fits/history/``); no stats, no
+    page. The store as it is (no compaction). What ``ratings backtest --fit table`` refits each night with."""
+    home = Home.resolve(home)
+    options = options or FitOptions()
+    with fit_lock(home, wait=options.wait):
+        version, events, inputs_sha, inputs = _read(home, options)
+        shipped, objective, shipped_constants, _ = _shipped_constants(home, options, inputs, version)
+        pins = options.pins()
+        constants = shipped_constants.model_copy(
+            update={("lambda_" if name == "lambda" else name): value for name, value in pins.items()}
+        )
+        model = fit_model(inputs, constants, shipped, objective)
+        ladder = _ladder_options(options)
+        if not options.writeback:
+            inputs = dataclasses.replace(inputs, decisions=inputs.decisions.clear())
+        learning = learning_stage(
+            inputs,
+            model,
+            constants=constants,
+            shipped=shipped,
+            objective=model.objective,
+            learned=inputs,
+            seed=options.seed,
+            ladder=ladder,
+        )
+        searched = [n for n in SEARCHED if n != "lambda" or model.effective_objective == "utility"]
+        provenance: dict[str, Any] = {n: "pinned" if n in pins else "shipped" for n in searched}
+        table = build_table(
+            model,
+            constants_source="shipped" if all(v == "shipped" for v in provenance.values()) else "mixed",
+            provenance=provenance,
+            static=shipped.static,
+            signals=learning.member_signals,
+            gate=learning.gate,
+            ladders=learning.ladders,
+            source={"version": version, "events": events, "sha256": inputs_sha},
+            fitted_at=inputs.newest_at,
+            evaluation={"protocol": "no held-out evaluation: the current constants refit on all tasks"},
+        ).with_version()
+        publish_table(home, table, live=pinned_version(home) is None)
+    return table
+
+
+def _ladder_options(options: FitOptions) -> LadderOptions:
+    return LadderOptions(
+        pass_threshold=options.pass_threshold,
+        budget_usd=options.ladder_budget_usd,
+        target="budget" if options.ladder_budget_usd is not None else "best-single",
+    )
+
+
+def _shipped_constants(
+    home: Home, options: FitOptions, inputs: FitInputs, version: int | None
+) -> tuple[Shipped, str, Constants, list[str]]:
+    """The shipped file, the objective, the shipped constants with the options' overrides (and lambda's scale
+    for utility when neither shipped nor pinned), and the notes they give."""
+    if inputs.ratings.height == 0:
+        raise FitError(f"no ratings in the store (table version {version}); append task.rated events and compact first")
+    shipped = load_shipped(options.shipped if options.shipped is not None else home.fits / "shipped.json")
+    objective = options.objective or shipped.constants.objective or "quality_per_dollar"
+    overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
+    if options.min_samples is not None:
+        overrides["min_samples"] = options.min_samples
+    if options.min_quality is not None:
+        overrides["min_quality"] = options.min_quality
+    shipped_constants = shipped.to_constants(**overrides)
+    notes = list(inputs.notes)
+    if not shipped.found:
+        notes.append(defaults_note(shipped_constants))
+    placeholders = placeholder_note(shipped, options.shipped or "fits/shipped.json")
+    notes += [placeholders] if placeholders else []
+    if objective == "utility" and shipped_constants.lambda_ is None:
+        scale, problem = lambda_scale(task_values(parts(inputs, options.split).learned))
+        notes += [problem] if problem else []
+        # With no costs at all the objective degrades to quality (docs/design.md, Cost): no lambda is needed then.
+        if options.lambda_ or scale is not None:
+            shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
+    return shipped, objective, shipped_constants, notes
 
 
 def _read(home: Home, options: FitOptions) -> tuple[int | None, dict[str, int], str | None, FitInputs]:

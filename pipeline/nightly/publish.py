@@ -53,6 +53,16 @@ def publish_fit(home: Home, table: RoutingTable, stats: Stats, stats_path: Path,
         home.write(home.fits / TABLE_FILE, body)
 
 
+def publish_table(home: Home, table: RoutingTable, *, live: bool) -> None:
+    """A table without stats (a refit with no held-out evaluation): history, schema and (when ``live``) the
+    table, in that order."""
+    body = canonical_json(table.to_json_dict())
+    home.write(history_path(home, table.version), body)
+    home.write(home.fits / SCHEMA_FILE, canonical_json(table_json_schema()))
+    if live:
+        home.write(home.fits / TABLE_FILE, body)
+
+
 class Consistency(BaseModel):
     """Whether the published table, its history copy and the stats describe one fit; ``stale`` names the one
     that is behind (None when they agree)."""

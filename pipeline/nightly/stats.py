@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..backtest.report import BacktestReport
 from ..evaluate.verdict import Recommendation
 from ..jsonfile import json_schema
 from ..routing.table import ConstantOrigin
@@ -238,10 +239,13 @@ class Stats(BaseModel):
     policies: dict[str, Any] | None = None
     routing_table: dict[str, Any] | None = None  # the published table in words (pipeline.routing.summary)
     options: dict[str, Any] | None = None  # the FitOptions of the fit, as the CLI spells them
+    # The case study's backtest (``ratings backtest``, attached by ``fit-routing --backtest FILE``): a simulation of
+    # deployment on the same table. Absent when none was attached.
+    backtest: BacktestReport | None = None
     notes: list[str] = Field(default_factory=list)
 
     def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
+        return self.model_dump(mode="json", by_alias=True, exclude={"backtest"} if self.backtest is None else None)
 
 
 def load_stats(path: str | Path) -> Stats:

@@ -12,7 +12,8 @@ Rules:
   (``skipped_blank_score``), never an error.
 - blank ``cost_usd`` is an unknown cost (null); blank ``region`` is ``general``.
 - ``config`` is a config key (``cli/route/model/effort``, exactly four ``/``-parts) or
-  else a model name, which becomes ``{"cli": "import", "route": null, "model": <name>, "effort": null}``.
+  else a model name, which becomes ``{"cli": "import", "route": null, "model": <name>, "effort": null}``
+  (``config_format`` ``key`` or ``model`` says which, whatever the parts).
 - ids are derived from the row content (SHA-256), so importing the same file again
   appends lines that compaction drops as duplicates: the store gains nothing.
 - a bad row is an error naming its row (1-based, the header not counted) and column
@@ -151,10 +152,16 @@ def _hashed(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
+#: How a ``config`` cell is read: ``key`` a config key, ``model`` a model name, ``auto`` a key when it has exactly
+#: four ``/``-parts, else a model name.
+ConfigFormat = Literal["auto", "key", "model"]
+
+
 @functools.lru_cache(maxsize=4096)
-def _config(text: str) -> tuple[dict[str, str | None], str]:
+def _config(text: str, fmt: ConfigFormat = "auto") -> tuple[dict[str, str | None], str]:
     """The config of a ``config`` cell, and its canonical JSON (for :func:`_row_ids`)."""
-    config = (Config.from_key(text) if len(text.split("/")) == 4 else Config(cli=IMPORT_CLI, model=text)).model_dump()
+    as_key = fmt == "key" or (fmt == "auto" and len(text.split("/")) == 4)
+    config = (Config.from_key(text) if as_key else Config(cli=IMPORT_CLI, model=text)).model_dump()
     return config, _canonical(config)
 
 
@@ -214,7 +221,7 @@ class _Columns(NamedTuple):
         return dict(zip(self.names, cells, strict=True))
 
 
-def _check(cells: Sequence[str | None], columns: _Columns) -> _Row | None:
+def _check(cells: Sequence[str | None], columns: _Columns, fmt: ConfigFormat = "auto") -> _Row | None:
     """A validated row, None for a blank score; :class:`ValueError` with ``column: reason`` when bad."""
     at_ = columns.at
     text = {column: (cells[at_[column]] or "").strip() for column in REQUIRED}
@@ -225,7 +232,7 @@ def _check(cells: Sequence[str | None], columns: _Columns) -> _Row | None:
     if not text["config"]:
         raise ValueError("config", "must not be blank")
     try:
-        config, config_json = _config(text["config"])
+        config, config_json = _config(text["config"], fmt)
     except ValueError as exc:
         raise ValueError("config", str(exc).splitlines()[0]) from None
     values: dict[str, float | None] = {"cost_usd": None}
@@ -275,10 +282,12 @@ def import_table(
     skip_bad: bool = False,
     fsync: FsyncPolicy = "batch",
     progress: Callable[[int, int], None] | None = None,
+    config_format: ConfigFormat = "auto",
 ) -> ImportResult:
     """Import a long table (CSV, CSV.gz or Parquet) as events; see the module docstring for the rules.
 
-    ``progress`` is called after each chunk appended with the rows done and the rows in all.
+    ``progress`` is called after each chunk appended with the rows done and the rows in all;
+    ``config_format`` says how a ``config`` cell is read (:data:`ConfigFormat`).
     """
     if fmt != "long":
         raise InvalidEvent(f"unknown import format {fmt!r} (known: long)", source=str(path))
@@ -297,7 +306,7 @@ def import_table(
     table = _Columns.of(columns)
     stamp = _stamp(path)
     letters = home.deadletter / f"import-{path.name}.jsonl"
-    checked = _first_pass(home, path, table, letters if skip_bad else None)
+    checked = _first_pass(home, path, table, letters if skip_bad else None, config_format)
     rater_json = _canonical(rater)
     appended, streams = 0, dict[str, int]()
     events: list[dict[str, Any]] = []
@@ -316,7 +325,7 @@ def import_table(
 
     for number, cells in _numbered_rows(path, len(columns)):
         try:
-            good = _check(cells, table)
+            good = _check(cells, table, config_format)
         except ValueError:
             good = None  # dead-lettered by the first pass
         if good is not None:
@@ -352,7 +361,9 @@ def _stamp(path: Path) -> tuple[int, int]:
     return info.st_size, info.st_mtime_ns
 
 
-def _first_pass(home: Home, path: Path, table: _Columns, letters: Path | None) -> _Checked:
+def _first_pass(
+    home: Home, path: Path, table: _Columns, letters: Path | None, config_format: ConfigFormat = "auto"
+) -> _Checked:
     """Check every row; dead-letter the bad ones (``letters``) or raise :class:`InvalidBatch` naming them."""
     first: dict[str, tuple[datetime, int]] = {}
     named: list[InvalidEvent] = []
@@ -361,7 +372,7 @@ def _first_pass(home: Home, path: Path, table: _Columns, letters: Path | None) -
         for number, cells in _numbered_rows(path, len(table.names)):
             rows += 1
             try:
-                good = _check(cells, table)
+                good = _check(cells, table, config_format)
             except ValueError as exc:
                 column, reason = exc.args
                 bad += 1

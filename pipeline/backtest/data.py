@@ -1,0 +1,206 @@
+"""The full-information table a backtest replays (docs/design.md, Backtest, The table).
+
+A long table (CSV, CSV.gz, Parquet) is read exactly as ``ratings import`` reads it: imported into a scratch home
+under the backtest's ``--out`` and compacted; a home (``--home``) is read from its store as it is (nothing is
+written there). Both then go through :func:`from_inputs`:
+
+- a **row** of (task t, config c) is one attempt of c on t with the ratings that followed it: the ratings of
+  (t, c) at or after the attempt's time and before the next attempt's (those before the first attempt count
+  for the first); its score is their weighted mean ``sum(w s) / sum(w)``, else (no rating of its own) the task
+  value ``q_t,c`` of every rating of (t, c). A rated pair without any attempt is one row of unknown cost. An
+  imported table gives one row per line of the file, in the order of its ``at``;
+- the **configs** are every config with a row; a task without a row of every config is **dropped** and
+  counted (only tasks every config did can reveal any config's outcome);
+- tasks in ``(time, task id)`` order, the time being the task's first event (docs/design.md, Split);
+- a row without a cost, in a table with costs, costs its config's mean known cost (else the mean of every
+  known cost), counted in ``filled_costs``; without any known cost the table has no costs (``cost_known``
+  False) and every objective degrades to quality, as in the fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from ..errors import PipelineError
+
+if TYPE_CHECKING:
+    from ..fit.inputs import FitInputs
+    from ..home import Home
+    from ..streams.imports import ConfigFormat
+
+
+class BacktestInputError(PipelineError):
+    """A table or home a backtest cannot replay (exit 2, with the remedy)."""
+
+
+class Outcome(NamedTuple):
+    """What one run of a config on a task reveals: one row of the table."""
+
+    score: float
+    cost_usd: float  # the realized cost (a filled-in mean when the row has none; 0 without costs)
+    logged_cost_usd: float | None  # the row's own cost (None: unknown, logged as unknown)
+
+
+@dataclass(frozen=True)
+class FullTable:
+    """Every kept task with every config's rows, in task order.
+
+    ``rows[i][k]`` are the outcomes of config ``configs[k]`` on task ``tasks[i]``, in row order (at least one).
+    ``quality[i, k]`` / ``cost[i, k]``: the first row's score and realized cost (what a single run reveals);
+    ``mean_quality[k]`` / ``mean_cost[k]``: the config's mean over the kept tasks of its mean over its rows.
+    """
+
+    source: str
+    tasks: tuple[str, ...]
+    region_of: tuple[str, ...]  # per task
+    at: tuple[datetime, ...]  # per task: its time (naive UTC)
+    configs: tuple[str, ...]  # sorted keys
+    rows: tuple[tuple[tuple[Outcome, ...], ...], ...]
+    cost_known: bool
+    dropped_tasks: int
+    filled_costs: int
+    quality: np.ndarray = field(repr=False)
+    cost: np.ndarray = field(repr=False)
+    mean_quality: np.ndarray = field(repr=False)
+    mean_cost: np.ndarray = field(repr=False)
+
+    @property
+    def n(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def regions(self) -> tuple[str, ...]:
+        """The regions of the kept tasks, sorted."""
+        return tuple(sorted(set(self.region_of)))
+
+    def region_codes(self) -> np.ndarray:
+        """Per task, the index of its region in :attr:`regions`."""
+        index = {r: i for i, r in enumerate(self.regions)}
+        return np.array([index[r] for r in self.region_of], dtype=np.int64)
+
+    @property
+    def several_rows(self) -> bool:
+        return any(len(cell) > 1 for row in self.rows for cell in row)
+
+
+def read_file(path: str | Path, scratch: Home, *, config_format: ConfigFormat = "auto") -> FullTable:
+    """Import the long table ``path`` into the scratch home (``ratings import``'s reader, rater kind ``gate``),
+    compact it and read it back (:func:`read_home`)."""
+    from ..compact import compact
+    from ..streams.imports import import_table
+
+    path = Path(path)
+    import_table(scratch, path, rater_name=path.name.split(".")[0], fsync="never", config_format=config_format)
+    compact(scratch)
+    return read_home(scratch, source=str(path))
+
+
+def read_home(home: Home, *, source: str | None = None) -> FullTable:
+    """The full-information table of a home's store as it is (read only: nothing is compacted or written)."""
+    from ..fit.inputs import load_inputs
+    from ..store import open_store
+    from ..store.views import reading
+
+    with open_store(home, read_only=True) as store, reading(store):
+        inputs = load_inputs(store, prm=False)
+    return from_inputs(inputs, source=source or str(home.root))
+
+
+def from_inputs(inputs: FitInputs, *, source: str) -> FullTable:
+    """The rows of every (task, config) of ``inputs`` (module doc), the kept tasks in order."""
+    import polars as pl
+
+    keys = ["task", "config_key"]
+    ratings = (
+        inputs.ratings.filter((pl.col("origin") != "prm") & (pl.col("w") > 0))
+        .select(*keys, "at", "id", ws=pl.col("w") * pl.col("score"), w="w")
+        .sort("at", "id")
+    )
+    if ratings.height == 0:
+        raise BacktestInputError(f"{source}: no rating with a weight above 0: nothing to replay")
+    attempts = (
+        inputs.attempts.select(*keys, "at", "id", "cost_usd")
+        .sort(*keys, "at", "id")
+        .with_columns(j=pl.int_range(pl.len()).over(keys))
+        .sort("at", "id")
+    )
+    # Each rating goes to the last attempt of its pair at or before it (the first attempt when none is); both
+    # frames are sorted by time, hence within each pair.
+    placed = ratings.join_asof(
+        attempts.select(*keys, "at", "j"), on="at", by=keys, strategy="backward", check_sortedness=False
+    ).with_columns(pl.col("j").fill_null(0))
+    own = placed.group_by(*keys, "j").agg(W=pl.col("w").sum(), S=pl.col("ws").sum())
+    pair = placed.group_by(keys).agg(W_tc=pl.col("w").sum(), S_tc=pl.col("ws").sum())
+    # A rated pair without attempts is one row (j = 0) of unknown cost.
+    slots = pl.concat(
+        [
+            attempts.select(*keys, "j", "cost_usd"),
+            pair.join(attempts, on=keys, how="anti").select(
+                *keys, j=pl.lit(0, pl.Int64), cost_usd=pl.lit(None, pl.Float64)
+            ),
+        ],
+        how="vertical_relaxed",
+    )
+    rows = (
+        slots.join(pair, on=keys, how="inner")  # pairs without any rating have no outcome
+        .join(own, on=[*keys, "j"], how="left")
+        .select(
+            *keys,
+            "j",
+            "cost_usd",
+            score=pl.when(pl.col("W") > 0).then(pl.col("S") / pl.col("W")).otherwise(pl.col("S_tc") / pl.col("W_tc")),
+        )
+    )
+    configs = tuple(sorted(rows["config_key"].unique().to_list()))
+    complete = rows.group_by("task").agg(k=pl.col("config_key").n_unique()).filter(pl.col("k") == len(configs))
+    tasks = inputs.tasks.join(complete, on="task", how="semi").sort("first_at", "task")
+    named = inputs.tasks.join(rows.select("task").unique(), on="task", how="semi").height
+    if tasks.height == 0:
+        raise BacktestInputError(
+            f"{source}: no task was done by every one of its {len(configs)} configs, so no task can reveal the "
+            "outcome of whichever config a policy chooses; a backtest needs a full-information table (give it one "
+            "where every config did every task, or a home whose tasks several configs did)"
+        )
+    kept = rows.join(tasks.select("task", i=pl.int_range(pl.len())), on="task", how="inner").sort(
+        "i", "config_key", "j"
+    )
+    known = kept["cost_usd"].drop_nulls()
+    cost_known = known.len() > 0
+    means = kept.group_by("config_key").agg(mean=pl.col("cost_usd").mean())
+    fill = dict(means.iter_rows())
+    overall = float(known.mean()) if cost_known else 0.0  # type: ignore[arg-type]
+    index = {c: k for k, c in enumerate(configs)}
+    n, k_count = tasks.height, len(configs)
+    cells: list[list[list[Outcome]]] = [[[] for _ in configs] for _ in range(n)]
+    filled = 0
+    for i, config, cost, score in kept.select("i", "config_key", "cost_usd", "score").iter_rows():
+        realized = cost
+        if realized is None:
+            mean = fill.get(config)
+            realized = (mean if mean is not None else overall) if cost_known else 0.0
+            filled += 1 if cost_known else 0
+        cells[i][index[config]].append(Outcome(float(score), float(realized), cost))
+    quality = np.array([[cell[0].score for cell in row] for row in cells], dtype=np.float64).reshape(n, k_count)
+    cost = np.array([[cell[0].cost_usd for cell in row] for row in cells], dtype=np.float64).reshape(n, k_count)
+    mean_q = np.array([[np.mean([o.score for o in cell]) for cell in row] for row in cells]).reshape(n, k_count)
+    mean_c = np.array([[np.mean([o.cost_usd for o in cell]) for cell in row] for row in cells]).reshape(n, k_count)
+    return FullTable(
+        source=source,
+        tasks=tuple(tasks["task"].to_list()),
+        region_of=tuple(tasks["region"].to_list()),
+        at=tuple(tasks["first_at"].to_list()),
+        configs=configs,
+        rows=tuple(tuple(tuple(cell) for cell in row) for row in cells),
+        cost_known=cost_known,
+        dropped_tasks=named - n,
+        filled_costs=int(filled),
+        quality=quality,
+        cost=cost,
+        mean_quality=mean_q.mean(axis=0),
+        mean_cost=mean_c.mean(axis=0),
+    )
