@@ -19,6 +19,7 @@ written there). Both then go through :func:`from_inputs`:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -169,35 +170,64 @@ def from_inputs(inputs: FitInputs, *, source: str) -> FullTable:
     kept = rows.join(tasks.select("task", i=pl.int_range(pl.len())), on="task", how="inner").sort(
         "i", "config_key", "j"
     )
-    known = kept["cost_usd"].drop_nulls()
-    cost_known = known.len() > 0
-    means = kept.group_by("config_key").agg(mean=pl.col("cost_usd").mean())
-    fill = dict(means.iter_rows())
-    overall = float(known.mean()) if cost_known else 0.0  # type: ignore[arg-type]
     index = {c: k for k, c in enumerate(configs)}
-    n, k_count = tasks.height, len(configs)
-    cells: list[list[list[Outcome]]] = [[[] for _ in configs] for _ in range(n)]
-    filled = 0
+    cells: list[list[list[tuple[float, float | None]]]] = [[[] for _ in configs] for _ in range(tasks.height)]
     for i, config, cost, score in kept.select("i", "config_key", "cost_usd", "score").iter_rows():
-        realized = cost
-        if realized is None:
-            mean = fill.get(config)
-            realized = (mean if mean is not None else overall) if cost_known else 0.0
-            filled += 1 if cost_known else 0
-        cells[i][index[config]].append(Outcome(float(score), float(realized), cost))
-    quality = np.array([[cell[0].score for cell in row] for row in cells], dtype=np.float64).reshape(n, k_count)
-    cost = np.array([[cell[0].cost_usd for cell in row] for row in cells], dtype=np.float64).reshape(n, k_count)
-    mean_q = np.array([[np.mean([o.score for o in cell]) for cell in row] for row in cells]).reshape(n, k_count)
-    mean_c = np.array([[np.mean([o.cost_usd for o in cell]) for cell in row] for row in cells]).reshape(n, k_count)
+        cells[i][index[config]].append((float(score), cost))
+    return build(
+        source,
+        tasks=tasks["task"].to_list(),
+        regions=tasks["region"].to_list(),
+        at=tasks["first_at"].to_list(),
+        configs=configs,
+        cells=cells,
+        dropped_tasks=named - tasks.height,
+    )
+
+
+def build(
+    source: str,
+    *,
+    tasks: Sequence[str],
+    regions: Sequence[str],
+    at: Sequence[datetime],
+    configs: Sequence[str],
+    cells: Sequence[Sequence[Sequence[tuple[float, float | None]]]],
+    dropped_tasks: int = 0,
+) -> FullTable:
+    """The table of ``cells[i][k]``, the (score, cost or None) rows of config ``configs[k]`` on task ``tasks[i]``
+    (in task order, configs sorted, at least one row each); unknown costs filled as the module doc says."""
+    known = [cost for row in cells for cell in row for _, cost in cell if cost is not None]
+    cost_known = bool(known)
+    overall = float(np.mean(known)) if cost_known else 0.0
+    fill: list[float] = []
+    for k in range(len(configs)):
+        own = [cost for row in cells for _, cost in row[k] if cost is not None]
+        fill.append(float(np.mean(own)) if own else overall)
+    filled = 0
+    outcomes: list[tuple[tuple[Outcome, ...], ...]] = []
+    for row in cells:
+        out_row = []
+        for k, cell in enumerate(row):
+            if not cell:
+                raise ValueError(f"task {len(outcomes)} has no row of {configs[k]}")
+            filled += sum(cost is None for _, cost in cell) if cost_known else 0
+            out_row.append(tuple(Outcome(score, cost if cost is not None else fill[k], cost) for score, cost in cell))
+        outcomes.append(tuple(out_row))
+    n, m = len(outcomes), len(configs)
+    quality = np.array([[cell[0].score for cell in row] for row in outcomes], dtype=np.float64).reshape(n, m)
+    cost = np.array([[cell[0].cost_usd for cell in row] for row in outcomes], dtype=np.float64).reshape(n, m)
+    mean_q = np.array([[np.mean([o.score for o in c]) for c in row] for row in outcomes]).reshape(n, m)
+    mean_c = np.array([[np.mean([o.cost_usd for o in c]) for c in row] for row in outcomes]).reshape(n, m)
     return FullTable(
         source=source,
-        tasks=tuple(tasks["task"].to_list()),
-        region_of=tuple(tasks["region"].to_list()),
-        at=tuple(tasks["first_at"].to_list()),
-        configs=configs,
-        rows=tuple(tuple(tuple(cell) for cell in row) for row in cells),
+        tasks=tuple(tasks),
+        region_of=tuple(regions),
+        at=tuple(at),
+        configs=tuple(configs),
+        rows=tuple(outcomes),
         cost_known=cost_known,
-        dropped_tasks=named - n,
+        dropped_tasks=dropped_tasks,
         filled_costs=int(filled),
         quality=quality,
         cost=cost,

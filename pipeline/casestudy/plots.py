@@ -461,6 +461,8 @@ def learning_curve_plot(report: BacktestReport) -> Plot:
     color = {p: POLICY_COLORS[i % len(POLICY_COLORS)] for i, p in enumerate(policies)}
 
     def draw(fig: Figure) -> None:
+        from matplotlib.ticker import MaxNLocator
+
         cols = min(len(panels), 2)
         rows = math.ceil(len(panels) / cols)
         fig.set_size_inches(WIDTH_IN * cols, 3.4 * rows + 0.6)
@@ -496,8 +498,10 @@ def learning_curve_plot(report: BacktestReport) -> Plot:
                 low = [(night.p5 or 0.0) * b for (night, _), b in zip(pairs, best, strict=True)]
                 high = [(night.p95 or 0.0) * b for (night, _), b in zip(pairs, best, strict=True)]
                 ax.fill_between(x, low, high, color=c, alpha=0.15, lw=0)
-            ax.set_title(f"{objective}, start {start}", fontsize=10)
+            ranked = "" if refs.ranked_by == objective else f" (no costs: {refs.ranked_by})"
+            ax.set_title(f"{objective}{ranked}, start {start}", fontsize=10)
             ax.set_xlabel("night")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylabel(refs.ranked_by.replace("_", " ") + " (realized)")
             ax.grid(True, color="#e0e0e0", linewidth=0.6)
         for n in range(len(panels), rows * cols):
@@ -510,6 +514,7 @@ def learning_curve_plot(report: BacktestReport) -> Plot:
         fig.legend(
             list(seen.values()), list(seen.keys()), loc="outside lower center", ncols=2, fontsize=8, frameon=False
         )
+        fig.suptitle("A backtest: a simulation of deployment on a benchmark table, not a deployment", fontsize=9)
 
     last = ", ".join(
         f"{run.policy} ({run.objective}, start {run.start}) {fmt.pct(run.second_half.vs_region_best)} of the best "
