@@ -35,6 +35,7 @@ SECTIONS = (
     "Signals",
     "Evaluation",
     "Verdicts",
+    "Backtest",
     "Routing",
     "Routing table",
     "Case studies",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..nightly.stats import HitRate, Stats
 from . import fmt
+from .backtest import backtest_lead
 from .doc import Block, Code, Note, Strong, para
 from .optional import first, ladder_regions, ladder_summary, policy_rows, rungs, short_config
 
@@ -38,7 +39,7 @@ def routing_lead(stats: Stats) -> list[Block]:
     expected = (r.shipped.model_extra or {}).get("expected_hit_rate_with_exploration")
     blocks: list[Block] = [
         para(
-            Strong("Routing: "),
+            Strong("Constants (plain greedy routing, without the evidence gate): "),
             f"of {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks, the ",
             Strong("fitted"),
             f" constants routed {hit_phrase(r.fitted)} to a best configuration; the ",
@@ -271,8 +272,14 @@ def _same_figures(a: dict, b: dict) -> bool:
 
 
 def headline(stats: Stats) -> list[Block]:
+    """The default policy's result first (held-out, then the backtest), then the constants' verdicts."""
     blocks = (
-        routing_lead(stats) + cheapest_lead(stats) + calibration_lead(stats) + ladder_lead(stats) + policy_lead(stats)
+        policy_lead(stats)
+        + backtest_lead(stats)
+        + routing_lead(stats)
+        + cheapest_lead(stats)
+        + calibration_lead(stats)
+        + ladder_lead(stats)
     )
     if not stats.cost_known:
         blocks.append(

@@ -6,6 +6,7 @@ from ..fit.shipped import defaults_note
 from ..nightly.stats import Stats
 from ..routing.table import CONSTANT_NAMES
 from . import fmt
+from .backtest import backtest_section
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
 from .glossary import glossary_section, see_glossary
 from .optional import (
@@ -589,6 +590,7 @@ def body(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         + priors_section(stats, plots)
         + ladders_section(stats)
         + policies_section(stats)
+        + backtest_section(stats, plots)
         + signals_section(stats)
         + glossary_section()
         + closing_section(stats)

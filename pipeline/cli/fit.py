@@ -160,6 +160,14 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--no-writeback", is_flag=True, help="Ignore logged route.decided events (no decision writeback).")
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
+@click.option(
+    "--backtest",
+    "backtest_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Attach a `ratings backtest` backtest.json to the case study (its backtest section and figure).",
+)
 @store_options(writer=True, as_of=True)
 @quiet_option
 @json_option
@@ -191,6 +199,7 @@ def fit(
     no_writeback: bool,
     no_render: bool,
     credit: str | None,
+    backtest_file: str | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -241,6 +250,7 @@ def fit(
         ladder_budget_usd=ladder_budget,
         writeback=not no_writeback,
         credit=credit,
+        backtest=backtest_file,
     )
     result = run_fit(
         home,

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -231,6 +232,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
             "signals": learning.signals,
             **learning_figures(learning, cut, decisions=inputs.decisions),
             "policies": policies,
+            **({"backtest": _backtest(options.backtest)} if options.backtest else {}),
         },
         cutoff=cutoff_text(ev.split["cutoff_at"]),
         notes=notes,
@@ -345,6 +347,16 @@ def _read(home: Home, options: FitOptions) -> tuple[int | None, dict[str, int], 
         return store.version, store.event_counts(), store.inputs_sha256(), inputs
 
 
+def _backtest(path: str) -> dict[str, Any]:
+    """The ``ratings backtest`` report at ``path`` (its ``backtest.json``), for the stats' ``backtest`` section."""
+    from ..backtest.report import BacktestReport
+    from ..jsonfile import read_json, validate
+
+    missing = "no such file; run `ratings backtest ... --out DIR` and give DIR/backtest.json"
+    data = read_json(Path(path), FitError, missing=missing)
+    return validate(BacktestReport, data, Path(path), FitError).to_json_dict()
+
+
 def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
     data = c.model_dump(by_alias=True)
     if objective != "utility":
@@ -441,7 +453,10 @@ def _stats(
         "baselines": ev.baselines,
         "priors": ev.priors,
         "grid": ev.grid,
-        "options": options.model_dump(mode="json", by_alias=True),
+        # without a backtest attached, the options read as before the option existed (the same bytes)
+        "options": options.model_dump(
+            mode="json", by_alias=True, exclude={"backtest"} if not options.backtest else None
+        ),
         "notes": notes,
         **(sections or {}),
     }
