@@ -300,9 +300,6 @@ BUILTIN = tuple(POLICIES)
 #: Policies a dispatcher runs again after a failed gate, reporting the failed configs (docs/design.md, Escalation);
 #: every other policy runs once per task.
 ESCALATES = frozenset({"ladder", "trace_governed"})
-#: Policies that use ``failures`` to follow an order of their own (a ladder's rungs): the router does not narrow
-#: their pool to the members above the failed ones' quality.
-FOLLOWS_ITS_OWN_ORDER = frozenset({"ladder"})
 
 
 def gate_checks(router: RouterLike, view: RegionView, pool: Sequence[str], role: str | None) -> dict[str, Any]:

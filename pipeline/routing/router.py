@@ -14,12 +14,16 @@ Rules this module fixes (docs/design.md, Routing, says them for readers in other
   global weighted mean quality ``sum(W*q)/sum(W)`` over the ``*`` members (the
   plain mean when no member has weight), cost = the mean of the ``*`` members'
   known costs (null when none), ``n_ratings`` 0, so it never passes the gate.
-- **Failures.** Configurations in ``failures`` are removed from the pool before
-  any policy runs (unless that would empty it). Every policy but ``ladder``
-  (which follows its rungs) then chooses among the members whose published
-  quality is above the highest published quality of the failed ones, while
-  any remain: escalation escalates. No exploration draw once a task has a
-  failure.
+- **Failures.** A failed configuration must be in the pool (else an error that
+  lists the pool). The failed ones are removed from the pool before any policy
+  runs (unless that would empty it); every policy then chooses among the
+  members whose published quality is above the highest published quality of
+  the failed ones while any remain, else takes the highest-quality member left:
+  escalation escalates. No exploration draw once a task has a failure.
+- **Quality floor** (``constants.min_quality``): whatever the policy, a choice
+  below the floor gives way to the best member at or above it while one exists
+  (a pinned role keeps its config); exploration draws only among the members at
+  or above it.
 - **Ties** (docs/design.md, Greedy choice and ties): best objective, then higher quality, then lower cost
   (unknown cost last), then key order.
 - **Exploration** (policies that allow it, with an ``rng``): with probability
@@ -32,6 +36,7 @@ Rules this module fixes (docs/design.md, Routing, says them for readers in other
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +44,7 @@ from typing import Any, NamedTuple
 
 from ..errors import RoutingError
 from .explain_sql import explain_sql
-from .policies import FOLLOWS_ITS_OWN_ORDER, POLICIES, Policy, gate_checks
+from .policies import POLICIES, Policy, gate_checks
 from .table import SCHEMA_MAJOR, Evidence, Member, RoutingTable, load
 from .view import GLOBAL, RegionView, Row, objective_value
 
@@ -246,27 +251,47 @@ class Router:
                 raise RoutingError("empty pool: give at least one configuration key")
         prefix = ""
         if failures:
-            remaining = tuple(c for c in candidates if c not in failures)
-            if not remaining:
-                prefix = "every candidate has failed; choosing among them again: "
-            elif name in FOLLOWS_ITS_OWN_ORDER:
-                candidates = remaining
-            else:
-                top = max(view.row(f).quality for f in failures)
-                better = tuple(c for c in remaining if view.row(c).quality > top)
-                candidates = better or remaining
-                prefix = (
-                    f"escalating above the failed configs' quality {top:.4g}: "
-                    if better
-                    else f"no member left above the failed configs' quality {top:.4g}: "
+            unknown = [f for f in dict.fromkeys(failures) if f not in candidates]
+            if unknown:
+                raise RoutingError(
+                    f"failed config(s) {', '.join(unknown)} not in the pool, so their quality is unknown here; "
+                    f"the pool: {', '.join(candidates)}"
                 )
+            candidates, prefix = _after_failures(view, candidates, failures)
         config, reason, explorable = fn(self, view, candidates, role, failures)
         if config not in candidates:
             raise RoutingError(f"policy {name!r} chose {config!r}, which is not in the pool")
+        config, reason = self._floored(view, candidates, role, config, reason)
         others: tuple[str, ...] = ()
         if explorable and not failures and len(candidates) > 1 and self.exploration > 0.0:
-            others = tuple(sorted(c for c in candidates if c != config))
+            others = tuple(sorted(c for c in self._above_floor(view, candidates, config) if c != config))
         return config, prefix + reason, others, candidates, view, view.row(config).quality
+
+    def _above_floor(self, view: RegionView, candidates: tuple[str, ...], config: str) -> tuple[str, ...]:
+        """The candidates an exploration draw may take: those at or above the quality floor, unless the choice
+        itself is below it (then every member is)."""
+        floor = self.constants.min_quality
+        if floor is None or view.row(config).quality < floor:
+            return candidates
+        return tuple(c for c in candidates if view.row(c).quality >= floor)
+
+    def _floored(
+        self, view: RegionView, candidates: tuple[str, ...], role: str | None, config: str, reason: str
+    ) -> tuple[str, str]:
+        """Every policy keeps the quality floor (docs/design.md, Routing): a choice below it gives way to the best
+        member at or above it (the greedy order), while one exists; a pinned role keeps its config."""
+        floor = self.constants.min_quality
+        quality = view.row(config).quality
+        if floor is None or quality >= floor or (role is not None and self.static.pinned.get(role) == config):
+            return config, reason
+        above = tuple(c for c in candidates if view.row(c).quality >= floor)
+        if not above:
+            return config, f"{reason}; every member is below the quality floor {floor:g}"
+        chosen = view.best(above)
+        return chosen, (
+            f"{reason}; {config} is below the quality floor {floor:g} (quality {quality:.4g}): the best member at "
+            f"or above it, {chosen}"
+        )
 
     def describe(self, decision: Decision, region: str, role: str | None = None) -> dict[str, Any]:
         """``decision`` as a dict with the rows of its candidates (rank order) and the checks of its policy: the
@@ -285,6 +310,23 @@ class Router:
         if decision.policy == "ladder" and ladder is not None:
             out["ladder"] = ladder.model_dump(mode="json")
         return out
+
+
+def _after_failures(
+    view: RegionView, candidates: tuple[str, ...], failures: tuple[str, ...]
+) -> tuple[tuple[str, ...], str]:
+    """The members a policy may choose after ``failures`` (docs/design.md, Escalation), and the reason's prefix:
+    those above the failed configs' highest published quality while any remain, else the highest-quality member
+    left; when every candidate has failed, all of them again."""
+    remaining = tuple(c for c in candidates if c not in failures)
+    if not remaining:
+        return candidates, "every candidate has failed; choosing among them again: "
+    top = max(view.row(f).quality for f in failures)
+    better = tuple(c for c in remaining if view.row(c).quality > top)
+    if better:
+        return better, f"escalating above the failed configs' quality {top:.4g}: "
+    best = view.best_by(remaining, lambda r: (-r.quality, math.inf if r.cost_usd is None else r.cost_usd))
+    return (best,), f"no member left above the failed configs' quality {top:.4g}: the highest-quality member left: "
 
 
 def _evidence(members: Sequence[Member]) -> dict[tuple[str, str], Evidence]:
