@@ -7,12 +7,12 @@ import random
 from datetime import datetime
 
 import pytest
+from fixtures_routing import build_table, member
 
 from pipeline.backtest.data import build
 from pipeline.backtest.loop import Dispatcher, Plan, full_information_events
 from pipeline.routing.router import Router
 from pipeline.streams.batch import prepare
-from tests.fixtures_routing import build_table, member
 
 CHEAP, STRONG = "cli/r/cheap/-", "cli/r/strong/-"
 T0 = datetime(2026, 1, 1)
