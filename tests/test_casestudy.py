@@ -21,6 +21,7 @@ CREDIT_LINKS = {
     "https://github.com/withmartian/routerbench",
     "https://github.com/shuhao02/RouterDC",
     "https://github.com/LiveCodeBench/livecodebench.github.io",
+    "https://github.com/laude-institute/terminal-bench-leaderboard",
 }
 
 # The headline of the sample, worked out by hand from its numbers:
@@ -182,6 +183,7 @@ def test_ladder_with_the_target_as_gate_is_an_upper_bound(tmp_path, page):
     [
         ("routerbench", "https://github.com/withmartian/routerbench"),
         ("livecodebench", "https://github.com/LiveCodeBench/livecodebench.github.io"),
+        ("terminal-bench", "https://github.com/laude-institute/terminal-bench-leaderboard"),
     ],
 )
 def test_real_data_sources_are_credited(tmp_path, name, link):

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+import polars as pl
 
 from ..errors import PipelineError
 
@@ -45,6 +46,15 @@ class Outcome(NamedTuple):
     score: float
     cost_usd: float  # the realized cost (a filled-in mean when the row has none; 0 without costs)
     logged_cost_usd: float | None  # the row's own cost (None: unknown, logged as unknown)
+    failure_mode: str | None = None  # the attempt's failure_mode, when its table has one (logged with the run)
+
+
+class Cell(NamedTuple):
+    """One row as read: its score, its cost (None: unknown) and its attempt's failure_mode."""
+
+    score: float
+    cost: float | None
+    failure_mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,12 +119,20 @@ def read_home(home: Home, *, source: str | None = None) -> FullTable:
 
     with open_store(home, read_only=True) as store, reading(store):
         inputs = load_inputs(store, prm=False)
-    return from_inputs(inputs, source=source or str(home.root))
+        modes = store.con.sql(_FAILURE_MODES).pl()
+    return from_inputs(inputs, source=source or str(home.root), failure_modes=modes)
 
 
-def from_inputs(inputs: FitInputs, *, source: str) -> FullTable:
-    """The rows of every (task, config) of ``inputs`` (module doc), the kept tasks in order."""
-    import polars as pl
+# An attempt's failure_mode is kept in the attempts view's extra until the event spec gives it a column.
+_FAILURE_MODES = """
+SELECT id, json_extract_string(extra, '$.failure_mode') AS failure_mode FROM attempts
+WHERE json_extract_string(extra, '$.failure_mode') IS NOT NULL
+"""
+
+
+def from_inputs(inputs: FitInputs, *, source: str, failure_modes: pl.DataFrame | None = None) -> FullTable:
+    """The rows of every (task, config) of ``inputs`` (module doc), the kept tasks in order; ``failure_modes``
+    (``id, failure_mode``) names the attempts that carry one."""
 
     keys = ["task", "config_key"]
     ratings = (
@@ -124,8 +142,14 @@ def from_inputs(inputs: FitInputs, *, source: str) -> FullTable:
     )
     if ratings.height == 0:
         raise BacktestInputError(f"{source}: no rating with a weight above 0: nothing to replay")
+    modes = (
+        failure_modes
+        if failure_modes is not None
+        else pl.DataFrame(schema={"id": pl.String, "failure_mode": pl.String})
+    )
     attempts = (
         inputs.attempts.select(*keys, "at", "id", "cost_usd")
+        .join(modes, on="id", how="left")
         .sort(*keys, "at", "id")
         .with_columns(j=pl.int_range(pl.len()).over(keys))
         .sort("at", "id")
@@ -140,9 +164,9 @@ def from_inputs(inputs: FitInputs, *, source: str) -> FullTable:
     # A rated pair without attempts is one row (j = 0) of unknown cost.
     slots = pl.concat(
         [
-            attempts.select(*keys, "j", "cost_usd"),
+            attempts.select(*keys, "j", "cost_usd", "failure_mode"),
             pair.join(attempts, on=keys, how="anti").select(
-                *keys, j=pl.lit(0, pl.Int64), cost_usd=pl.lit(None, pl.Float64)
+                *keys, j=pl.lit(0, pl.Int64), cost_usd=pl.lit(None, pl.Float64), failure_mode=pl.lit(None, pl.String)
             ),
         ],
         how="vertical_relaxed",
@@ -154,6 +178,7 @@ def from_inputs(inputs: FitInputs, *, source: str) -> FullTable:
             *keys,
             "j",
             "cost_usd",
+            "failure_mode",
             score=pl.when(pl.col("W") > 0).then(pl.col("S") / pl.col("W")).otherwise(pl.col("S_tc") / pl.col("W_tc")),
         )
     )
@@ -171,9 +196,9 @@ def from_inputs(inputs: FitInputs, *, source: str) -> FullTable:
         "i", "config_key", "j"
     )
     index = {c: k for k, c in enumerate(configs)}
-    cells: list[list[list[tuple[float, float | None]]]] = [[[] for _ in configs] for _ in range(tasks.height)]
-    for i, config, cost, score in kept.select("i", "config_key", "cost_usd", "score").iter_rows():
-        cells[i][index[config]].append((float(score), cost))
+    cells: list[list[list[Cell]]] = [[[] for _ in configs] for _ in range(tasks.height)]
+    for i, config, cost, mode, score in kept.select("i", "config_key", "cost_usd", "failure_mode", "score").iter_rows():
+        cells[i][index[config]].append(Cell(float(score), cost, mode))
     return build(
         source,
         tasks=tasks["task"].to_list(),
@@ -192,27 +217,31 @@ def build(
     regions: Sequence[str],
     at: Sequence[datetime],
     configs: Sequence[str],
-    cells: Sequence[Sequence[Sequence[tuple[float, float | None]]]],
+    cells: Sequence[Sequence[Sequence[Cell | tuple[float, float | None]]]],
     dropped_tasks: int = 0,
 ) -> FullTable:
-    """The table of ``cells[i][k]``, the (score, cost or None) rows of config ``configs[k]`` on task ``tasks[i]``
+    """The table of ``cells[i][k]``, the :class:`Cell` rows (or (score, cost) pairs) of config ``configs[k]`` on
+    task ``tasks[i]``
     (in task order, configs sorted, at least one row each); unknown costs filled as the module doc says."""
-    known = [cost for row in cells for cell in row for _, cost in cell if cost is not None]
+    rows = [[[Cell(*c) for c in cell] for cell in row] for row in cells]
+    known = [c.cost for row in rows for cell in row for c in cell if c.cost is not None]
     cost_known = bool(known)
     overall = float(np.mean(known)) if cost_known else 0.0
     fill: list[float] = []
     for k in range(len(configs)):
-        own = [cost for row in cells for _, cost in row[k] if cost is not None]
+        own = [c.cost for row in rows for c in row[k] if c.cost is not None]
         fill.append(float(np.mean(own)) if own else overall)
     filled = 0
     outcomes: list[tuple[tuple[Outcome, ...], ...]] = []
-    for row in cells:
+    for row in rows:
         out_row = []
         for k, cell in enumerate(row):
             if not cell:
                 raise ValueError(f"task {len(outcomes)} has no row of {configs[k]}")
-            filled += sum(cost is None for _, cost in cell) if cost_known else 0
-            out_row.append(tuple(Outcome(score, cost if cost is not None else fill[k], cost) for score, cost in cell))
+            filled += sum(c.cost is None for c in cell) if cost_known else 0
+            out_row.append(
+                tuple(Outcome(c.score, c.cost if c.cost is not None else fill[k], c.cost, c.failure_mode) for c in cell)
+            )
         outcomes.append(tuple(out_row))
     n, m = len(outcomes), len(configs)
     quality = np.array([[cell[0].score for cell in row] for row in outcomes], dtype=np.float64).reshape(n, m)

@@ -134,6 +134,7 @@ class Dispatcher:
                         "status": "success" if passed else "failure",
                         "cost_usd": outcome.logged_cost_usd,
                         "at": at,
+                        **({"failure_mode": outcome.failure_mode} if outcome.failure_mode is not None else {}),
                     }
                 )
                 events.append(
@@ -183,6 +184,7 @@ def full_information_events(table: FullTable, first: int, last: int, pass_thresh
                     **common,
                     "status": "success" if outcome.score >= pass_threshold else "failure",
                     "cost_usd": outcome.logged_cost_usd,
+                    **({"failure_mode": outcome.failure_mode} if outcome.failure_mode is not None else {}),
                 }
             )
             events.append(

@@ -1,7 +1,9 @@
 """Backfill: a long table of past results becomes events on the normal append path (``ratings import``).
 
 The long format: one row per (task, config) result with columns ``task_id, config,
-score, cost_usd, region, at``; any other column becomes a task label (as a string).
+score, cost_usd, region, at``; an optional ``failure_mode`` column (the harness's label of how
+the attempt ended, as Terminal-Bench's ``agent_timeout``) goes with the row's attempt; any other
+column becomes a task label (as a string).
 Each row gives a ``task.attempted`` and a ``task.rated`` event; each task gets one
 ``task.opened`` (region, labels and time of its earliest row).
 
@@ -51,6 +53,8 @@ from .events import Config, Timestamp, format_timestamp
 from .log import FsyncPolicy, append
 
 REQUIRED = ("task_id", "config", "score", "cost_usd", "region", "at")
+#: Optional columns that describe the row's attempt, not the task: each becomes a field of its task.attempted.
+ATTEMPT_COLUMNS = ("failure_mode",)
 IMPORT_CLI = "import"
 CHUNK_ROWS = 10_000  # rows per appended batch (and per Parquet read)
 MAX_NAMED = 100  # bad rows named in an error; the count says how many there are
@@ -203,6 +207,7 @@ class _Row(NamedTuple):
     region: str
     at: str
     labels: dict[str, str]
+    attempt: dict[str, str]  # ATTEMPT_COLUMNS present and not blank
 
 
 class _Columns(NamedTuple):
@@ -210,12 +215,19 @@ class _Columns(NamedTuple):
 
     names: list[str]
     at: dict[str, int]  # required column -> position
-    extra: list[tuple[str, int]]
+    extra: list[tuple[str, int]]  # task labels
+    attempt: list[tuple[str, int]]  # ATTEMPT_COLUMNS present
 
     @classmethod
     def of(cls, names: list[str]) -> _Columns:
         at = {name: names.index(name) for name in REQUIRED}
-        return cls(names, at, [(name, i) for i, name in enumerate(names) if name not in REQUIRED])
+        known = (*REQUIRED, *ATTEMPT_COLUMNS)
+        return cls(
+            names,
+            at,
+            [(name, i) for i, name in enumerate(names) if name not in known],
+            [(name, i) for i, name in enumerate(names) if name in ATTEMPT_COLUMNS],
+        )
 
     def record(self, cells: Sequence[str | None]) -> dict[str, str | None]:
         return dict(zip(self.names, cells, strict=True))
@@ -251,10 +263,19 @@ def _check(cells: Sequence[str | None], columns: _Columns, fmt: ConfigFormat = "
     except ValueError as exc:
         raise ValueError("at", str(exc)) from None
     labels = {name: value for name, i in columns.extra if (value := cells[i]) not in (None, "")}
+    attempt = {name: value.strip() for name, i in columns.attempt if (value := cells[i]) and value.strip()}
     score = values["score"]
     assert score is not None
     return _Row(
-        text["task_id"], config, config_json, score, values["cost_usd"], text["region"] or "general", at, labels
+        text["task_id"],
+        config,
+        config_json,
+        score,
+        values["cost_usd"],
+        text["region"] or "general",
+        at,
+        labels,
+        attempt,
     )
 
 
@@ -409,10 +430,23 @@ def _row_events(row: _Row, rater: dict[str, str], rater_json: str) -> list[dict[
     status = "success" if row.score >= 0.5 else "failure"
     cost = "null" if row.cost_usd is None else float.__repr__(row.cost_usd)
     at, task = _quoted(row.at), _quoted(row.task)
-    attempted_id = _hashed(
-        f'[{{"at":{at},"config":{row.config_json},"cost_usd":{cost},"status":"{status}","task":{task},'
-        '"type":"task.attempted"}]'
-    )
+    if row.attempt:  # rows with attempt columns hash them too; every other row keeps the id it always had
+        attempted_id = _digest(
+            {
+                "at": row.at,
+                "config": row.config,
+                "cost_usd": row.cost_usd,
+                "status": status,
+                "task": row.task,
+                "type": "task.attempted",
+                **row.attempt,
+            }
+        )
+    else:
+        attempted_id = _hashed(
+            f'[{{"at":{at},"config":{row.config_json},"cost_usd":{cost},"status":"{status}","task":{task},'
+            '"type":"task.attempted"}]'
+        )
     rated_id = _hashed(
         f'[{{"at":{at},"config":{row.config_json},"rater":{rater_json},"score":{float.__repr__(row.score)},'
         f'"task":{task},"type":"task.rated"}}]'
@@ -426,6 +460,7 @@ def _row_events(row: _Row, rater: dict[str, str], rater_json: str) -> list[dict[
             "status": status,
             "cost_usd": row.cost_usd,
             "at": row.at,
+            **row.attempt,
         },
         {"id": f"imp-{rated_id}", "type": "task.rated", **common, "rater": rater, "score": row.score, "at": row.at},
     ]

@@ -314,3 +314,61 @@ def open_store_after_compaction(home: Path):
     with open_store(home) as store:
         counts = store.event_counts()
     yield {k: v for k, v in counts.items() if k in ("tasks", "attempts", "ratings")}
+
+
+# --------------------------------------------------------------------------- attempt columns, config formats
+def test_failure_mode_goes_with_its_attempt(home, tmp_path):
+    path = _csv(
+        tmp_path,
+        "t1,a/-/m/-,0,,general,2026-01-01T00:00:00Z,agent_timeout\nt1,a/-/m/-,1,,general,2026-01-01T00:01:00Z,\n",
+        header=HEADER + ",failure_mode",
+    )
+    import_table(home, path)
+    compact(home)
+    with open_store(home) as store:
+        rows = store.con.execute(
+            "SELECT json_extract_string(extra, '$.failure_mode') FROM attempts ORDER BY \"at\""
+        ).fetchall()
+        labels = store.con.execute("SELECT labels FROM tasks").fetchall()
+    assert rows == [("agent_timeout",), (None,)]  # a blank failure_mode is none
+    assert labels == [(None,)]  # not a task label
+
+
+def test_attempt_ids_hash_the_failure_mode_and_no_other_id_moves():
+    from pipeline.streams import imports
+
+    columns = imports._Columns.of([*imports.REQUIRED, "failure_mode"])
+    rater = {"kind": "gate", "name": "x"}
+    for mode in ("agent_timeout", ""):
+        row = imports._check(["t", "m", "0", "", "r", "2026-01-01T00:00:00Z", mode], columns)
+        attempted = imports._row_events(row, rater, imports._canonical(rater))[0]
+        body = {k: v for k, v in attempted.items() if k != "id"}
+        assert attempted["id"] == f"imp-{imports._digest(body)}"
+        assert ("failure_mode" in attempted) == bool(mode)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "cell", "expected"),
+    [
+        ("auto", "codex/openai/gpt-5/high", {"cli": "codex", "route": "openai", "model": "gpt-5", "effort": "high"}),
+        ("auto", "Qwen/Qwen2-72B", {"cli": "import", "route": None, "model": "Qwen/Qwen2-72B", "effort": None}),
+        ("model", "a/b/c/d", {"cli": "import", "route": None, "model": "a/b/c/d", "effort": None}),
+        ("key", "a/b/c/-", {"cli": "a", "route": "b", "model": "c", "effort": None}),
+    ],
+)
+def test_config_column_formats(fmt, cell, expected):
+    from pipeline.streams import imports
+
+    row = imports._check(
+        ["t", cell, "1", "", "r", "2026-01-01T00:00:00Z"], imports._Columns.of(list(imports.REQUIRED)), fmt
+    )
+    assert row.config == expected
+
+
+def test_the_key_format_refuses_a_model_name():
+    from pipeline.streams import imports
+
+    with pytest.raises(ValueError, match="config"):
+        imports._check(
+            ["t", "gpt-4", "1", "", "r", "2026-01-01T00:00:00Z"], imports._Columns.of(list(imports.REQUIRED)), "key"
+        )
