@@ -102,6 +102,74 @@ def _preference(scenario: Scenario, policy: LoggingPolicy) -> np.ndarray:
 
 
 @dataclass
+class Attempts:
+    """Attempts and what happened to them: outcome, cost, status, timing, traces, and their ratings (each rating
+    tuple indexes the attempts by position)."""
+
+    task: np.ndarray  # local task index
+    slot: np.ndarray
+    cfg: np.ndarray
+    success: np.ndarray
+    status: np.ndarray  # -1 success, else index into FAILURE_STATUSES
+    cost: np.ndarray  # NaN when unknown
+    duration_ms: np.ndarray
+    end_s: np.ndarray
+    tools: np.ndarray
+    read: np.ndarray
+    written: np.ndarray
+    prompt: np.ndarray  # -1 none
+    verdict: np.ndarray  # -1 none, 0 approve, 1 request-changes
+    gates: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # per gate: attempt, score, conf, at
+    review: tuple[np.ndarray, ...]  # attempt, reviewer, score, conf, at, retracted, retract_at
+    human: tuple[np.ndarray, ...]  # attempt, human, score, at
+    reject: tuple[np.ndarray, ...]  # attempt, reviewer, at
+
+    def __len__(self) -> int:
+        return len(self.task)
+
+    def then(self, other: Attempts) -> Attempts:
+        """These attempts followed by ``other`` (its ratings re-indexed after these)."""
+        m = len(self)
+
+        def shifted(part: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+            return (part[0] + m, *part[1:])
+
+        joined = {
+            name: np.concatenate([getattr(self, name), getattr(other, name)])
+            for name in (
+                "task", "slot", "cfg", "success", "status", "cost", "duration_ms", "end_s", "tools", "read",
+                "written", "prompt", "verdict",
+            )
+        }  # fmt: skip
+        gates = [
+            tuple(np.concatenate([a, b]) for a, b in zip(mine, shifted(theirs), strict=True))
+            for mine, theirs in zip(self.gates, other.gates, strict=True)
+        ]
+        parts = {
+            name: tuple(
+                np.concatenate([a, b]) for a, b in zip(getattr(self, name), shifted(getattr(other, name)), strict=True)
+            )
+            for name in ("review", "human", "reject")
+        }
+        return Attempts(**joined, gates=gates, **parts)  # type: ignore[arg-type]
+
+
+@dataclass
+class Decisions:
+    """The logged ``route.decided`` events: per decision its task, time, config, propensity, whether it explored,
+    its kind (0 the routed config, 1 a side-by-side lane, 2 an escalation) and the configs excluded from its
+    candidates (a bit mask: the lanes that ran before it)."""
+
+    task: np.ndarray
+    at: np.ndarray
+    cfg: np.ndarray
+    propensity: np.ndarray
+    explored: np.ndarray
+    kind: np.ndarray
+    excluded: np.ndarray
+
+
+@dataclass
 class Chunk:
     """Tasks ``first .. first + n - 1`` and everything that happened to them (times in epoch seconds)."""
 
@@ -115,25 +183,8 @@ class Chunk:
     propensity: np.ndarray
     close_s: np.ndarray
     outcome: np.ndarray  # 0 done, 1 escalated, 2 abandoned
-    # per attempt (row-major over tasks, routed config first)
-    a_task: np.ndarray  # local task index
-    a_slot: np.ndarray
-    a_cfg: np.ndarray
-    a_success: np.ndarray
-    a_status: np.ndarray  # -1 success, else index into FAILURE_STATUSES
-    a_cost: np.ndarray  # NaN when unknown
-    a_duration_ms: np.ndarray
-    a_end_s: np.ndarray
-    a_tools: np.ndarray
-    a_read: np.ndarray
-    a_written: np.ndarray
-    a_prompt: np.ndarray  # -1 none
-    a_verdict: np.ndarray  # -1 none, 0 approve, 1 request-changes
-    # ratings: each (attempt index, rater index, score, confidence, at)
-    gates: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # per gate: attempt, score, conf, at
-    review: tuple[np.ndarray, ...]  # attempt, reviewer, score, conf, at, retracted, retract_at
-    human: tuple[np.ndarray, ...]  # attempt, human, score, at
-    reject: tuple[np.ndarray, ...]  # attempt, reviewer, at
+    attempts: Attempts  # the routed config first, then the other lanes, then escalations
+    decisions: Decisions
 
     @property
     def n(self) -> int:
@@ -142,7 +193,6 @@ class Chunk:
 
 def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chunk:
     sc, pol = st.scenario, st.policy
-    spec = sc.ratings
     k = pol.n_configs
     idx = np.arange(first, first + n)
 
@@ -156,9 +206,13 @@ def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chun
     greedy = st.greedy[region]
     primary = np.where(explored, other + (other >= greedy), greedy)
     propensity = np.where(explored, pol.exploration / max(k - 1, 1), 1.0 - pol.exploration)
-    n_cfg = np.minimum(rng.choice(3, size=n, p=np.array(sc.attempts)) + 1, k)
+    if sc.side_by_side > 0:  # competing lanes: a second config on a share of the tasks, at the same time
+        n_cfg = np.minimum(1 + (rng.random(n) < sc.side_by_side).astype(np.int64), k)
+    else:
+        n_cfg = np.minimum(rng.choice(3, size=n, p=np.array(sc.attempts)) + 1, k)
     keys = rng.random((n, k))
     available = idx[:, None] >= st.available_first[None, :]
+    others = np.full(n, k - 1)
     if not available.all():  # late configs: route and ask only among the configs that exist at the task's time
         greedy = np.argmin(np.where(available, st.preference[region], k), axis=1)
         others = available.sum(axis=1) - 1
@@ -186,10 +240,139 @@ def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chun
         assigned[:, 2] = np.where(n_cfg >= 3, extras[:, 1], -1)
     a_task, a_slot = np.nonzero(assigned >= 0)
     a_cfg = assigned[a_task, a_slot]
+    # Second opinions start a few minutes apart; side-by-side lanes start with the routed one.
+    staggered = sc.side_by_side == 0
+    attempts = _attempts(st, rng, idx, region, difficulty, a_task, a_slot, a_cfg, decide_s[a_task] + 10, staggered)
+    decisions = Decisions(
+        task=np.arange(n),
+        at=decide_s,
+        cfg=primary,
+        propensity=propensity,
+        explored=explored,
+        kind=np.zeros(n, dtype=np.int64),
+        excluded=np.zeros(n, dtype=np.int64),
+    )
+    if sc.side_by_side > 0:
+        lane = a_slot == 1
+        decisions = _joined(
+            decisions,
+            Decisions(
+                task=a_task[lane],
+                at=decide_s[a_task[lane]],
+                cfg=a_cfg[lane],
+                propensity=1.0 / np.maximum(others[a_task[lane]], 1),
+                explored=np.ones(int(lane.sum()), dtype=bool),
+                kind=np.ones(int(lane.sum()), dtype=np.int64),
+                excluded=np.left_shift(1, primary[a_task[lane]]),
+            ),
+        )
+    if sc.escalation > 0:
+        attempts, decisions = _escalate(st, rng, idx, region, difficulty, available, attempts, decisions)
+
+    # --- closing: after the last attempt ends; done iff the routed attempt succeeded (second opinions) or any
+    # attempt did (a dispatcher's lanes and escalations)
+    last_end = np.zeros(n, dtype=np.int64)
+    np.maximum.at(last_end, attempts.task, attempts.end_s)
+    if sc.dispatcher:
+        done = np.zeros(n, dtype=bool)
+        np.logical_or.at(done, attempts.task, attempts.success)
+    else:
+        done = attempts.success[attempts.slot == 0]  # one routed attempt per task, in task order
+    outcome = np.where(done, 0, 1 + undone)
+
+    return Chunk(
+        first=first,
+        region=region,
+        open_s=open_s,
+        decide_s=decide_s,
+        primary=primary,
+        explored=explored,
+        propensity=propensity,
+        close_s=last_end + close_delay,
+        outcome=outcome,
+        attempts=attempts,
+        decisions=decisions,
+    )
+
+
+def _joined(a: Decisions, b: Decisions) -> Decisions:
+    return Decisions(**{name: np.concatenate([getattr(a, name), getattr(b, name)]) for name in vars(a)})
+
+
+def _escalate(
+    st: Static,
+    rng: np.random.Generator,
+    idx: np.ndarray,
+    region: np.ndarray,
+    difficulty: np.ndarray,
+    available: np.ndarray,
+    attempts: Attempts,
+    decisions: Decisions,
+) -> tuple[Attempts, Decisions]:
+    """A dispatcher's escalations: a task whose every lane failed its gates (each has a gate rating and their mean
+    is below 0.5) runs, with probability ``escalation``, the escalation config after the last gate: the logging
+    policy's ``frontier_config`` when it has not run, else the highest believed quality that has not."""
+    sc = st.scenario
+    n = len(region)
+    gate_w = np.zeros(len(attempts))
+    gate_s = np.zeros(len(attempts))
+    gate_at = np.zeros(len(attempts), dtype=np.int64)
+    for att, score, _conf, at in attempts.gates:
+        np.add.at(gate_w, att, 1.0)
+        np.add.at(gate_s, att, score)
+        np.maximum.at(gate_at, att, at)
+    failed = (gate_w > 0) & (gate_s < 0.5 * gate_w)
+    all_failed = np.ones(n, dtype=bool)
+    np.logical_and.at(all_failed, attempts.task, failed)
+    ran = np.zeros(n, dtype=np.int64)
+    np.bitwise_or.at(ran, attempts.task, np.left_shift(1, attempts.cfg))
+    last_gate = np.zeros(n, dtype=np.int64)
+    np.maximum.at(last_gate, attempts.task, gate_at)
+    want = rng.random(n) < sc.escalation
+    delay = rng.integers(30, 601, n)
+    # the escalation config per task: frontier first, then by believed quality in the task's region
+    order = np.argsort(-st.believed[:, region].T, axis=1, kind="stable")  # [n, k]
+    frontier = sc.config_keys.index(sc.policy.frontier_config) if sc.policy.frontier_config else -1
+    if frontier >= 0:
+        order = np.concatenate([np.full((n, 1), frontier), order], axis=1)
+    free = ((np.right_shift(ran[:, None], order) & 1) == 0) & available[np.arange(n)[:, None], order]
+    has = free.any(axis=1)
+    target = order[np.arange(n), np.argmax(free, axis=1)]
+    esc = np.nonzero(all_failed & want & has)[0]
+    e_cfg = target[esc]
+    e_decide = last_gate[esc] + delay[esc]
+    second = _attempts(
+        st, rng, idx, region, difficulty, esc, np.full(len(esc), 2), e_cfg, e_decide + 10, staggered=False
+    )
+    escalations = Decisions(
+        task=esc,
+        at=e_decide,
+        cfg=e_cfg,
+        propensity=np.ones(len(esc)),
+        explored=np.zeros(len(esc), dtype=bool),
+        kind=np.full(len(esc), 2, dtype=np.int64),
+        excluded=ran[esc],
+    )
+    return attempts.then(second), _joined(decisions, escalations)
+
+
+def _attempts(
+    st: Static,
+    rng: np.random.Generator,
+    idx: np.ndarray,
+    region: np.ndarray,
+    difficulty: np.ndarray,
+    a_task: np.ndarray,
+    a_slot: np.ndarray,
+    a_cfg: np.ndarray,
+    start_s: np.ndarray,
+    staggered: bool,
+) -> Attempts:
+    """Outcome, cost, status, timing, traces and ratings of the attempts ``(a_task, a_slot, a_cfg)`` starting at
+    ``start_s`` (plus a stagger of up to ten minutes for slots after the first when ``staggered``)."""
+    sc, spec = st.scenario, st.scenario.ratings
     m = len(a_task)
     a_region = region[a_task]
-
-    # --- attempts: outcome, cost, status, timing, traces
     period = ((idx[a_task] >= st.drift_first) & (a_cfg == st.drift_config)).astype(np.int64)
     rho = sc.correlation
     latent = np.sqrt(rho) * difficulty[a_task] + np.sqrt(1.0 - rho) * rng.standard_normal(m)
@@ -200,10 +383,10 @@ def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chun
     cost = np.where(rng.random(m) < st.cost_missing[a_cfg], np.nan, np.round(cost, 6))
     fail_kind = rng.choice(len(FAILURE_STATUSES), size=m, p=np.array(FAILURE_WEIGHTS))
     status = np.where(success, -1, fail_kind)
-    stagger = rng.integers(0, 601, m) * (a_slot > 0)
+    stagger = rng.integers(0, 601, m) * (a_slot > 0) * staggered
     duration_s = np.array([x.duration_s for x in sc.regions])[a_region]
     duration_ms = np.maximum(1, np.round(duration_s * 1000 * np.exp(0.6 * rng.standard_normal(m)))).astype(np.int64)
-    end_s = decide_s[a_task] + 10 + stagger + (duration_ms + 999) // 1000
+    end_s = start_s + stagger + (duration_ms + 999) // 1000
     lam = lambda attr: np.array([getattr(x, attr) for x in sc.regions])[a_region]  # noqa: E731
     tools = rng.poisson(lam("tool_calls") * np.where(success, 1.2, 0.8))
     read = rng.poisson(lam("files_read"))
@@ -256,35 +439,20 @@ def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chun
     sel = np.nonzero(rejected)[0]
     reject = (sel, j_who[sel], j_at[sel])
 
-    # --- closing: done iff the routed attempt succeeded; after the last attempt ends
-    last_end = np.zeros(n, dtype=np.int64)
-    np.maximum.at(last_end, a_task, end_s)
-    routed_success = success[a_slot == 0]  # one routed attempt per task, in task order
-    outcome = np.where(routed_success, 0, 1 + undone)
-
-    return Chunk(
-        first=first,
-        region=region,
-        open_s=open_s,
-        decide_s=decide_s,
-        primary=primary,
-        explored=explored,
-        propensity=propensity,
-        close_s=last_end + close_delay,
-        outcome=outcome,
-        a_task=a_task,
-        a_slot=a_slot,
-        a_cfg=a_cfg,
-        a_success=success,
-        a_status=status,
-        a_cost=cost,
-        a_duration_ms=duration_ms,
-        a_end_s=end_s,
-        a_tools=tools,
-        a_read=read,
-        a_written=written,
-        a_prompt=prompt,
-        a_verdict=verdict,
+    return Attempts(
+        task=a_task,
+        slot=a_slot,
+        cfg=a_cfg,
+        success=success,
+        status=status,
+        cost=cost,
+        duration_ms=duration_ms,
+        end_s=end_s,
+        tools=tools,
+        read=read,
+        written=written,
+        prompt=prompt,
+        verdict=verdict,
         gates=gates,
         review=review,
         human=human,

@@ -4,7 +4,8 @@ Each line is exactly what :func:`pipeline.streams.events.to_json_line` writes fo
 event it parses to (field order, compact separators, ``repr`` floats), which a
 test checks line by line on the default data and on a sample of the scale
 preset. Event ids are ``<task>.<suffix>``, deterministic and readable:
-``.open``, ``.route``, ``.a1`` (first attempt), ``.a1.g1`` (its first gate),
+``.open``, ``.route`` (``.route2`` a side-by-side lane, ``.route3`` an escalation), ``.a1`` (first attempt,
+``.a2`` the second lane or opinion, ``.a3`` the escalation or third opinion), ``.a1.g1`` (its first gate),
 ``.a1.rv`` (reviewer), ``.a1.rx`` (a retraction of it), ``.a1.rv2`` (the
 correction), ``.a1.h`` (human), ``.a1.rj`` (rejection), ``.close``.
 """
@@ -43,6 +44,11 @@ class Fragments:
     humans: list[str]
     prompts: list[str]
     human_tail: str
+    config_keys: list[str]
+
+    def candidates_without(self, mask: int) -> str:
+        """The candidates of a decision: every config but those whose bit is set in ``mask``."""
+        return self.candidates if mask == 0 else _j([k for i, k in enumerate(self.config_keys) if not mask >> i & 1])
 
     @classmethod
     def of(cls, st: Static, task_id_format: str) -> Fragments:
@@ -62,6 +68,7 @@ class Fragments:
             humans=[_j({"kind": "human", "name": h}) for h in sc.humans],
             prompts=[',"prompt_version":' + _j(p) for p in sc.prompt_versions],
             human_tail=',"importance":' + repr(float(sc.ratings.human_importance)),
+            config_keys=sc.config_keys,
         )
 
 
@@ -84,9 +91,13 @@ _OPENED = (
     '{"id":"%s.open","type":"task.opened","at":"%s","v":1,"task":"%s","region":%s,"title":"%s task %d","thread":%s}\n'
 )
 _ROUTE = (
-    '{"id":"%s.route","type":"route.decided","at":"%s","v":1,"task":"%s","policy":%s,"chosen":%s,'
+    '{"id":"%s.%s","type":"route.decided","at":"%s","v":1,"task":"%s","policy":%s,"chosen":%s,'
     '"candidates":%s,"propensity":%s,"table":null,"explored":%s,"reason":"%s","predicted_quality":%s}\n'
 )
+#: A decision's id suffix and reason by its kind (Decisions.kind): the routed config, a side-by-side lane, an
+#: escalation after every lane failed its gates.
+_ROUTE_SUFFIX = ("route", "route2", "route3")
+_REASONS = ("", "side-by-side lane: a uniformly chosen other config", "escalation after a failed gate")
 _ATTEMPT = (
     '{"id":"%s.a%d","type":"task.attempted","at":"%s","v":1,"task":"%s","config":%s,"status":"%s",'
     '"cost_usd":%s,"duration_ms":%d,"node":%s%s%s,"tool_calls":%d,"files_read":%d,"files_written":%d}\n'
@@ -138,34 +149,46 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
         for t, a, r, i in zip(tid, at, region, ordinal, strict=True)
     ]
 
-    at = timestamps(ch.decide_s)
-    chosen = ch.primary.tolist()
+    d = ch.decisions
+    at = timestamps(d.at)
+    candidates = {mask: fr.candidates_without(mask) for mask in set(d.excluded.tolist())}
     routed = [
         _ROUTE
         % (
-            t,
+            tid[t],
+            _ROUTE_SUFFIX[kind],
             a,
-            t,
+            tid[t],
             fr.policy,
             fr.keys[c],
-            fr.candidates,
+            candidates[mask],
             repr(round(p, 9)),
             "true" if e else "false",
-            "exploration" if e else "greedy on shipped priors",
-            fr.believed[c][r],
+            _REASONS[kind] if kind else ("exploration" if e else "greedy on shipped priors"),
+            fr.believed[c][region[t]],
         )
-        for t, a, c, p, e, r in zip(tid, at, chosen, ch.propensity.tolist(), ch.explored.tolist(), region, strict=True)
+        for t, a, c, p, e, kind, mask in zip(
+            d.task.tolist(),
+            at,
+            d.cfg.tolist(),
+            d.propensity.tolist(),
+            d.explored.tolist(),
+            d.kind.tolist(),
+            d.excluded.tolist(),
+            strict=True,
+        )
     ]
 
-    at = timestamps(ch.a_end_s)
-    a_tid = [tid[i] for i in ch.a_task.tolist()]
-    slot = (ch.a_slot + 1).tolist()
-    cfg = ch.a_cfg.tolist()
-    status = ["success" if s < 0 else FAILURE_STATUSES[s] for s in ch.a_status.tolist()]
-    cost = ["null" if math.isnan(v) else repr(v) for v in ch.a_cost.tolist()]
-    node = [fr.nodes[region[i]] for i in ch.a_task.tolist()]
-    prompt = ["" if p < 0 else fr.prompts[p] for p in ch.a_prompt.tolist()]
-    verdict = ["" if v < 0 else _VERDICTS[v] for v in ch.a_verdict.tolist()]
+    att = ch.attempts
+    at = timestamps(att.end_s)
+    a_tid = [tid[i] for i in att.task.tolist()]
+    slot = (att.slot + 1).tolist()
+    cfg = att.cfg.tolist()
+    status = ["success" if s < 0 else FAILURE_STATUSES[s] for s in att.status.tolist()]
+    cost = ["null" if math.isnan(v) else repr(v) for v in att.cost.tolist()]
+    node = [fr.nodes[region[i]] for i in att.task.tolist()]
+    prompt = ["" if p < 0 else fr.prompts[p] for p in att.prompt.tolist()]
+    verdict = ["" if v < 0 else _VERDICTS[v] for v in att.verdict.tolist()]
     attempted = [
         _ATTEMPT % row
         for row in zip(
@@ -176,13 +199,13 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
             (fr.configs[c] for c in cfg),
             status,
             cost,
-            ch.a_duration_ms.tolist(),
+            att.duration_ms.tolist(),
             node,
             prompt,
             verdict,
-            ch.a_tools.tolist(),
-            ch.a_read.tolist(),
-            ch.a_written.tolist(),
+            att.tools.tolist(),
+            att.read.tolist(),
+            att.written.tolist(),
             strict=True,
         )
     ]
@@ -196,8 +219,8 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
     tasks = _ordered(
         [
             ("task.opened", opened, ch.open_s),
-            ("route.decided", routed, ch.decide_s),
-            ("task.attempted", attempted, ch.a_end_s),
+            ("route.decided", routed, d.at),
+            ("task.attempted", attempted, att.end_s),
             ("task.closed", closed, ch.close_s),
         ]
     )
@@ -206,7 +229,7 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
     by_kind = {"gate": 0, "reviewer": 0, "human": 0}
 
     def rated(
-        att: np.ndarray,
+        rows: np.ndarray,
         suffix: str | list[str],
         raters: list[str],
         score: np.ndarray,
@@ -214,43 +237,43 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
         at_s: np.ndarray,
         tail: str = "",
     ) -> list[str]:
-        ai = att.tolist()
+        ai = rows.tolist()
         suffixes = suffix if isinstance(suffix, list) else [suffix] * len(ai)
         return [
             _RATED % (a_tid[i], slot[i], sfx, a, a_tid[i], fr.configs[cfg[i]], rater, s, c, tail)
             for i, sfx, a, rater, s, c in zip(ai, suffixes, timestamps(at_s), raters, _floats(score), conf, strict=True)
         ]
 
-    for g, (att, score, conf, at_s) in enumerate(ch.gates):
-        lines = rated(att, f"g{g + 1}", [fr.gates[g]] * len(att), score, _floats(conf), at_s)
+    for g, (on, score, conf, at_s) in enumerate(att.gates):
+        lines = rated(on, f"g{g + 1}", [fr.gates[g]] * len(on), score, _floats(conf), at_s)
         parts.append(("task.rated", lines, at_s))
         by_kind["gate"] += len(lines)
 
-    att, who, score, conf, at_s, retracted, retract_at = ch.review
+    on, who, score, conf, at_s, retracted, retract_at = att.review
     raters = [fr.reviewers[w] for w in who.tolist()]
     # A retracted rating was logged with the wrong score (1 - s); its correction, a minute after the retraction, has s.
     logged = np.where(retracted, np.round(1.0 - score, 2), score)
-    lines = rated(att, "rv", raters, logged, _floats(conf), at_s)
+    lines = rated(on, "rv", raters, logged, _floats(conf), at_s)
     parts.append(("task.rated", lines, at_s))
     x = np.nonzero(retracted)[0]
     fix_at = retract_at[x] + 60
-    fixes = rated(att[x], "rv2", [raters[i] for i in x.tolist()], score[x], _floats(conf[x]), fix_at)
+    fixes = rated(on[x], "rv2", [raters[i] for i in x.tolist()], score[x], _floats(conf[x]), fix_at)
     parts.append(("task.rated", fixes, fix_at))
     by_kind["reviewer"] += len(lines) + len(fixes)
     retractions = [
         _RETRACTED % (a_tid[i], slot[i], a, a_tid[i], slot[i])
-        for i, a in zip(att[x].tolist(), timestamps(retract_at[x]), strict=True)
+        for i, a in zip(on[x].tolist(), timestamps(retract_at[x]), strict=True)
     ]
     parts.append(("rating.retracted", retractions, retract_at[x]))
 
-    att, who, score, at_s = ch.human
-    lines = rated(att, "h", [fr.humans[w] for w in who.tolist()], score, ["1.0"] * len(att), at_s, fr.human_tail)
+    on, who, score, at_s = att.human
+    lines = rated(on, "h", [fr.humans[w] for w in who.tolist()], score, ["1.0"] * len(on), at_s, fr.human_tail)
     parts.append(("task.rated", lines, at_s))
     by_kind["human"] += len(lines)
 
-    att, who, at_s = ch.reject
+    on, who, at_s = att.reject
     rejections = []
-    for i, w, a in zip(att.tolist(), who.tolist(), timestamps(at_s), strict=True):
+    for i, w, a in zip(on.tolist(), who.tolist(), timestamps(at_s), strict=True):
         claim, evidence = REJECTION_CLAIMS[i % len(REJECTION_CLAIMS)]
         rejections.append(
             _REJECTED
@@ -274,7 +297,8 @@ def assignment_rows(ch: Chunk) -> list[str]:
     """``[region, [configs, routed first], [outcomes]]`` per task, compact JSON."""
     rows: list[list[int]] = [[] for _ in range(ch.n)]
     outs: list[list[int]] = [[] for _ in range(ch.n)]
-    for t, c, s in zip(ch.a_task.tolist(), ch.a_cfg.tolist(), ch.a_success.astype(int).tolist(), strict=True):
+    att = ch.attempts
+    for t, c, s in zip(att.task.tolist(), att.cfg.tolist(), att.success.astype(int).tolist(), strict=True):
         rows[t].append(c)
         outs[t].append(s)
     return [
