@@ -294,14 +294,20 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
 
 
 def assignment_rows(ch: Chunk) -> list[str]:
-    """``[region, [configs, routed first], [outcomes]]`` per task, compact JSON."""
+    """``[region, [configs, routed first], [outcomes], [slots]]`` per task, compact JSON; a slot is the attempt's
+    number on its task less one (0 routed; 1 a side-by-side lane or second opinion; 2 an escalation or third
+    opinion)."""
     rows: list[list[int]] = [[] for _ in range(ch.n)]
     outs: list[list[int]] = [[] for _ in range(ch.n)]
+    slots: list[list[int]] = [[] for _ in range(ch.n)]
     att = ch.attempts
-    for t, c, s in zip(att.task.tolist(), att.cfg.tolist(), att.success.astype(int).tolist(), strict=True):
+    for t, c, s, j in zip(
+        att.task.tolist(), att.cfg.tolist(), att.success.astype(int).tolist(), att.slot.tolist(), strict=True
+    ):
         rows[t].append(c)
         outs[t].append(s)
+        slots[t].append(j)
     return [
-        f"[{r},[{','.join(map(str, c))}],[{','.join(map(str, o))}]]"
-        for r, c, o in zip(ch.region.tolist(), rows, outs, strict=True)
+        f"[{r},[{','.join(map(str, c))}],[{','.join(map(str, o))}],[{','.join(map(str, j))}]]"
+        for r, c, o, j in zip(ch.region.tolist(), rows, outs, slots, strict=True)
     ]
