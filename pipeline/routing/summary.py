@@ -148,12 +148,13 @@ def _replaced(router: Router, view: RegionView, decision: Decision, static: str,
             if t["config"] == chosen and ev is not None and ev["passes"]:
                 where = "here" if test["region"] == view.name else "in the global pool (too little evidence here)"
                 return (
-                    f"{chosen} replaced the static choice {static} {where}: on the {ev['shared_tasks']:,} tasks "
-                    f"both did, its {OBJECTIVE_NOUN[objective]} was higher by {ev['difference']:.4g} (at least "
-                    f"{ev['lower']:.4g} with 95% confidence). The table expects {_figures(view.row(chosen), objective)}"
-                    f", against {_figures(view.row(static), objective)} for {static}."
+                    f"Replaced the static choice {static} with {chosen} {where}: on the {ev['shared_tasks']:,} "
+                    f"tasks both did, {chosen}'s {OBJECTIVE_NOUN[objective]} was higher by {ev['difference']:.4g} "
+                    f"(at least {ev['lower']:.4g} with 95% confidence). The table expects "
+                    f"{_figures(view.row(chosen), objective)} for {chosen}, against "
+                    f"{_figures(view.row(static), objective)} for {static}."
                 )
-    return f"{chosen}: {decision.reason}."  # replaced by the quality floor: the router's reason says how
+    return f"Routes to {chosen}: {decision.reason}."  # replaced by the quality floor: the router's reason says how
 
 
 def _kept(router: Router, view: RegionView, decision: Decision, static: str, levels: list[dict]) -> str:
@@ -164,11 +165,11 @@ def _kept(router: Router, view: RegionView, decision: Decision, static: str, lev
         others = [c for c in view.ranked(decision.candidates) if c != static]
         runner = f"; the runner-up {others[0]} has {_figures(view.row(others[0]), objective)}" if others else ""
         return (
-            f"{static}, the static choice, also has the best {noun} the table expects here: "
+            f"Keeps the static choice {static}, which also has the best {noun} the table expects here: "
             f"{_figures(view.row(static), objective)}{runner}."
         )
     contender, ev = first["tests"][0]["config"], first["tests"][0]["test"]
-    if ev is None:
+    if ev is None or ev["shared_tasks"] == 0:
         missing = f"{contender} never ran on a task {static} ran on here, so nothing compares them"
     elif ev["shared_tasks"] < router.min_samples:
         missing = (
@@ -187,7 +188,7 @@ def _kept(router: Router, view: RegionView, decision: Decision, static: str, lev
         missing = f"on the {ev['shared_tasks']:,} tasks both did, {contender}'s {noun} was {measured}"
     also = " (nor in the global pool)" if len(levels) > 1 else ""
     return (
-        f"The table ranks {contender} first on its estimates ({_figures(view.row(contender), objective)}, against "
-        f"{_figures(view.row(static), objective)}), but keeps the static choice {static} until the evidence says "
+        f"Keeps the static choice {static} ({_figures(view.row(static), objective)}) although the table ranks "
+        f"{contender} first on its estimates ({_figures(view.row(contender), objective)}), until the evidence says "
         f"otherwise{also}: {missing}."
     )

@@ -11,7 +11,7 @@ from tests.routing.test_gate import FEW, NOISY, PASS, gate_table
 
 # implement: D ranks first (30 per dollar), the static choice is the cheap C (12 per dollar).
 WORDS = [
-    ("replaced here", {D: {C: PASS}}, {}, f"{D} replaced the static choice {C} here: on the 40 tasks both did"),
+    ("replaced here", {D: {C: PASS}}, {}, f"Replaced the static choice {C} with {D} here: on the 40 tasks both did"),
     ("replaced in *", {D: {C: FEW}}, {D: {C: PASS}}, "in the global pool (too little evidence here)"),
     ("too few tasks", {D: {C: FEW}}, {}, "the two shared 2 task(s) here, fewer than the 3 needed"),
     ("not clearly", {D: {C: NOISY}}, {}, "higher by 3, but not clearly (the 95% lower bound of the difference, -1"),
@@ -25,12 +25,10 @@ def test_each_outcome_of_the_gate_in_words(case, region, star, words):
     implement = next(r for r in summary.regions if r.region == "implement")
     assert words in implement.words, implement.words
     if case.startswith("replaced"):
-        assert (
-            implement.choice.config == D
-            and "The table expects quality 0.300 at $0.0100, 30 per dollar" in implement.words
-        )
+        assert implement.choice.config == D
+        assert f"The table expects quality 0.300 at $0.0100, 30 per dollar for {D}" in implement.words
     else:
         assert implement.choice.config == C
-        assert implement.words.startswith(f"The table ranks {D} first on its estimates (quality 0.300 at $0.0100")
-        assert f"keeps the static choice {C}" in implement.words
+        assert implement.words.startswith(f"Keeps the static choice {C} (quality 0.600 at $0.0500, 12 per dollar)")
+        assert f"although the table ranks {D} first on its estimates (quality 0.300 at $0.0100" in implement.words
     assert A not in implement.words  # only the configs that decided are named

@@ -51,17 +51,17 @@ def test_table_for_people(home, published):
         f"  choice     {C}  quality 0.500  cost $0.0500  n 40",
         f"  runner-up  {B}  quality 0.600  cost $0.100  n 12",
         f"  ladder     {C} > {A} (the global ladder, pass mark 0.5)",
-        f"  why        {C}, the static choice, also has the best quality per dollar the table expects here: "
-        f"quality 0.500 at $0.0500, 10 per dollar; the runner-up {B} has quality 0.600 at $0.100, 6 per dollar.",
+        f"  why        Keeps the static choice {C}, which also has the best quality per dollar the table expects "
+        f"here: quality 0.500 at $0.0500, 10 per dollar; the runner-up {B} has quality 0.600 at $0.100, 6 per dollar.",
         f"  gate       learned choice in implement is the static choice: static_hybrid cheap {C}",
         "",
         "review",
         f"  choice     {B}  quality 0.200  cost $0.100  n 8",
         f"  runner-up  {A}  quality 0.950  cost $1.00  n 30",
         f"  ladder     {C} > {A} (the global ladder, pass mark 0.5)",
-        f"  why        {B} replaced the static choice {A} here: on the 20 tasks both did, its quality per dollar was "
-        f"higher by 1.1 (at least 0.4 with 95% confidence). The table expects quality 0.200 at $0.100, 2 per dollar, "
-        f"against quality 0.950 at $1.00, 0.95 per dollar for {A}.",
+        f"  why        Replaced the static choice {A} with {B} here: on the 20 tasks both did, {B}'s quality per "
+        f"dollar was higher by 1.1 (at least 0.4 with 95% confidence). The table expects quality 0.200 at $0.100, 2 "
+        f"per dollar for {B}, against quality 0.950 at $1.00, 0.95 per dollar for {A}.",
         "  gate       learned choice in review: quality per dollar (total quality / total cost) of "
         f"{B} vs {A} on 20 shared tasks: difference +1.1, one-sided 95% lower bound +0.4 > 0",
         "",
@@ -69,8 +69,8 @@ def test_table_for_people(home, published):
         f"  choice     {C}  quality 0.500  cost $0.0500  n 40",
         f"  runner-up  {B}  quality 0.400  cost $0.100  n 20",
         f"  ladder     {C} > {A} (the global ladder, pass mark 0.5)",
-        f"  why        {C}, the static choice, also has the best quality per dollar the table expects here: "
-        f"quality 0.500 at $0.0500, 10 per dollar; the runner-up {B} has quality 0.400 at $0.100, 4 per dollar.",
+        f"  why        Keeps the static choice {C}, which also has the best quality per dollar the table expects "
+        f"here: quality 0.500 at $0.0500, 10 per dollar; the runner-up {B} has quality 0.400 at $0.100, 4 per dollar.",
         f"  gate       learned choice in * is the static choice: static_hybrid cheap {C}",
     ]
 
