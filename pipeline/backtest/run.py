@@ -47,8 +47,8 @@ from .report import (
     Summary,
 )
 
-#: The share of the tasks in a night by default: ceil(5% of n).
-NIGHT_SHARE = 0.05
+#: The share of the tasks in a night by default, in percent: ceil(5% of n).
+NIGHT_PERCENT = 5
 DECIMALS = 9
 OUTPUT = "backtest.json"
 
@@ -174,7 +174,7 @@ def _prepare(out: Path) -> Path:
 def _plan(full: FullTable, options: BacktestOptions, homes: Path, home: str | Path | Home | None) -> _Setup:
     """Nights, starts (chosen with hindsight on the whole table), lambdas and the scratch homes' shipped.json."""
     n = full.n
-    size = options.night_size or max(1, math.ceil(NIGHT_SHARE * n))
+    size = options.night_size or max(1, -(-n * NIGHT_PERCENT // 100))  # ceil, in integers
     bounds = tuple((a, min(a + size, n)) for a in range(0, n, size))
     shipped_path = options.shipped
     if shipped_path is None and home is not None:
