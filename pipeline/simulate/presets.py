@@ -192,6 +192,9 @@ BACKLOG = Scenario(
 
 #: About 3.4 ratings per task: 300,000 tasks give about a million ratings.
 SCALE_TASKS = 300_000
+#: The backlog's shape before it was a dispatcher's logs: 1, 2 or 3 configs per task as independent second
+#: opinions, no lanes, no escalations (every task a fair draw of each config it ran: what the benchmarks measure).
+SECOND_OPINIONS = {"attempts": (0.55, 0.3, 0.15), "side_by_side": 0.0, "escalation": 0.0}
 
 
 def preset(name: Literal["backlog", "scale"], tasks: int | None = None) -> Scenario:
@@ -201,15 +204,7 @@ def preset(name: Literal["backlog", "scale"], tasks: int | None = None) -> Scena
     elif name == "scale":
         # The benchmarks' inputs keep their shape: independent second opinions, no lanes or escalations.
         scenario = BACKLOG.model_copy(
-            update={
-                "name": "scale",
-                "tasks": SCALE_TASKS,
-                "days": 365,
-                "thread": "scale",
-                "attempts": (0.55, 0.3, 0.15),
-                "side_by_side": 0.0,
-                "escalation": 0.0,
-            }
+            update={"name": "scale", "tasks": SCALE_TASKS, "days": 365, "thread": "scale", **SECOND_OPINIONS}
         )
     else:
         raise ValueError(f"unknown preset {name!r}: choose backlog or scale")

@@ -1,5 +1,5 @@
-"""Policies keep their word: a decision table per rule, for every built-in policy (docs/design.md, Escalation and
-Routing).
+"""Policies keep their word: a decision table per rule, for every built-in policy (docs/design.md, Escalation;
+docs/design.md, Routing).
 
 1. Every policy honours the quality floor; exploration draws only among members at or above it.
 2. After a failure no policy chooses a member whose published quality is below the failed configs' while one
