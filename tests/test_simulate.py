@@ -303,12 +303,15 @@ def test_the_backlog_is_what_a_dispatcher_logs(big_home: Path) -> None:
     truth = load_truth(big_home / "truth.json")
     keys, regions, frontier = truth["configs"], truth["regions"], BACKLOG.policy.frontier_config
     events: dict[str, list[dict]] = defaultdict(list)
+    first = 4000  # the first 4,000 tasks of the 20,000 (enough for the shares below, and quick)
+    names = {truth["task_id_format"].format(i + 1) for i in range(first)}
     for stream in ("tasks", "ratings"):
         for line in _lines(big_home, stream):
             e = json.loads(line)
-            events[e.get("task", "")].append(e)
+            if e.get("task") in names:
+                events[e["task"]].append(e)
     lanes = escalations = 0
-    for i, (region, configs, _outcomes, slots) in enumerate(truth["assignments"]):
+    for i, (region, configs, _outcomes, slots) in enumerate(truth["assignments"][:first]):
         task = events[truth["task_id_format"].format(i + 1)]
         decided = {e["id"].rsplit(".", 1)[1]: e for e in task if e["type"] == "route.decided"}
         attempts = {e["id"].rsplit(".", 1)[1]: e for e in task if e["type"] == "task.attempted"}
@@ -339,9 +342,8 @@ def test_the_backlog_is_what_a_dispatcher_logs(big_home: Path) -> None:
             assert up["chosen"] not in ran and not ran & set(up["candidates"])
             assert up["chosen"] == frontier or frontier in ran
             assert _start(attempts["a3"]) > max(attempts[k]["at"] for k in lanes_run)  # after the failure ended
-    n = len(truth["assignments"])
-    assert 0.12 < lanes / n < 0.18  # side_by_side 0.15
-    assert escalations > 0.2 * n
+    assert 0.12 < lanes / first < 0.18  # side_by_side 0.15
+    assert escalations > 0.2 * first
 
 
 def _start(attempt: dict) -> str:
