@@ -498,11 +498,16 @@ def learning_curve_plot(report: BacktestReport) -> Plot:
                 low = [(night.p5 or 0.0) * b for (night, _), b in zip(pairs, best, strict=True)]
                 high = [(night.p95 or 0.0) * b for (night, _), b in zip(pairs, best, strict=True)]
                 ax.fill_between(x, low, high, color=c, alpha=0.15, lw=0)
+            drawn = [y for line in ax.get_lines() for y in line.get_ydata() if y is not None]
+            if drawn and min(drawn) > 0 and max(drawn) / min(drawn) > 20:  # per dollar, figures decades apart
+                ax.set_yscale("log")
             ranked = "" if refs.ranked_by == objective else f" (no costs: {refs.ranked_by})"
             ax.set_title(f"{objective}{ranked}, start {start}", fontsize=10)
             ax.set_xlabel("night")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_ylabel(refs.ranked_by.replace("_", " ") + " (realized)")
+            ax.set_ylabel(
+                refs.ranked_by.replace("_", " ") + " (realized" + (", log scale)" if ax.get_yscale() == "log" else ")")
+            )
             ax.grid(True, color="#e0e0e0", linewidth=0.6)
         for n in range(len(panels), rows * cols):
             axes[n // cols][n % cols].set_visible(False)
