@@ -128,6 +128,26 @@ def backtest_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
                 [numeric[i] for i in keep],
             )
         )
+    out += _references(report)
+    plot = plots.get("learning-curve.svg")
+    if plot is not None:
+        out.append(
+            Figure(
+                plot.file,
+                plot.alt,
+                (
+                    "The realized value per night of each policy (mean over seeds; the band: 5th to 95th percentile) "
+                    "against the best region-level table, the best single and the start; dashed: the same loop with "
+                    "full information.",
+                ),
+            )
+        )
+    return out
+
+
+def _references(report: BacktestReport) -> list[Block]:
+    """One paragraph per objective: the references of the second half, each with its value."""
+    out: list[Block] = []
     for objective, refs in report.references.items():
         r = refs.second_half
         regions = ", ".join(f"{region}: {short_config(c)}" for region, c in (r.region_best.configs or {}).items())
@@ -144,19 +164,6 @@ def backtest_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
                     for name, s in r.starts.items()
                 )
                 + ".",
-            )
-        )
-    plot = plots.get("learning-curve.svg")
-    if plot is not None:
-        out.append(
-            Figure(
-                plot.file,
-                plot.alt,
-                (
-                    "The realized value per night of each policy (mean over seeds; the band: 5th to 95th percentile) "
-                    "against the best region-level table, the best single and the start; dashed: the same loop with "
-                    "full information.",
-                ),
             )
         )
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -196,39 +197,7 @@ def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chun
     k = pol.n_configs
     idx = np.arange(first, first + n)
 
-    # --- tasks: region, time, routing decision, how many configs attempt
-    region = rng.choice(len(st.shares), size=n, p=st.shares)
-    # Stratified arrival: task i opens in the i-th of N equal slices of the timeline (sorted, chunkable).
-    open_s = st.start_s + np.floor((idx + rng.random(n)) / st.n_tasks * st.span_s).astype(np.int64)
-    decide_s = open_s + rng.integers(1, 31, n)
-    explored = rng.random(n) < pol.exploration
-    other = rng.integers(0, max(k - 1, 1), n)
-    greedy = st.greedy[region]
-    primary = np.where(explored, other + (other >= greedy), greedy)
-    propensity = np.where(explored, pol.exploration / max(k - 1, 1), 1.0 - pol.exploration)
-    if sc.side_by_side > 0:  # competing lanes: a second config on a share of the tasks, at the same time
-        n_cfg = np.minimum(1 + (rng.random(n) < sc.side_by_side).astype(np.int64), k)
-    else:
-        n_cfg = np.minimum(rng.choice(3, size=n, p=np.array(sc.attempts)) + 1, k)
-    keys = rng.random((n, k))
-    available = idx[:, None] >= st.available_first[None, :]
-    others = np.full(n, k - 1)
-    if not available.all():  # late configs: route and ask only among the configs that exist at the task's time
-        greedy = np.argmin(np.where(available, st.preference[region], k), axis=1)
-        others = available.sum(axis=1) - 1
-        explored &= others > 0
-        # the floor(u * m)-th available config other than the greedy one, u uniform: each with probability eps / m
-        pick = np.floor(rng.random(n) * np.maximum(others, 1)).astype(np.int64)
-        rank = np.cumsum(available & (np.arange(k)[None, :] != greedy[:, None]), axis=1) - 1
-        candidate = available & (np.arange(k)[None, :] != greedy[:, None]) & (rank == pick[:, None])
-        primary = np.where(explored, np.argmax(candidate, axis=1), greedy)
-        propensity = np.where(
-            explored, pol.exploration / np.maximum(others, 1), np.where(others > 0, 1.0 - pol.exploration, 1.0)
-        )
-        n_cfg = np.minimum(n_cfg, others + 1)
-        keys[~available] = 3.0  # never a second opinion before it exists
-    keys[np.arange(n), primary] = 2.0  # the routed config is never its own second opinion
-    extras = np.argsort(keys, axis=1, kind="stable")[:, :2] if k > 1 else np.zeros((n, 2), dtype=np.int64)
+    region, open_s, decide_s, explored, primary, propensity, extras, n_cfg, available, others = _route(st, rng, idx)
     difficulty = rng.standard_normal(n)
     close_delay = rng.integers(600, 7201, n)
     undone = rng.choice(2, size=n, p=np.array(UNDONE_WEIGHTS))
@@ -395,6 +364,37 @@ def _attempts(
     prompt = np.where(with_prompt, rng.integers(0, max(len(sc.prompt_versions), 1), m), -1)
     rated = rng.random(m) >= spec.unrated_share
 
+    gates, review, human, reject, verdict = _ratings(st, rng, success, end_s, rated)
+
+    return Attempts(
+        task=a_task,
+        slot=a_slot,
+        cfg=a_cfg,
+        success=success,
+        status=status,
+        cost=cost,
+        duration_ms=duration_ms,
+        end_s=end_s,
+        tools=tools,
+        read=read,
+        written=written,
+        prompt=prompt,
+        verdict=verdict,
+        gates=gates,
+        review=review,
+        human=human,
+        reject=reject,
+    )
+
+
+def _ratings(
+    st: Static, rng: np.random.Generator, success: np.ndarray, end_s: np.ndarray, rated: np.ndarray
+) -> tuple[Any, tuple[np.ndarray, ...], tuple[np.ndarray, ...], tuple[np.ndarray, ...], np.ndarray]:
+    """The ratings of attempts (their outcomes, end times and whether they are rated): gates, a model reviewer,
+    occasional humans, grounded rejections, each indexing the attempts by position; and each attempt's reviewer
+    verdict (-1 none)."""
+    sc, spec = st.scenario, st.scenario.ratings
+    m = len(success)
     # --- gates: binary, flipped with probability gate_noise, high confidence
     gates = []
     for gate in sc.gates:
@@ -439,22 +439,46 @@ def _attempts(
     sel = np.nonzero(rejected)[0]
     reject = (sel, j_who[sel], j_at[sel])
 
-    return Attempts(
-        task=a_task,
-        slot=a_slot,
-        cfg=a_cfg,
-        success=success,
-        status=status,
-        cost=cost,
-        duration_ms=duration_ms,
-        end_s=end_s,
-        tools=tools,
-        read=read,
-        written=written,
-        prompt=prompt,
-        verdict=verdict,
-        gates=gates,
-        review=review,
-        human=human,
-        reject=reject,
-    )
+    return gates, review, human, reject, verdict
+
+
+def _route(st: Static, rng: np.random.Generator, idx: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Tasks ``idx``: region, open and decision times, the logging policy's routed config (explored or greedy)
+    with its propensity, the other lanes or second opinions in order, how many configs attempt, which configs
+    exist at each task's time and how many others do."""
+    sc, pol = st.scenario, st.policy
+    k, n = pol.n_configs, len(idx)
+    # --- tasks: region, time, routing decision, how many configs attempt
+    region = rng.choice(len(st.shares), size=n, p=st.shares)
+    # Stratified arrival: task i opens in the i-th of N equal slices of the timeline (sorted, chunkable).
+    open_s = st.start_s + np.floor((idx + rng.random(n)) / st.n_tasks * st.span_s).astype(np.int64)
+    decide_s = open_s + rng.integers(1, 31, n)
+    explored = rng.random(n) < pol.exploration
+    other = rng.integers(0, max(k - 1, 1), n)
+    greedy = st.greedy[region]
+    primary = np.where(explored, other + (other >= greedy), greedy)
+    propensity = np.where(explored, pol.exploration / max(k - 1, 1), 1.0 - pol.exploration)
+    if sc.side_by_side > 0:  # competing lanes: a second config on a share of the tasks, at the same time
+        n_cfg = np.minimum(1 + (rng.random(n) < sc.side_by_side).astype(np.int64), k)
+    else:
+        n_cfg = np.minimum(rng.choice(3, size=n, p=np.array(sc.attempts)) + 1, k)
+    keys = rng.random((n, k))
+    available = idx[:, None] >= st.available_first[None, :]
+    others = np.full(n, k - 1)
+    if not available.all():  # late configs: route and ask only among the configs that exist at the task's time
+        greedy = np.argmin(np.where(available, st.preference[region], k), axis=1)
+        others = available.sum(axis=1) - 1
+        explored &= others > 0
+        # the floor(u * m)-th available config other than the greedy one, u uniform: each with probability eps / m
+        pick = np.floor(rng.random(n) * np.maximum(others, 1)).astype(np.int64)
+        rank = np.cumsum(available & (np.arange(k)[None, :] != greedy[:, None]), axis=1) - 1
+        candidate = available & (np.arange(k)[None, :] != greedy[:, None]) & (rank == pick[:, None])
+        primary = np.where(explored, np.argmax(candidate, axis=1), greedy)
+        propensity = np.where(
+            explored, pol.exploration / np.maximum(others, 1), np.where(others > 0, 1.0 - pol.exploration, 1.0)
+        )
+        n_cfg = np.minimum(n_cfg, others + 1)
+        keys[~available] = 3.0  # never a second opinion before it exists
+    keys[np.arange(n), primary] = 2.0  # the routed config is never its own second opinion
+    extras = np.argsort(keys, axis=1, kind="stable")[:, :2] if k > 1 else np.zeros((n, 2), dtype=np.int64)
+    return region, open_s, decide_s, explored, primary, propensity, extras, n_cfg, available, others
