@@ -14,6 +14,10 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def _usd(x: float | None) -> str:
     return "n/a" if x is None else f"${x:.4g}"
 
@@ -79,7 +83,8 @@ def report_text(report: BacktestReport) -> str:
             else "no costs: every objective ranks by quality"
         )
         + ("; several rows per (task, config): each run reveals the next" if a.rows_per_pair == "several" else ""),
-        f"protocol: {a.nights} nights of {a.night_size:,} tasks (the second half: the last {half:,}); {a.seeds} seeds; "
+        f"protocol: {_count(a.nights, 'night')} of {a.night_size:,} tasks (the second half: the last {half:,}); "
+        f"{_count(a.seeds, 'seed')}; "
         f"refit: {a.fit}; gate: score >= {a.pass_threshold:g}, at most {a.max_runs} runs for escalating policies; "
         f"gate noise {a.gate_noise:g}",
         "starts: " + "; ".join(f"{name} {s.config} ({s.why})" for name, s in a.starts.items()),
@@ -90,7 +95,7 @@ def report_text(report: BacktestReport) -> str:
         if refs.ranked_by != objective:
             lines.append(f"{objective}: no costs, ranked by {refs.ranked_by}")
     for part, title in (("second_half", "second half"), ("whole", "whole stream")):
-        lines += ["", f"{title}, means over {a.seeds} seed(s)", *_table(_rows(report, part))]
+        lines += ["", f"{title}, means over {_count(a.seeds, 'seed')}", *_table(_rows(report, part))]
     for part, title in (("second_half", "second half"), ("whole", "whole stream")):
         lines += ["", f"references, {title} (each config's first row, chosen with hindsight on these tasks)"]
         for objective, refs in report.references.items():
