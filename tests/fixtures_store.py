@@ -74,10 +74,10 @@ def snapshot():
 
 def table_version(home: Path) -> int | None:
     """The newest version of the home's events table (None when there is none)."""
-    from pipeline.store.location import resolve
     from pipeline.store.table import open_table
+    from pipeline.workspace import Workspace
 
-    table = open_table(resolve(home))
+    table = open_table(Workspace.of(home).store)
     return table.version() if table is not None else None
 
 

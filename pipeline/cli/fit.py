@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
 from ..errors import PipelineError
+from ..workspace import Workspace
 from .common import (
     cli,
     emit_json,
     handle_errors,
-    home_option,
     json_option,
     quiet_option,
     seed_option,
-    store_options,
     table_option,
+    workspace,
 )
+
+if TYPE_CHECKING:
+    from ..nightly.job import FitResult
 
 
 # --------------------------------------------------------------------------- fit (fit-routing)
@@ -46,7 +50,7 @@ def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> dat
 
 
 def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from ..home import case_study_name
+    from ..workspace import case_study_name
 
     try:
         return case_study_name(value)
@@ -55,7 +59,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 @cli.command("fit")
-@home_option
+@workspace(store=True, writer=True, as_of=True)
 @click.option(
     "--split",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
@@ -160,11 +164,11 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--no-writeback", is_flag=True, help="Ignore logged route.decided events (no decision writeback).")
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
-@store_options(writer=True, as_of=True)
 @quiet_option
 @json_option
 @handle_errors
 def fit(
+    ws: Workspace,
     home: str | None,
     split: float,
     seed: int,
@@ -243,11 +247,11 @@ def fit(
         credit=credit,
     )
     result = run_fit(
-        home,
+        ws,
         options,
         progress=not quiet and not as_json and sys.stderr.isatty(),
         command=options.command_line(home),
-        render=not no_render,
+        then=None if no_render else _render_case_study(options.case_study, quiet=quiet or as_json),
     )
     if as_json:
         emit_json(result.stats.to_json_dict())
@@ -256,13 +260,26 @@ def fit(
         click.echo(line)
 
 
+def _render_case_study(name: str, *, quiet: bool) -> Callable[[Workspace, FitResult], None]:
+    """The step after the fit (still under its lock): render the case-study page from the stats it wrote."""
+
+    def render(ws: Workspace, result: FitResult) -> None:
+        from ..casestudy import render_case_study
+
+        if not quiet and sys.stderr.isatty():
+            click.echo("fit: rendering the case study...", err=True)
+        render_case_study(ws, name)
+
+    return render
+
+
 # --------------------------------------------------------------------------- case-study / compare
 @cli.command("case-study")
-@home_option
+@workspace()
 @json_option
 @click.argument("name")
 @handle_errors
-def case_study(home: str | None, as_json: bool, name: str) -> None:
+def case_study(ws: Workspace, as_json: bool, name: str) -> None:
     """Render case-studies/NAME/index.html and README.md (and SVG figures) from its stats.json alone.
 
     \b
@@ -272,7 +289,7 @@ def case_study(home: str | None, as_json: bool, name: str) -> None:
     """
     from ..casestudy import render_case_study
 
-    rendered = render_case_study(home, name)
+    rendered = render_case_study(ws, name)
     if as_json:
         emit_json(rendered.summary())
     else:
@@ -280,7 +297,7 @@ def case_study(home: str | None, as_json: bool, name: str) -> None:
 
 
 @cli.command()
-@home_option
+@workspace()
 @click.option(
     "--shipped",
     type=click.Path(dir_okay=False),
@@ -298,7 +315,7 @@ def case_study(home: str | None, as_json: bool, name: str) -> None:
 @json_option
 @handle_errors
 def compare(
-    home: str | None, shipped: str | None, table: str | None, stats: str | None, previous: bool, as_json: bool
+    ws: Workspace, shipped: str | None, table: str | None, stats: str | None, previous: bool, as_json: bool
 ) -> None:
     """Shipped against fitted constants: held-out hit rates, the published choice, disagreeing priors.
 
@@ -309,7 +326,7 @@ def compare(
     """
     from ..commands.compare import compare as run_compare
 
-    result = run_compare(home, shipped=shipped, table=table, stats=stats, previous=previous)
+    result = run_compare(ws, shipped=shipped, table=table, stats=stats, previous=previous)
     if as_json:
         emit_json(result.to_json_dict())
     else:

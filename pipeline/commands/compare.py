@@ -21,11 +21,11 @@ from pydantic import BaseModel, ConfigDict
 from ..casestudy import fmt
 from ..errors import PipelineError
 from ..fit.shipped import Shipped, defaults_note, load_shipped
-from ..home import Home
 from ..jsonfile import first_problem
 from ..nightly.publish import stats_path_of
 from ..nightly.stats import HitRate, Stats, load_stats
 from ..routing.table import CONSTANT_NAMES, Constants, RoutingTable, load
+from ..workspace import StrPath, Workspace
 
 #: A prior disagrees when it differs from the measured quality by more than this (docs/design.md, Case studies).
 DISAGREE_BY = 0.1
@@ -165,7 +165,7 @@ class Comparison(BaseModel):
 
 # --------------------------------------------------------------------------- building
 def compare(
-    home: str | os.PathLike | Home | None = None,
+    home: Workspace | StrPath | None = None,
     *,
     shipped: str | os.PathLike | None = None,
     table: str | os.PathLike | None = None,
@@ -173,10 +173,10 @@ def compare(
     previous: bool = False,
 ) -> Comparison:
     """Compare shipped and fitted constants of ``home`` (files default to the home's ``fits/`` and case study)."""
-    h = Home.resolve(home)
-    table_path = Path(table) if table is not None else h.fits / "routing-table.json"
+    ws = Workspace.of(home)
+    table_path = Path(table) if table is not None else ws.table
     routing_table = load(table_path) if table is not None or table_path.exists() else None
-    stats_path = Path(stats) if stats is not None else stats_path_of(h, routing_table)
+    stats_path = Path(stats) if stats is not None else stats_path_of(ws, routing_table)
     case = _load_stats(stats_path) if stats is not None or stats_path.exists() else None
     if case is not None:
         objective = case.objective
@@ -187,7 +187,7 @@ def compare(
             f"nothing to compare: no stats at {stats_path} and no routing table at {table_path}; "
             "run `fit-routing` first"
         )
-    shipped_path = Path(shipped) if shipped is not None else h.fits / "shipped.json"
+    shipped_path = Path(shipped) if shipped is not None else ws.shipped
     if shipped is not None and not shipped_path.exists():
         raise PipelineError(f"{shipped_path}: no such shipped file")
     owner = load_shipped(shipped_path) if shipped_path.exists() else None
@@ -226,7 +226,7 @@ def compare(
         disagreements=sum(p.disagrees for p in priors),
         policies=_policies(case),
         notes=notes,
-        previous=_previous(h, routing_table, table_path) if previous else None,
+        previous=_previous(ws, routing_table, table_path) if previous else None,
     )
 
 
@@ -399,10 +399,10 @@ def _history_key(table: dict[str, Any], written_ns: int) -> tuple:
     return (table.get("fitted_at") or "", -1 if snapshot is None else snapshot, written_ns)
 
 
-def _previous(home: Home, current: RoutingTable | None, table_path: Path) -> PreviousFit:
+def _previous(ws: Workspace, current: RoutingTable | None, table_path: Path) -> PreviousFit:
     if current is None:
         raise PipelineError(f"{table_path}: no routing table to compare with its previous fit")
-    directory = home.fits / "history"
+    directory = ws.history
     here = _history_key(current.to_json_dict(), table_path.stat().st_mtime_ns)
     candidates = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:

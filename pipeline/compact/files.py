@@ -2,9 +2,9 @@
 
 A compaction writes its Parquet files itself (one per partition it touches, or several when its buffer
 fills), then commits them all in one Delta commit with their statistics; a file no commit names is
-invisible to every reader, and ``ratings vacuum`` removes it. Files of a local store inside the home are
-created through :meth:`pipeline.home.Home.open` (never following a link out of the home) and fsync'd with
-their directories before the commit; files of an object store go through delta-rs's own object store.
+invisible to every reader, and ``ratings vacuum`` removes it. Files of a local store are created through
+:meth:`pipeline.workspace.Workspace.open` (never following a link out of the home or the store) and fsync'd
+with their directories before the commit; files of an object store go through delta-rs's own object store.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import StoreCorrupt
-from ..home import NOFOLLOW, Home, fsync_dir
-from ..store.location import Location
+from ..workspace import NOFOLLOW, Workspace, fsync_dir
 from .rows import ENCODED_COLUMNS
 
 #: snappy is fast to write and read; statistics let every engine skip row groups on filters.
@@ -109,8 +108,9 @@ def file_stats(metadata: pq.FileMetaData) -> str:
 class TableFiles:
     """Writes data files into the table's directory (local) or prefix (object store); returns their sizes."""
 
-    def __init__(self, location: Location):
-        self.location = location
+    def __init__(self, ws: Workspace):
+        self.ws = ws
+        self.location = location = ws.store
         self.files: list[Path] = []
         self.dirs: set[Path] = set()
         self._fs = None
@@ -130,12 +130,7 @@ class TableFiles:
         root = self.location.table_path
         assert root is not None
         path = root / relative
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-        if self.location.in_home:
-            fd = self.location.home.open(path, flags)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, flags | NOFOLLOW, 0o644)
+        fd = self.ws.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         with os.fdopen(fd, "wb") as handle:
             pq.write_table(table, handle, metadata_collector=written, **parquet_options(table))
             handle.flush()
@@ -186,9 +181,9 @@ def deadletter_record(
 class DeadLetters:
     """``deadletter/<stream>.jsonl``, cut back to the size the store recorded (a crashed run's lines go)."""
 
-    def __init__(self, home: Home, stream: str, keep_bytes: int):
-        self.path = home.deadletter / f"{stream}.jsonl"
-        self.fd = home.open(self.path, os.O_RDWR | os.O_CREAT)
+    def __init__(self, ws: Workspace, stream: str, keep_bytes: int):
+        self.path = ws.dead_letters(stream)
+        self.fd = ws.open(self.path, os.O_RDWR | os.O_CREAT)
         size = os.fstat(self.fd).st_size
         if size < keep_bytes:
             os.close(self.fd)

@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from ..home import STREAMS, Home
+from ..workspace import STREAMS, Workspace
 
 _OFFSET_BITS = 56
 _OFFSET_MASK = (1 << _OFFSET_BITS) - 1
@@ -100,15 +100,15 @@ def position(stream: str, offsets: np.ndarray) -> np.ndarray:
 class LineReader:
     """Reads one stored line back from the streams by its packed position."""
 
-    def __init__(self, home: Home):
-        self.home = home
+    def __init__(self, ws: Workspace):
+        self.ws = ws
         self.fds: dict[int, int] = {}
 
     def line(self, pos: int) -> bytes:
         number, offset = pos >> _OFFSET_BITS, pos & _OFFSET_MASK
         fd = self.fds.get(number)
         if fd is None:
-            fd = self.fds[number] = os.open(self.home.stream(STREAMS[number]), os.O_RDONLY)
+            fd = self.fds[number] = self.ws.open(self.ws.stream(STREAMS[number]), os.O_RDONLY)
         out = b""
         while True:
             block = os.pread(fd, 1 << 16, offset + len(out))

@@ -23,7 +23,6 @@ other writers are retried by delta-rs (appends do not conflict).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import sys
@@ -38,12 +37,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from ..errors import InvalidEvent, PipelineError, StoreConflict, StoreCorrupt
 from ..families import COLUMNS
-from ..home import STREAMS, Home
-from ..store import location as loc
+from ..store.commits import METADATA_KEY, CommitRecord, Outcomes, StreamRange
 from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
 from ..store.table import (
     RECOVER,
@@ -60,6 +58,7 @@ from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams.events import DEFAULT_MAX_LINE_BYTES, FAMILY, SCHEMA_VERSION, parse_line, stream_of
 from ..streams.framing import consistent_cut
 from ..streams.log import new_id
+from ..workspace import DELTA_LOG, STREAMS, StrPath, Workspace
 from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, file_stats, partition_dir
 from .frames import FramePlan, plan_frames
 from .ids import CONFLICT, DEFERRED, DUPLICATE, NEW, IdSet, LineReader, argsort_stable, hash_ids, position
@@ -72,52 +71,10 @@ DEFAULT_MERGE_THRESHOLD = 16  # files in one partition before Delta's optimize m
 # bench.compact: half the page faults of 32 MiB blocks, a third less system time; 8 MiB costs more per chunk).
 DEFAULT_CHUNK_BYTES = 16 << 20
 DEFAULT_BUFFER_ROWS = 1_000_000  # rows held in memory before they are written out
-METADATA_KEY = "ratings.compaction"  # the commit metadata this compactor writes
 _WORKERS = 2  # chunks parsed / files written at once
 LONG_LINE_HEAD = 4096  # bytes of a line over the size limit its dead letter keeps
 #: The stream each family's events are appended to (unknown types, family ``other``, go to ``tasks``).
 STREAM_OF_FAMILY = {family: stream_of(t) for t, family in FAMILY.items()} | {"other": stream_of("other")}
-
-
-class Outcomes(BaseModel):
-    """What happened to the lines of one stream range."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    lines: int = 0
-    stored: int = 0
-    duplicate: int = 0  # same id and same payload as an event already stored: dropped
-    conflict: int = 0  # same id, different payload: dead-lettered
-    invalid: int = 0  # not a valid v1 event (or a line of a broken batch): dead-lettered
-    frames: int = 0  # batch frame lines (pipeline.streams.framing): not events, neither stored nor dead-lettered
-
-
-class StreamRange(BaseModel):
-    """The bytes ``[start, end)`` of one writer's stream consumed by one commit, and what became of them."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    start: int = 0
-    end: int = 0
-    sha256: str = ""  # of the bytes [start, end)
-    line_start: int = 1  # line number of the first line of the range (1-based)
-    outcomes: Outcomes = Field(default_factory=Outcomes)
-    deadletter: tuple[int, int] = (0, 0)  # bytes of deadletter/<stream>.jsonl written for this range
-
-    @property
-    def next_line(self) -> int:
-        return self.line_start + self.outcomes.lines
-
-
-class CommitRecord(BaseModel):
-    """The commit metadata of one compaction (``ratings.compaction`` in the commit info)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    writer: str
-    read_version: int | None  # the table version the run deduplicated against
-    event_schema_version: int
-    streams: dict[str, StreamRange]
 
 
 class CompactResult(BaseModel):
@@ -143,19 +100,8 @@ def fault_hook(step: str) -> None:
     """
 
 
-@contextmanager
-def compact_lock(home: Home) -> Iterator[None]:
-    """One compactor per home: an exclusive ``flock`` on ``store/.compact.lock`` (waits for the holder)."""
-    fd = home.open(home.store / ".compact.lock", os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def compact(
-    home: str | os.PathLike | Home | None = None,
+    home: Workspace | StrPath | None = None,
     *,
     progress: bool = False,
     merge_threshold: int = DEFAULT_MERGE_THRESHOLD,
@@ -163,7 +109,6 @@ def compact(
     buffer_rows: int = DEFAULT_BUFFER_ROWS,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     rebuild: bool = False,
-    config: loc.StoreConfig | None = None,
 ) -> CompactResult:
     """Compact the new bytes of every stream into the table; a run with no new input commits nothing.
 
@@ -171,24 +116,20 @@ def compact(
     """
     if merge_threshold < 2:
         raise ValueError("merge_threshold must be at least 2")
-    home = Home.resolve(home)
-    location = loc.resolve(home, config)
-    config = config if config is not None else loc.current_config()
-    if config.writer is not None:
-        check_name(config.writer)
-    if location.local is None:
-        exists(location)  # an unreachable object store is one line before anything is written
-    with machine_errors("compact (nothing of this run is visible)"), compact_lock(home):
+    ws = Workspace.of(home)
+    if ws.writer is not None:
+        check_name(ws.writer)
+    if ws.store.local is None:
+        exists(ws.store)  # an unreachable object store is one line before anything is written
+    with machine_errors("compact (nothing of this run is visible)"), ws.lock(ws.compact_lock):
         from ..store.upgrade import move_aside_for_rebuild, upgrade_if_old
 
-        notes = upgrade_if_old(home, location)
+        notes = upgrade_if_old(ws)
         if rebuild:
-            notes += move_aside_for_rebuild(home, location)
-        writer = identity(home, config.writer)
+            notes += move_aside_for_rebuild(ws)
         run = _Run(
-            home,
-            location,
-            writer,
+            ws,
+            identity(ws),
             merge_threshold=merge_threshold,
             chunk_bytes=chunk_bytes,
             buffer_rows=buffer_rows,
@@ -250,8 +191,7 @@ class _Plan:
 class _Run:
     def __init__(
         self,
-        home: Home,
-        location: loc.Location,
+        ws: Workspace,
         writer: WriterIdentity,
         *,
         merge_threshold: int,
@@ -260,8 +200,8 @@ class _Run:
         max_line_bytes: int,
         progress: bool,
     ):
-        self.home = home
-        self.location = location
+        self.ws = ws
+        self.location = ws.store
         self.writer = writer
         self.merge_threshold = merge_threshold
         self.chunk_bytes = chunk_bytes
@@ -274,8 +214,8 @@ class _Run:
         self.buffered = 0
         self.adds: list[Any] = []  # deltalake AddAction of every file written
         self.held: list[_Held] = []
-        self.reader = LineReader(home)
-        self.files = TableFiles(location)
+        self.reader = LineReader(ws)
+        self.files = TableFiles(ws)
         self.letters: dict[str, DeadLetters] = {}
         self.lean: dict[str, bool] = {}  # the fast path's per-type hint (pipeline.compact.fastpath.parse_fast)
         self.table = self._open_or_create()
@@ -289,8 +229,8 @@ class _Run:
     # ------------------------------------------------------------------ the run
     def run(self) -> CompactResult:
         self._check_home()
-        remember(self.home, self.writer)
-        cut = consistent_cut(self.home)  # every batch wholly inside or wholly outside (docs/design.md, batch framing)
+        remember(self.ws, self.writer)
+        cut = consistent_cut(self.ws)  # every batch wholly inside or wholly outside (docs/design.md, batch framing)
         plans = {stream: self._plan(stream, cut[stream]) for stream in STREAMS}
         waiting = plans["tasks"].frames.unfinished if plans["tasks"].frames is not None else None
         if waiting is not None and waiting.then is not None and plans["ratings"].start <= waiting.then.ratings:
@@ -302,7 +242,7 @@ class _Run:
         self.ids = IdSet(self._table_hashes(), expected=total // 128)  # lines are rarely shorter than 128 bytes
         with self._bar(total) as bar:
             for plan in plans.values():
-                self.letters[plan.stream] = DeadLetters(self.home, plan.stream, plan.deadletter_bytes)
+                self.letters[plan.stream] = DeadLetters(self.ws, plan.stream, plan.deadletter_bytes)
                 self._consume(plan, bar)
         self._resolve_held()
         self._flush()
@@ -363,8 +303,8 @@ class _Run:
         if table is not None:
             return table
         try:
-            if self.location.in_home and self.location.table_path is not None:
-                self.home.confine(self.location.table_path / "_delta_log" / "x")
+            if self.ws.store_in_home and self.location.table_path is not None:
+                self.ws.check_folder(self.location.table_path / DELTA_LOG)
             return DeltaTable.create(
                 self.location.table_uri,
                 TABLE_SCHEMA,
@@ -458,7 +398,7 @@ class _Run:
         start = self.table.transaction_version(end_id) or 0
         line_start = self.table.transaction_version(line_id) or 1
         dl_bytes = self.table.transaction_version(dl_id) or 0
-        path = self.home.stream(stream)
+        path = self.ws.stream(stream)
         if size < start:
             raise StoreCorrupt(
                 f"{path} has {size} bytes but writer {self.writer.writer!r} already committed up to byte {start}: "
@@ -467,7 +407,7 @@ class _Run:
             )
         plan = _Plan(stream=stream, start=start, end=start, line_start=line_start, deadletter_bytes=dl_bytes)
         if size > start:
-            fd = self.home.open(path, os.O_RDONLY)
+            fd = self.ws.open(path, os.O_RDONLY)
             try:
                 with os.fdopen(os.dup(fd), "rb") as handle:
                     end = _last_newline_end(handle, start, size)
@@ -482,7 +422,7 @@ class _Run:
             return
         digest = hashlib.sha256()
         # Arrow and hashlib release the GIL: the next chunks are split and parsed while this one is taken.
-        with open(self.home.stream(plan.stream), "rb") as handle, ThreadPoolExecutor(_WORKERS) as pool:
+        with open(self.ws.stream(plan.stream), "rb") as handle, ThreadPoolExecutor(_WORKERS) as pool:
             pending: deque[Future[tuple[Chunk, ParsedChunk]] | _LongLine] = deque()
             for item in self._blocks(plan, handle, digest):
                 if isinstance(item, _LongLine):

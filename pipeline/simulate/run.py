@@ -18,8 +18,8 @@ import numpy as np
 from pydantic import BaseModel
 
 from ..errors import PipelineError
-from ..home import Home, atomic_write, fsync_dir
 from ..streams.events import KNOWN, utc_timestamp
+from ..workspace import StrPath, Workspace, atomic_write, fsync_dir, temp_beside
 from . import corrupt as damage_mod
 from .generate import Static, draw_chunk
 from .lines import Fragments, assignment_rows, format_chunk, timestamps
@@ -81,7 +81,7 @@ def _start_seconds(start: str) -> int:
 
 
 def simulate(
-    out_dir: str | os.PathLike,
+    out_dir: Workspace | StrPath,
     scenario: Scenario,
     *,
     seed: int = 0,
@@ -102,14 +102,14 @@ def simulate(
         raise PipelineError(f"--corrupt must be between 0 and {MAX_CORRUPT} (a rate per line), got {corrupt}")
     if chunk_tasks < 1:
         raise PipelineError("chunk_tasks must be at least 1")
-    home = Home.resolve(out_dir)
+    home = Workspace.of(out_dir)
     targets = {name: home.stream(name) for name in ("tasks", "ratings")}
     for path in targets.values():
         if path.exists() and path.stat().st_size > 0 and not overwrite:
             raise PipelineError(
                 f"{path} exists and is not empty; simulate writes a fresh home (use --force to replace it)"
             )
-    truth_file = home.root / (truth_path if truth_path is not None else "truth.json")
+    truth_file = home.root / truth_path if truth_path is not None else home.truth
     home.streams.mkdir(parents=True, exist_ok=True)
 
     began = time.perf_counter()
@@ -124,9 +124,9 @@ def simulate(
     n_lines = dict.fromkeys(targets, 0)
     n_bytes = dict.fromkeys(targets, 0)
     last_line = dict.fromkeys(targets, "")
-    rows_tmp = truth_file.with_name(f".{truth_file.name}.rows.{os.getpid()}.tmp")
+    rows_tmp = temp_beside(truth_file, "rows")
     drift_at: str | None = None
-    tmp = {name: path.with_name(f".{path.name}.simulate.{os.getpid()}.tmp") for name, path in targets.items()}
+    tmp = {name: temp_beside(path, "simulate") for name, path in targets.items()}
     truth_file.parent.mkdir(parents=True, exist_ok=True)
     try:
         # Every file opened is closed on the way out, whatever fails (an open, a write, an fsync).
@@ -197,7 +197,7 @@ def simulate(
     finally:
         rows_tmp.unlink(missing_ok=True)
     atomic_write(
-        home.fits / "shipped.json",
+        home.shipped,
         (json.dumps(scenario.policy.shipped_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode(
             "utf-8"
         ),

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic_core import SchemaValidator, ValidationError, core_schema
 
 from ..errors import InvalidBatch, InvalidEvent
-from ..home import STREAMS
+from ..workspace import STREAMS
 from .events import (
     CANONICAL_TIME,
     DEFAULT_MAX_LINE_BYTES,

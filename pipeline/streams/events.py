@@ -22,6 +22,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic_core import to_json
 
 from ..errors import InvalidEvent
+from ..workspace import EVENTS_SCHEMA_FILE
 
 SCHEMA_VERSION = 1
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB (docs/design.md, Events)
@@ -527,9 +528,6 @@ def to_json_line(event: Event, *, max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> by
 
 
 # --------------------------------------------------------------------------- JSON Schema
-SCHEMA_FILE = "events-v1.schema.json"
-
-
 def events_json_schema() -> dict[str, Any]:
     """JSON Schema of a v1 line, generated from the models: one ``oneOf`` branch per known type,
     and one for any other type (kept, ignored by the fit). ``type`` is required in every branch."""
@@ -544,7 +542,7 @@ def events_json_schema() -> dict[str, Any]:
     defs["OtherEvent"]["properties"]["type"]["not"] = {"enum": sorted(KNOWN)}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_FILE,
+        "$id": EVENTS_SCHEMA_FILE,
         "title": "ratings pipeline events, schema v1",
         "description": "One JSON object per line (UTF-8, newline-terminated, at most 1 MiB). Unknown fields are "
         "kept; an event of an unknown type is kept and ignored by the fit.",
@@ -558,13 +556,14 @@ def events_schema_text() -> str:
     return json.dumps(events_json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_events_schema(streams_dir: str | os.PathLike[str] = "streams") -> Path:
-    """Write the schema file into ``streams_dir`` (``make schema`` / ``python -m pipeline.streams.events``)."""
-    path = Path(streams_dir) / SCHEMA_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(events_schema_text(), encoding="utf-8")
-    return path
+def write_events_schema(home: str | os.PathLike[str] = ".") -> Path:
+    """Write ``streams/events-v1.schema.json`` of the home (``make schema`` / ``python -m pipeline.streams.events``)."""
+    from ..workspace import Workspace
+
+    ws = Workspace.resolve(home)
+    ws.write(ws.events_schema, events_schema_text().encode("utf-8"))
+    return ws.events_schema
 
 
 if __name__ == "__main__":
-    print(write_events_schema(sys.argv[1] if len(sys.argv) > 1 else "streams"))
+    print(write_events_schema(sys.argv[1] if len(sys.argv) > 1 else "."))

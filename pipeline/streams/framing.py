@@ -64,7 +64,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..home import STREAMS, Home, fsync_dir
+from ..workspace import STREAMS, StrPath, Workspace, fsync_dir
 from .ulid import new_id
 
 FsyncPolicy = Literal["always", "batch", "never"]
@@ -314,7 +314,9 @@ class Held:
 
 
 @contextmanager
-def hold(home: Home, streams: Sequence[str], *, create: bool = True, durable: bool = True) -> Iterator[dict[str, Held]]:
+def hold(
+    ws: Workspace, streams: Sequence[str], *, create: bool = True, durable: bool = True
+) -> Iterator[dict[str, Held]]:
     """Take the exclusive ``flock`` of each stream in the fixed order (tasks, then ratings) and open the streams.
 
     Every path is confined to the home (a symbolic link is refused). Without ``create`` a stream that does not
@@ -327,23 +329,23 @@ def hold(home: Home, streams: Sequence[str], *, create: bool = True, durable: bo
     """
     ordered = [s for s in STREAMS if s in streams]
     if create:
-        home.root.mkdir(parents=True, exist_ok=True)  # the home itself may be new (its folders are confined)
-    elif not home.streams.is_dir():
+        ws.root.mkdir(parents=True, exist_ok=True)  # the home itself may be new (its folders are confined)
+    elif not ws.streams.is_dir():
         ordered = []
     with ExitStack() as stack:
         held: dict[str, Held] = {}
         for stream in ordered:
-            lock_path, path = home.stream_lock(stream), home.stream(stream)
+            lock_path, path = ws.stream_lock(stream), ws.stream(stream)
             created = not lock_path.exists() or not path.exists()
-            lock_fd = home.open(lock_path, os.O_RDWR | os.O_CREAT)
+            lock_fd = ws.open(lock_path, os.O_RDWR | os.O_CREAT)
             stack.callback(os.close, lock_fd)  # closing releases the flock
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             if not create and not os.path.lexists(path):
                 continue  # under its lock: no writer is creating it now
-            fd = home.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            fd = ws.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             stack.callback(os.close, fd)
             if durable and created:
-                fsync_dir(home.streams)
+                fsync_dir(ws.streams)
             held[stream] = Held(stream, lock_fd, fd, str(path))
         yield held
 
@@ -386,12 +388,12 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[os.write(fd, view) :]
 
 
-def quarantine_range(home: Home, held: Held, start: int, end: int, kind: Literal["fragment", "batch"]) -> str:
+def quarantine_range(ws: Workspace, held: Held, start: int, end: int, kind: Literal["fragment", "batch"]) -> str:
     """Copy bytes ``[start, end)`` of the stream to a new ``quarantine/<stream>.<start>.<unique>.<kind>`` file,
     fsync it and the folder, then truncate the stream to ``start`` and fsync it. A crash in between leaves a
     copy, never a loss."""
-    path = home.quarantine / f"{held.stream}.{start:020d}.{new_id()}.{kind}"
-    qfd = home.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    path = ws.quarantined(held.stream, start, new_id(), kind)
+    qfd = ws.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         pos = start
         while pos < end:
@@ -407,7 +409,7 @@ def quarantine_range(home: Home, held: Held, start: int, end: int, kind: Literal
             os.unlink(path)
         raise
     os.close(qfd)
-    fsync_dir(home.quarantine)
+    fsync_dir(ws.quarantine)
     os.ftruncate(held.fd, start)
     os.fsync(held.fd)
     return str(path)
@@ -480,7 +482,7 @@ def _unfinished_tail(fd: int, size: int) -> tuple[str, int] | None:
     return begin.id, offset
 
 
-def recover(home: Home, held: Held, *, durable: bool = True, scan_tail: bool = False) -> Recovery:
+def recover(ws: Workspace, held: Held, *, durable: bool = True, scan_tail: bool = False) -> Recovery:
     """Resolve what a writer that died holding this stream's lock left: a torn tail, a batch cut short.
 
     The caller holds the lock. Roll forward reads the ratings stream without its lock: a whole ratings part is
@@ -493,7 +495,7 @@ def recover(home: Home, held: Held, *, durable: bool = True, scan_tail: bool = F
     size = os.fstat(held.fd).st_size
     if size and os.pread(held.fd, 1, size - 1) != b"\n":
         keep = complete_end(_pread_of(held.fd), 0, size)
-        done.quarantined.append(quarantine_range(home, held, keep, size, "fragment"))
+        done.quarantined.append(quarantine_range(ws, held, keep, size, "fragment"))
         size = keep
     note = read_note(held)
     if note is None and scan_tail:
@@ -513,48 +515,48 @@ def recover(home: Home, held: Held, *, durable: bool = True, scan_tail: bool = F
     if part.kind == "whole":
         clear_note(held)
         return done
-    if held.stream == "tasks" and begin.then is not None and part.lines_complete and _ratings_whole(home, begin):
+    if held.stream == "tasks" and begin.then is not None and part.lines_complete and _ratings_whole(ws, begin):
         _write_all(held.fd, BatchEnd(id=batch_id).line())
         if durable:
             os.fsync(held.fd)
         clear_note(held)
         done.completed.append(f"{held.stream}:{batch_id}")
         return done
-    done.quarantined.append(quarantine_range(home, held, offset, size, "batch"))
+    done.quarantined.append(quarantine_range(ws, held, offset, size, "batch"))
     clear_note(held)
     return done
 
 
-def _ratings_whole(home: Home, begin: BatchBegin) -> bool:
+def _ratings_whole(ws: Workspace, begin: BatchBegin) -> bool:
     assert begin.then is not None
-    path = home.stream("ratings")
+    path = ws.stream("ratings")
     if not path.exists():
         return False
-    fd = home.open(path, os.O_RDONLY)
+    fd = ws.open(path, os.O_RDONLY)
     try:
         return whole_part_at(fd, begin.then.ratings, begin.id)
     finally:
         os.close(fd)
 
 
-def recover_all(home: Home, held: Mapping[str, Held], *, durable: bool = True, scan_tail: bool = False) -> Recovery:
+def recover_all(ws: Workspace, held: Mapping[str, Held], *, durable: bool = True, scan_tail: bool = False) -> Recovery:
     """:func:`recover` each held stream in the fixed order (tasks, then ratings)."""
     done = Recovery()
     for stream in STREAMS:
         if stream in held:
-            done.merge(recover(home, held[stream], durable=durable, scan_tail=scan_tail))
+            done.merge(recover(ws, held[stream], durable=durable, scan_tail=scan_tail))
     return done
 
 
-def consistent_cut(home: str | os.PathLike | Home | None) -> dict[str, int]:
+def consistent_cut(home: Workspace | StrPath | None) -> dict[str, int]:
     """``{stream: size}`` such that every batch lies wholly inside or wholly outside ``[0, size)``.
 
     Takes both stream locks (tasks, then ratings), recovers both streams, reads their sizes, releases the
     locks. Compaction takes its input range from it (holding the locks only for that moment).
     """
-    home = Home.resolve(home)
-    with hold(home, STREAMS, create=False) as held:
-        recover_all(home, held)
+    ws = Workspace.of(home)
+    with hold(ws, STREAMS, create=False) as held:
+        recover_all(ws, held)
         return {stream: os.fstat(held[stream].fd).st_size if stream in held else 0 for stream in STREAMS}
 
 

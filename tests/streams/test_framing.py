@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.home import Home
 from pipeline.streams import events, framing
 from pipeline.streams.framing import BatchBegin, BatchEnd, Then, Verdict, consistent_cut, frame_of, scan_bytes
 from pipeline.streams.log import append, read, read_lines, repair
+from pipeline.workspace import Workspace
 
 FORK = multiprocessing.get_context("fork")
 
@@ -173,13 +173,13 @@ def test_broken_lines_carry_the_reason_and_numbers_count_every_line():
 
 
 # --------------------------------------------------------------------------- recovery, built by hand
-def write_home(home: Path, tasks: bytes, ratings: bytes, notes: dict[str, bytes]) -> Home:
+def write_home(home: Path, tasks: bytes, ratings: bytes, notes: dict[str, bytes]) -> Workspace:
     (home / "streams").mkdir(parents=True, exist_ok=True)
     (home / "streams" / "tasks.jsonl").write_bytes(tasks)
     (home / "streams" / "ratings.jsonl").write_bytes(ratings)
     for stream, note in notes.items():
         (home / "streams" / f".{stream}.lock").write_bytes(note)
-    return Home.resolve(home)
+    return Workspace.of(home)
 
 
 def quarantined(home: Path) -> dict[str, bytes]:
