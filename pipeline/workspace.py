@@ -182,6 +182,13 @@ class Workspace:
     def compact_lock(self) -> Path:
         return self.home_store / ".compact.lock"
 
+    def rebuilt_aside(self, stamp: str) -> Path:
+        """Where ``ratings compact --rebuild`` moves a local table (beside it, named by the time)."""
+        table = self.store.table_path
+        if table is None:
+            raise PipelineError(f"{self.store.describe()}: only a local table is moved aside")
+        return table.with_name(f"{TABLE}.rebuilt-{stamp}")
+
     @property
     def store_in_home(self) -> bool:
         """Whether the store lies inside the home (a local store under the home root)."""

@@ -17,7 +17,8 @@ import polars as pl
 
 from pipeline import families
 from pipeline.fit.inputs import FitInputs, load_inputs
-from pipeline.streams.events import Config, format_timestamp
+from pipeline.streams.events import Config
+from pipeline.utc import format_timestamp
 
 T0 = datetime(2026, 1, 1)
 A = "a/-/m1/-"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 import click
@@ -42,11 +42,12 @@ def _half_life(ctx: click.Context, param: click.Parameter, value: str | None) ->
 def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
     if value is None:
         return None
+    from ..utc import parse_time
+
     try:
-        moment = datetime.fromisoformat(value)
+        return parse_time(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD) or an RFC 3339 time") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -293,7 +294,7 @@ def case_study(ws: Workspace, as_json: bool, name: str) -> None:
     if as_json:
         emit_json(rendered.summary())
     else:
-        click.echo(f"wrote {rendered.directory / 'index.html'} ({', '.join(rendered.files[1:])})")
+        click.echo(f"wrote {rendered.directory / rendered.files[0]} ({', '.join(rendered.files[1:])})")
 
 
 @cli.command()

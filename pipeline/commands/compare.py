@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..casestudy import fmt
+from ..compat import table_v1
 from ..errors import PipelineError
 from ..fit.shipped import Shipped, defaults_note, load_shipped
 from ..jsonfile import first_problem
@@ -392,10 +393,9 @@ def _shipped_drift(case: Stats | None, owner: Shipped | None) -> list[str]:
 
 # --------------------------------------------------------------------------- previous fit
 def _history_key(table: dict[str, Any], written_ns: int) -> tuple:
-    """Order of fits: data time, then store version (older tables: manifest), then when the history copy was
-    written (refits of one store)."""
-    source = table.get("source") or {}
-    snapshot = source.get("version", source.get("manifest"))
+    """Order of fits: data time, then store version, then when the history copy was written (refits of one
+    store)."""
+    snapshot = table_v1.store_version(table.get("source") or {})
     return (table.get("fitted_at") or "", -1 if snapshot is None else snapshot, written_ns)
 
 

@@ -10,14 +10,13 @@ newest table in the history (the most recently written file, ties by name).
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..errors import PipelineError
 from ..nightly.publish import Pin
 from ..routing.table import canonical_json, load, table_json_schema
-from ..streams.events import format_timestamp
+from ..utc import format_timestamp, now
 from ..workspace import StrPath, Workspace, fsync_dir
 
 
@@ -83,7 +82,7 @@ def pin(home: Workspace | StrPath | None, version: str | None = None, *, latest:
     published = _publish_copy(ws, source)
     record = Pin(
         version=published,
-        pinned_at=format_timestamp(datetime.now(UTC)),
+        pinned_at=format_timestamp(now()),
         history=str(source.relative_to(ws.fits)),
     )
     ws.write(ws.pin, canonical_json(record.model_dump(mode="json")))

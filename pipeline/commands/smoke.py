@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from pydantic import BaseModel
 
 from ..errors import PipelineError
-from ..streams.events import Config, format_timestamp
+from ..streams.events import Config
+from ..utc import format_timestamp, parse_timestamp
 from ..workspace import Workspace
 
 if TYPE_CHECKING:
@@ -93,11 +94,7 @@ def _pick_region(table: RoutingTable) -> str:
 def _evidence(table: RoutingTable, region: str, a: str, b: str, n: int) -> list[dict[str, Any]]:
     """``n`` tasks of ``region`` where ``a`` fails (gate 0) and ``b`` passes (gate 1), after the newest event."""
     rows = {m.config: m for m in table.regions[region].members}
-    start = (
-        datetime.fromisoformat(table.fitted_at.replace("Z", "+00:00"))
-        if table.fitted_at
-        else datetime(2026, 1, 1, tzinfo=UTC)
-    )
+    start = parse_timestamp(table.fitted_at) if table.fitted_at else datetime(2026, 1, 1, tzinfo=UTC)
     out: list[dict[str, Any]] = []
     for i in range(n):
         at = start + timedelta(minutes=10 * (i + 1))

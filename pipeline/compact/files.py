@@ -14,7 +14,7 @@ import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import StoreCorrupt
+from ..utc import aware
 from ..workspace import NOFOLLOW, Workspace, fsync_dir
 from .rows import ENCODED_COLUMNS
 
@@ -62,7 +63,7 @@ def partition_dir(family: str, day: date | None) -> str:
 
 def _stat_value(value: Any, upper: bool) -> Any:
     if isinstance(value, datetime):
-        moment = value.astimezone(UTC)
+        moment = aware(value)
         millis = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
         if upper and millis != moment:  # stats hold milliseconds: round a maximum up, a minimum down
             millis += timedelta(milliseconds=1)

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from ..families import COLUMNS
 from ..streams.events import FAMILY, AnyEvent, Rater
+from ..utc import naive, parse_timestamp
 
 _ARROW = {
     "VARCHAR": pa.string(),
@@ -55,9 +56,7 @@ def json_text(value: Any) -> str:
 
 def parse_at(text: str | None) -> datetime | None:
     """A validated ``...Z`` timestamp to a naive UTC datetime (the store's TIMESTAMP)."""
-    if text is None:
-        return None
-    return datetime.fromisoformat(text[:-1])
+    return None if text is None else naive(parse_timestamp(text))
 
 
 def family_of(event_type: str) -> str:

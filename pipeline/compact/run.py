@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -56,8 +56,9 @@ from ..store.table import (
 )
 from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams.events import DEFAULT_MAX_LINE_BYTES, FAMILY, SCHEMA_VERSION, parse_line, stream_of
-from ..streams.framing import consistent_cut
+from ..streams.framing import complete_end, consistent_cut
 from ..streams.log import new_id
+from ..utc import naive
 from ..workspace import DELTA_LOG, STREAMS, StrPath, Workspace
 from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, file_stats, partition_dir
 from .frames import FramePlan, plan_frames
@@ -122,9 +123,10 @@ def compact(
     if ws.store.local is None:
         exists(ws.store)  # an unreachable object store is one line before anything is written
     with machine_errors("compact (nothing of this run is visible)"), ws.lock(ws.compact_lock):
-        from ..store.upgrade import move_aside_for_rebuild, upgrade_if_old
+        from ..compat import manifest_store
+        from ..store.upgrade import move_aside_for_rebuild
 
-        notes = upgrade_if_old(ws)
+        notes = manifest_store.upgrade(ws)
         if rebuild:
             notes += move_aside_for_rebuild(ws)
         run = _Run(
@@ -141,19 +143,6 @@ def compact(
         finally:
             run.close()
     return result.model_copy(update={"notes": notes + result.notes})
-
-
-def _last_newline_end(handle: Any, start: int, size: int) -> int:
-    """Offset just after the last ``\\n`` in ``[start, size)``, or ``start`` when there is none."""
-    pos = size
-    while pos > start:
-        lo = max(start, pos - (1 << 16))
-        handle.seek(lo)
-        idx = handle.read(pos - lo).rfind(b"\n")
-        if idx >= 0:
-            return lo + idx + 1
-        pos = lo
-    return start
 
 
 @dataclass
@@ -409,8 +398,7 @@ class _Run:
         if size > start:
             fd = self.ws.open(path, os.O_RDONLY)
             try:
-                with os.fdopen(os.dup(fd), "rb") as handle:
-                    end = _last_newline_end(handle, start, size)
+                end = complete_end(lambda n, off: os.pread(fd, n, off), start, size)
                 plan.frames = plan_frames(fd, start, end)
             finally:
                 os.close(fd)
@@ -787,9 +775,7 @@ def _conflict_reason(event_id: str) -> str:
 def _comparable(row: dict[str, Any]) -> dict[str, Any]:
     """A row's values with ``at`` as naive UTC (stored rows carry the zone), for payload comparison."""
     at = row.get("at")
-    if at is not None and getattr(at, "tzinfo", None) is not None:
-        row = {**row, "at": at.replace(tzinfo=None)}
-    return row
+    return {**row, "at": naive(at)} if isinstance(at, datetime) else row
 
 
 def _same_event(earlier: bytes, line: bytes, event_id: str) -> int:

@@ -10,7 +10,6 @@ time comes from the store, floats are rounded to 9 decimals, JSON keys sorted).
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ from ..fit.learning import LadderOptions, learning_stage
 from ..fit.model import fit_model, load_shipped
 from ..fit.shipped import defaults_note, placeholder_note
 from ..fit.table_build import build_table
+from ..rounding import rounded
 from ..routing.summary import summarize
 from ..routing.table import Constants, RoutingTable
 from ..store import open_store
@@ -38,8 +38,6 @@ from ..workspace import StrPath, Workspace
 from .options import FitOptions
 from .publish import pinned_version, publish_fit
 from .stats import Stats
-
-DECIMALS = 9
 
 
 @dataclass(frozen=True)
@@ -381,19 +379,6 @@ def _stats(
     if undefined:
         notes.append(f"{len(undefined)} figure(s) could not be computed finitely and are null: {ids_text(undefined)}.")
     return Stats.model_validate(rounded(data))
-
-
-def rounded(value: Any) -> Any:
-    """Floats rounded to 9 decimals, NaN and infinities to None (JSON has neither), tuples to lists."""
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return None
-        return round(value, DECIMALS) + 0.0
-    if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [rounded(v) for v in value]
-    return value
 
 
 def _source_word(stats: Stats) -> str:

@@ -11,14 +11,14 @@ import json
 import os
 import time
 from contextlib import ExitStack
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
 
 from ..errors import PipelineError
-from ..streams.events import KNOWN, utc_timestamp
+from ..streams.events import KNOWN
+from ..utc import parse_timestamp, utc_timestamp
 from ..workspace import StrPath, Workspace, atomic_write, fsync_dir, temp_beside
 from . import corrupt as damage_mod
 from .generate import Static, draw_chunk
@@ -77,7 +77,7 @@ def _task_id_format(seed: int, tasks: int) -> str:
 
 def _start_seconds(start: str) -> int:
     """Epoch seconds of the scenario's start (a validated RFC 3339 time), sub-seconds dropped."""
-    return int(datetime.fromisoformat(utc_timestamp(start).replace("Z", "+00:00")).timestamp())
+    return int(parse_timestamp(utc_timestamp(start)).timestamp())
 
 
 def simulate(

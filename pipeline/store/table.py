@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import PipelineError, StoreCorrupt
+from ..utc import parse_time
 from ..workspace import DELTA_LOG, STREAMS, StoreLocation, Workspace
 
 if TYPE_CHECKING:
@@ -125,12 +126,11 @@ def parse_as_of(text: str) -> int | datetime:
     if text.isdigit():
         return int(text)
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        return parse_time(text)
     except ValueError:
         raise PipelineError(
             f"--as-of {text!r}: give a table version (a number) or a time (RFC 3339 or a date)"
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def open_table(location: StoreLocation, as_of: str | int | datetime | None = None) -> DeltaTable | None:

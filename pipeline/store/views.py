@@ -23,6 +23,7 @@ import duckdb
 
 from ..errors import PipelineError, StoreCorrupt
 from ..families import COLUMNS, RESERVED_COLUMNS, VIEWS, empty_select
+from ..utc import format_timestamp
 from ..workspace import StoreLocation, StrPath, Workspace
 from .commits import METADATA_KEY, CommitRecord
 from .table import RECOVER, fail, open_table
@@ -237,8 +238,7 @@ def plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, dt.datetime):
-        moment = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
-        return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
+        return format_timestamp(value)
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, dt.timedelta):

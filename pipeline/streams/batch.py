@@ -23,15 +23,16 @@ import gc
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic_core import SchemaValidator, ValidationError, core_schema
 
 from ..errors import InvalidBatch, InvalidEvent
+from ..utc import CANONICAL_TIME, format_timestamp, utc_timestamp
+from ..utc import now as utc_now
 from ..workspace import STREAMS
 from .events import (
-    CANONICAL_TIME,
     DEFAULT_MAX_LINE_BYTES,
     KNOWN,
     SCHEMA_VERSION,
@@ -39,13 +40,11 @@ from .events import (
     Event,
     decode_line,
     encode_line,
-    format_timestamp,
     free_id,
     is_reserved_id,
     known_major,
     nearest_type,
     stream_of,
-    utc_timestamp,
     validate_object,
     with_head,
 )
@@ -188,7 +187,7 @@ def render(
     """Validate and render every item (see :func:`prepare`), keeping each item's outcome. Batches of at least
     ``fast_from`` items take the fast lane first."""
     items: list[Any] = list(events)  # a copy: str items are encoded in place
-    now = now or format_timestamp(datetime.now(UTC))
+    now = now or format_timestamp(utc_now())
     out = Rendered(len(items))
     slow: list[int] = []
     if len(items) >= fast_from:

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -22,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic_core import to_json
 
 from ..errors import InvalidEvent
+from ..utc import utc_timestamp
 from ..workspace import EVENTS_SCHEMA_FILE
 
 SCHEMA_VERSION = 1
@@ -37,54 +37,6 @@ MAX_COUNT = 10**12  # durations in ms and trace counts
 #: An id of this form is what the compactor gives an id-less line (``[<writer>:]<stream>@<byte offset>``):
 #: reserved, so that an explicit id can never collide with one.
 RESERVED_ID = re.compile(r"(?:[^:]+:)?(?:tasks|ratings)@[0-9]+")
-
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
-
-
-#: The form :func:`format_timestamp` writes: UTC, ``Z``, no fraction or six digits that are not all zero.
-CANONICAL_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{6})?Z"
-_CANONICAL = re.compile(CANONICAL_TIME)
-
-
-def is_canonical_time(value: str) -> bool:
-    """Whether ``value`` is a real time already in the normalised form, so that :func:`utc_timestamp` returns it
-    unchanged (the form alone is not enough: 2026-02-30 has it)."""
-    if not _CANONICAL.fullmatch(value) or value.endswith(".000000Z"):
-        return False
-    try:
-        datetime.fromisoformat(value[:-1])
-    except ValueError:
-        return False
-    return True
-
-
-def utc_timestamp(value: str) -> str:
-    """Accept an RFC 3339 timestamp with a zone; return it in UTC as ``...Z``.
-
-    Microsecond precision: finer digits are truncated, which keeps ordering.
-    """
-    if is_canonical_time(value):  # the common case: nothing to normalise
-        return value
-    if not _RFC3339.fullmatch(value):
-        raise ValueError("not an RFC 3339 timestamp with a time zone (e.g. 2026-01-31T12:00:00Z)")
-    text = value.replace("t", "T").replace(" ", "T").replace("z", "Z")
-    frac = re.search(r"\.(\d+)", text)
-    if frac and len(frac.group(1)) > 6:
-        text = text.replace(frac.group(0), "." + frac.group(1)[:6])
-    try:
-        return format_timestamp(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError as exc:
-        raise ValueError(f"not a valid date or time: {exc}") from None
-    except OverflowError:  # a valid local time whose UTC lies outside years 1..9999
-        raise ValueError("the time in UTC is outside the years 1 to 9999") from None
-
-
-def format_timestamp(moment: datetime) -> str:
-    """The one textual form of a time in streams and outputs: UTC, ``Z``, micro-seconds when present."""
-    moment = moment.astimezone(UTC).replace(tzinfo=None)
-    # isoformat, not strftime: strftime does not zero-pad years before 1000 on every platform
-    return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
-
 
 Timestamp = Annotated[str, AfterValidator(utc_timestamp), WithJsonSchema({"type": "string", "format": "date-time"})]
 NonEmpty = Annotated[str, Field(min_length=1)]

@@ -38,15 +38,16 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import InvalidBatch, InvalidEvent
+from ..utc import format_timestamp, parse_timestamp
 from ..workspace import StrPath, Workspace
-from .events import Config, Timestamp, format_timestamp
+from .events import Config, Timestamp
 from .log import FsyncPolicy, append
 
 REQUIRED = ("task_id", "config", "score", "cost_usd", "region", "at")
@@ -124,8 +125,7 @@ def _text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return format_timestamp(moment)
+        return format_timestamp(value)
     if isinstance(value, float) and math.isnan(value):
         return None
     return str(value)
@@ -251,10 +251,6 @@ def _check(cells: Sequence[str | None], columns: _Columns) -> _Row | None:
     )
 
 
-def _moment(at: str) -> datetime:
-    return datetime.fromisoformat(at.replace("Z", "+00:00"))
-
-
 class _Checked(NamedTuple):
     """What the first pass learns: every row checked, and where each task's ``task.opened`` comes from."""
 
@@ -374,7 +370,7 @@ def _first_pass(ws: Workspace, path: Path, table: _Columns, letters: Path | None
             if good is None:
                 blank += 1
                 continue
-            moment = _moment(good.at)
+            moment = parse_timestamp(good.at)
             seen = first.get(good.task)
             if seen is None or moment < seen[0]:
                 first[good.task] = (moment, number)
