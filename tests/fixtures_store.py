@@ -57,8 +57,8 @@ def opened(i: int, *, day: int = 1, **extra: Any) -> dict[str, Any]:
 
 def store_snapshot(home: Path) -> dict[str, Any]:
     """Every view's rows ordered by id, the event counts and the dead letters: equal snapshots, equal stores."""
-    from pipeline.families import VIEWS
     from pipeline.store import open_store
+    from pipeline.store.families import VIEWS
 
     with open_store(home) as store:
         views = {v: store.con.execute(f'SELECT * FROM "{v}" ORDER BY id').fetchall() for v in VIEWS}

@@ -30,7 +30,6 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
             "pipeline.money",
             "pipeline.rounding",
             "pipeline.scalars",
-            "pipeline.families",
             "pipeline.compat",
             "pipeline.compat.table_v1",
         ),

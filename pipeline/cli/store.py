@@ -95,7 +95,7 @@ def sql(ws: Workspace, schema: bool, as_json: bool, query: str | None) -> None:
     if schema == (query is not None):
         raise click.UsageError("give either a QUERY or --schema")
     if schema:
-        from ..families import schema_rows
+        from ..store.families import schema_rows
 
         rows = schema_rows()
     else:

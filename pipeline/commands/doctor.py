@@ -117,8 +117,8 @@ def _stream_check(ws: Workspace, offsets: dict[str, int]) -> tuple[Check, int]:
 
 
 def _store_checks(ws: Workspace) -> list[Check]:
-    from ..families import VIEWS
     from ..store import open_store
+    from ..store.families import VIEWS
     from ..store.views import reading
 
     try:

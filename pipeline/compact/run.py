@@ -40,8 +40,8 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, Field
 
 from ..errors import InvalidEvent, PipelineError, StoreConflict, StoreCorrupt
-from ..families import COLUMNS
 from ..store.commits import METADATA_KEY, CommitRecord, Outcomes, StreamRange
+from ..store.families import COLUMNS
 from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
 from ..store.table import (
     RECOVER,

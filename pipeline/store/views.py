@@ -2,7 +2,7 @@
 
 A reader opens the table once, at one version (the newest, or ``--as-of``), and reads exactly the files that
 version lists, never a glob: files of a crashed run, or of a version vacuum has not yet removed, stay
-invisible. Each view of :data:`pipeline.families.VIEWS` is its family's partition with the family's columns
+invisible. Each view of :data:`pipeline.store.families.VIEWS` is its family's partition with the family's columns
 (also when the family has no rows), ``at`` as a naive UTC ``TIMESTAMP``. Views hold one row per id: when two
 writers committed one id at the same moment, the row written first by ``(_writer, _stream, _offset)`` order is
 kept (``ratings verify`` lists such ids). Retractions are NOT applied (the fitter applies them).
@@ -22,10 +22,10 @@ from typing import Any
 import duckdb
 
 from ..errors import PipelineError, StoreCorrupt
-from ..families import COLUMNS, RESERVED_COLUMNS, VIEWS, empty_select
 from ..utc import format_timestamp
 from ..workspace import StoreLocation, StrPath, Workspace
 from .commits import METADATA_KEY, CommitRecord
+from .families import COLUMNS, RESERVED_COLUMNS, VIEWS, empty_select
 from .table import RECOVER, fail, open_table
 
 _SQL_TYPES = {"TIMESTAMP": "TIMESTAMP"}

@@ -1,4 +1,11 @@
-"""Events of schema v1 (docs/design.md, Events): frozen pydantic models and one line parser.
+"""Events of schema v1 (docs/design.md, Events): the one spec of each event type, and the one line parser.
+
+The models below are the spec. A field's annotation is its JSON type and bounds, its default the value a line
+that omits it means, a :class:`Column` marker the store column it fills when that column has another name; the
+class names its ``family`` (the store's partition and view) and its ``stream``. Everything else that knows the
+schema is derived from them (:mod:`pipeline.streams.spec`): the fast batch validator, the compactor's Arrow
+schema and its per-event rows, the store's columns and defaults, the JSON Schema and the simulator's lines. To
+add a field, add it here.
 
 Every model is built lazily (``defer_build``): appending one rating builds the
 rating model only, which keeps the CLI's start-up small. Unknown fields are
@@ -14,8 +21,9 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic_core import to_json
@@ -76,6 +84,13 @@ MajorVersion = Annotated[int, Field(ge=1, json_schema_extra={"maximum": SCHEMA_V
 _STRICT = ConfigDict(strict=True, frozen=True, defer_build=True, allow_inf_nan=False)
 
 
+@dataclass(frozen=True)
+class Column:
+    """The store column a field fills, when its name is not the field's (``Annotated[..., Column("name")]``)."""
+
+    name: str
+
+
 # --------------------------------------------------------------------------- config key
 def _encode_part(part: str | None) -> str:
     if part is None:
@@ -133,6 +148,11 @@ class Event(BaseModel):
 
     model_config = ConfigDict(**_STRICT, extra="allow")
 
+    #: The store family (partition and view) of the type; ``other`` for a type v1 does not know.
+    family: ClassVar[str] = "other"
+    #: The stream the type is appended to.
+    stream: ClassVar[Literal["tasks", "ratings"]] = "tasks"
+
     id: EventId | None = None
     type: NonEmpty
     at: Timestamp | None = None
@@ -146,6 +166,7 @@ class Event(BaseModel):
 
 class TaskOpened(Event):
     type: Literal["task.opened"] = "task.opened"
+    family: ClassVar[str] = "tasks"
     task: NonEmpty
     region: NonEmpty = "general"
     title: str | None = None
@@ -158,6 +179,7 @@ AttemptStatus = Literal["success", "failure", "vacuous", "blocked", "escalated",
 
 class TaskAttempted(Event):
     type: Literal["task.attempted"] = "task.attempted"
+    family: ClassVar[str] = "attempts"
     task: NonEmpty
     config: Config
     status: AttemptStatus
@@ -173,12 +195,13 @@ class TaskAttempted(Event):
 
 class RouteDecided(Event):
     type: Literal["route.decided"] = "route.decided"
+    family: ClassVar[str] = "decisions"
     task: NonEmpty
     policy: NonEmpty
     chosen: NonEmpty
     candidates: list[NonEmpty]
     propensity: PositiveUnit
-    table: str | None = None
+    table: Annotated[str | None, Column("table_version")] = None  # TABLE is an SQL keyword
     explored: bool = False
     reason: str = ""
     predicted_quality: Unit | None = None
@@ -186,12 +209,15 @@ class RouteDecided(Event):
 
 class TaskClosed(Event):
     type: Literal["task.closed"] = "task.closed"
+    family: ClassVar[str] = "closures"
     task: NonEmpty
     outcome: Literal["done", "escalated", "abandoned"]
 
 
 class TaskRated(Event):
     type: Literal["task.rated"] = "task.rated"
+    family: ClassVar[str] = "ratings"
+    stream: ClassVar[Literal["tasks", "ratings"]] = "ratings"
     task: NonEmpty
     config: Config
     rater: Rater
@@ -203,6 +229,8 @@ class TaskRated(Event):
 
 class TaskRejected(Event):
     type: Literal["task.rejected"] = "task.rejected"
+    family: ClassVar[str] = "rejections"
+    stream: ClassVar[Literal["tasks", "ratings"]] = "ratings"
     task: NonEmpty
     config: Config
     rater: Rater
@@ -213,6 +241,8 @@ class TaskRejected(Event):
 
 class RatingRetracted(Event):
     type: Literal["rating.retracted"] = "rating.retracted"
+    family: ClassVar[str] = "retractions"
+    stream: ClassVar[Literal["tasks", "ratings"]] = "ratings"
     rating: NonEmpty
     reason: NonEmpty
 
@@ -221,32 +251,20 @@ class OtherEvent(Event):
     """An event of a type v1 does not know: kept, stored in family ``other``, ignored by the fit."""
 
 
+#: The v1 types and their models, in the order of the JSON Schema's branches.
 KNOWN: dict[str, type[Event]] = {
-    "task.opened": TaskOpened,
-    "task.attempted": TaskAttempted,
-    "route.decided": RouteDecided,
-    "task.closed": TaskClosed,
-    "task.rated": TaskRated,
-    "task.rejected": TaskRejected,
-    "rating.retracted": RatingRetracted,
+    model.model_fields["type"].default: model
+    for model in (TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted)
 }
 
 #: Types no event may have: they name the frame lines around a batch (``pipeline.streams.framing``).
 RESERVED_TYPES = frozenset({"batch.begin", "batch.end"})
 
-#: Which stream each type is appended to. Unknown types go to ``tasks``.
-RATING_TYPES = frozenset({"task.rated", "task.rejected", "rating.retracted"})
+#: Which stream each type is appended to (the model's ``stream``). Unknown types go to ``tasks``.
+RATING_TYPES = frozenset(t for t, model in KNOWN.items() if model.stream == "ratings")
 
-#: Store family per type (docs/design.md, Storage). Unknown types: ``other``.
-FAMILY: dict[str, str] = {
-    "task.opened": "tasks",
-    "task.attempted": "attempts",
-    "task.rated": "ratings",
-    "task.rejected": "rejections",
-    "rating.retracted": "retractions",
-    "route.decided": "decisions",
-    "task.closed": "closures",
-}
+#: Store family per type (the model's ``family``; docs/design.md, Storage). Unknown types: ``other``.
+FAMILY: dict[str, str] = {t: model.family for t, model in KNOWN.items()}
 
 AnyEvent = (
     TaskOpened | TaskAttempted | RouteDecided | TaskClosed | TaskRated | TaskRejected | RatingRetracted | OtherEvent
@@ -485,7 +503,7 @@ def events_json_schema() -> dict[str, Any]:
     and one for any other type (kept, ignored by the fit). ``type`` is required in every branch."""
     from pydantic import TypeAdapter
 
-    models = (TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted, OtherEvent)
+    models: tuple[type[Event], ...] = (*KNOWN.values(), OtherEvent)
     schema = TypeAdapter(Union[models]).json_schema(mode="validation")  # type: ignore[arg-type]  # noqa: UP007
     defs = schema["$defs"]
     for model in models:
