@@ -121,7 +121,7 @@ class Workspace:
     def store(self) -> StoreLocation:
         """Where the events table lives, resolved on first use (a command that never reads the store never
         checks it). A URI with an unknown scheme is bad input (exit 2); a local store inside the home whose
-        folder is a symbolic link out of it is refused (:class:`OutsideHome`)."""
+        folder is a symbolic link out of it is refused (:class:`~pipeline.errors.OutsideHome`)."""
         location = _store_location(self.root, self.store_uri, self.storage_options)
         if location.local is not None and location.local.is_relative_to(self.root):
             self.check_folder(location.local / TABLE)

@@ -8,7 +8,7 @@ stage works on. Nothing here loops over ratings in Python.
 
 Times are naive ``datetime`` in UTC (microseconds), as the store keeps them.
 
-Against the fit contract: :class:`FitInputs` also carries ``retracted`` (the retracted ratings,
+Beyond docs/design.md, Inputs: :class:`FitInputs` also carries ``retracted`` (the retracted ratings,
 so a time cut can honour only earlier retractions) and ``prm``; ``tasks`` also has ``opened_at``;
 :func:`task_values` takes no cost floor (nothing in it is floored) and also returns ``wscore``,
 ``attempts`` and ``unknown_cost``; its ``cost_usd`` is the known part of cost_t,c, completed by

@@ -359,8 +359,10 @@ def search_ladders(
     front of the previous level in (mean spend, mean quality), thinned to ``beam``, is extended by one
     more rung: a partial ladder that is both costlier and no better than another is not extended.
     Cost: about n^2 + beam * n ladder runs instead of n^3 (30 configs: ~1,600 instead of 24,360).
-    ``exhaustive``: every ordered ladder of distinct configs up to ``max_rungs`` (the reference the
-    tests compare the beam with; refused above 12 configs). Returns the Pareto front over everything
+    ``exhaustive``: every ordered ladder of distinct configs up to ``max_rungs`` (the reference
+    ``tests/fit/test_ladder_search.py`` compares the beam with: the beam finds every front ladder of up
+    to two rungs; of three rungs it misses some, by at most 0.067 in quality on its 40 random matrices;
+    refused above 12 configs). Returns the Pareto front over everything
     scored (ladders of 2+ rungs need coverage >= MIN_COVERAGE) plus every single config.
     """
     n = len(m.configs)

@@ -265,8 +265,8 @@ def _fit(ws: Workspace, options: FitOptions, say: _Progress, command: str) -> Fi
 
 def _read(ws: Workspace, options: FitOptions) -> tuple[int | None, dict[str, int], str | None, FitInputs]:
     """The store's table version, event counts, inputs hash and events as fit inputs, all at one version. A file
-    of the store that is missing or unreadable is :class:`StoreCorrupt` (exit 1) on one line that says how to
-    recover (pipeline.store.views.reading)."""
+    of the store that is missing or unreadable is :class:`~pipeline.errors.StoreCorrupt` (exit 1) on one line
+    that says how to recover (pipeline.store.views.reading)."""
     with open_store(ws) as store, reading(store):
         inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
         return store.version, store.event_counts(), store.inputs_sha256(), inputs

@@ -35,13 +35,13 @@ An error while writing (a full disk) truncates what the batch wrote and clears t
   ``quarantine/<stream>.<O as 20 digits>.<unique>.batch`` (fsync'd, then the directory), truncate the stream
   to O, fsync it, clear the note.
 
-**Readers** decide each line with :func:`scan` (the reference; compaction may decide the same vectorised and is
-tested against it): an event line outside any part is taken; a part's event lines are taken only when the part is
-whole (begin X, then exactly N lines in exactly B bytes, then end X); frame lines are never events. A part that
-the data read does not yet cover (a live writer is still writing, or recovery will resolve it) stops the range
-before its begin. A part that cannot become whole (a frame line inside it, its end missing where its byte count
-says, the count of its lines wrong) is *broken*: its begin and its lines (those starting within its B bytes, up to
-any frame line inside them, so a later batch is never swallowed) go to the dead letters with the reason, and
+**Readers** decide each line with :func:`~pipeline.streams.log.scan` (the reference; compaction may decide the same
+vectorised and is tested against it): an event line outside any part is taken; a part's event lines are taken only
+when the part is whole (begin X, then exactly N lines in exactly B bytes, then end X); frame lines are never events.
+A part that the data read does not yet cover (a live writer is still writing, or recovery will resolve it) stops the
+range before its begin. A part that cannot become whole (a frame line inside it, its end missing where its byte
+count says, the count of its lines wrong) is *broken*: its begin and its lines (those starting within its B bytes,
+up to any frame line inside them, so a later batch is never swallowed) go to the dead letters with the reason, and
 reading goes on after them; so does an end with no begin. Only a writer that breaks the protocol leaves a broken
 part.
 
@@ -313,6 +313,13 @@ class Held:
     path: str
 
 
+def waiting_for(stream: str) -> None:
+    """Called when :func:`hold` finds a stream's lock held by another writer, before it blocks on it.
+
+    Does nothing; tests replace it to observe the wait instead of assuming it by sleeping.
+    """
+
+
 @contextmanager
 def hold(
     ws: Workspace, streams: Sequence[str], *, create: bool = True, durable: bool = True
@@ -339,7 +346,11 @@ def hold(
             created = not lock_path.exists() or not path.exists()
             lock_fd = ws.open(lock_path, os.O_RDWR | os.O_CREAT)
             stack.callback(os.close, lock_fd)  # closing releases the flock
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another writer holds it: wait for it
+                waiting_for(stream)
+                fcntl.flock(lock_fd, fcntl.LOCK_EX)
             if not create and not os.path.lexists(path):
                 continue  # under its lock: no writer is creating it now
             fd = ws.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)

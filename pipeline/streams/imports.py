@@ -153,7 +153,7 @@ def _hashed(text: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _config(text: str) -> tuple[dict[str, str | None], str]:
-    """The config of a ``config`` cell, and its canonical JSON (for :func:`_row_ids`)."""
+    """The config of a ``config`` cell, and its canonical JSON (for the rows' ids)."""
     config = (Config.from_key(text) if len(text.split("/")) == 4 else Config(cli=IMPORT_CLI, model=text)).model_dump()
     return config, _canonical(config)
 

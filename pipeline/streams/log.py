@@ -102,9 +102,9 @@ def append(
 ) -> AppendResult:
     """Validate the whole batch, fill ``id`` and ``at`` where absent, and append each event to its stream.
 
-    All or nothing: an invalid item raises :class:`InvalidBatch` and no byte is written; several events are
-    framed as one batch, which readers take whole or not at all, also after a crash or a full disk. An unknown
-    type one edit away from a v1 type is refused as a typo unless ``allow_types`` names it
+    All or nothing: an invalid item raises :class:`~pipeline.errors.InvalidBatch` and no byte is written; several
+    events are framed as one batch, which readers take whole or not at all, also after a crash or a full disk. An
+    unknown type one edit away from a v1 type is refused as a typo unless ``allow_types`` names it
     (:func:`pipeline.streams.batch.prepare`).
     """
     if fsync not in ("always", "batch", "never"):
