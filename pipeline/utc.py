@@ -85,6 +85,11 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def now_ms() -> int:
+    """The current time in milliseconds since the epoch (what Delta records as a file's modification time)."""
+    return int(now().timestamp() * 1000)
+
+
 def stamp(moment: datetime | None = None) -> str:
     """A compact UTC stamp for names of things moved aside: ``20260131T120000Z``."""
     return (moment or now()).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")

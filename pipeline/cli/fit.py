@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -98,7 +98,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--cost-floor",
-    "cost_floor",
+    "cost_floor_usd",
     type=click.FloatRange(0, min_open=True),
     default=0.000001,
     show_default=True,
@@ -117,7 +117,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--half-life-days",
-    "half_life",
+    "half_life_days",
     default=None,
     metavar="H|inf",
     callback=_half_life,
@@ -141,7 +141,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--since", default=None, metavar="DATE", callback=_since, help="Fit only tasks opened since DATE.")
 @click.option("--no-compact", is_flag=True, help="Do not compact the streams first.")
 @click.option("--wait", is_flag=True, help="Wait for a running fit on this home instead of exiting.")
-@click.option("--no-prm", is_flag=True, help="No PRM fill-in ratings from attempt traces.")
+@click.option("--no-prm", "prm", flag_value=False, default=True, help="No PRM fill-in ratings from attempt traces.")
 @click.option(
     "--pass-threshold",
     type=click.FloatRange(0, 1),
@@ -157,12 +157,19 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--ladder-budget",
+    "ladder_budget_usd",
     type=click.FloatRange(0, min_open=True),
     default=None,
     metavar="USD",
     help="Instead: the best validated quality within this mean cost per task.",
 )
-@click.option("--no-writeback", is_flag=True, help="Ignore logged route.decided events (no decision writeback).")
+@click.option(
+    "--no-writeback",
+    "writeback",
+    flag_value=False,
+    default=True,
+    help="Ignore logged route.decided events (no decision writeback).",
+)
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
 @quiet_option
@@ -171,33 +178,11 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 def fit(
     ws: Workspace,
     home: str | None,
-    split: float,
-    seed: int,
-    case_study: str,
-    shipped: str | None,
-    objective: Literal["quality_per_dollar", "utility", "quality"] | None,
-    lambda_: float | None,
-    cost_floor: float,
-    prior_source: Literal["shipped", "measured"] | None,
-    prior_weight: float | None,
-    exploration: float | None,
-    min_exploration: float,
-    half_life: float | Literal["inf"] | None,
-    min_samples: int | None,
-    min_quality: float | None,
-    thread: str | None,
-    since: datetime | None,
-    no_compact: bool,
-    wait: bool,
-    no_prm: bool,
-    pass_threshold: float,
     ladder_target: str | None,
-    ladder_budget: float | None,
-    no_writeback: bool,
     no_render: bool,
-    credit: str | None,
     quiet: bool,
     as_json: bool,
+    **fit_options: Any,
 ) -> None:
     """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
 
@@ -220,33 +205,9 @@ def fit(
     from ..nightly.job import run_fit
     from ..nightly.options import FitOptions
 
-    if ladder_target is not None and ladder_budget is not None:
+    if ladder_target is not None and fit_options["ladder_budget_usd"] is not None:
         raise click.UsageError("--ladder-target best-single and --ladder-budget USD exclude each other")
-    options = FitOptions(
-        split=split,
-        seed=seed,
-        case_study=case_study,
-        shipped=shipped,
-        objective=objective,
-        lambda_=lambda_,
-        cost_floor_usd=cost_floor,
-        prior_source=prior_source,
-        prior_weight=prior_weight,
-        exploration=exploration,
-        min_exploration=min_exploration,
-        half_life_days=half_life,
-        min_samples=min_samples,
-        min_quality=min_quality,
-        thread=thread,
-        since=since,
-        no_compact=no_compact,
-        wait=wait,
-        prm=not no_prm,
-        pass_threshold=pass_threshold,
-        ladder_budget_usd=ladder_budget,
-        writeback=not no_writeback,
-        credit=credit,
-    )
+    options = FitOptions(**fit_options)  # every other option is named as the FitOptions field it sets
     result = run_fit(
         ws,
         options,

@@ -152,7 +152,7 @@ def _store_checks(ws: Workspace) -> list[Check]:
 
 def _rows_at(table: Any, version: int | None) -> int:
     """Rows of the table at ``version`` by the commit statistics (0 when None or unknown)."""
-    from ..compact.run import family_rows
+    from ..store.table import family_rows
 
     if table is None or version is None:
         return 0
@@ -166,9 +166,9 @@ def _rows_at(table: Any, version: int | None) -> int:
 
 
 def _table_checks(ws: Workspace, pending: int, table: Any) -> tuple[list[Check], int | None]:
-    from ..compact.run import family_rows
     from ..nightly.publish import consistency, read_pin
     from ..routing.table import canonical_json, load, table_json_schema
+    from ..store.table import family_rows
 
     path = ws.table
     if not path.exists():

@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -212,3 +213,30 @@ class DeadLetters:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def event_days(at: pa.ChunkedArray) -> tuple[np.ndarray, list[date | None]]:
+    """Per row, the index of its UTC date (``event_date``) in the returned dates (sorted; ``None`` last, for
+    rows without a time), as the smallest integer type that holds it."""
+    day = pc.cast(pc.cast(at, pa.date32()), pa.int32()).combine_chunks()  # days since 1970-01-01
+    valid = np.asarray(day.is_valid()) if day.null_count else None
+    values = np.asarray(day.fill_null(0).to_numpy() if valid is not None else day.to_numpy(), np.int64)
+    dated = values if valid is None else values[valid]
+    if len(dated) and int(dated.max()) - int(dated.min()) < (1 << 20):  # a span of days: count, no sort
+        low = int(dated.min())
+        present = np.flatnonzero(np.bincount(dated - low)) + low
+        index = np.zeros(int(present[-1]) - low + 1, np.int64)
+        index[present - low] = np.arange(len(present))
+        codes = index[np.clip(values - low, 0, len(index) - 1)]
+    else:
+        present = np.unique(dated)
+        codes = np.searchsorted(present, values)
+    keys: list[date | None] = [_EPOCH + timedelta(days=int(d)) for d in present]
+    if valid is not None:
+        codes[~valid] = len(keys)
+        keys.append(None)
+    kind = np.int16 if len(keys) < (1 << 15) else np.int64
+    return codes.astype(kind), keys
+
+
+_EPOCH = date(1970, 1, 1)

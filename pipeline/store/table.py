@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ..errors import PipelineError, StoreCorrupt
 from ..utc import parse_time
 from ..workspace import DELTA_LOG, STREAMS, StoreLocation, Workspace
+from .families import VIEWS
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -205,3 +206,17 @@ def consumed_offsets(ws: Workspace, table: DeltaTable | None = None) -> dict[str
         return dict.fromkeys(STREAMS, 0)
     writer = identity(ws).writer
     return {stream: table.transaction_version(txn_ids(writer, stream)[0]) or 0 for stream in STREAMS}
+
+
+def family_rows(table: Any) -> dict[str, int]:
+    """Rows per family at the table's loaded version, from the commit statistics (no data read)."""
+    import pyarrow as pa
+
+    counts = dict.fromkeys(VIEWS, 0)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows:
+        grouped = actions.group_by("partition.family").aggregate([("num_records", "sum")])
+        families, sums = grouped["partition.family"].to_pylist(), grouped["num_records_sum"].to_pylist()
+        for family, n in zip(families, sums, strict=True):
+            counts[family] = int(n or 0)
+    return counts

@@ -153,6 +153,14 @@ class Event(BaseModel):
     #: The stream the type is appended to.
     stream: ClassVar[Literal["tasks", "ratings"]] = "tasks"
 
+    def __init_subclass__(
+        cls, *, family: str = "other", stream: Literal["tasks", "ratings"] = "tasks", **kwargs: Any
+    ) -> None:
+        """An event type names its family and stream in its class line: ``class TaskRated(Event,
+        family="ratings", stream="ratings")``."""
+        super().__init_subclass__(**kwargs)
+        cls.family, cls.stream = family, stream
+
     id: EventId | None = None
     type: NonEmpty
     at: Timestamp | None = None
@@ -164,9 +172,8 @@ class Event(BaseModel):
         return dict(self.__pydantic_extra__ or {})
 
 
-class TaskOpened(Event):
+class TaskOpened(Event, family="tasks"):
     type: Literal["task.opened"] = "task.opened"
-    family: ClassVar[str] = "tasks"
     task: NonEmpty
     region: NonEmpty = "general"
     title: str | None = None
@@ -177,9 +184,8 @@ class TaskOpened(Event):
 AttemptStatus = Literal["success", "failure", "vacuous", "blocked", "escalated", "unknown"]
 
 
-class TaskAttempted(Event):
+class TaskAttempted(Event, family="attempts"):
     type: Literal["task.attempted"] = "task.attempted"
-    family: ClassVar[str] = "attempts"
     task: NonEmpty
     config: Config
     status: AttemptStatus
@@ -193,9 +199,8 @@ class TaskAttempted(Event):
     files_written: Count | None = None
 
 
-class RouteDecided(Event):
+class RouteDecided(Event, family="decisions"):
     type: Literal["route.decided"] = "route.decided"
-    family: ClassVar[str] = "decisions"
     task: NonEmpty
     policy: NonEmpty
     chosen: NonEmpty
@@ -207,42 +212,37 @@ class RouteDecided(Event):
     predicted_quality: Unit | None = None
 
 
-class TaskClosed(Event):
+class TaskClosed(Event, family="closures"):
     type: Literal["task.closed"] = "task.closed"
-    family: ClassVar[str] = "closures"
     task: NonEmpty
     outcome: Literal["done", "escalated", "abandoned"]
 
 
-class TaskRated(Event):
-    type: Literal["task.rated"] = "task.rated"
-    family: ClassVar[str] = "ratings"
-    stream: ClassVar[Literal["tasks", "ratings"]] = "ratings"
+class Judgment(Event):
+    """What a rater said of one config's work on one task: a rating or a rejection (not a type of its own)."""
+
     task: NonEmpty
     config: Config
     rater: Rater
+
+
+class TaskRated(Judgment, family="ratings", stream="ratings"):
+    type: Literal["task.rated"] = "task.rated"
     score: Unit
     precision: PositiveUnit = 1.0
     confidence: PositiveUnit = 1.0
     importance: Weight = 1.0
 
 
-class TaskRejected(Event):
+class TaskRejected(Judgment, family="rejections", stream="ratings"):
     type: Literal["task.rejected"] = "task.rejected"
-    family: ClassVar[str] = "rejections"
-    stream: ClassVar[Literal["tasks", "ratings"]] = "ratings"
-    task: NonEmpty
-    config: Config
-    rater: Rater
     claim: NonEmpty
     evidence: list[str]
     weight: Weight = 1.0
 
 
-class RatingRetracted(Event):
+class RatingRetracted(Event, family="retractions", stream="ratings"):
     type: Literal["rating.retracted"] = "rating.retracted"
-    family: ClassVar[str] = "retractions"
-    stream: ClassVar[Literal["tasks", "ratings"]] = "ratings"
     rating: NonEmpty
     reason: NonEmpty
 
@@ -257,7 +257,7 @@ KNOWN: dict[str, type[Event]] = {
     for model in (TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted)
 }
 
-#: Types no event may have: they name the frame lines around a batch (``pipeline.streams.framing``).
+#: Types no event may have: they name the frame lines around a batch (``pipeline.streams.scan``).
 RESERVED_TYPES = frozenset({"batch.begin", "batch.end"})
 
 #: Which stream each type is appended to (the model's ``stream``). Unknown types go to ``tasks``.

@@ -31,9 +31,11 @@ from typing import Any, Literal
 from ..errors import InvalidEvent
 from ..workspace import STREAMS, StrPath, Workspace
 from . import framing
+from . import scan as scanner
 from .batch import Batch, Item, prepare
 from .events import DEFAULT_MAX_LINE_BYTES, AnyEvent, parse_line
-from .framing import FsyncPolicy, Verdict
+from .framing import FsyncPolicy
+from .scan import Verdict
 from .ulid import new_id
 
 __all__ = [
@@ -130,16 +132,16 @@ class RawLine:
 
 def scan(
     home: Workspace | StrPath | None, stream: str, *, start: int = 0, end: int | None = None, start_line: int = 1
-) -> Iterator[framing.Scanned]:
+) -> Iterator[scanner.Scanned]:
     """Every line of a stream from byte ``start`` to ``end`` (default: its size) with the reader's verdict
-    (:class:`pipeline.streams.framing.StreamScan`); an unfinished batch at the end stops it."""
+    (:class:`pipeline.streams.scan.StreamScan`); an unfinished batch at the end stops it."""
     ws = Workspace.of(home)
     path = ws.stream(stream)
     if not os.path.lexists(path):
         return
     fd = ws.open(path, os.O_RDONLY)
     try:
-        yield from framing.scan_fd(fd, start, end, start_line=start_line)
+        yield from scanner.scan_fd(fd, start, end, start_line=start_line)
     finally:
         os.close(fd)
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.streams import events, framing
-from pipeline.streams.framing import BatchBegin, BatchEnd, Then, Verdict, consistent_cut, frame_of, scan_bytes
+from pipeline.streams.framing import consistent_cut
 from pipeline.streams.log import append, read, read_lines, repair
+from pipeline.streams.scan import BEGIN, END, BatchBegin, BatchEnd, Then, Verdict, frame_of, scan_bytes
 from pipeline.workspace import Workspace
 
 FORK = multiprocessing.get_context("fork")
@@ -57,7 +58,7 @@ def verdicts(data: bytes) -> tuple[list[tuple[str, str]], int]:
 
 # --------------------------------------------------------------------------- frame lines
 def test_the_reserved_types_are_the_frame_types():
-    assert {framing.BEGIN, framing.END} == events.RESERVED_TYPES
+    assert {BEGIN, END} == events.RESERVED_TYPES
 
 
 @pytest.mark.parametrize(

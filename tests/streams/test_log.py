@@ -20,8 +20,9 @@ from pipeline.errors import InvalidBatch
 from pipeline.streams import framing
 from pipeline.streams import log as streams
 from pipeline.streams.events import TaskOpened, parse_line
-from pipeline.streams.framing import BatchBegin, BatchEnd, Then, consistent_cut, frame_of
+from pipeline.streams.framing import consistent_cut
 from pipeline.streams.log import append, read, read_lines, repair
+from pipeline.streams.scan import BatchBegin, BatchEnd, Then, frame_of
 from pipeline.workspace import Workspace
 
 CONFIG = {"cli": "claude-code", "route": None, "model": "opus", "effort": "high"}
