@@ -122,7 +122,7 @@ class Workspace:
         """Where the events table lives, resolved on first use (a command that never reads the store never
         checks it). A URI with an unknown scheme is bad input (exit 2); a local store inside the home whose
         folder is a symbolic link out of it is refused (:class:`~pipeline.errors.OutsideHome`)."""
-        location = _store_location(self.root, self.store_uri, self.storage_options)
+        location = _store_location(self.home_store, self.store_uri, self.storage_options)
         if location.local is not None and location.local.is_relative_to(self.root):
             self.check_folder(location.local / TABLE)
         return location
@@ -305,10 +305,10 @@ class Workspace:
             os.close(fd)  # closing releases the lock
 
 
-def _store_location(home: Path, uri: str | None, storage_options: dict[str, str]) -> StoreLocation:
+def _store_location(default: Path, uri: str | None, storage_options: dict[str, str]) -> StoreLocation:
+    """The store ``uri`` names (``default``, the home's ``store/``, when there is none)."""
     if uri is None:
-        local = home / "store"
-        return StoreLocation(root=str(local), local=local)
+        return StoreLocation(root=str(default), local=default)
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     if scheme in ("", "file") or (len(scheme) == 1 and uri[1:2] == ":"):  # a path (or file://path)

@@ -17,13 +17,25 @@ from ..nightly.stats import Stats, load_stats
 from ..workspace import StrPath, Workspace
 from . import fmt
 from .credits import credits
-from .doc import Code, Document
+from .doc import Block, Code, Document
+from .escalation import ladders_section
+from .glossary import glossary_section
 from .headline import headline
 from .lead import routing_table_lead
-from .plots import FIGURE_FILES, all_plots
+from .plots import FIGURE_FILES, Plot, all_plots
 from .render_html import render_html
 from .render_markdown import render_markdown
-from .sections import body
+from .sections import (
+    baselines_section,
+    closing_section,
+    constants_section,
+    data_section,
+    frontier_section,
+    grid_section,
+    policies_section,
+    priors_section,
+)
+from .signals import signals_section
 
 __all__ = ["Rendered", "build_document", "render", "render_case_study"]
 
@@ -37,6 +49,24 @@ class Rendered:
 
     def summary(self) -> dict:
         return {"directory": str(self.directory), "files": list(self.files)}
+
+
+def body(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
+    """The page's sections, in reading order."""
+    blocks = (
+        data_section(stats)
+        + constants_section(stats)
+        + baselines_section(stats)
+        + grid_section(stats, plots)
+        + frontier_section(stats, plots)
+        + priors_section(stats, plots)
+        + ladders_section(stats)
+        + policies_section(stats)
+        + signals_section(stats)
+        + glossary_section()
+        + closing_section(stats)
+    )
+    return [b for b in blocks if b is not None]
 
 
 def build_document(stats: Stats, plots: dict) -> Document:

@@ -40,6 +40,46 @@ def seed_option(default: int | None, help: str) -> Callable[[Callable[..., Any]]
     return click.option("--seed", type=int, default=default, show_default=default is not None, help=help)
 
 
+#: The options that name a workspace (pipeline.workspace.Workspace.resolve), by what a command asks for.
+_HOME = click.option(
+    "--home",
+    "home",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Home directory (default: $RATINGS_HOME, else the current directory).",
+)
+_STORE = (
+    click.option(
+        "--store",
+        "store_uri",
+        default=None,
+        envvar="RATINGS_STORE",
+        metavar="URI",
+        help="The store: a local path or s3://, gs://, az:// URI (default: $RATINGS_STORE, else <home>/store).",
+    ),
+    click.option(
+        "--storage-option",
+        "storage_option",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="An object-store setting for delta-rs (repeat), e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000.",
+    ),
+)
+_WRITER = click.option(
+    "--writer",
+    default=None,
+    metavar="NAME",
+    help="This home's name in the store (default: the name it first used, else the host name).",
+)
+_AS_OF = click.option(
+    "--as-of",
+    "as_of",
+    default=None,
+    metavar="VERSION|TIME",
+    help="Read the store as it was at this table version or time (RFC 3339 or a date).",
+)
+
+
 def workspace(
     *, store: bool = False, writer: bool = False, as_of: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -70,53 +110,7 @@ def workspace(
                 kwargs["home"] = home
             return fn(*args, **kwargs)
 
-        options = [
-            click.option(
-                "--home",
-                "home",
-                type=click.Path(file_okay=False),
-                default=None,
-                help="Home directory (default: $RATINGS_HOME, else the current directory).",
-            )
-        ]
-        if store:
-            options += [
-                click.option(
-                    "--store",
-                    "store_uri",
-                    default=None,
-                    envvar="RATINGS_STORE",
-                    metavar="URI",
-                    help="The store: a local path or s3://, gs://, az:// URI (default: $RATINGS_STORE, else "
-                    "<home>/store).",
-                ),
-                click.option(
-                    "--storage-option",
-                    "storage_option",
-                    multiple=True,
-                    metavar="KEY=VALUE",
-                    help="An object-store setting for delta-rs (repeat), e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000.",
-                ),
-            ]
-        if writer:
-            options.append(
-                click.option(
-                    "--writer",
-                    default=None,
-                    metavar="NAME",
-                    help="This home's name in the store (default: the name it first used, else the host name).",
-                )
-            )
-        if as_of:
-            options.append(
-                click.option(
-                    "--as-of",
-                    "as_of",
-                    default=None,
-                    metavar="VERSION|TIME",
-                    help="Read the store as it was at this table version or time (RFC 3339 or a date).",
-                )
-            )
+        options = [_HOME, *(_STORE if store else ()), *([_WRITER] if writer else []), *([_AS_OF] if as_of else [])]
         for option in reversed(options):
             wrapper = option(wrapper)
         return wrapper

@@ -287,9 +287,10 @@ def compare(
       ratings compare --previous --json
     """
     from ..commands.compare import compare as run_compare
+    from ..commands.compare_text import comparison_text
 
     result = run_compare(ws, shipped=shipped, table=table, stats=stats, previous=previous)
     if as_json:
         emit_json(result.to_json_dict())
     else:
-        click.echo(result.text())
+        click.echo(comparison_text(result))

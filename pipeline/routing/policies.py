@@ -208,10 +208,8 @@ def static_hybrid(
     router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
 ) -> tuple[str, str, bool]:
     """Cheap for implementer, researcher and any other role; frontier for reviewer."""
-    if role == "reviewer":
-        config, why, _ = frontier_only(router, view, pool, role, failures)
-        return config, f"reviewer: {why}", False
-    config, why, _ = cheap_only(router, view, pool, role, failures)
+    policy = frontier_only if role == "reviewer" else cheap_only
+    config, why, _ = policy(router, view, pool, role, failures)
     return config, f"{role or 'no role'}: {why}", False
 
 
@@ -219,11 +217,9 @@ def trace_governed(
     router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
 ) -> tuple[str, str, bool]:
     """Cheap first; frontier once any configuration has failed on the task."""
-    if failures:
-        config, why, _ = frontier_only(router, view, pool, role, failures)
-        return config, f"after {len(failures)} failure(s): {why}", False
-    config, why, _ = cheap_only(router, view, pool, role, failures)
-    return config, f"first attempt: {why}", False
+    policy = frontier_only if failures else cheap_only
+    config, why, _ = policy(router, view, pool, role, failures)
+    return config, (f"after {len(failures)} failure(s): " if failures else "first attempt: ") + why, False
 
 
 def workflow_default(

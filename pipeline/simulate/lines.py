@@ -193,12 +193,14 @@ def _ordered(parts: list[tuple[str, list[str], np.ndarray]]) -> StreamPart:
 def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict[str, int]]:
     """The chunk's ``tasks`` and ``ratings`` lines, and its ``task.rated`` counts per rater kind."""
     tid = [fr.task_id_format.format(i + 1) for i in range(ch.first, ch.first + ch.n)]
-    attempts = _Attempts([tid[i] for i in ch.a_task.tolist()], (ch.a_slot + 1).tolist(), ch.a_cfg.tolist())
+    attempts = _AttemptIds(
+        [tid[i] for i in ch.attempts.task.tolist()], (ch.attempts.slot + 1).tolist(), ch.attempts.cfg.tolist()
+    )
     tasks = _ordered(
         [
             ("task.opened", _opened(ch, fr, tid), ch.open_s),
             ("route.decided", _routed(ch, fr, tid), ch.decide_s),
-            ("task.attempted", _attempted(ch, fr, attempts), ch.a_end_s),
+            ("task.attempted", _attempted(ch, fr, attempts), ch.attempts.end_s),
             ("task.closed", _closed(ch, tid), ch.close_s),
         ]
     )
@@ -214,7 +216,7 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
 
 
 @dataclass(frozen=True)
-class _Attempts:
+class _AttemptIds:
     """Who each attempt of a chunk is: its task id, its slot (1-based) and its config index."""
 
     task: list[str]
@@ -258,23 +260,23 @@ def _routed(ch: Chunk, fr: Fragments, tid: list[str]) -> list[str]:
     ]
 
 
-def _attempted(ch: Chunk, fr: Fragments, attempts: _Attempts) -> list[str]:
+def _attempted(ch: Chunk, fr: Fragments, attempts: _AttemptIds) -> list[str]:
     region = ch.region.tolist()
     rows = zip(
         attempts.task,
         attempts.slot,
-        timestamps(ch.a_end_s),
+        timestamps(ch.attempts.end_s),
         attempts.task,
         (fr.configs[c] for c in attempts.cfg),
-        ("success" if s < 0 else FAILURE_STATUSES[s] for s in ch.a_status.tolist()),
-        ("null" if math.isnan(v) else repr(v) for v in ch.a_cost.tolist()),
-        ch.a_duration_ms.tolist(),
-        (fr.nodes[region[i]] for i in ch.a_task.tolist()),
-        ("" if p < 0 else fr.prompts[p] for p in ch.a_prompt.tolist()),
-        ("" if v < 0 else _VERDICTS[v] for v in ch.a_verdict.tolist()),
-        ch.a_tools.tolist(),
-        ch.a_read.tolist(),
-        ch.a_written.tolist(),
+        ("success" if s < 0 else FAILURE_STATUSES[s] for s in ch.attempts.status.tolist()),
+        ("null" if math.isnan(v) else repr(v) for v in ch.attempts.cost.tolist()),
+        ch.attempts.duration_ms.tolist(),
+        (fr.nodes[region[i]] for i in ch.attempts.task.tolist()),
+        ("" if p < 0 else fr.prompts[p] for p in ch.attempts.prompt.tolist()),
+        ("" if v < 0 else _VERDICTS[v] for v in ch.verdict.tolist()),
+        ch.attempts.tools.tolist(),
+        ch.attempts.read.tolist(),
+        ch.attempts.written.tolist(),
         strict=True,
     )
     return [_ATTEMPT % row for row in rows]
@@ -290,7 +292,7 @@ def _closed(ch: Chunk, tid: list[str]) -> list[str]:
 class _Ratings:
     """The ``ratings`` stream's parts of a chunk as they are written, and the ratings per rater kind."""
 
-    def __init__(self, fr: Fragments, attempts: _Attempts) -> None:
+    def __init__(self, fr: Fragments, attempts: _AttemptIds) -> None:
         self.fr, self.attempts = fr, attempts
         self.parts: list[tuple[str, list[str], np.ndarray]] = []
         self.by_kind = {"gate": 0, "reviewer": 0, "human": 0}
@@ -335,7 +337,7 @@ def _reviews(ch: Chunk, fr: Fragments, ratings: _Ratings) -> None:
     ratings.parts.append(("rating.retracted", retractions, retract_at[x]))
 
 
-def _rejections(ch: Chunk, fr: Fragments, attempts: _Attempts) -> list[str]:
+def _rejections(ch: Chunk, fr: Fragments, attempts: _AttemptIds) -> list[str]:
     att, who, at_s = ch.reject
     lines = []
     for i, w, at in zip(att.tolist(), who.tolist(), timestamps(at_s), strict=True):
@@ -350,7 +352,9 @@ def assignment_rows(ch: Chunk) -> list[str]:
     """``[region, [configs, routed first], [outcomes]]`` per task, compact JSON."""
     rows: list[list[int]] = [[] for _ in range(ch.n)]
     outs: list[list[int]] = [[] for _ in range(ch.n)]
-    for t, c, s in zip(ch.a_task.tolist(), ch.a_cfg.tolist(), ch.a_success.astype(int).tolist(), strict=True):
+    for t, c, s in zip(
+        ch.attempts.task.tolist(), ch.attempts.cfg.tolist(), ch.attempts.success.astype(int).tolist(), strict=True
+    ):
         rows[t].append(c)
         outs[t].append(s)
     return [
