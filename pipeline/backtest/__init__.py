@@ -8,7 +8,8 @@
 - :mod:`pipeline.backtest.refit`: the nightly refit (one function: the product's own fit);
 - :mod:`pipeline.backtest.references`: static starts, best single, the best region-level table in hindsight
   (Dinkelbach's iteration for the ratio of totals), the per-task oracle;
-- :mod:`pipeline.backtest.report`: the typed result (``--json``, ``stats.json`` ``backtest``) and its table;
+- :mod:`pipeline.backtest.text`: the report for people (the typed report, what ``--json`` prints and
+  ``stats.json`` carries as ``backtest``, is :mod:`pipeline.nightly.backtest`);
 - :mod:`pipeline.backtest.run`: :func:`~pipeline.backtest.run.run_backtest`, the whole backtest (seeds in
   parallel processes with the same bytes as serial).
 

@@ -32,8 +32,8 @@ from ..errors import PipelineError
 
 if TYPE_CHECKING:
     from ..fit.inputs import FitInputs
-    from ..home import Home
     from ..streams.imports import ConfigFormat
+    from ..workspace import Workspace
 
 
 class BacktestInputError(PipelineError):
@@ -99,7 +99,7 @@ class FullTable:
         return any(len(cell) > 1 for row in self.rows for cell in row)
 
 
-def read_file(path: str | Path, scratch: Home, *, config_format: ConfigFormat = "auto") -> FullTable:
+def read_file(path: str | Path, scratch: Workspace, *, config_format: ConfigFormat = "auto") -> FullTable:
     """Import the long table ``path`` into the scratch home (``ratings import``'s reader, rater kind ``gate``),
     compact it and read it back (:func:`read_home`)."""
     from ..compact import compact
@@ -111,16 +111,16 @@ def read_file(path: str | Path, scratch: Home, *, config_format: ConfigFormat = 
     return read_home(scratch, source=str(path))
 
 
-def read_home(home: Home, *, source: str | None = None) -> FullTable:
+def read_home(ws: Workspace, *, source: str | None = None) -> FullTable:
     """The full-information table of a home's store as it is (read only: nothing is compacted or written)."""
     from ..fit.inputs import load_inputs
     from ..store import open_store
     from ..store.views import reading
 
-    with open_store(home, read_only=True) as store, reading(store):
+    with open_store(ws, read_only=True) as store, reading(store):
         inputs = load_inputs(store, prm=False)
         modes = store.con.sql(_FAILURE_MODES).pl()
-    return from_inputs(inputs, source=source or str(home.root), failure_modes=modes)
+    return from_inputs(inputs, source=source or str(ws.root), failure_modes=modes)
 
 
 # An attempt's failure_mode is kept in the attempts view's extra until the event spec gives it a column.

@@ -29,7 +29,8 @@ import numpy as np
 
 from ..routing.policies import ESCALATES
 from ..routing.router import Router
-from ..streams.events import Config, format_timestamp
+from ..streams.events import Config
+from ..utc import format_timestamp
 from .data import FullTable
 
 #: The rater every revealed rating is logged under (a gate: the table's grade of the run).

@@ -13,31 +13,33 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ..home import Home
 from ..nightly.options import FitOptions
 from ..routing.table import RoutingTable
+from ..workspace import Workspace
 
 FitMode = Literal["table", "full"]
 #: The case study a ``--fit full`` refit writes in its scratch home.
 CASE_STUDY = "backtest"
 
 
-def scratch_home(root: Path, shipped: dict[str, Any]) -> Home:
-    """A new scratch home at ``root`` (emptied by the caller) with ``shipped`` as its ``fits/shipped.json``."""
-    home = Home.resolve(root)
-    home.write(home.fits / "shipped.json", (json.dumps(shipped, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-    return home
+def scratch_home(root: Path, shipped: dict[str, Any] | None = None) -> Workspace:
+    """A new scratch home at ``root`` (emptied by the caller), its store inside it whatever ``$RATINGS_STORE``
+    says, with ``shipped`` (when given) as its ``fits/shipped.json``."""
+    ws = Workspace(root.absolute())
+    if shipped is not None:
+        ws.write(ws.shipped, (json.dumps(shipped, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    return ws
 
 
-def refit(home: Home, events: Sequence[dict[str, Any]], options: FitOptions, mode: FitMode) -> RoutingTable:
-    """Append ``events`` (one night) to ``home``, compact, refit, and return the table published."""
+def refit(ws: Workspace, events: Sequence[dict[str, Any]], options: FitOptions, mode: FitMode) -> RoutingTable:
+    """Append ``events`` (one night) to the scratch home ``ws``, compact, refit, and return the table published."""
     from ..compact import compact
     from ..nightly.job import refit_table, run_fit
     from ..streams.log import append
 
     if events:
-        append(home, events, fsync="never", source="backtest")
+        append(ws, events, fsync="never", source="backtest")
     if mode == "table":
-        compact(home)
-        return refit_table(home, options)
-    return run_fit(home, options.model_copy(update={"case_study": CASE_STUDY})).table
+        compact(ws)
+        return refit_table(ws, options)
+    return run_fit(ws, options.model_copy(update={"case_study": CASE_STUDY})).table

@@ -22,17 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..fit.model import load_shipped
-from ..home import Home
-from ..nightly.options import FitOptions
-from ..routing.policies import POLICIES
-from ..routing.router import DEFAULT_POLICY, Router
-from ..routing.table import RoutingTable
-from ..streams.imports import ConfigFormat
-from .data import BacktestInputError, FullTable, read_file, read_home
-from .loop import Dispatcher, Plan, Stream, full_information_events
-from .references import best_choice, effective_objective, realized_value
-from .refit import FitMode, refit, scratch_home
-from .report import (
+from ..nightly.backtest import (
     About,
     BacktestReport,
     Night,
@@ -46,11 +36,20 @@ from .report import (
     StartChoice,
     Summary,
 )
+from ..nightly.options import FitOptions
+from ..routing.policies import POLICIES
+from ..routing.router import DEFAULT_POLICY, Router
+from ..routing.table import RoutingTable
+from ..streams.imports import ConfigFormat
+from ..workspace import BacktestOut, StrPath, Workspace
+from .data import BacktestInputError, FullTable, read_file, read_home
+from .loop import Dispatcher, Plan, Stream, full_information_events
+from .references import best_choice, effective_objective, realized_value
+from .refit import FitMode, refit, scratch_home
 
 #: The share of the tasks in a night by default, in percent: ceil(5% of n).
 NIGHT_PERCENT = 5
 DECIMALS = 9
-OUTPUT = "backtest.json"
 
 
 class BacktestOptions(BaseModel):
@@ -81,7 +80,7 @@ class _Setup:
 
     table: FullTable
     options: BacktestOptions
-    homes: Path
+    layout: BacktestOut
     bounds: tuple[tuple[int, int], ...]  # each night's [first, last)
     starts: dict[str, str]  # start name -> config
     shipped: dict[str, dict[str, Any]]  # start name -> the scratch homes' shipped.json
@@ -113,7 +112,7 @@ def run_backtest(
     out: str | Path,
     *,
     table: str | Path | None = None,
-    home: str | Path | Home | None = None,
+    home: Workspace | StrPath | None = None,
     options: BacktestOptions | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> BacktestReport:
@@ -126,14 +125,13 @@ def run_backtest(
         raise BacktestInputError(f"unknown policy {', '.join(unknown)}; known: {', '.join(sorted(POLICIES))}")
     if (table is None) == (home is None):
         raise BacktestInputError("give a long table (TABLE) or --home, not both and not neither")
-    out = _prepare(Path(out))
-    homes = out / "homes"
+    layout = _prepare(BacktestOut(Path(out).absolute()))
     say("reading the table")
     if table is not None:
-        full = read_file(table, Home.resolve(homes / "input"), config_format=options.config_format)
+        full = read_file(table, scratch_home(layout.input_home), config_format=options.config_format)
     else:
-        full = read_home(Home.resolve(home))
-    setup = _plan(full, options, homes, home)
+        full = read_home(Workspace.of(home))
+    setup = _plan(full, options, layout, None if home is None else Workspace.of(home))
     loops: list[tuple[str, str, str, int]] = [
         (policy, objective, start, seed)
         for policy in options.policies
@@ -153,33 +151,32 @@ def run_backtest(
             streams.append(result)
             say(f"loop {done}/{len(units)} ({' '.join(map(str, loops[done - 1]))})")
     report = _report(setup, loops, streams)
-    _write(out, report)
+    _write(layout, report)
     if not options.keep_homes:
-        shutil.rmtree(homes, ignore_errors=True)
+        shutil.rmtree(layout.homes, ignore_errors=True)
     return report
 
 
-def _prepare(out: Path) -> Path:
-    """``out`` empty, new, or a previous backtest's (its outputs are replaced); anything else is refused."""
-    out = out.absolute()
+def _prepare(layout: BacktestOut) -> BacktestOut:
+    """``--out`` empty, new, or a previous backtest's (its outputs are replaced); anything else is refused."""
+    out = layout.root
     if out.exists() and not out.is_dir():
         raise BacktestInputError(f"--out {out} is a file; give a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / OUTPUT).is_file():
+    if out.is_dir() and any(out.iterdir()) and not layout.report.is_file():
         raise BacktestInputError(f"--out {out} holds files that are not a backtest's; give an empty or new directory")
-    shutil.rmtree(out / "homes", ignore_errors=True)
+    shutil.rmtree(layout.homes, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    return out
+    return layout
 
 
-def _plan(full: FullTable, options: BacktestOptions, homes: Path, home: str | Path | Home | None) -> _Setup:
+def _plan(full: FullTable, options: BacktestOptions, layout: BacktestOut, home: Workspace | None) -> _Setup:
     """Nights, starts (chosen with hindsight on the whole table), lambdas and the scratch homes' shipped.json."""
     n = full.n
     size = options.night_size or max(1, -(-n * NIGHT_PERCENT // 100))  # ceil, in integers
     bounds = tuple((a, min(a + size, n)) for a in range(0, n, size))
     shipped_path = options.shipped
     if shipped_path is None and home is not None:
-        candidate = Home.resolve(home).fits / "shipped.json"
-        shipped_path = str(candidate) if candidate.is_file() else None
+        shipped_path = str(home.shipped) if home.shipped.is_file() else None
     shipped = load_shipped(shipped_path)
     base = shipped.model_dump(mode="json", by_alias=True, exclude_none=True)
     base = {k: v for k, v in base.items() if v not in ({}, [])}
@@ -206,7 +203,7 @@ def _plan(full: FullTable, options: BacktestOptions, homes: Path, home: str | Pa
     lambdas: dict[str, float | None] = {
         o: _lambda(full, options) if o == "utility" and full.cost_known else None for o in options.objectives
     }
-    return _Setup(full, options, homes, bounds, starts, files, lambdas)
+    return _Setup(full, options, layout, bounds, starts, files, lambdas)
 
 
 def _start_index(full: FullTable, start: str) -> int:
@@ -249,7 +246,7 @@ def _full_information_tables(key: tuple[str, str]) -> list[dict[str, Any] | None
     the nights before, refit the same way. The same for every policy and seed of (objective, start)."""
     setup = _setup()
     objective, start = key
-    root = setup.homes / "full-information" / f"{objective}-{start}"
+    root = setup.layout.informed_home(objective, start)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     home = scratch_home(root, setup.shipped[start])
@@ -268,7 +265,7 @@ def _loop(unit: tuple[str, str, str, int, list[dict[str, Any] | None]]) -> tuple
     policy, objective, start, seed, informed = unit
     o = setup.options
     plan = Plan(policy, setup.starts[start], seed, o.pass_threshold, o.max_runs, o.gate_noise)
-    root = setup.homes / "loops" / f"{policy}-{objective}-{start}" / f"seed-{seed}"
+    root = setup.layout.loop_home(policy, objective, start, seed)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     home = scratch_home(root, setup.shipped[start])
@@ -509,15 +506,14 @@ def _summary(
     }
 
 
-def _write(out: Path, report: BacktestReport) -> None:
+def _write(layout: BacktestOut, report: BacktestReport) -> None:
+    from ..casestudy.plots import learning_curve_plot
     from .text import report_text
 
-    (out / OUTPUT).write_text(json.dumps(report.to_json_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    (out / "backtest.txt").write_text(report_text(report) + "\n", encoding="utf-8")
-    from ..casestudy.plots import learning_curve_plot
-
+    layout.report.write_text(json.dumps(report.to_json_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    layout.text.write_text(report_text(report) + "\n", encoding="utf-8")
     plot = learning_curve_plot(report)
-    (out / plot.file).write_bytes(plot.svg)
+    layout.figure(plot.file).write_bytes(plot.svg)
 
 
 def progress_printer(enabled: bool) -> Callable[[str], None] | None:

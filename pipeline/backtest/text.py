@@ -3,7 +3,7 @@ references, with the simulation note first."""
 
 from __future__ import annotations
 
-from .report import BacktestReport, References, Summary
+from ..nightly.backtest import BacktestReport, References, Summary
 
 
 def _num(x: float | None, digits: int = 4) -> str:

@@ -3,7 +3,7 @@ Backtest), from the stats' ``backtest`` alone."""
 
 from __future__ import annotations
 
-from ..backtest.report import BacktestReport, Run
+from ..nightly.backtest import BacktestReport, Run
 from ..nightly.stats import Stats
 from . import fmt
 from .doc import Block, Code, Figure, Heading, Note, Strong, para, table

@@ -6,17 +6,13 @@ import sys
 
 import click
 
-from .common import cli, emit_json, handle_errors, json_option, quiet_option
+from ..workspace import Workspace
+from .common import cli, emit_json, handle_errors, json_option, quiet_option, workspace
 
 
 @cli.command()
 @click.argument("table", required=False, type=click.Path(dir_okay=False))
-@click.option(
-    "--home",
-    type=click.Path(file_okay=False, exists=True),
-    default=None,
-    help="Backtest the store of this home (read only) instead of a TABLE file.",
-)
+@workspace(store=True, as_of=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Write everything under this directory.")
 @click.option(
     "--config-column-format",
@@ -97,6 +93,7 @@ from .common import cli, emit_json, handle_errors, json_option, quiet_option
 @json_option
 @handle_errors
 def backtest(
+    ws: Workspace,
     table: str | None,
     home: str | None,
     out: str,
@@ -120,7 +117,8 @@ def backtest(
     """Replay a full-information table as a dispatcher would live it: one run per task (plus escalations), only
     the runs chosen revealed, the table refit every night. A simulation of deployment, not a deployment.
 
-    TABLE is a long table as `ratings import` reads it; or --home of a home whose tasks several configs did.
+    TABLE is a long table as `ratings import` reads it; or --home of a home whose tasks several configs did (its
+    store, --store included, is only read).
     Writes OUT/backtest.json, OUT/backtest.txt and OUT/learning-curve.svg (docs/design.md, Backtest).
 
     \b
@@ -158,7 +156,7 @@ def backtest(
     report = run_backtest(
         out,
         table=table,
-        home=home,
+        home=ws if home is not None else None,
         options=options,
         progress=progress_printer(not quiet and not as_json and sys.stderr.isatty()),
     )

@@ -172,9 +172,10 @@ def _kept(router: Router, view: RegionView, decision: Decision, static: str, lev
     if ev is None or ev["shared_tasks"] == 0:
         missing = f"{contender} never ran on a task {static} ran on here, so nothing compares them"
     elif ev["shared_tasks"] < router.min_samples:
+        n = ev["shared_tasks"]
         missing = (
-            f"the two shared {ev['shared_tasks']} task(s) here, fewer than the {router.min_samples} needed to "
-            "trust a difference"
+            f"the two shared only {n} task{'' if n == 1 else 's'} here, fewer than the {router.min_samples} needed "
+            "to trust a difference"
         )
     else:
         lower = "undefined" if ev["lower"] is None else f"{ev['lower']:+.4g}"

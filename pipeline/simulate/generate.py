@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any
 
 import numpy as np
 
@@ -102,14 +101,15 @@ def _preference(scenario: Scenario, policy: LoggingPolicy) -> np.ndarray:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Attempts:
-    """Attempts and what happened to them: outcome, cost, status, timing, traces, and their ratings (each rating
-    tuple indexes the attempts by position)."""
+    """A chunk's attempts (one per assigned slot, row-major over tasks, routed config first): who, the outcome,
+    cost, timing, traces."""
 
     task: np.ndarray  # local task index
     slot: np.ndarray
     cfg: np.ndarray
+    region: np.ndarray
     success: np.ndarray
     status: np.ndarray  # -1 success, else index into FAILURE_STATUSES
     cost: np.ndarray  # NaN when unknown
@@ -119,40 +119,38 @@ class Attempts:
     read: np.ndarray
     written: np.ndarray
     prompt: np.ndarray  # -1 none
-    verdict: np.ndarray  # -1 none, 0 approve, 1 request-changes
+
+    def then(self, other: Attempts) -> Attempts:
+        """These attempts followed by ``other``."""
+        return Attempts(*(np.concatenate([getattr(self, f), getattr(other, f)]) for f in _ATTEMPT_FIELDS))
+
+
+_ATTEMPT_FIELDS = tuple(Attempts.__dataclass_fields__)
+
+
+@dataclass
+class Ratings:
+    """The ratings of some attempts, each indexing them by position, and each attempt's reviewer verdict."""
+
+    verdict: np.ndarray  # per attempt: -1 no reviewer, 0 approve, 1 request-changes
     gates: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # per gate: attempt, score, conf, at
     review: tuple[np.ndarray, ...]  # attempt, reviewer, score, conf, at, retracted, retract_at
     human: tuple[np.ndarray, ...]  # attempt, human, score, at
     reject: tuple[np.ndarray, ...]  # attempt, reviewer, at
 
-    def __len__(self) -> int:
-        return len(self.task)
+    def then(self, other: Ratings, m: int) -> Ratings:
+        """These ratings followed by ``other``'s, whose attempts come after the first ``m``."""
 
-    def then(self, other: Attempts) -> Attempts:
-        """These attempts followed by ``other`` (its ratings re-indexed after these)."""
-        m = len(self)
+        def joined(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+            return tuple(np.concatenate([x, y + m if i == 0 else y]) for i, (x, y) in enumerate(zip(a, b, strict=True)))
 
-        def shifted(part: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
-            return (part[0] + m, *part[1:])
-
-        joined = {
-            name: np.concatenate([getattr(self, name), getattr(other, name)])
-            for name in (
-                "task", "slot", "cfg", "success", "status", "cost", "duration_ms", "end_s", "tools", "read",
-                "written", "prompt", "verdict",
-            )
-        }  # fmt: skip
-        gates = [
-            tuple(np.concatenate([a, b]) for a, b in zip(mine, shifted(theirs), strict=True))
-            for mine, theirs in zip(self.gates, other.gates, strict=True)
-        ]
-        parts = {
-            name: tuple(
-                np.concatenate([a, b]) for a, b in zip(getattr(self, name), shifted(getattr(other, name)), strict=True)
-            )
-            for name in ("review", "human", "reject")
-        }
-        return Attempts(**joined, gates=gates, **parts)  # type: ignore[arg-type]
+        return Ratings(
+            verdict=np.concatenate([self.verdict, other.verdict]),
+            gates=[joined(a, b) for a, b in zip(self.gates, other.gates, strict=True)],  # type: ignore[misc]
+            review=joined(self.review, other.review),
+            human=joined(self.human, other.human),
+            reject=joined(self.reject, other.reject),
+        )
 
 
 @dataclass
@@ -169,6 +167,9 @@ class Decisions:
     kind: np.ndarray
     excluded: np.ndarray
 
+    def then(self, other: Decisions) -> Decisions:
+        return Decisions(**{name: np.concatenate([getattr(self, name), getattr(other, name)]) for name in vars(self)})
+
 
 @dataclass
 class Chunk:
@@ -184,7 +185,8 @@ class Chunk:
     propensity: np.ndarray
     close_s: np.ndarray
     outcome: np.ndarray  # 0 done, 1 escalated, 2 abandoned
-    attempts: Attempts  # the routed config first, then the other lanes, then escalations
+    attempts: Attempts  # per attempt (row-major over tasks, routed config first), then the escalations
+    ratings: Ratings  # of the attempts, by position
     decisions: Decisions
 
     @property
@@ -193,62 +195,47 @@ class Chunk:
 
 
 def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chunk:
-    sc, pol = st.scenario, st.policy
-    k = pol.n_configs
+    """Tasks ``first`` to ``first + n - 1``: their routing, attempts and ratings. The draws from ``rng`` come in
+    one fixed order (tasks, attempts, gates, reviewer, humans, rejections, then the escalations' own), so a seed
+    gives the same chunk."""
+    sc = st.scenario
     idx = np.arange(first, first + n)
-
-    region, open_s, decide_s, explored, primary, propensity, extras, n_cfg, available, others = _route(st, rng, idx)
+    region, open_s, decide_s, explored, primary, propensity, assigned, available, others = _route(st, rng, idx)
     difficulty = rng.standard_normal(n)
     close_delay = rng.integers(600, 7201, n)
     undone = rng.choice(2, size=n, p=np.array(UNDONE_WEIGHTS))
-
-    assigned = np.full((n, 3), -1, dtype=np.int64)
-    assigned[:, 0] = primary
-    if k > 1:
-        assigned[:, 1] = np.where(n_cfg >= 2, extras[:, 0], -1)
-        assigned[:, 2] = np.where(n_cfg >= 3, extras[:, 1], -1)
     a_task, a_slot = np.nonzero(assigned >= 0)
     a_cfg = assigned[a_task, a_slot]
     # Second opinions start a few minutes apart; side-by-side lanes start with the routed one.
     staggered = sc.side_by_side == 0
-    attempts = _attempts(st, rng, idx, region, difficulty, a_task, a_slot, a_cfg, decide_s[a_task] + 10, staggered)
-    decisions = Decisions(
-        task=np.arange(n),
-        at=decide_s,
-        cfg=primary,
-        propensity=propensity,
-        explored=explored,
-        kind=np.zeros(n, dtype=np.int64),
-        excluded=np.zeros(n, dtype=np.int64),
-    )
-    if sc.side_by_side > 0:
-        lane = a_slot == 1
-        decisions = _joined(
-            decisions,
+    a = _attempts(st, rng, idx, region, difficulty, a_task, a_slot, a_cfg, decide_s[a_task] + 10, staggered)
+    ratings = _rate(st, rng, a)
+    none = np.zeros(n, dtype=np.int64)
+    decisions = Decisions(np.arange(n), decide_s, primary, propensity, explored, kind=none, excluded=none)
+    if sc.side_by_side > 0:  # each lane's decision: uniform among the others, with the routed one
+        t = a.task[a.slot == 1]
+        decisions = decisions.then(
             Decisions(
-                task=a_task[lane],
-                at=decide_s[a_task[lane]],
-                cfg=a_cfg[lane],
-                propensity=1.0 / np.maximum(others[a_task[lane]], 1),
-                explored=np.ones(int(lane.sum()), dtype=bool),
-                kind=np.ones(int(lane.sum()), dtype=np.int64),
-                excluded=np.left_shift(1, primary[a_task[lane]]),
-            ),
+                t,
+                decide_s[t],
+                a.cfg[a.slot == 1],
+                1.0 / np.maximum(others[t], 1),
+                np.ones(len(t), dtype=bool),
+                kind=np.ones(len(t), dtype=np.int64),
+                excluded=np.left_shift(1, primary[t]),
+            )
         )
     if sc.escalation > 0:
-        attempts, decisions = _escalate(st, rng, idx, region, difficulty, available, attempts, decisions)
-
-    # --- closing: after the last attempt ends; done iff the routed attempt succeeded (second opinions) or any
-    # attempt did (a dispatcher's lanes and escalations)
+        a, ratings, decisions = _escalate(st, rng, idx, region, difficulty, available, a, ratings, decisions)
+    # closing: after the last attempt ends; done iff the routed attempt succeeded (second opinions), or any attempt
+    # did (a dispatcher's lanes and escalations)
     last_end = np.zeros(n, dtype=np.int64)
-    np.maximum.at(last_end, attempts.task, attempts.end_s)
+    np.maximum.at(last_end, a.task, a.end_s)
     if sc.dispatcher:
         done = np.zeros(n, dtype=bool)
-        np.logical_or.at(done, attempts.task, attempts.success)
+        np.logical_or.at(done, a.task, a.success)
     else:
-        done = attempts.success[attempts.slot == 0]  # one routed attempt per task, in task order
-    outcome = np.where(done, 0, 1 + undone)
-
+        done = a.success[a.slot == 0]  # one routed attempt per task, in task order
     return Chunk(
         first=first,
         region=region,
@@ -258,197 +245,35 @@ def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chun
         explored=explored,
         propensity=propensity,
         close_s=last_end + close_delay,
-        outcome=outcome,
-        attempts=attempts,
+        outcome=np.where(done, 0, 1 + undone),
+        attempts=a,
+        ratings=ratings,
         decisions=decisions,
     )
 
 
-def _joined(a: Decisions, b: Decisions) -> Decisions:
-    return Decisions(**{name: np.concatenate([getattr(a, name), getattr(b, name)]) for name in vars(a)})
-
-
-def _escalate(
-    st: Static,
-    rng: np.random.Generator,
-    idx: np.ndarray,
-    region: np.ndarray,
-    difficulty: np.ndarray,
-    available: np.ndarray,
-    attempts: Attempts,
-    decisions: Decisions,
-) -> tuple[Attempts, Decisions]:
-    """A dispatcher's escalations: a task whose every lane failed its gates (each has a gate rating and their mean
-    is below 0.5) runs, with probability ``escalation``, the escalation config after the last gate: the logging
-    policy's ``frontier_config`` when it has not run, else the highest believed quality that has not."""
-    sc = st.scenario
-    n = len(region)
-    gate_w = np.zeros(len(attempts))
-    gate_s = np.zeros(len(attempts))
-    gate_at = np.zeros(len(attempts), dtype=np.int64)
-    for att, score, _conf, at in attempts.gates:
-        np.add.at(gate_w, att, 1.0)
-        np.add.at(gate_s, att, score)
-        np.maximum.at(gate_at, att, at)
-    failed = (gate_w > 0) & (gate_s < 0.5 * gate_w)
-    all_failed = np.ones(n, dtype=bool)
-    np.logical_and.at(all_failed, attempts.task, failed)
-    ran = np.zeros(n, dtype=np.int64)
-    np.bitwise_or.at(ran, attempts.task, np.left_shift(1, attempts.cfg))
-    last_gate = np.zeros(n, dtype=np.int64)
-    np.maximum.at(last_gate, attempts.task, gate_at)
-    want = rng.random(n) < sc.escalation
-    delay = rng.integers(30, 601, n)
-    # the escalation config per task: frontier first, then by believed quality in the task's region
-    order = np.argsort(-st.believed[:, region].T, axis=1, kind="stable")  # [n, k]
-    frontier = sc.config_keys.index(sc.policy.frontier_config) if sc.policy.frontier_config else -1
-    if frontier >= 0:
-        order = np.concatenate([np.full((n, 1), frontier), order], axis=1)
-    free = ((np.right_shift(ran[:, None], order) & 1) == 0) & available[np.arange(n)[:, None], order]
-    has = free.any(axis=1)
-    target = order[np.arange(n), np.argmax(free, axis=1)]
-    esc = np.nonzero(all_failed & want & has)[0]
-    e_cfg = target[esc]
-    e_decide = last_gate[esc] + delay[esc]
-    second = _attempts(
-        st, rng, idx, region, difficulty, esc, np.full(len(esc), 2), e_cfg, e_decide + 10, staggered=False
-    )
-    escalations = Decisions(
-        task=esc,
-        at=e_decide,
-        cfg=e_cfg,
-        propensity=np.ones(len(esc)),
-        explored=np.zeros(len(esc), dtype=bool),
-        kind=np.full(len(esc), 2, dtype=np.int64),
-        excluded=ran[esc],
-    )
-    return attempts.then(second), _joined(decisions, escalations)
-
-
-def _attempts(
-    st: Static,
-    rng: np.random.Generator,
-    idx: np.ndarray,
-    region: np.ndarray,
-    difficulty: np.ndarray,
-    a_task: np.ndarray,
-    a_slot: np.ndarray,
-    a_cfg: np.ndarray,
-    start_s: np.ndarray,
-    staggered: bool,
-) -> Attempts:
-    """Outcome, cost, status, timing, traces and ratings of the attempts ``(a_task, a_slot, a_cfg)`` starting at
-    ``start_s`` (plus a stagger of up to ten minutes for slots after the first when ``staggered``)."""
-    sc, spec = st.scenario, st.scenario.ratings
-    m = len(a_task)
-    a_region = region[a_task]
-    period = ((idx[a_task] >= st.drift_first) & (a_cfg == st.drift_config)).astype(np.int64)
-    rho = sc.correlation
-    latent = np.sqrt(rho) * difficulty[a_task] + np.sqrt(1.0 - rho) * rng.standard_normal(m)
-    success = latent < st.threshold[period, a_cfg, a_region]
-    sigma = st.cost_sigma[a_cfg]
-    # Lognormal around the mean: mean * exp(sigma Z - sigma^2 / 2) has expectation mean.
-    cost = st.cost_mean[a_cfg, a_region] * np.exp(sigma * rng.standard_normal(m) - sigma**2 / 2)
-    cost = np.where(rng.random(m) < st.cost_missing[a_cfg], np.nan, np.round(cost, 6))
-    fail_kind = rng.choice(len(FAILURE_STATUSES), size=m, p=np.array(FAILURE_WEIGHTS))
-    status = np.where(success, -1, fail_kind)
-    stagger = rng.integers(0, 601, m) * (a_slot > 0) * staggered
-    duration_s = np.array([x.duration_s for x in sc.regions])[a_region]
-    duration_ms = np.maximum(1, np.round(duration_s * 1000 * np.exp(0.6 * rng.standard_normal(m)))).astype(np.int64)
-    end_s = start_s + stagger + (duration_ms + 999) // 1000
-    lam = lambda attr: np.array([getattr(x, attr) for x in sc.regions])[a_region]  # noqa: E731
-    tools = rng.poisson(lam("tool_calls") * np.where(success, 1.2, 0.8))
-    read = rng.poisson(lam("files_read"))
-    written = rng.poisson(lam("files_written"))
-    with_prompt = rng.random(m) < sc.prompt_version_rate
-    prompt = np.where(with_prompt, rng.integers(0, max(len(sc.prompt_versions), 1), m), -1)
+def _rate(st: Static, rng: np.random.Generator, a: Attempts) -> Ratings:
+    """The ratings of attempts ``a``: gates, a model reviewer, occasional humans, grounded rejections of some
+    failed ones, by a model reviewer."""
+    spec = st.scenario.ratings
+    m = len(a.task)
     rated = rng.random(m) >= spec.unrated_share
-
-    gates, review, human, reject, verdict = _ratings(st, rng, success, end_s, rated)
-
-    return Attempts(
-        task=a_task,
-        slot=a_slot,
-        cfg=a_cfg,
-        success=success,
-        status=status,
-        cost=cost,
-        duration_ms=duration_ms,
-        end_s=end_s,
-        tools=tools,
-        read=read,
-        written=written,
-        prompt=prompt,
-        verdict=verdict,
-        gates=gates,
-        review=review,
-        human=human,
-        reject=reject,
-    )
-
-
-def _ratings(
-    st: Static, rng: np.random.Generator, success: np.ndarray, end_s: np.ndarray, rated: np.ndarray
-) -> tuple[Any, tuple[np.ndarray, ...], tuple[np.ndarray, ...], tuple[np.ndarray, ...], np.ndarray]:
-    """The ratings of attempts (their outcomes, end times and whether they are rated): gates, a model reviewer,
-    occasional humans, grounded rejections, each indexing the attempts by position; and each attempt's reviewer
-    verdict (-1 none)."""
-    sc, spec = st.scenario, st.scenario.ratings
-    m = len(success)
-    # --- gates: binary, flipped with probability gate_noise, high confidence
-    gates = []
-    for gate in sc.gates:
-        ran = rated & (rng.random(m) < gate.rate)
-        flip = rng.random(m) < sc.gate_noise
-        lo, hi = gate.confidence
-        conf = np.round(lo + (hi - lo) * rng.random(m), 2)
-        at = end_s + rng.integers(5, 301, m)
-        score = (success ^ flip).astype(float)
-        sel = np.nonzero(ran)[0]
-        gates.append((sel, score[sel], np.maximum(conf[sel], 0.01), at[sel]))
-
-    # --- one model reviewer: clip(N(base + bias, noise)), rounded to 0.01; a few retracted and corrected
-    reviewed = rated & (rng.random(m) < spec.review_rate)
-    who = rng.integers(0, len(sc.reviewers), m)
-    bias = np.array([r.bias for r in sc.reviewers])[who]
-    noise = np.array([r.noise for r in sc.reviewers])[who]
-    base = np.where(success, spec.success_mean, spec.failure_mean)
-    r_score = np.round(np.clip(base + bias + noise * rng.standard_normal(m), 0.0, 1.0), 2)
-    lo, hi = spec.review_confidence
-    r_conf = np.maximum(np.round(lo + (hi - lo) * rng.random(m), 2), 0.01)
-    r_at = end_s + rng.integers(600, 21601, m)
-    retracted = reviewed & (rng.random(m) < spec.retraction_rate)
-    retract_at = r_at + rng.integers(600, 7201, m)
-    verdict = np.where(reviewed, (r_score < 0.5).astype(np.int64), -1)
-    sel = np.nonzero(reviewed)[0]
-    review = (sel, who[sel], r_score[sel], r_conf[sel], r_at[sel], retracted[sel], retract_at[sel])
-
-    # --- occasional humans: 1.0 / 0.75 for a success, 0.0 / 0.25 for a failure (60/40)
-    by_human = rated & (rng.random(m) < spec.human_rate)
-    h_who = rng.integers(0, len(sc.humans), m)
-    lower = rng.random(m) >= 0.6
-    h_score = np.where(success, np.where(lower, 0.75, 1.0), np.where(lower, 0.25, 0.0))
-    h_at = end_s + rng.integers(3600, 259201, m)
-    sel = np.nonzero(by_human)[0]
-    human = (sel, h_who[sel], h_score[sel], h_at[sel])
-
-    # --- grounded rejections of some failed attempts, by a model reviewer
-    rejected = rated & ~success & (rng.random(m) < spec.rejection_rate)
-    j_who = rng.integers(0, len(sc.reviewers), m)
-    j_at = end_s + rng.integers(600, 7201, m)
+    gates = _gates(st, rng, a, rated)
+    review, verdict = _review(st, rng, a, rated)
+    human = _humans(st, rng, a, rated)
+    rejected = rated & ~a.success & (rng.random(m) < spec.rejection_rate)
+    j_who = rng.integers(0, len(st.scenario.reviewers), m)
+    j_at = a.end_s + rng.integers(600, 7201, m)
     sel = np.nonzero(rejected)[0]
-    reject = (sel, j_who[sel], j_at[sel])
-
-    return gates, review, human, reject, verdict
+    return Ratings(verdict, gates, review, human, (sel, j_who[sel], j_at[sel]))
 
 
 def _route(st: Static, rng: np.random.Generator, idx: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Tasks ``idx``: region, open and decision times, the logging policy's routed config (explored or greedy)
-    with its propensity, the other lanes or second opinions in order, how many configs attempt, which configs
-    exist at each task's time and how many others do."""
+    """Each task's region, open and decision times, the routing decision (explored, config, propensity), the
+    configs that attempt it (``assigned``: one row per task, -1 for a slot no config takes), which configs exist at
+    its time and how many others do."""
     sc, pol = st.scenario, st.policy
     k, n = pol.n_configs, len(idx)
-    # --- tasks: region, time, routing decision, how many configs attempt
     region = rng.choice(len(st.shares), size=n, p=st.shares)
     # Stratified arrival: task i opens in the i-th of N equal slices of the timeline (sorted, chunkable).
     open_s = st.start_s + np.floor((idx + rng.random(n)) / st.n_tasks * st.span_s).astype(np.int64)
@@ -481,4 +306,148 @@ def _route(st: Static, rng: np.random.Generator, idx: np.ndarray) -> tuple[np.nd
         keys[~available] = 3.0  # never a second opinion before it exists
     keys[np.arange(n), primary] = 2.0  # the routed config is never its own second opinion
     extras = np.argsort(keys, axis=1, kind="stable")[:, :2] if k > 1 else np.zeros((n, 2), dtype=np.int64)
-    return region, open_s, decide_s, explored, primary, propensity, extras, n_cfg, available, others
+    assigned = np.full((n, 3), -1, dtype=np.int64)
+    assigned[:, 0] = primary
+    if k > 1:
+        assigned[:, 1] = np.where(n_cfg >= 2, extras[:, 0], -1)
+        assigned[:, 2] = np.where(n_cfg >= 3, extras[:, 1], -1)
+    return region, open_s, decide_s, explored, primary, propensity, assigned, available, others
+
+
+def _escalate(
+    st: Static,
+    rng: np.random.Generator,
+    idx: np.ndarray,
+    region: np.ndarray,
+    difficulty: np.ndarray,
+    available: np.ndarray,
+    a: Attempts,
+    ratings: Ratings,
+    decisions: Decisions,
+) -> tuple[Attempts, Ratings, Decisions]:
+    """A dispatcher's escalations: a task whose every lane failed its gates (each has a gate rating and their mean
+    is below 0.5) runs, with probability ``escalation``, the escalation config after the last gate: the logging
+    policy's ``frontier_config`` when it has not run, else the highest believed quality that has not."""
+    sc = st.scenario
+    n, m = len(region), len(a.task)
+    gate_w, gate_s, gate_at = np.zeros(m), np.zeros(m), np.zeros(m, dtype=np.int64)
+    for att, score, _conf, at in ratings.gates:
+        np.add.at(gate_w, att, 1.0)
+        np.add.at(gate_s, att, score)
+        np.maximum.at(gate_at, att, at)
+    all_failed = np.ones(n, dtype=bool)
+    np.logical_and.at(all_failed, a.task, (gate_w > 0) & (gate_s < 0.5 * gate_w))
+    ran = np.zeros(n, dtype=np.int64)
+    np.bitwise_or.at(ran, a.task, np.left_shift(1, a.cfg))
+    last_gate = np.zeros(n, dtype=np.int64)
+    np.maximum.at(last_gate, a.task, gate_at)
+    want = rng.random(n) < sc.escalation
+    delay = rng.integers(30, 601, n)
+    # the escalation config per task: frontier first, then by believed quality in the task's region
+    order = np.argsort(-st.believed[:, region].T, axis=1, kind="stable")  # [n, k]
+    if sc.policy.frontier_config:
+        frontier = sc.config_keys.index(sc.policy.frontier_config)
+        order = np.concatenate([np.full((n, 1), frontier), order], axis=1)
+    free = ((np.right_shift(ran[:, None], order) & 1) == 0) & available[np.arange(n)[:, None], order]
+    target = order[np.arange(n), np.argmax(free, axis=1)]
+    esc = np.nonzero(all_failed & want & free.any(axis=1))[0]
+    e_cfg, e_at = target[esc], last_gate[esc] + delay[esc]
+    second = _attempts(st, rng, idx, region, difficulty, esc, np.full(len(esc), 2), e_cfg, e_at + 10, False)
+    more = _rate(st, rng, second)
+    k = len(esc)
+    up = Decisions(esc, e_at, e_cfg, np.ones(k), np.zeros(k, dtype=bool), np.full(k, 2, dtype=np.int64), ran[esc])
+    return a.then(second), ratings.then(more, m), decisions.then(up)
+
+
+def _attempts(
+    st: Static,
+    rng: np.random.Generator,
+    idx: np.ndarray,
+    region: np.ndarray,
+    difficulty: np.ndarray,
+    a_task: np.ndarray,
+    a_slot: np.ndarray,
+    a_cfg: np.ndarray,
+    start_s: np.ndarray,
+    staggered: bool,
+) -> Attempts:
+    """The attempts ``(a_task, a_slot, a_cfg)`` starting at ``start_s`` (later slots up to ten minutes later when
+    ``staggered``): outcome, cost, status, timing, traces."""
+    sc = st.scenario
+    m = len(a_task)
+    a_region = region[a_task]
+    period = ((idx[a_task] >= st.drift_first) & (a_cfg == st.drift_config)).astype(np.int64)
+    rho = sc.correlation
+    latent = np.sqrt(rho) * difficulty[a_task] + np.sqrt(1.0 - rho) * rng.standard_normal(m)
+    success = latent < st.threshold[period, a_cfg, a_region]
+    sigma = st.cost_sigma[a_cfg]
+    # Lognormal around the mean: mean * exp(sigma Z - sigma^2 / 2) has expectation mean.
+    cost = st.cost_mean[a_cfg, a_region] * np.exp(sigma * rng.standard_normal(m) - sigma**2 / 2)
+    cost = np.where(rng.random(m) < st.cost_missing[a_cfg], np.nan, np.round(cost, 6))
+    fail_kind = rng.choice(len(FAILURE_STATUSES), size=m, p=np.array(FAILURE_WEIGHTS))
+    stagger = rng.integers(0, 601, m) * (a_slot > 0) * staggered
+    duration_s = np.array([x.duration_s for x in sc.regions])[a_region]
+    duration_ms = np.maximum(1, np.round(duration_s * 1000 * np.exp(0.6 * rng.standard_normal(m)))).astype(np.int64)
+
+    def per_region(attr: str) -> np.ndarray:
+        return np.array([getattr(x, attr) for x in sc.regions])[a_region]
+
+    tools = rng.poisson(per_region("tool_calls") * np.where(success, 1.2, 0.8))
+    read = rng.poisson(per_region("files_read"))
+    written = rng.poisson(per_region("files_written"))
+    with_prompt = rng.random(m) < sc.prompt_version_rate
+    prompt = np.where(with_prompt, rng.integers(0, max(len(sc.prompt_versions), 1), m), -1)
+    status = np.where(success, -1, fail_kind)
+    end_s = start_s + stagger + (duration_ms + 999) // 1000
+    return Attempts(
+        a_task, a_slot, a_cfg, a_region, success, status, cost, duration_ms, end_s, tools, read, written, prompt
+    )
+
+
+def _gates(st: Static, rng: np.random.Generator, a: Attempts, rated: np.ndarray) -> list[tuple]:
+    """Per gate: binary scores, flipped with probability gate_noise, high confidence."""
+    m = len(a.task)
+    gates = []
+    for gate in st.scenario.gates:
+        ran = rated & (rng.random(m) < gate.rate)
+        flip = rng.random(m) < st.scenario.gate_noise
+        lo, hi = gate.confidence
+        conf = np.round(lo + (hi - lo) * rng.random(m), 2)
+        at = a.end_s + rng.integers(5, 301, m)
+        score = (a.success ^ flip).astype(float)
+        sel = np.nonzero(ran)[0]
+        gates.append((sel, score[sel], np.maximum(conf[sel], 0.01), at[sel]))
+    return gates
+
+
+def _review(st: Static, rng: np.random.Generator, a: Attempts, rated: np.ndarray) -> tuple[tuple, np.ndarray]:
+    """One model reviewer per reviewed attempt: clip(N(base + bias, noise)), rounded to 0.01; a few retracted and
+    corrected. Also each attempt's reviewer verdict (-1 when none)."""
+    sc, spec = st.scenario, st.scenario.ratings
+    m = len(a.task)
+    reviewed = rated & (rng.random(m) < spec.review_rate)
+    who = rng.integers(0, len(sc.reviewers), m)
+    bias = np.array([r.bias for r in sc.reviewers])[who]
+    noise = np.array([r.noise for r in sc.reviewers])[who]
+    base = np.where(a.success, spec.success_mean, spec.failure_mean)
+    r_score = np.round(np.clip(base + bias + noise * rng.standard_normal(m), 0.0, 1.0), 2)
+    lo, hi = spec.review_confidence
+    r_conf = np.maximum(np.round(lo + (hi - lo) * rng.random(m), 2), 0.01)
+    r_at = a.end_s + rng.integers(600, 21601, m)
+    retracted = reviewed & (rng.random(m) < spec.retraction_rate)
+    retract_at = r_at + rng.integers(600, 7201, m)
+    verdict = np.where(reviewed, (r_score < 0.5).astype(np.int64), -1)
+    sel = np.nonzero(reviewed)[0]
+    return (sel, who[sel], r_score[sel], r_conf[sel], r_at[sel], retracted[sel], retract_at[sel]), verdict
+
+
+def _humans(st: Static, rng: np.random.Generator, a: Attempts, rated: np.ndarray) -> tuple:
+    """Occasional humans: 1.0 / 0.75 for a success, 0.0 / 0.25 for a failure (60/40)."""
+    m = len(a.task)
+    by_human = rated & (rng.random(m) < st.scenario.ratings.human_rate)
+    h_who = rng.integers(0, len(st.scenario.humans), m)
+    lower = rng.random(m) >= 0.6
+    h_score = np.where(a.success, np.where(lower, 0.75, 1.0), np.where(lower, 0.25, 0.0))
+    h_at = a.end_s + rng.integers(3600, 259201, m)
+    sel = np.nonzero(by_human)[0]
+    return (sel, h_who[sel], h_score[sel], h_at[sel])

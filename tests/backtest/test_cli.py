@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.backtest.report import SIMULATION_NOTE
 from pipeline.cli import cli
+from pipeline.nightly.backtest import SIMULATION_NOTE
 
 TABLE = (
     "task_id,config,score,cost_usd,region,at\n"

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.backtest.data import BacktestInputError, read_file, read_home
-from pipeline.home import Home
+from pipeline.backtest.refit import scratch_home
+from pipeline.workspace import Workspace
 
 HEADER = "task_id,config,score,cost_usd,region,at\n"
 
@@ -30,7 +31,7 @@ def test_rows_tasks_and_costs(tmp_path: Path) -> None:
         "c,m1,1,0.40,hard,2026-01-01T00:01:00Z\n"
         "c,m2,1,,hard,2026-01-01T00:00:00Z\n",
     )
-    table = read_file(path, Home.resolve(tmp_path / "scratch"))
+    table = read_file(path, scratch_home(tmp_path / "scratch"))
     assert table.tasks == ("c", "a")
     assert table.region_of == ("hard", "easy")
     assert table.regions == ("easy", "hard")
@@ -50,7 +51,7 @@ def test_rows_tasks_and_costs(tmp_path: Path) -> None:
 def test_a_table_without_full_information_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path, "a,m1,1,,r,2026-01-01T00:00:00Z\nb,m2,1,,r,2026-01-01T00:00:00Z\n")
     with pytest.raises(BacktestInputError, match="full-information table"):
-        read_file(path, Home.resolve(tmp_path / "scratch"))
+        read_file(path, scratch_home(tmp_path / "scratch"))
 
 
 def test_a_home_is_read_from_its_store_as_it_is(tmp_path: Path) -> None:
@@ -58,7 +59,7 @@ def test_a_home_is_read_from_its_store_as_it_is(tmp_path: Path) -> None:
     from pipeline.streams.imports import import_table
 
     path = write(tmp_path, "a,m1,1,0.1,r,2026-01-01T00:00:00Z\na,m2,0,0.2,r,2026-01-01T00:00:00Z\n")
-    home = Home.resolve(tmp_path / "team")
+    home = Workspace(tmp_path / "team")
     import_table(home, path)
     compact(home)
     before = sorted(p.relative_to(home.root) for p in home.root.rglob("*"))

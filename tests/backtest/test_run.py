@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.backtest.data import BacktestInputError
-from pipeline.backtest.report import SIMULATION_NOTE
 from pipeline.backtest.run import BacktestOptions, run_backtest
+from pipeline.nightly.backtest import SIMULATION_NOTE
 
 HEADER = "task_id,config,score,cost_usd,region,at\n"
 CHEAP, STRONG = "import/-/cheap/-", "import/-/strong/-"

@@ -13,7 +13,7 @@ from tests.routing.test_gate import FEW, NOISY, PASS, gate_table
 WORDS = [
     ("replaced here", {D: {C: PASS}}, {}, f"Replaced the static choice {C} with {D} here: on the 40 tasks both did"),
     ("replaced in *", {D: {C: FEW}}, {D: {C: PASS}}, "in the global pool (too little evidence here)"),
-    ("too few tasks", {D: {C: FEW}}, {}, "the two shared 2 task(s) here, fewer than the 3 needed"),
+    ("too few tasks", {D: {C: FEW}}, {}, "the two shared only 2 tasks here, fewer than the 3 needed"),
     ("not clearly", {D: {C: NOISY}}, {}, "higher by 3, but not clearly (the 95% lower bound of the difference, -1"),
     ("never compared", {}, {}, f"{D} never ran on a task {C} ran on here, so nothing compares them"),
 ]

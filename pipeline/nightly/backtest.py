@@ -1,5 +1,6 @@
-"""The typed result of a backtest (``ratings backtest --json``, ``backtest.json``, ``stats.json`` ``backtest``) and
-its readable table (docs/design.md, Backtest, Report).
+"""The typed result of a backtest (``ratings backtest --json``, ``backtest.json``), which a case study's
+``stats.json`` carries as its ``backtest`` section (docs/design.md, Backtest, Report). Here, with the stats' other
+sections, so that the job and the page read it; :mod:`pipeline.backtest` makes it.
 
 Shape: ``{"runs": [{"policy", "objective", "start", "whole": S, "second_half": S, "nights": [...]}],
 "references": {objective: ...}, "about": {...}}``. Each S holds the means over seeds of ``mean_quality``,
