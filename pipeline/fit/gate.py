@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from ..routing.table import Constants, Static
-from .inputs import FitInputs, task_values
+from .inputs import FitInputs, recency_weight, task_values
 from .model import GLOBAL, FittedModel, static_choice
 
 #: Resamples of the gate's bootstrap (the evaluation's paired bootstrap uses as many).
@@ -44,6 +44,9 @@ RESAMPLES = 1000
 LOWER_QUANTILE = 0.05
 #: Statuses of a failed attempt (``unknown`` is not a failure).
 FAILED = ("failure", "vacuous", "blocked", "escalated")
+#: Logged propensities are clipped from below at this before weighting: a run weighs at most 1 / 0.05 = 20 times
+#: a run its decision was sure of (a propensity is never 0; the clip bounds the variance a rare draw brings).
+PROPENSITY_CLIP = 0.05
 #: Resamples drawn per block (bounds the memory of the count matrix on large regions).
 _BLOCK_CELLS = 5_000_000
 
@@ -55,6 +58,12 @@ EVIDENCE_SCHEMA = {
     "difference": pl.Float64,
     "lower": pl.Float64,
     "passes": pl.Boolean,
+    "tasks": pl.Int64,
+    "runs": pl.Int64,
+    "static_runs": pl.Int64,
+    "effective_samples": pl.Float64,
+    "weighted": pl.Boolean,
+    "escalations": pl.Int64,
 }
 
 
@@ -91,6 +100,48 @@ def escalated_pairs(attempts: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+_PAIRS = {"task": pl.String, "config_key": pl.String}
+
+
+@dataclass(frozen=True)
+class Logged:
+    """What the logged decisions say about the runs (:func:`logged_runs`).
+
+    ``runs``: ``task, config_key, propensity, after``: per (task, config chosen by a decision) the first such
+    decision's propensity and whether it was decided after another config had failed (its ``after``);
+    ``candidates``: ``task, config_key``: the candidates of each task's first decision made before any failure.
+    """
+
+    runs: pl.DataFrame
+    candidates: pl.DataFrame
+
+
+def logged_runs(decisions: pl.DataFrame) -> Logged:
+    """:class:`Logged` of the store's ``decisions`` (``task, at, id, chosen, candidates, propensity`` and, when the
+    store has it, ``after_failed``)."""
+    runs_schema = {"task": pl.String, "config_key": pl.String, "propensity": pl.Float64, "after": pl.Boolean}
+    if decisions.is_empty():
+        return Logged(pl.DataFrame(schema=runs_schema), pl.DataFrame(schema=_PAIRS))
+    after = pl.col("after_failed").list.len().fill_null(0) > 0 if "after_failed" in decisions.columns else pl.lit(False)
+    d = decisions.sort("at", "id").with_columns(after=after)
+    runs = (
+        d.group_by("task", "chosen", maintain_order=True)
+        .first()
+        .select("task", config_key="chosen", propensity=pl.col("propensity").cast(pl.Float64), after="after")
+    )
+    candidates = (
+        d.filter(~pl.col("after"))
+        .group_by("task", maintain_order=True)
+        .first()
+        .select("task", config_key="candidates")
+        .explode("config_key")
+        .drop_nulls()
+        .unique()
+        .sort("task", "config_key")
+    )
+    return Logged(runs.cast(runs_schema), candidates.cast(_PAIRS))
+
+
 def gate_evidence(
     values: pl.DataFrame,
     *,
@@ -98,39 +149,37 @@ def gate_evidence(
     objective: str,
     constants: Constants,
     escalated: pl.DataFrame | None = None,
+    logged: Logged | None = None,
     seed: int = 0,
 ) -> pl.DataFrame:
     """The gate's test of every member against every config of ``against``, per region and in ``'*'``.
 
-    ``values``: one row per (task, config) with ``task, region, config_key, value`` (q_t,c) and ``cost``
-    (cost_t,c with unknown attempts estimated; null everywhere when no cost is known, and then the objective is
-    quality). ``escalated``: :func:`escalated_pairs`. Rows :data:`EVIDENCE_SCHEMA`, sorted by
-    (region, config_key, against); no row for a config against itself or against a config the region lacks.
+    ``values``: one row per (task, config) with ``task, region, config_key, value`` (q_t,c), ``first_at`` (the
+    task's time) and ``cost`` (cost_t,c with unknown attempts estimated; null everywhere when no cost is known,
+    and then the objective is quality). ``escalated``: ``task, config_key`` of the pairs run after another config
+    had failed (by timing); ``logged``: :func:`logged_runs` (propensities, candidates and decisions made after a
+    failure). Rows :data:`EVIDENCE_SCHEMA`, sorted by (region, config_key, against); no row for a config against
+    itself or against a config the region lacks.
 
-    For each static choice s, each region's tasks that s shares with another config are resampled on their own
-    (the other tasks add nothing to any pair's sums); the global pool's resample b is the union of the regions'
-    resamples b (a bootstrap stratified by region), so its sums are the regions' sums added up and cost nothing
-    more.
+    The global pool's resample b is the union of the regions' resamples b (a bootstrap stratified by region), so
+    its sums are the regions' sums added up and cost nothing more.
     """
-    rows = values.filter(pl.col("value").is_not_null())
-    if escalated is not None and escalated.height:
-        rows = rows.join(escalated.with_columns(_esc=pl.lit(True)), on=["task", "config_key"], how="left")
-    else:
-        rows = rows.with_columns(_esc=pl.lit(False))
-    rows = rows.with_columns(pl.col("_esc").fill_null(False))
+    rows = _observations(values, escalated, logged, constants)
     cost_known = "cost" in rows.columns and rows["cost"].null_count() < rows.height
     effective = objective if cost_known else "quality"
     configs = sorted(rows["config_key"].unique().to_list())
     refs = [r for r in dict.fromkeys(against) if r in configs]
     if not refs:
         return pl.DataFrame(schema=EVIDENCE_SCHEMA)
+    candidates = _candidates(rows, logged, configs)
     sums = {
-        region: _region_sums(part, configs, refs, effective, constants, cost_known, seed, region)
+        region: _region_sums(part, candidates, configs, refs, effective, constants, cost_known, seed, region)
         for (region,), part in sorted(rows.group_by("region"), key=lambda g: g[0][0])
     }
     sums[GLOBAL] = _Sums(
         point=np.sum([x.point for x in sums.values()], axis=0),
         boot=np.sum([x.boot for x in sums.values()], axis=0),
+        extra=np.sum([x.extra for x in sums.values()], axis=0),
         members=set().union(*(x.members for x in sums.values())),
     )
     out = []
@@ -139,23 +188,71 @@ def gate_evidence(
     return pl.DataFrame(out, schema=EVIDENCE_SCHEMA).sort("region", "config_key", "against")
 
 
+def _observations(
+    values: pl.DataFrame, escalated: pl.DataFrame | None, logged: Logged | None, constants: Constants
+) -> pl.DataFrame:
+    """The rated (task, config) rows with their weight inputs: ``_esc`` (run only after another had failed: by
+    timing or by its decision's ``after``), ``propensity`` (the logged one of the decision that chose it, null
+    when no decision chose it: a side-by-side run or an imported table), ``recency`` (of the task's time under the
+    published half-life, the same factor for every config on the task)."""
+    rows = values.filter(pl.col("value").is_not_null())
+    if "first_at" not in rows.columns:  # no task times: every task equally recent, every config a candidate
+        rows = rows.with_columns(first_at=pl.lit(None, pl.Datetime("us")))
+    flags = [escalated.select("task", "config_key")] if escalated is not None and escalated.height else []
+    if logged is not None and logged.runs.height:
+        flags.append(logged.runs.filter("after").select("task", "config_key"))
+        rows = rows.join(logged.runs.select("task", "config_key", "propensity"), on=["task", "config_key"], how="left")
+    else:
+        rows = rows.with_columns(propensity=pl.lit(None, pl.Float64))
+    if flags:
+        marked = pl.concat(flags).unique().with_columns(_esc=pl.lit(True))
+        rows = rows.join(marked, on=["task", "config_key"], how="left").with_columns(pl.col("_esc").fill_null(False))
+    else:
+        rows = rows.with_columns(_esc=pl.lit(False))
+    task_at = pl.col("first_at").min().over("task")
+    newest = rows["first_at"].max() if rows.height else None
+    return rows.with_columns(recency=recency_weight(task_at, newest, constants.half_life_days))
+
+
+def _candidates(rows: pl.DataFrame, logged: Logged | None, configs: list[str]) -> pl.DataFrame:
+    """``task, config_key``: where each config was a candidate. A task with a logged first decision: that
+    decision's candidates (and every config run on it before any failure); a task without one: every config first
+    rated at or before the task's time (a config added later is no candidate of earlier tasks)."""
+    decided = logged.candidates if logged is not None else pl.DataFrame(schema=_PAIRS)
+    tasks = rows.group_by("task").agg(at=pl.col("first_at").min())
+    first_seen = rows.group_by("config_key").agg(since=pl.col("first_at").min())
+    undecided = (
+        tasks.filter(~pl.col("task").is_in(decided["task"].unique().implode()))
+        .join(first_seen, how="cross")
+        .filter(pl.col("since").is_null() | pl.col("at").is_null() | (pl.col("since") <= pl.col("at")))
+        .select("task", "config_key")
+    )
+    ran = rows.filter(~pl.col("_esc")).select("task", "config_key")
+    return pl.concat([decided.filter(pl.col("config_key").is_in(configs)), undecided, ran]).unique()
+
+
 @dataclass(frozen=True)
 class _Sums:
     """A region's sums per (static choice, column, config): on its own tasks (``point``, shape K) and on each
-    bootstrap resample (``boot``, RESAMPLES x K); ``members``: the configs rated there."""
+    bootstrap resample (``boot``, RESAMPLES x K); ``extra``: the sums only the point estimate needs (shape
+    :data:`_EXTRA` x configs per static choice); ``members``: the configs rated there."""
 
     point: np.ndarray
     boot: np.ndarray
+    extra: np.ndarray
     members: set[str]
 
 
-def _columns(objective: str) -> int:
-    """Columns per (static choice, config): the sums a statistic needs (:func:`_statistic`)."""
-    return 5 if objective == "quality_per_dollar" else 2
+#: Columns per (static choice, config) of the resampled sums (:func:`_region_sums`).
+_COLUMNS = 6
+#: The point-only sums per (static choice, config): sum w_c^2, sum w_s^2, runs of c, runs of s, tasks both ran,
+#: tasks either ran, weighted runs (a logged propensity), escalation outcomes of c left out.
+_EXTRA = 8
 
 
 def _region_sums(
     part: pl.DataFrame,
+    candidates: pl.DataFrame,
     configs: list[str],
     refs: list[str],
     objective: str,
@@ -164,47 +261,67 @@ def _region_sums(
     seed: int,
     region: str,
 ) -> _Sums:
-    """The per-task columns of every (static choice s, config c) pair, summed over the tasks s shares with
-    another config in the region and over each resample of them. Columns, with m = [both usable on the task]:
-    quality per dollar
-    ``m*q_c, m*cost_c, m*q_s, m*cost_s, m``; utility ``m*(lambda (q_c - q_s) - (cost_c - cost_s)), m``; quality
-    ``m*(q_c - q_s), m``."""
+    """The sums of every (static choice s, config c) pair in the region, on its tasks and on each resample.
+
+    On task t, with A = [both c and s were candidates on t], o_c = A * [c ran on t, not after a failure], and the
+    weight w_t,c = recency_t / max(p_t,c, PROPENSITY_CLIP) (p_t,c the logged propensity of the decision that chose
+    c on t; 1 for a run no decision chose), the resampled columns are
+    ``o_c w_c q_c, o_c w_c cost_c, o_c w_c, o_s w_s q_s, o_s w_s cost_s, o_s w_s``: the self-normalized means of
+    each side are their ratios (:func:`_statistic`). A task both ran enters both sides with one resample count:
+    its paired difference."""
     tasks = part["task"].unique().sort().to_list()
     t_index = {t: i for i, t in enumerate(tasks)}
     c_index = {c: j for j, c in enumerate(configs)}
     shape = (len(tasks), len(configs))
-    q, cost, usable = np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool)
+    q, cost, weight = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    usable, esc, decided, cand = (np.zeros(shape, dtype=bool) for _ in range(4))
     ti = np.array([t_index[t] for t in part["task"].to_list()], dtype=np.int64)
     ci = np.array([c_index[c] for c in part["config_key"].to_list()], dtype=np.int64)
     q[ti, ci] = part["value"].to_numpy()
     if cost_known:
         cost[ti, ci] = part["cost"].fill_null(0.0).to_numpy()
-    usable[ti, ci] = ~part["_esc"].to_numpy()
-    ref_cols = [c_index[s] for s in refs]
-    # the bootstrap's tasks: those a static choice shares with some other config (the others add to no sum)
-    union = (usable.sum(axis=1) >= 2) & usable[:, ref_cols].any(axis=1)
-    q, cost, usable = q[union], cost[union], usable[union]
-    rows, matrices = [], []
-    for j in ref_cols:
-        sel = usable[:, j]
-        qk, ck = q[sel], cost[sel]
-        m = usable[sel].astype(float)
-        m[:, j] = 0.0
-        if objective == "quality_per_dollar":
-            matrices.append(np.hstack([m * qk, m * ck, m * qk[:, [j]], m * ck[:, [j]], m]))
-        else:
-            per_task = qk - qk[:, [j]]
-            if objective == "utility":
-                per_task = float(constants.lambda_ or 1.0) * per_task - (ck - ck[:, [j]])
-            matrices.append(np.hstack([m * per_task, m]))
-        rows.append(sel)
-    boots = [np.zeros((RESAMPLES, x.shape[1])) for x in matrices]
-    for start, weights in _resample_weights(len(q), seed, region):
-        for sel, matrix, boot in zip(rows, matrices, boots, strict=True):
-            boot[start : start + len(weights)] = weights[:, sel] @ matrix
+    escalation = part["_esc"].to_numpy()
+    usable[ti, ci] = ~escalation
+    esc[ti, ci] = escalation
+    propensity = part["propensity"].to_numpy()
+    decided[ti, ci] = ~np.isnan(propensity)
+    # w = recency / max(p, clip): one formula for every run (p = 1 when no decision chose it)
+    weight[ti, ci] = part["recency"].to_numpy() / np.maximum(np.nan_to_num(propensity, nan=1.0), PROPENSITY_CLIP)
+    mine = candidates.filter(pl.col("task").is_in(tasks))
+    cand[
+        np.array([t_index[t] for t in mine["task"].to_list()], dtype=np.int64),
+        np.array([c_index[c] for c in mine["config_key"].to_list()], dtype=np.int64),
+    ] = True
+    matrices, extras = [], []
+    for j in (c_index[s] for s in refs):
+        both = cand & cand[:, [j]]
+        oc, os_ = both & usable, both & usable[:, [j]]
+        wc, ws = weight * oc, weight[:, [j]] * os_
+        matrices.append(np.hstack([wc * q, wc * cost, wc, ws * q[:, [j]], ws * cost[:, [j]], ws]))
+        extras.append(
+            np.vstack(
+                [
+                    (wc**2).sum(axis=0),
+                    (ws**2).sum(axis=0),
+                    oc.sum(axis=0),
+                    os_.sum(axis=0),
+                    (oc & os_).sum(axis=0),
+                    (oc | os_).sum(axis=0),
+                    (oc & decided).sum(axis=0) + (os_ & decided[:, [j]]).sum(axis=0),
+                    (both & esc).sum(axis=0),
+                ]
+            )
+        )
+    matrix = np.hstack(matrices)
+    boot = np.zeros((RESAMPLES, matrix.shape[1]))
+    kept = matrix.any(axis=1)  # tasks that add to no sum change no resample
+    matrix = matrix[kept]
+    for start, weights in _resample_weights(len(matrix), seed, region):
+        boot[start : start + len(weights)] = weights @ matrix
     return _Sums(
-        point=np.concatenate([x.sum(axis=0) for x in matrices]),
-        boot=np.hstack(boots),
+        point=matrix.sum(axis=0),
+        boot=boot,
+        extra=np.stack(extras),
         members=set(part["config_key"].unique().to_list()),
     )
 
@@ -237,51 +354,70 @@ def _tests(
     sums: _Sums, region: str, configs: list[str], refs: list[str], objective: str, constants: Constants
 ) -> list[dict]:
     """The test of every member of the region against every static choice rated there, from its sums."""
-    width = _columns(objective) * len(configs)
+    k = len(configs)
+    width = _COLUMNS * k
     out = []
     for r, s in enumerate(refs):
         if s not in sums.members:
             continue
-        point = _statistic(sums.point[None, r * width : (r + 1) * width], len(configs), objective, constants)[0]
-        boot = _statistic(sums.boot[:, r * width : (r + 1) * width], len(configs), objective, constants)
-        n = sums.point[r * width : (r + 1) * width][-len(configs) :]
+        block = slice(r * width, (r + 1) * width)
+        point = _statistic(sums.point[None, block], k, objective, constants)[0]
+        boot = _statistic(sums.boot[:, block], k, objective, constants)
+        w_c, w_s = sums.point[block][2 * k : 3 * k], sums.point[block][5 * k : 6 * k]
+        sq_c, sq_s, runs_c, runs_s, paired, tasks, weighted, escalations = sums.extra[r]
         for j, c in enumerate(configs):
             if c == s or c not in sums.members:
                 continue
-            shared = int(n[j])
+            # effective samples of each side, (sum w)^2 / sum w^2; the pair has the smaller
+            ess = min(_ess(w_c[j], sq_c[j]), _ess(w_s[j], sq_s[j]))
             column = boot[:, j]
             finite = column[np.isfinite(column)]
-            lower = float(np.quantile(finite, LOWER_QUANTILE)) if shared >= 2 and finite.size else None
+            defined = min(runs_c[j], runs_s[j]) >= 1
+            lower = float(np.quantile(finite, LOWER_QUANTILE)) if ess >= 2 and finite.size else None
             out.append(
                 {
                     "region": region,
                     "config_key": c,
                     "against": s,
-                    "shared_tasks": shared,
-                    "difference": float(point[j]) if shared else None,
+                    "shared_tasks": int(paired[j]),
+                    "difference": float(point[j]) if defined else None,
                     "lower": lower,
-                    "passes": shared >= int(constants.min_samples) and lower is not None and lower > 0.0,
+                    "passes": ess >= int(constants.min_samples) - 1e-9 and lower is not None and lower > 0.0,
+                    "tasks": int(tasks[j]),
+                    "runs": int(runs_c[j]),
+                    "static_runs": int(runs_s[j]),
+                    "effective_samples": round(ess, 6),
+                    "weighted": bool(weighted[j] > 0),
+                    "escalations": int(escalations[j]),
                 }
             )
     return out
 
 
-def _statistic(sums: np.ndarray, n_configs: int, objective: str, constants: Constants) -> np.ndarray:
-    """The paired difference of each config against the static choice from its summed columns (rows: resamples;
-    columns laid out as :func:`_region_sums` makes them): NaN where a resample holds no shared task.
+def _ess(total: float, squares: float) -> float:
+    """Effective samples of weights w: (sum w)^2 / sum w^2 (0 without any)."""
+    return float(total * total / squares) if squares > 0 else 0.0
 
-    quality per dollar: ``sum q_c / max(sum cost_c, floor) - sum q_s / max(sum cost_s, floor)``; utility and
-    quality: ``sum(per-task difference) / n``."""
+
+def _statistic(sums: np.ndarray, n_configs: int, objective: str, constants: Constants) -> np.ndarray:
+    """The difference of each config against the static choice from its summed columns (rows: resamples;
+    columns laid out as :func:`_region_sums` makes them): NaN where a resample leaves either side without weight.
+
+    With the self-normalized means q_c = sum w_c q_c / sum w_c, cost_c = sum w_c cost_c / sum w_c (and so for s):
+    quality per dollar ``q_c / max(cost_c, floor) - q_s / max(cost_s, floor)``; utility
+    ``lambda (q_c - q_s) - (cost_c - cost_s)``; quality ``q_c - q_s``."""
     col = lambda k: sums[:, k * n_configs : (k + 1) * n_configs]  # noqa: E731 - the k-th column of every config
     with np.errstate(invalid="ignore", divide="ignore"):
+        w_c, w_s = col(2), col(5)
+        q_c, cost_c, q_s, cost_s = col(0) / w_c, col(1) / w_c, col(3) / w_s, col(4) / w_s
         if objective == "quality_per_dollar":
             floor = float(constants.cost_floor_usd)
-            n = col(4)
-            diff = col(0) / np.maximum(col(1), floor) - col(2) / np.maximum(col(3), floor)
+            diff = q_c / np.maximum(cost_c, floor) - q_s / np.maximum(cost_s, floor)
+        elif objective == "utility":
+            diff = float(constants.lambda_ or 1.0) * (q_c - q_s) - (cost_c - cost_s)
         else:
-            n = col(1)
-            diff = col(0) / n
-    return np.where(n > 0, diff, np.nan)
+            diff = q_c - q_s
+    return np.where((w_c > 0) & (w_s > 0), diff, np.nan)
 
 
 def member_gate(
@@ -297,5 +433,6 @@ def member_gate(
         objective=model.effective_objective,
         constants=model.constants,
         escalated=escalated_pairs(attempts),
+        logged=logged_runs(part.decisions),
         seed=seed,
     )

@@ -124,7 +124,8 @@ FROM attempts ORDER BY "at", id
 """
 
 _DECISIONS_SQL = """
-SELECT id, task, "at", policy, chosen, candidates, propensity, table_version, explored, reason, predicted_quality
+SELECT id, task, "at", policy, chosen, candidates, propensity, table_version, explored, reason, predicted_quality,
+       after_failed
 FROM decisions ORDER BY "at", id
 """
 

@@ -63,10 +63,13 @@ class Decision(NamedTuple):
     predicted_quality: float | None
     propensity: float
     candidates: tuple[str, ...] = ()
+    #: The configs that had already failed on the task (an escalation; logged as ``after``).
+    after: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = self._asdict()
         data["candidates"] = list(self.candidates)
+        data["after"] = list(self.after)
         return data
 
     def to_event(self, task: str) -> dict[str, Any]:
@@ -84,6 +87,8 @@ class Decision(NamedTuple):
         }
         if self.predicted_quality is not None:
             event["predicted_quality"] = self.predicted_quality
+        if self.after:
+            event["after"] = list(self.after)
         return event
 
 
@@ -222,7 +227,7 @@ class Router:
                     candidates,
                 )
             return Decision(config, name, reason, False, self.version, quality, 1.0 - eps, candidates)
-        return Decision(config, name, reason, False, self.version, quality, 1.0, candidates)
+        return Decision(config, name, reason, False, self.version, quality, 1.0, candidates, fail_t)
 
     def _greedy(
         self,

@@ -124,7 +124,9 @@ def _source(store: Store, family: str | None) -> str | None:
     files = store.files(family)
     if not files:
         return None
-    return f"read_parquet([{', '.join(_quote(f) for f in files)}], hive_partitioning = false)"
+    # union_by_name: a file written before a column was added to the spec (an additive field, such as
+    # route.decided's after) reads as null in that column.
+    return f"read_parquet([{', '.join(_quote(f) for f in files)}], hive_partitioning = false, union_by_name = true)"
 
 
 def _create_views(store: Store) -> None:

@@ -41,7 +41,7 @@ def test_table_for_people(home, published):
     result = CliRunner().invoke(cli, ["table", "--home", str(home)])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
-        f"routing table {published.version} (routing-table/v1.1), fitted at 2026-01-01T00:00:00Z",
+        f"routing table {published.version} (routing-table/v1.2), fitted at 2026-01-01T00:00:00Z",
         "objective quality_per_dollar; shipped constants: prior weight 3, exploration 0.3, min samples 3, "
         "no quality floor",
         f"static choice: cheap {C}; frontier {A}; pinned roles: reviewer -> {A}",
