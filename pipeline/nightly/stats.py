@@ -59,6 +59,7 @@ class ConstantSet(BaseModel):
     prior_source: Literal["shipped", "measured"]
     prior_weight: float
     exploration: float
+    exploration_mode: Literal["epsilon", "thompson"] = "epsilon"  # routing-table/v1.2
     half_life_days: float | None  # null: no recency weighting (infinity)
     min_samples: int
     cost_floor_usd: float

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import RoutingError
+from . import thompson
 from .explain_sql import explain_sql
 from .policies import POLICIES, Policy, gate_checks
 from .table import SCHEMA_MAJOR, Evidence, Member, RoutingTable, load
@@ -102,6 +103,8 @@ class Router:
         self.static = table.static
         self.objective = table.objective
         self.exploration = float(table.constants.exploration or 0.0)
+        self.exploration_mode = table.constants.exploration_mode
+        self._wins: dict[tuple, float] = {}
         self.min_samples = int(table.constants.min_samples)
         # A v1 table publishes no gate tests (Member.gate); its gate is the one it was published with.
         self.gated = table.schema_ != SCHEMA_MAJOR
@@ -211,6 +214,8 @@ class Router:
                 self._memo.clear()
             self._memo[key] = greedy
         config, reason, others, candidates, view, quality = greedy
+        if others and rng is not None and self.exploration_mode == "thompson":
+            return self._thompson(name, greedy, rng)
         if others and rng is not None:
             eps = self.exploration
             if rng.random() < eps:
@@ -228,6 +233,29 @@ class Router:
                 )
             return Decision(config, name, reason, False, self.version, quality, 1.0 - eps, candidates)
         return Decision(config, name, reason, False, self.version, quality, 1.0, candidates, fail_t)
+
+    def _thompson(self, name: str, greedy: tuple, rng: random.Random) -> Decision:
+        """With probability eps a Thompson draw among the explorable members (the greedy choice among them), else
+        the greedy choice; propensity ``(1 - eps) * [c is the greedy choice] + eps * P_draw(c)`` with P_draw exact
+        (:mod:`pipeline.routing.thompson`), memoised per (region, members, config)."""
+        config, reason, others, candidates, view, _ = greedy
+        eps = self.exploration
+        pool = tuple(sorted((config, *others)))
+        drawn = rng.random() < eps
+        chosen = thompson.draw([view.row(c) for c in pool], rng, self.objective, self.constants) if drawn else config
+        key = (view.name, pool, chosen)
+        win = self._wins.get(key)
+        if win is None:
+            win = thompson.win_probability([view.row(c) for c in pool], chosen, self.objective, self.constants)
+            if len(self._wins) >= _MEMO_LIMIT:
+                self._wins.clear()
+            self._wins[key] = win
+        propensity = max((1.0 - eps) * (chosen == config) + eps * win, 1e-12)
+        if drawn:
+            reason = f"{reason}; Thompson draw (share {eps:g}) -> {chosen}"
+        return Decision(
+            chosen, name, reason, chosen != config, self.version, view.row(chosen).quality, propensity, candidates
+        )
 
     def _greedy(
         self,

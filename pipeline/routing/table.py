@@ -48,6 +48,10 @@ class Constants(BaseModel):
     prior_source: Literal["shipped", "measured"] = "shipped"
     prior_weight: float = 3.0
     exploration: float = 0.3
+    # How exploration draws (v1.2): epsilon, a uniformly chosen other member with probability ``exploration``;
+    # thompson, with probability ``exploration`` a Thompson draw on the members' posteriors (docs/design.md,
+    # Decisions).
+    exploration_mode: Literal["epsilon", "thompson"] = "epsilon"
     half_life_days: float | None = None
     min_samples: int = 3
     cost_floor_usd: float = 0.000001
