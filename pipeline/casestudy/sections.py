@@ -95,6 +95,20 @@ def _not_computed(key: str) -> Block:
     return para("Not computed: the stats file has no ", Code(key), " section (the stage that writes it did not run).")
 
 
+def no_eligible(stats: Stats, what: str) -> Block | None:
+    """The sentence a section shows instead of a table of n/a when no held-out task is eligible (None when some
+    are): ``what`` names what the section would have compared."""
+    s = stats.split
+    if s.eligible_held_out:
+        return None
+    return para(
+        f"No {what}: none of the {fmt.count(s.held_out_tasks)} held-out tasks was done by two or more "
+        "configurations, so there is no task on which one choice can be right and another wrong (an eligible "
+        "task). A dispatcher that runs one configuration per task gets eligible tasks from exploration and from "
+        "escalations after a failed gate."
+    )
+
+
 def data_section(stats: Stats) -> list[Block]:
     r, s = stats.ratings, stats.split
     kinds = ", ".join(f"{n:,} {k}" for k, n in r.by_rater_kind.items()) or "none"
@@ -177,7 +191,8 @@ def baselines_section(stats: Stats) -> list[Block]:
     over = f"the mean over {seeds} replay seeds" if seeds else "the mean over the replay seeds"
     return [
         Heading(2, "Against the baselines", "baselines"),
-        costed_table(
+        no_eligible(stats, "baseline comparison")
+        or costed_table(
             stats,
             ["route by", "config", "hit rate", "mean quality", "mean cost", "coverage"],
             rows,
@@ -261,6 +276,17 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
             )
             if kind in drawn
         ]
+        if not names:  # no held-out task with both a cost and a quality (one config per task, or none rated)
+            empty = no_eligible(stats, "cost-quality frontier")
+            if empty is not None:
+                return [*out, empty]
+            out.append(
+                para(
+                    "No cost-quality frontier: no configuration has both a mean cost and a mean quality on the "
+                    "eligible held-out tasks."
+                )
+            )
+            return out + _singles_and_aiq(stats)
         caption = [
             "Mean held-out quality against mean cost per task: "
             + ", ".join(names[:-1])
@@ -278,6 +304,12 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
             )
         fig = figure(stats, plots, "frontier.svg", *caption)
         out.append(fig or para("No cost figures to draw."))
+    return out + _singles_and_aiq(stats)
+
+
+def _singles_and_aiq(stats: Stats) -> list[Block]:
+    """The frontier section's table of single configurations and its AIQ line (each saying why when empty)."""
+    out: list[Block] = []
     singles = sorted(
         (p for p in frontier_points(stats) if p.kind == "single"),
         key=lambda p: (p.cost or 0.0, p.label) if stats.cost_known else (-(p.quality or 0.0), p.label),
@@ -443,7 +475,7 @@ def ladders_section(stats: Stats) -> list[Block]:
             )
         )
     out += _hindsight(stats)
-    out.append(_why_ladders(stats))
+    out.append(no_eligible(stats, "held-out judgement of the ladders") or _why_ladders(stats))
     summary = ladder_summary(stats)
     if summary and summary.get("gate_is_target"):
         out.append(
@@ -511,6 +543,11 @@ def _why_ladders(stats: Stats) -> Block:
             )
         )
     ratio, cost_ratio = summary.get("quality_ratio"), summary.get("cost_ratio")
+    if ratio is None:
+        return para(
+            "The published ladder has no held-out figure: no eligible held-out task had a gate rating for each of "
+            "its rungs, so whether it pays here is not known yet."
+        )
     spent = f" for {fmt.pct(cost_ratio)} of its cost" if cost_ratio is not None else ""
     return para(
         f"Here a ladder pays: on the held-out tasks it reached {fmt.pct(ratio)} of {best}'s quality{spent}, "
@@ -536,6 +573,9 @@ def policies_section(stats: Stats) -> list[Block]:
     rows = policy_rows(stats)
     if not rows:
         return [*out, _not_computed("policies")]
+    empty = no_eligible(stats, "policy comparison")
+    if empty is not None:
+        return [*out, empty]
     protocol = (stats.policies or {}).get("protocol")
     if isinstance(protocol, str):
         out.append(para(fmt.sentence(protocol)))
