@@ -5,12 +5,152 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
-from .errors import OutsideHome, PipelineError
+from .errors import NotAHome, OutsideHome, PipelineError
 
 STREAMS = ("tasks", "ratings")
+
+
+#: A folder is a home when it holds one of these (``ratings init`` makes all of them).
+MARKERS = ("streams", "fits")
+
+#: What a command may do with the folder it is given as its home (:meth:`Home.at`):
+#: ``home`` an existing home only; ``append`` also an existing empty folder, which becomes one; ``create`` also a
+#: missing or empty folder, or any existing folder for ``ratings init`` (``init``).
+HomeRule = Literal["home", "append", "create", "init"]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The roots a command may read, write or delete in: the home, and a local store given with ``--store``.
+
+    Each root is kept as given and resolved once (``real``), when the command starts: a path is inside the bounds
+    when it lies under a root, and every symbolic link on the way leads into a root's real path. So a store given
+    as ``--store team/store`` with ``team/store -> /big/disk`` works (its root is ``/big/disk``), while a link
+    inside the home or the store that leads anywhere else is refused (:class:`OutsideHome`, exit 2). This is the
+    one place that decides what a command may touch; the home's files, the streams, the store's files and the
+    deltalake table (:meth:`check_tree` before delta-rs reads, writes or deletes there) are all checked here.
+    """
+
+    roots: tuple[tuple[Path, Path], ...]  # (as given, absolute; resolved once)
+
+    @classmethod
+    def of(cls, *roots: Path) -> Bounds:
+        return cls(tuple((Path(r).absolute(), Path(r).absolute().resolve()) for r in roots))
+
+    def with_root(self, root: Path) -> Bounds:
+        """These bounds and one more root (a local store outside the home)."""
+        return Bounds.of(*(given for given, _ in self.roots), root)
+
+    @property
+    def real_roots(self) -> tuple[Path, ...]:
+        return tuple(real for _, real in self.roots)
+
+    def names(self) -> str:
+        """The roots for a message: ``the home H`` or ``the home H and the store S``."""
+        given = [str(g) for g, _ in self.roots]
+        return f"the home {given[0]}" + "".join(f" and the store {g}" for g in given[1:])
+
+    def inside(self, real: Path) -> bool:
+        """Whether a resolved path lies under one of the roots' real paths."""
+        return any(real.is_relative_to(root) for root in self.real_roots)
+
+    def _root_of(self, path: Path) -> Path | None:
+        """The root ``path`` lies under (as given or as resolved), the longest if several."""
+        under = [r for pair in self.roots for r in pair if path.is_relative_to(r)]
+        return max(under, key=lambda r: len(r.parts)) if under else None
+
+    def confine(self, path: Path, *, create: bool = True, directory: bool = False) -> Path:
+        """``path``, checked to stay inside the bounds; its missing directories are created when ``create``.
+
+        Raises :class:`OutsideHome` (exit 2) when ``path`` is not under a root, when a directory on the way is
+        a symbolic link that resolves outside every root (a link that stays inside is harmless), or when ``path``
+        itself is a symbolic link: the pipeline writes, reads and deletes only regular files of its own
+        (``directory``: ``path`` is a folder, checked and created like the ones above it). Callers open the file
+        with :data:`NOFOLLOW` as well, so a link created after this check is refused by the kernel.
+        """
+        path = Path(path).absolute()
+        root = self._root_of(path)
+        if root is None:
+            raise OutsideHome(f"refusing {path}: it is not inside {self.names()}")
+        rel = path.relative_to(root)
+        if ".." in rel.parts:
+            raise OutsideHome(f"refusing {path}: '..' would leave {self.names()}")
+        current = root
+        for part in rel.parts if directory else rel.parts[:-1]:
+            current = current / part
+            if current.is_symlink():
+                target = current.resolve()
+                if not self.inside(target):
+                    raise OutsideHome(
+                        f"refusing {path}: {current} is a symbolic link to {target}, outside {self.names()}; keep "
+                        "the home's folders inside it (a store elsewhere is given with --store)"
+                    )
+            elif not current.exists():
+                if not create:
+                    break
+                with contextlib.suppress(FileExistsError):  # created by another process meanwhile: checked below
+                    current.mkdir(mode=0o755)
+                if current.is_symlink():
+                    raise OutsideHome(f"refusing {path}: {current} became a symbolic link while it was being created")
+            if current.exists() and not current.is_dir():
+                raise OutsideHome(f"refusing {path}: {current} is not a directory")
+        if path.is_symlink():
+            raise OutsideHome(
+                f"refusing {path}: it is a symbolic link (to {os.readlink(path)}); the pipeline writes, reads and "
+                "deletes only regular files of its own"
+            )
+        return path
+
+    def check_tree(self, top: Path) -> None:
+        """Refuse a symbolic link anywhere under ``top`` (``top`` itself included) before a library that follows
+        links (delta-rs) reads, writes or deletes there: a table holds only its own files and folders, so a link
+        in it would let a vacuum delete, or a commit write, wherever it leads. ``top`` must be inside the bounds.
+        """
+        self.confine(top, create=False, directory=True)
+        if not top.exists():
+            return
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        raise OutsideHome(
+                            f"refusing {entry.path}: a symbolic link inside the store's table (to "
+                            f"{os.readlink(entry.path)}); a table holds only its own files and folders, and a link "
+                            "would let a vacuum delete, or a commit write, where it leads: put the files in its place"
+                        )
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+
+    def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
+        """``os.open`` of ``path`` after :meth:`confine`, with :data:`NOFOLLOW`; a link is :class:`OutsideHome`."""
+        self.confine(path, create=bool(flags & os.O_CREAT))
+        try:
+            return os.open(path, flags | NOFOLLOW, mode)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise OutsideHome(
+                    f"refusing {path}: it is a symbolic link; the pipeline writes, reads and deletes only regular "
+                    "files of its own"
+                ) from None
+            raise
+
+    def read(self, path: Path) -> bytes:
+        """The bytes of a file inside the bounds (never through a link); :class:`FileNotFoundError` when missing."""
+        fd = self.open(path, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
+
+    def write(self, path: Path, data: bytes) -> None:
+        """:func:`atomic_write` of a file inside the bounds."""
+        self.confine(path)
+        _atomic_write(path, data)
 
 
 @dataclass(frozen=True)
@@ -18,14 +158,61 @@ class Home:
     """A home directory: ``streams/``, ``quarantine/``, ``deadletter/``, ``store/``, ``fits/``, ``case-studies/``."""
 
     root: Path
+    #: The roots its commands may touch (the home; :func:`pipeline.store.location.resolve` adds a local store).
+    bounds: Bounds = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bounds", Bounds.of(self.root))
 
     @classmethod
     def resolve(cls, home: str | os.PathLike | Home | None = None) -> Home:
-        """``--home`` if given, else ``$RATINGS_HOME``, else the current directory."""
+        """``--home`` if given, else ``$RATINGS_HOME``, else the current directory (no check: :meth:`at`)."""
         if isinstance(home, Home):
             return home
         chosen = home if home is not None else os.environ.get("RATINGS_HOME") or "."
         return cls(Path(chosen).absolute())
+
+    @classmethod
+    def at(cls, home: str | os.PathLike | Home | None, rule: HomeRule = "home") -> Home:
+        """The home a command was given (:meth:`resolve`), checked against what the command may do with it.
+
+        A home is a folder with ``streams/`` or ``fits/``. Every command needs one (``home``), except that
+        ``append`` makes one of a folder that exists and is empty when it is named (``--home`` or
+        ``$RATINGS_HOME``, never the current folder), ``import``, ``simulate --out`` and ``backtest --out``
+        (``create``) may also create a missing folder or fill an empty one, and ``ratings init`` (``init``) makes
+        a home of any folder. Anything else is :class:`NotAHome` (exit 2) with the remedy; nothing is created.
+        """
+        if isinstance(home, Home):
+            return home
+        named = "--home" if home is not None else "$RATINGS_HOME" if os.environ.get("RATINGS_HOME") else None
+        found = cls.resolve(home)
+        root = found.root
+        what = f"{named} {root}" if named else f"the current folder {root}"
+        if is_home(root):
+            return found
+        if root.exists() and not root.is_dir():
+            raise NotAHome(f"{what} is not a folder: give the folder of a home")
+        empty = root.is_dir() and not any(root.iterdir())
+        if rule == "init" or (rule == "create" and (empty or not root.exists())):
+            return found
+        if rule == "append" and named and empty:
+            return found
+        if not root.exists():
+            remedy = f"start one with `ratings init --home {root}`, or give the right --home"
+            if rule == "append":
+                remedy = f"create it (`ratings init --home {root}`), or give the right --home"
+            raise NotAHome(f"no home at {what}: the folder does not exist; {remedy}")
+        parent = next((p for p in root.parents if is_home(p)), None)
+        where = f"; it is inside the home {parent}: give --home {parent}" if parent is not None else ""
+        start = f"start one with `ratings init --home {root}`" + (
+            " (or name an empty folder with --home)" if rule == "append" else ""
+        )
+        if rule == "create":
+            raise NotAHome(
+                f"{what} is not empty and not a home (no streams/ or fits/){where}; give a new or empty folder, "
+                "or a home"
+            )
+        raise NotAHome(f"{what} is not a home (no streams/ or fits/){where or '; ' + start + ', or give --home'}")
 
     @property
     def streams(self) -> Path:
@@ -61,20 +248,29 @@ class Home:
         return self.case_studies / case_study_name(name)
 
     def confine(self, path: Path, *, create: bool = True) -> Path:
-        """``path`` checked to stay inside this home (:func:`confine`); missing directories created."""
-        return confine(self.root, path, create=create)
+        """``path`` checked to stay inside this home (:meth:`Bounds.confine`); missing directories created."""
+        return self.bounds.confine(path, create=create)
 
     def folder(self, path: Path) -> Path:
-        """The folder ``path`` inside this home, created if missing (:func:`confine` with ``directory``)."""
-        return confine(self.root, path, directory=True)
+        """The folder ``path`` inside this home, created if missing (:meth:`Bounds.confine` with ``directory``)."""
+        return self.bounds.confine(path, directory=True)
 
     def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
-        """``os.open`` of a file inside this home, refusing symbolic links (:func:`open_confined`)."""
-        return open_confined(self.root, path, flags, mode)
+        """``os.open`` of a file inside this home, refusing symbolic links (:meth:`Bounds.open`)."""
+        return self.bounds.open(path, flags, mode)
+
+    def read(self, path: Path) -> bytes:
+        """The bytes of a file of this home, never read through a link (:meth:`Bounds.read`)."""
+        return self.bounds.read(path)
 
     def write(self, path: Path, data: bytes) -> None:
         """:func:`atomic_write` of a file inside this home."""
-        atomic_write(path, data, root=self.root)
+        self.bounds.write(path, data)
+
+
+def is_home(path: Path) -> bool:
+    """Whether ``path`` is a home: a folder holding ``streams/`` or ``fits/``."""
+    return any((Path(path) / marker).is_dir() for marker in MARKERS)
 
 
 def case_study_name(name: str) -> str:
@@ -90,49 +286,8 @@ def case_study_name(name: str) -> str:
 
 
 def confine(root: Path, path: Path, *, create: bool = True, directory: bool = False) -> Path:
-    """``path``, checked to stay inside the home ``root``; its missing directories are created when ``create``.
-
-    Raises :class:`OutsideHome` (exit 2) when ``path`` is not under ``root``, when a directory between them is a
-    symbolic link that resolves outside ``root`` (a link that stays inside is harmless), or when ``path`` itself
-    is a symbolic link: the pipeline writes and reads as streams only regular files of its own (``directory``:
-    ``path`` is a folder, checked and created like the ones above it). ``root`` may
-    itself be a symbolic link (a symlinked ``--home`` is fine). Callers open the file with :data:`NOFOLLOW`
-    as well, so a link created after this check is refused by the kernel.
-    """
-    root = Path(root).absolute()
-    path = Path(path).absolute()
-    try:
-        rel = path.relative_to(root)
-    except ValueError:
-        raise OutsideHome(f"refusing {path}: it is not inside the home {root}") from None
-    if ".." in rel.parts:
-        raise OutsideHome(f"refusing {path}: '..' would leave the home {root}")
-    real_root = root.resolve()
-    current = root
-    for part in rel.parts if directory else rel.parts[:-1]:
-        current = current / part
-        if current.is_symlink():
-            target = current.resolve()
-            if not target.is_relative_to(real_root):
-                raise OutsideHome(
-                    f"refusing {path}: {current} is a symbolic link to {target}, outside the home "
-                    f"{root}; keep the home's folders inside it (a store elsewhere is configuration)"
-                )
-        elif not current.exists():
-            if not create:
-                break
-            with contextlib.suppress(FileExistsError):  # created by another process meanwhile: checked below
-                current.mkdir(mode=0o755)
-            if current.is_symlink():
-                raise OutsideHome(f"refusing {path}: {current} became a symbolic link while it was being created")
-        if current.exists() and not current.is_dir():
-            raise OutsideHome(f"refusing {path}: {current} is not a directory")
-    if path.is_symlink():
-        raise OutsideHome(
-            f"refusing {path}: it is a symbolic link (to {os.readlink(path)}); the pipeline writes "
-            "and reads as streams only regular files inside the home"
-        )
-    return path
+    """``path`` checked to stay inside the home ``root`` (:meth:`Bounds.confine`)."""
+    return Bounds.of(root).confine(path, create=create, directory=directory)
 
 
 #: Flags that make ``os.open`` refuse a symbolic link as the last component (ELOOP) and not leak into children.
@@ -140,17 +295,8 @@ NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def open_confined(root: Path, path: Path, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` of ``path`` after :func:`confine`, with :data:`NOFOLLOW`; a symbolic link is :class:`OutsideHome`."""
-    confine(root, path, create=bool(flags & os.O_CREAT))
-    try:
-        return os.open(path, flags | NOFOLLOW, mode)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise OutsideHome(
-                f"refusing {path}: it is a symbolic link; the pipeline writes and reads as streams "
-                "only regular files inside the home"
-            ) from None
-        raise
+    """``os.open`` of ``path`` inside the home ``root`` (:meth:`Bounds.open`)."""
+    return Bounds.of(root).open(path, flags, mode)
 
 
 def fsync_dir(path: Path) -> None:
@@ -178,14 +324,23 @@ def write_synced(path: Path, data: bytes, flags: int) -> None:
 def atomic_write(path: Path, data: bytes, *, root: Path | None = None) -> None:
     """Write ``data`` to a temp file beside ``path``, fsync it, rename it over ``path``, fsync the directory.
 
-    With ``root`` (the home), ``path`` must stay inside it (:func:`confine`). The temp file is created
-    exclusively (a planted file or link in its place is an error, never followed), and the rename replaces a
-    link at ``path`` rather than writing through it.
+    With ``root`` (the home), ``path`` must stay inside it (:meth:`Bounds.confine`); without it (a file the user
+    named outside any home), its folder is created. The temp file is created exclusively (a planted file or
+    link in its place is an error, never followed), and the rename replaces a link at ``path`` rather than
+    writing through it.
     """
     if root is not None:
-        confine(root, path)
+        Bounds.of(root).confine(path)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, data)
+
+
+#: The temp files of :func:`atomic_write`: ``.<name>.<pid>.<8 hex digits>.tmp`` beside the file.
+TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[0-9a-f]{8}\.tmp")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         write_synced(tmp, data, os.O_CREAT | os.O_EXCL)

@@ -358,7 +358,7 @@ def test_an_unwritable_home_or_a_full_disk_is_one_line(home, tmp_path, monkeypat
     _fail_os(monkeypatch, name, code, when=_in_home(home) if name == "open" else lambda *args: True)
     result = run(command[0], "--home", str(home), *(c.replace("{table}", str(table)) for c in command[1:]))
     monkeypatch.undo()
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 4, result.output  # a machine failure
     assert result.stderr.startswith(message.format(home=home)), result.stderr
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
     assert (home / "streams" / "tasks.jsonl").read_bytes() == content  # nothing appended, nothing moved
@@ -367,14 +367,16 @@ def test_an_unwritable_home_or_a_full_disk_is_one_line(home, tmp_path, monkeypat
 def test_a_home_under_a_file_is_one_line(tmp_path):
     (tmp_path / "file").write_text("x")
     result = run("append", "--home", str(tmp_path / "file" / "home"), OPENED)
-    assert result.exit_code == 1 and result.stderr.startswith("error: Not a directory: ")
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: no home at --home {tmp_path}/file/home: ")
     assert len(result.stderr.splitlines()) == 1
+    result = run("append", "--home", str(tmp_path / "file"), OPENED)
+    assert result.exit_code == 2 and result.stderr == f"error: --home {tmp_path}/file is not a folder: give the folder of a home\n"
 
 
 def test_append_json_reports_an_io_error_as_json(home, monkeypatch):
     _fail_os(monkeypatch, "write", 28)
     result = run("append", "--home", str(home), "--json", OPENED)
     monkeypatch.undo()
-    assert result.exit_code == 1
+    assert result.exit_code == 4
     out = json.loads(result.stdout)
     assert out["appended"] == 0 and out["error"].startswith("No space left on device (while appending 1 event(s)")

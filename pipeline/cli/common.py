@@ -9,17 +9,20 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import InvalidBatch, PipelineError
+from ..errors import InvalidBatch, MachineFailure, PipelineError
+
+if TYPE_CHECKING:
+    from ..home import Home, HomeRule
 
 # --------------------------------------------------------------------------- shared options
 home_option = click.option(
     "--home",
     "home",
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     default=None,
     help="Home directory (default: $RATINGS_HOME, else the current directory).",
 )
@@ -39,6 +42,26 @@ fsync_option = click.option(
     show_default=True,
     help="fsync after every line, once per batch, or never.",
 )
+
+
+def home_at(home: str | None, rule: HomeRule = "home", *, needed: bool = True) -> Home:
+    """The home of a command, resolved once here at the edge and checked against what the command may do with it
+    (:meth:`pipeline.home.Home.at`: a missing folder or a folder that is not a home is refused with the remedy).
+    ``needed`` False: the command can work without a home (a store or a file was given instead), so only a home
+    named with ``--home`` is checked."""
+    from ..home import Home
+
+    if not needed and home is None:
+        return Home.resolve(None)
+    return Home.at(home, rule)
+
+
+def store_given() -> bool:
+    """Whether ``--store`` (or ``$RATINGS_STORE``) names the store, so that a command reading only the store needs
+    no home."""
+    from ..store.location import current_config
+
+    return current_config().uri is not None or bool(os.environ.get("RATINGS_STORE"))
 
 
 def seed_option(default: int | None, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -158,9 +181,9 @@ def handle_errors(fn: Callable) -> Callable:
         except BrokenPipeError:  # the reader went away (`ratings sql ... | head`): nothing to say to it
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             sys.exit(1)
-        except OSError as exc:  # an unwritable home, a full disk: the environment failed, not the input
+        except OSError as exc:  # an unwritable home, a full disk: the machine failed, not the input
             click.echo(f"error: {os_error_line(exc)}", err=True)
-            sys.exit(1)
+            sys.exit(MachineFailure.exit_code)
 
     return wrapper
 
@@ -191,7 +214,7 @@ def json_errors(as_json: bool, **shape: Any) -> Iterator[None]:
         sys.exit(exc.exit_code)
     except OSError as exc:
         emit_json({**shape, "error": os_error_line(exc)})
-        sys.exit(1)
+        sys.exit(MachineFailure.exit_code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -13,6 +13,7 @@ from .common import (
     cli,
     emit_json,
     handle_errors,
+    home_at,
     home_option,
     json_option,
     quiet_option,
@@ -243,7 +244,7 @@ def fit(
         credit=credit,
     )
     result = run_fit(
-        home,
+        home_at(home),
         options,
         progress=not quiet and not as_json and sys.stderr.isatty(),
         command=options.command_line(home),
@@ -272,7 +273,7 @@ def case_study(home: str | None, as_json: bool, name: str) -> None:
     """
     from ..casestudy import render_case_study
 
-    rendered = render_case_study(home, name)
+    rendered = render_case_study(home_at(home), name)
     if as_json:
         emit_json(rendered.summary())
     else:
@@ -309,7 +310,8 @@ def compare(
     """
     from ..commands.compare import compare as run_compare
 
-    result = run_compare(home, shipped=shipped, table=table, stats=stats, previous=previous)
+    needed = previous or (table is None and stats is None)  # else the files given are enough
+    result = run_compare(home_at(home, needed=needed), shipped=shipped, table=table, stats=stats, previous=previous)
     if as_json:
         emit_json(result.to_json_dict())
     else:

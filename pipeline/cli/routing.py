@@ -10,6 +10,7 @@ from .common import (
     cli,
     emit_json,
     handle_errors,
+    home_at,
     home_option,
     json_option,
     seed_option,
@@ -76,7 +77,7 @@ def route(
     if log and not task:
         raise click.UsageError("--log needs --task ID (the task the decision is logged for)")
     out = decide(
-        home,
+        home_at(home, needed=table is None or log),
         region=region,
         pool=pool,
         role=role,
@@ -115,7 +116,7 @@ def table_(home: str | None, table: str | None, as_json: bool) -> None:
     from ..routing.table import load
     from ..routing.words import table_lines
 
-    summary = summarize(load(table_path(home, table)))
+    summary = summarize(load(table_path(home_at(home, needed=table is None), table)))
     if as_json:
         emit_json(summary.model_dump(mode="json"))
         return
@@ -141,7 +142,7 @@ def doctor(home: str | None, as_json: bool) -> None:
     """
     from ..commands.doctor import doctor as run_doctor
 
-    report = run_doctor(home)
+    report = run_doctor(home_at(home))
     if as_json:
         emit_json(report.model_dump(mode="json"))
     else:
@@ -174,7 +175,7 @@ def pin(home: str | None, latest: bool, as_json: bool, version: str | None) -> N
 
     if latest == (version is not None):
         raise click.UsageError("give either VERSION or --latest")
-    result = pin_table(home, version, latest=latest)
+    result = pin_table(home_at(home), version, latest=latest)
     if as_json:
         emit_json(result)
     elif result["pinned"]:

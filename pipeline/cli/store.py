@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TextIO
 
 import click
 
@@ -10,10 +11,12 @@ from .common import (
     cli,
     emit_json,
     handle_errors,
+    home_at,
     home_option,
     json_option,
     print_table,
     quiet_option,
+    store_given,
     store_options,
 )
 
@@ -55,7 +58,7 @@ def compact(home: str | None, merge_threshold: int, rebuild: bool, as_json: bool
     from ..compact import compact as compact_store
 
     result = compact_store(
-        home, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild
+        home_at(home), progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild
     )
     for note in result.notes:
         click.echo(note, err=True)
@@ -75,16 +78,42 @@ def compact(home: str | None, merge_threshold: int, rebuild: bool, as_json: bool
 @home_option
 @store_options(as_of=True)
 @click.option("--schema", "schema", is_flag=True, help="List the views and their columns instead of running a query.")
+@click.option(
+    "--file",
+    "query_file",
+    type=click.File("r", encoding="utf-8"),
+    default=None,
+    metavar="FILE",
+    help="Read the query from FILE ('-': stdin), for a query longer than a command line.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, 86_400, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Stop the query after this many seconds.",
+)
 @json_option
 @click.argument("query", required=False)
 @handle_errors
-def sql(home: str | None, schema: bool, as_json: bool, query: str | None) -> None:
-    """Run a read-only SQL query on the store's views, at one table version.
+def sql(
+    home: str | None,
+    schema: bool,
+    query_file: TextIO | None,
+    timeout: float,
+    as_json: bool,
+    query: str | None,
+) -> None:
+    """Run one read-only SQL query on the store's views, at one table version.
 
     Views: tasks, attempts, ratings, rejections, retractions, decisions,
     closures, other (one row per event id; --schema lists their columns).
-    The query can read the table's live files and nothing else, and cannot
-    write files. Note: quote the column "at" (a DuckDB keyword).
+    One statement (SELECT, WITH, FROM, DESCRIBE, SHOW, EXPLAIN), given as
+    QUERY, with --file FILE, or on stdin (QUERY '-'); it can read the table's
+    live files and nothing else, cannot write files, and stops after
+    --timeout seconds. An error in the query exits 2 with DuckDB's message.
+    Note: quote the column "at" (a DuckDB keyword).
 
     \b
     Example:
@@ -92,10 +121,14 @@ def sql(home: str | None, schema: bool, as_json: bool, query: str | None) -> Non
       ratings sql --json 'SELECT task, "at" FROM tasks LIMIT 5'
       ratings sql --as-of 1 'SELECT count(*) FROM ratings'
       ratings sql --as-of 2026-01-31T00:00:00Z 'SELECT count(*) FROM ratings'
+      ratings sql --file explain.sql --timeout 300
       ratings sql --schema
     """
-    if schema == (query is not None):
-        raise click.UsageError("give either a QUERY or --schema")
+    given = [what for what, on in (("QUERY", query is not None), ("--file", query_file is not None)) if on]
+    if schema and given:
+        raise click.UsageError(f"give either --schema or a query ({' and '.join(given)}), not both")
+    if not schema and len(given) != 1:
+        raise click.UsageError("give one query: QUERY, QUERY '-' for stdin, or --file FILE; or --schema")
     if schema:
         from ..families import schema_rows
 
@@ -103,7 +136,8 @@ def sql(home: str | None, schema: bool, as_json: bool, query: str | None) -> Non
     else:
         from ..store import run_sql
 
-        rows = run_sql(home, query or "")
+        text = query_file.read() if query_file is not None else sys.stdin.read() if query == "-" else query
+        rows = run_sql(home_at(home, needed=not store_given()), text or "", timeout_s=timeout)
     if as_json:
         emit_json(rows)
     else:
@@ -130,7 +164,7 @@ def verify(home: str | None, as_json: bool) -> None:
     """
     from ..commands.verify import verify as verify_store
 
-    result = verify_store(home)
+    result = verify_store(home_at(home))
     if as_json:
         emit_json(result.summary())
     else:
@@ -177,7 +211,7 @@ def vacuum(home: str | None, retain_hours: int, as_json: bool) -> None:
     """
     from ..store.upkeep import vacuum as vacuum_store
 
-    result = vacuum_store(home, retain_hours=retain_hours)
+    result = vacuum_store(home_at(home), retain_hours=retain_hours)
     if as_json:
         emit_json(result.summary())
     else:

@@ -11,6 +11,7 @@ from .common import (
     emit_json,
     fsync_option,
     handle_errors,
+    home_at,
     home_option,
     json_errors,
     json_option,
@@ -74,7 +75,7 @@ def append(
             lines.pop()
     with json_errors(as_json, appended=0):
         result = append_events(
-            home,
+            home_at(home, "append"),
             lines,
             fsync=fsync,  # type: ignore[arg-type]  # click.Choice checked it
             source=source,
@@ -112,7 +113,7 @@ def repair(home: str | None, as_json: bool) -> None:
     """
     from ..streams.log import repair as repair_streams
 
-    done = repair_streams(home)
+    done = repair_streams(home_at(home))
     if as_json:
         emit_json({"quarantined": done.quarantined, "completed": done.completed})
         return
@@ -143,7 +144,7 @@ def init(home: str | None, as_json: bool) -> None:
     """
     from ..commands.init_home import init_home
 
-    result = init_home(home)
+    result = init_home(home_at(home, "init"))
     if as_json:
         emit_json(result.summary())
     else:
@@ -198,7 +199,7 @@ def import_(
 
     with progress_bar("importing", quiet or as_json) as advance:
         result = import_table(
-            home,
+            home_at(home, "create"),
             file,
             fmt=fmt,  # type: ignore[arg-type]  # click.Choice checked it
             rater_kind=rater_kind,

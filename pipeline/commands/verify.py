@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import PipelineError
+from ..errors import PipelineError, StoreCorrupt
 from ..home import STREAMS, Home
 from ..store import location as loc
 
@@ -91,11 +91,11 @@ def verify(
     location = loc.resolve(home, config)
     as_of = as_of if as_of is not None else (config or loc.current_config()).as_of
     known = home.store / "writer.json"
-    writer = identity(home).writer if known.exists() else None
+    writer = identity(home, bounds=location.bounds).writer if known.exists() else None
     try:
         table = open_table(location, as_of)
     except PipelineError as exc:
-        if exc.exit_code == 2:  # bad input or a store that cannot be reached: not a finding about the store
+        if not isinstance(exc, StoreCorrupt):  # bad input, a machine or a store that cannot be reached
             raise
         return VerifyResult(
             ok=False,

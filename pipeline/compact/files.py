@@ -122,27 +122,21 @@ class TableFiles:
 
     def write(self, table: pa.Table, relative: str) -> tuple[int, pq.FileMetaData]:
         """Write ``table`` to ``relative`` (a new name) durably; its size in bytes and its Parquet metadata."""
-        written: list[pq.FileMetaData] = []
         if self._fs is not None:
             with self._fs.open_output_stream(relative) as out:
-                pq.write_table(table, out, metadata_collector=written, **parquet_options(table))
-            return int(self._fs.get_file_info(relative).size), written[0]
+                metadata = write_parquet(table, out)
+            return int(self._fs.get_file_info(relative).size), metadata
         root = self.location.table_path
         assert root is not None
         path = root / relative
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-        if self.location.in_home:
-            fd = self.location.home.open(path, flags)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, flags | NOFOLLOW, 0o644)
+        fd = self.location.bounds.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         with os.fdopen(fd, "wb") as handle:
-            pq.write_table(table, handle, metadata_collector=written, **parquet_options(table))
+            metadata = write_parquet(table, handle)
             handle.flush()
             size = os.fstat(handle.fileno()).st_size
         self.files.append(path)
         self.dirs.add(path.parent)
-        return size, written[0]
+        return size, metadata
 
     def sync(self) -> None:
         """fsync every file written and every directory one was created in (up to the table), 16 at once:
@@ -156,6 +150,20 @@ class TableFiles:
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(_fsync_file, self.files))
             list(pool.map(fsync_dir, sorted(dirs)))
+
+
+def write_parquet(table: pa.Table, sink: Any) -> pq.FileMetaData:
+    """Write ``table`` as one Parquet file to ``sink``; its metadata. A failed write (a full disk) raises its own
+    ``OSError``: ``pq.write_table`` would replace it by a ``RuntimeError`` (its writer, closed after the failure,
+    has no metadata to collect) and print another from its finaliser."""
+    writer = pq.ParquetWriter(sink, table.schema, **parquet_options(table))
+    try:
+        writer.write_table(table)
+        writer.close()
+    except BaseException:
+        writer.is_open = False  # failed: its finaliser must not close it again (it would raise there)
+        raise
+    return writer.writer.metadata
 
 
 def _fsync_file(path: Path) -> None:

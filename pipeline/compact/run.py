@@ -40,20 +40,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import InvalidEvent, PipelineError, StoreConflict, StoreCorrupt
+from ..errors import Busy, InvalidEvent, StoreConflict, StoreCorrupt
 from ..families import COLUMNS
 from ..home import STREAMS, Home
 from ..store import location as loc
 from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
 from ..store.table import (
     RECOVER,
-    environment_problem,
     exists,
     fail,
-    first_line,
     home_txn_id,
     machine_errors,
+    machine_failure,
     open_table,
+    store_errors,
     txn_ids,
 )
 from ..store.writer import WriterIdentity, check_name, identity, remember
@@ -144,9 +144,11 @@ def fault_hook(step: str) -> None:
 
 
 @contextmanager
-def compact_lock(home: Home) -> Iterator[None]:
-    """One compactor per home: an exclusive ``flock`` on ``store/.compact.lock`` (waits for the holder)."""
-    fd = home.open(home.store / ".compact.lock", os.O_RDWR | os.O_CREAT)
+def compact_lock(home: Home, location: loc.Location | None = None) -> Iterator[None]:
+    """One compactor per home: an exclusive ``flock`` on ``store/.compact.lock`` (waits for the holder); inside
+    the home, or through a link into the store given with ``--store`` (``location``)."""
+    bounds = location.bounds if location is not None else home.bounds
+    fd = bounds.open(home.store / ".compact.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -178,13 +180,13 @@ def compact(
         check_name(config.writer)
     if location.local is None:
         exists(location)  # an unreachable object store is one line before anything is written
-    with machine_errors("compact (nothing of this run is visible)"), compact_lock(home):
+    with machine_errors("compact (nothing of this run is visible)"), compact_lock(home, location):
         from ..store.upgrade import move_aside_for_rebuild, upgrade_if_old
 
         notes = upgrade_if_old(home, location)
         if rebuild:
             notes += move_aside_for_rebuild(home, location)
-        writer = identity(home, config.writer)
+        writer = identity(home, config.writer, location.bounds)
         run = _Run(
             home,
             location,
@@ -289,7 +291,7 @@ class _Run:
     # ------------------------------------------------------------------ the run
     def run(self) -> CompactResult:
         self._check_home()
-        remember(self.home, self.writer)
+        remember(self.home, self.writer, self.location.bounds)
         cut = consistent_cut(self.home)  # every batch wholly inside or wholly outside (docs/design.md, batch framing)
         plans = {stream: self._plan(stream, cut[stream]) for stream in STREAMS}
         waiting = plans["tasks"].frames.unfinished if plans["tasks"].frames is not None else None
@@ -363,8 +365,8 @@ class _Run:
         if table is not None:
             return table
         try:
-            if self.location.in_home and self.location.table_path is not None:
-                self.home.confine(self.location.table_path / "_delta_log" / "x")
+            if self.location.table_path is not None:
+                self.location.bounds.confine(self.location.table_path / "_delta_log" / "x")
             return DeltaTable.create(
                 self.location.table_uri,
                 TABLE_SCHEMA,
@@ -375,9 +377,7 @@ class _Run:
                 configuration=TABLE_CONFIGURATION,
                 storage_options=self.location.options,
             )
-        except PipelineError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - delta-rs and I/O failures become one line
+        except store_errors() as exc:
             fail(exc, self.location, "create")
 
     def _check_home(self) -> None:
@@ -395,14 +395,14 @@ class _Run:
             return np.empty(0, np.uint64)
         try:
             column = self.table.to_pyarrow_dataset().to_table(columns=["_id_hash"])["_id_hash"]
-        except Exception as exc:  # noqa: BLE001 - a missing or corrupt data file
+        except store_errors() as exc:  # a missing or corrupt data file
             fail(exc, self.location, "read")
         return column.to_numpy().view(np.uint64)
 
     def _commit(self, record: CommitRecord) -> None:
         from deltalake.transaction import CommitProperties, Transaction
 
-        self._check_not_committed_meanwhile(record)
+        self._check_not_committed_meanwhile(record)  # opens the table again: no link has appeared in it
         txns = [Transaction(home_txn_id(record.writer), self.writer.home_id)]
         for stream, rng in record.streams.items():
             end_id, line_id, dl_id = txn_ids(record.writer, stream)
@@ -420,7 +420,7 @@ class _Run:
             self.table.create_write_transaction(
                 self.adds, "append", TABLE_SCHEMA, partition_by=PARTITIONS, commit_properties=properties
             )
-        except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others: one line (fail)
+        except store_errors() as exc:
             fail(exc, self.location, "commit to")
         self.table.update_incremental()
 
@@ -430,7 +430,7 @@ class _Run:
         latest = open_table(self.location)
         for stream, rng in record.streams.items():
             if latest is not None and (latest.transaction_version(txn_ids(record.writer, stream)[0]) or 0) != rng.start:
-                raise StoreConflict(
+                raise Busy(
                     f"another compaction of writer {record.writer!r} committed {stream} meanwhile; nothing of this "
                     "run is visible: run `ratings compact` again"
                 )
@@ -444,9 +444,10 @@ class _Run:
         counts = actions.group_by(["partition.family", "partition.event_date"]).aggregate([("path", "count")])
         if not pc.any(pc.greater(counts["path_count"], self.merge_threshold)).as_py():
             return 0
+        self.location.check_table()
         try:
             metrics = self.table.optimize.compact(max_concurrent_tasks=_WORKERS)
-        except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others: one line (fail)
+        except store_errors() as exc:
             fail(exc, self.location, "optimize")
         return int(metrics.get("numFilesRemoved", 0))
 
@@ -671,7 +672,7 @@ class _Run:
                 columns=["family", *names],
                 filter=ds.field("_id_hash").isin(pa.array(hashes.view(np.int64))),
             )
-        except Exception as exc:  # noqa: BLE001 - a missing or corrupt data file: one line (fail)
+        except store_errors() as exc:  # a missing or corrupt data file
             fail(exc, self.location, "read")
         out: dict[str, tuple[str, dict[str, Any]]] = {}
         for row in found.to_pylist():
@@ -735,13 +736,9 @@ class _Run:
             table = self._file_table(family, self.buffers[(family, day)])
             try:
                 size, metadata = self.files.write(table, relative)
-            except PipelineError:
-                raise
             except OSError as exc:
-                advice = environment_problem(exc) or f"{first_line(exc)}: run `ratings compact` again"
-                raise PipelineError(
-                    f"cannot write {relative} in the store {self.location.describe()}: {advice}; "
-                    "nothing of this run is visible"
+                raise machine_failure(
+                    exc, f"write {relative} in the store {self.location.describe()} (nothing of this run is visible)"
                 ) from None
             partition = {"family": family, "event_date": day.isoformat() if day else None}
             return AddAction(relative, size, partition, _now_ms(), True, file_stats(metadata))

@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from ..commands.pin import pinned_version
-from ..errors import FitError, StoreConflict
+from ..errors import Busy, FitError
 from ..evaluate.policies import held_out_policies
 from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
 from ..evaluate.search import Pins
@@ -125,7 +125,7 @@ def fit_lock(home: Home, *, wait: bool) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
-            raise StoreConflict(
+            raise Busy(
                 f"another fit is running on {home.root} (it holds fits/.fit.lock); "
                 "wait for it to finish or run again with --wait"
             ) from None

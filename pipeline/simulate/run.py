@@ -12,13 +12,14 @@ import os
 import time
 from contextlib import ExitStack
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 from pydantic import BaseModel
 
 from ..errors import PipelineError
-from ..home import Home, atomic_write, fsync_dir
+from ..home import Home, fsync_dir
 from ..streams.events import KNOWN, utc_timestamp
 from . import corrupt as damage_mod
 from .generate import Static, draw_chunk
@@ -80,8 +81,13 @@ def _start_seconds(start: str) -> int:
     return int(datetime.fromisoformat(utc_timestamp(start).replace("Z", "+00:00")).timestamp())
 
 
+def _create(home: Home, path: Path) -> BinaryIO:
+    """A new file of the home to write (truncated if it exists), never through a symbolic link."""
+    return os.fdopen(home.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
+
+
 def simulate(
-    out_dir: str | os.PathLike,
+    out_dir: str | os.PathLike | Home,
     scenario: Scenario,
     *,
     seed: int = 0,
@@ -109,8 +115,8 @@ def simulate(
             raise PipelineError(
                 f"{path} exists and is not empty; simulate writes a fresh home (use --force to replace it)"
             )
-    truth_file = home.root / (truth_path if truth_path is not None else "truth.json")
-    home.streams.mkdir(parents=True, exist_ok=True)
+    truth_file = home.confine(home.root / (truth_path if truth_path is not None else "truth.json"))
+    home.folder(home.streams)
 
     began = time.perf_counter()
     st = Static.of(scenario, _start_seconds(scenario.start))
@@ -127,12 +133,11 @@ def simulate(
     rows_tmp = truth_file.with_name(f".{truth_file.name}.rows.{os.getpid()}.tmp")
     drift_at: str | None = None
     tmp = {name: path.with_name(f".{path.name}.simulate.{os.getpid()}.tmp") for name, path in targets.items()}
-    truth_file.parent.mkdir(parents=True, exist_ok=True)
     try:
         # Every file opened is closed on the way out, whatever fails (an open, a write, an fsync).
         with ExitStack() as opened:
-            files = {name: opened.enter_context(open(path, "wb")) for name, path in tmp.items()}
-            rows = opened.enter_context(open(rows_tmp, "wb"))
+            files = {name: opened.enter_context(_create(home, path)) for name, path in tmp.items()}
+            rows = opened.enter_context(_create(home, rows_tmp))
             for first in range(0, scenario.tasks, chunk_tasks):
                 chunk = draw_chunk(st, rng, first, min(chunk_tasks, scenario.tasks - first))
                 task_part, rating_part, kinds = format_chunk(chunk, fragments)
@@ -196,7 +201,7 @@ def simulate(
         write_truth(truth_file, truth, rows_tmp)
     finally:
         rows_tmp.unlink(missing_ok=True)
-    atomic_write(
+    home.write(
         home.fits / "shipped.json",
         (json.dumps(scenario.policy.shipped_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode(
             "utf-8"

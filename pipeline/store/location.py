@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import PipelineError
-from ..home import Home
+from ..home import Bounds, Home
 
 #: Object-store schemes delta-rs writes to (S3 and compatible, Google Cloud Storage, Azure).
 REMOTE_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "adl"})
@@ -71,12 +71,18 @@ def parse_storage_options(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Location:
-    """A resolved store: its root URI, the events table's URI, and for a local store the paths."""
+    """A resolved store: its root URI, the events table's URI, and for a local store the paths and the bounds.
+
+    A local store's root is resolved once, here: every path the store's commands read, write or delete is then
+    checked against the home and that root (:class:`pipeline.home.Bounds`), so ``--store team/store`` with
+    ``team/store -> /big/disk`` works while a link inside either that leads elsewhere is refused.
+    """
 
     home: Home
-    root: str  # as the user gave it (local: an absolute path)
+    root: str  # as the user gave it (local: the resolved absolute path)
     storage_options: dict[str, str] = field(repr=False, compare=False)
-    local: Path | None  # the root directory of a local store
+    local: Path | None  # the root directory of a local store (resolved once)
+    bounds: Bounds = field(repr=False, compare=False)  # the home and the local store's root
 
     @property
     def table_uri(self) -> str:
@@ -88,11 +94,6 @@ class Location:
         return self.local / TABLE if self.local is not None else None
 
     @property
-    def in_home(self) -> bool:
-        """Whether the store lies inside the home (its files are then written through ``Home.open``)."""
-        return self.local is not None and self.local.is_relative_to(self.home.root)
-
-    @property
     def options(self) -> dict[str, str] | None:
         """Storage options for delta-rs (None for a local store)."""
         return dict(self.storage_options) if self.local is None else None
@@ -100,6 +101,12 @@ class Location:
     def describe(self) -> str:
         """The store's name for messages: its URI, never its options."""
         return self.table_uri
+
+    def check_table(self) -> None:
+        """Before delta-rs reads, writes or deletes in a local table: no symbolic link anywhere in it
+        (:meth:`pipeline.home.Bounds.check_tree`), so that nothing outside the bounds is touched through one."""
+        if self.table_path is not None:
+            self.bounds.check_tree(self.table_path)
 
 
 def resolve(home: str | os.PathLike | Home | None = None, config: StoreConfig | None = None) -> Location:
@@ -109,19 +116,21 @@ def resolve(home: str | os.PathLike | Home | None = None, config: StoreConfig | 
     uri = config.uri or os.environ.get("RATINGS_STORE") or None
     if uri is None:
         local = home.store
-        home.confine(local / TABLE / "x", create=False)  # a symlinked store/ that leaves the home is refused
-        return Location(home=home, root=str(local), storage_options={}, local=local)
+        home.confine(local / TABLE / "x", create=False)  # the home's own store/: a link out of the home is refused
+        return Location(home=home, root=str(local), storage_options={}, local=local, bounds=home.bounds)
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     if scheme in ("", "file") or (len(scheme) == 1 and uri[1:2] == ":"):  # a path (or file://path)
-        path = Path(parts.path if scheme == "file" else uri).expanduser().absolute()
-        if path.is_relative_to(home.root):
-            home.confine(path / TABLE / "x", create=False)
-        return Location(home=home, root=str(path), storage_options={}, local=path)
+        path = Path(parts.path if scheme == "file" else uri).expanduser().absolute().resolve()  # resolved once
+        if path.exists() and not path.is_dir():
+            raise PipelineError(f"store {uri!r}: {path} is not a folder; give the folder of the store")
+        return Location(home=home, root=str(path), storage_options={}, local=path, bounds=home.bounds.with_root(path))
     if scheme not in REMOTE_SCHEMES:
         raise PipelineError(
             f"store {uri!r}: unknown scheme {scheme!r}; give a local path or s3://, gs://, az:// (or abfss://) URI"
         )
     if not parts.netloc:
         raise PipelineError(f"store {uri!r}: no bucket or container after {scheme}://")
-    return Location(home=home, root=uri.rstrip("/"), storage_options=dict(config.storage_options), local=None)
+    return Location(
+        home=home, root=uri.rstrip("/"), storage_options=dict(config.storage_options), local=None, bounds=home.bounds
+    )

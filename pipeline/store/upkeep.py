@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from ..errors import PipelineError
 from ..home import Home
 from . import location as loc
-from .table import fail, machine_errors, open_table
+from .table import fail, machine_errors, open_table, store_errors
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's default: one week of time travel
 
@@ -63,12 +63,13 @@ def vacuum(
         raise PipelineError("--retain-hours must be 0 or more")
     home = Home.resolve(home)
     location = loc.resolve(home, config)
-    with machine_errors("vacuum"), compact_lock(home):
+    with machine_errors("vacuum"), compact_lock(home, location):
         table = open_table(location)
         before = store_bytes(location)
         if table is None:
             empty = {"files_removed": 0, "bytes_before": before, "bytes_after": before, "live_bytes": 0}
             return VacuumResult(version=None, retain_hours=retain_hours, **empty)
+        location.check_table()  # vacuum deletes: never through a link that appeared since the table was opened
         try:
             removed = table.vacuum(
                 retention_hours=retain_hours,
@@ -76,7 +77,7 @@ def vacuum(
                 enforce_retention_duration=False,
                 full=True,
             )
-        except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others: one line (fail)
+        except store_errors() as exc:
             fail(exc, location, "vacuum")
         live = pa.table(table.get_add_actions(flatten=True))
         return VacuumResult(

@@ -17,7 +17,7 @@ import socket
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import PipelineError
-from ..home import Home
+from ..home import Bounds, Home
 
 #: A writer name: what a host name may hold, no ':' or '@' (they delimit compactor ids ``<writer>:<stream>@<n>``).
 WRITER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -45,13 +45,14 @@ def _default_name() -> str:
     return name
 
 
-def identity(home: Home, requested: str | None = None) -> WriterIdentity:
+def identity(home: Home, requested: str | None = None, bounds: Bounds | None = None) -> WriterIdentity:
     """This home's writer: the one ``store/writer.json`` remembers, else a new one (``requested`` or the host
-    name) that :func:`remember` records once the store has accepted it."""
+    name) that :func:`remember` records once the store has accepted it. ``bounds``: the home's and its store's
+    (``store/`` may link into a store given with ``--store``; default the home's)."""
     path = home.store / "writer.json"
     if path.exists():
         try:
-            known = WriterIdentity.model_validate_json(path.read_bytes())
+            known = WriterIdentity.model_validate_json((bounds or home.bounds).read(path))
         except (ValidationError, ValueError) as exc:
             raise PipelineError(
                 f"{path}: not a writer identity ({str(exc).splitlines()[0]}); fix or remove it"
@@ -65,11 +66,11 @@ def identity(home: Home, requested: str | None = None) -> WriterIdentity:
     return WriterIdentity(writer=check_name(requested) if requested else _default_name(), home_id=_home_id())
 
 
-def remember(home: Home, writer: WriterIdentity) -> None:
+def remember(home: Home, writer: WriterIdentity, bounds: Bounds | None = None) -> None:
     """Record this home's writer in ``store/writer.json`` (once: the first compaction the store accepted)."""
     path = home.store / "writer.json"
     if not path.exists():
-        home.write(path, (json.dumps(writer.model_dump(), indent=1) + "\n").encode())
+        (bounds or home.bounds).write(path, (json.dumps(writer.model_dump(), indent=1) + "\n").encode())
 
 
 def _home_id() -> int:
