@@ -53,6 +53,7 @@ def sample() -> dict[str, Any]:
 def make_home(root: Path, stats: dict[str, Any], name: str = NAME) -> Path:
     directory = root / "case-studies" / name
     directory.mkdir(parents=True, exist_ok=True)
+    (root / "fits").mkdir(exist_ok=True)  # a home: a folder with fits/ (or streams/)
     (directory / "stats.json").write_text(json.dumps(stats), encoding="utf-8")
     return root
 
@@ -292,7 +293,7 @@ def test_calibration_reason_only_when_it_adds_something(tmp_path, page):
 @pytest.mark.parametrize("command", [["case-study", "../../evil"], ["fit", "--case-study", "../../evil"]])
 def test_cli_rejects_a_case_study_name_outside_the_home(tmp_path, command):
     home = tmp_path / "deep" / "home"
-    home.mkdir(parents=True)
+    (home / "fits").mkdir(parents=True)
     result = CliRunner().invoke(cli, [*command, "--home", str(home)])
     assert result.exit_code == 2
     assert (

@@ -365,8 +365,9 @@ class _Run:
         if table is not None:
             return table
         try:
-            if self.location.table_path is not None:
-                self.location.bounds.confine(self.location.table_path / "_delta_log" / "x")
+            if self.location.local is not None:  # a local store given with --store may be new: its root is made
+                self.location.local.mkdir(parents=True, exist_ok=True)
+                self.location.bounds.confine(self.location.local / loc.TABLE / "_delta_log" / "x")
             return DeltaTable.create(
                 self.location.table_uri,
                 TABLE_SCHEMA,

@@ -115,6 +115,7 @@ def simulate(
             raise PipelineError(
                 f"{path} exists and is not empty; simulate writes a fresh home (use --force to replace it)"
             )
+    home.root.mkdir(parents=True, exist_ok=True)  # simulate may create its home (docs/design.md, A home)
     truth_file = home.confine(home.root / (truth_path if truth_path is not None else "truth.json"))
     home.folder(home.streams)
 

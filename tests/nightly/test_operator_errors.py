@@ -68,10 +68,10 @@ def home(tiny_fit, tmp_path) -> Path:
 
 ROWS = [
     # command, damage, exit code, the start of the one line
-    (["fit", "--quiet"], _unwritable, 1, "error: Permission denied: "),
-    (["route", "--region", "r", "--log", "--task", "T99"], _unwritable, 1, "error: Permission denied: "),
-    (["pin", "--latest"], _unwritable, 1, "error: Permission denied: "),
-    (["case-study", "routing-by-rating"], _unwritable, 1, "error: Permission denied: "),
+    (["fit", "--quiet"], _unwritable, 4, "error: Permission denied: "),
+    (["route", "--region", "r", "--log", "--task", "T99"], _unwritable, 4, "error: Permission denied: "),
+    (["pin", "--latest"], _unwritable, 4, "error: Permission denied: "),
+    (["case-study", "routing-by-rating"], _unwritable, 4, "error: Permission denied: "),
     (["route", "--region", "r"], _nan_table, 2, "error: "),
     (["compare"], _nan_table, 2, "error: "),
     (["fit", "--quiet", "--no-compact"], _store_file("missing"), 1, "error: the store "),
