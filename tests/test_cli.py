@@ -104,10 +104,11 @@ def test_append_json_reports_errors_as_json(home):
 @pytest.mark.parametrize(
     "stdin, expected",
     [
-        (f"{OPENED}\n{RATED}\n", {"appended": 2, "streams": {"tasks": 1, "ratings": 1}}),
-        (f"{RATED}\n{RATED}", {"appended": 2, "streams": {"ratings": 2}}),  # no final newline
-        (f"{OPENED}\r\n", {"appended": 1, "streams": {"tasks": 1}}),  # CRLF
-        ("", {"appended": 0, "streams": {}}),
+        (f"{OPENED}\n{RATED}\n", {"appended": 2, "streams": {"tasks": 1, "ratings": 1}, "blank_lines": 0}),
+        (f"{RATED}\n{RATED}", {"appended": 2, "streams": {"ratings": 2}, "blank_lines": 0}),  # no final newline
+        (f"{OPENED}\r\n", {"appended": 1, "streams": {"tasks": 1}, "blank_lines": 0}),  # CRLF
+        ("", {"appended": 0, "streams": {}, "blank_lines": 0}),
+        (f"{OPENED}\n\n  \n{RATED}\n\n", {"appended": 2, "streams": {"tasks": 1, "ratings": 1}, "blank_lines": 3}),
     ],
 )
 def test_append_stdin_json(home, stdin, expected):
@@ -132,7 +133,6 @@ def test_append_uses_ratings_home(home):
                 "<stdin>:4: -: expected a JSON object, got an array",
             ],
         ),
-        ((), f"{OPENED}\n\n", ["<stdin>:2: -: empty line"]),
         ((), b'{"type":"x","s":"\xff"}\n', ["<stdin>:1: -: not valid UTF-8 at byte 17"]),
         (
             (OPENED, '{"type":"task.rated","task":"T","score":2}'),
@@ -142,7 +142,7 @@ def test_append_uses_ratings_home(home):
                 "score: Input should be less than or equal to 1"
             ],
         ),
-        (("--max-line-bytes", "140", OPENED, RATED), None, ["<arg>:2: -: line is 166 bytes, over the limit of 140"]),
+        (("--max-line-bytes", "160", OPENED, RATED), None, ["<arg>:2: -: line is 166 bytes, over the limit of 160"]),
     ],
 )
 def test_append_bad_lines_exit_2_and_append_nothing(home, args, stdin, errors):

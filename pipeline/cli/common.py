@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from functools import wraps
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +64,45 @@ def store_given() -> bool:
     from ..store.location import current_config
 
     return current_config().uri is not None or bool(os.environ.get("RATINGS_STORE"))
+
+
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|min|m|h|d)\s*", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def _skew(ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        raise click.BadParameter(f"{value!r} is not a duration: a number and a unit, s, min, h or d (e.g. 1d, 6h)")
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
+    if not 0 < seconds <= 3650 * 86400:
+        raise click.BadParameter(f"{value!r}: give a duration above 0 and at most 3650d")
+    return timedelta(seconds=seconds)
+
+
+def future_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--skew DURATION`` and ``--allow-future`` for a command that takes events in (append, import, compact, fit):
+    the body gets ``future``, the skew an event time may lie after now, or None when any time is allowed."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        skew, allow = kwargs.pop("skew"), kwargs.pop("allow_future")
+        return fn(*args, **kwargs, future=None if allow else skew)
+
+    wrapper = click.option(
+        "--allow-future",
+        "allow_future",
+        is_flag=True,
+        help="Accept events dated more than --skew after now (a backfill that needs it).",
+    )(wrapper)
+    return click.option(
+        "--skew",
+        default="1d",
+        show_default=True,
+        metavar="DURATION",
+        callback=_skew,
+        help="How far after now an event's time may lie (s, min, h, d); later ones are refused.",
+    )(wrapper)
 
 
 def seed_option(default: int | None, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

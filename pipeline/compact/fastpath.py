@@ -28,14 +28,14 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ..families import COLUMNS, DEFAULTS
-from ..streams.events import KNOWN, RESERVED_ID, config_key
+from ..streams.events import FILLABLE, KNOWN, RESERVED_ID, config_key
 from .rows import ENCODED, ENCODED_SCHEMAS, family_of
 
 _S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
 _CONFIG = pa.struct([("cli", _S), ("route", _S), ("model", _S), ("effort", _S)])
 _RATER = pa.struct([("kind", _S), ("name", _S)])
 _LIST = pa.list_(_S)
-_COMMON = [("id", _S), ("type", _S), ("at", _S), ("v", _I)]
+_COMMON = [("id", _S), ("type", _S), ("at", _S), ("v", _I), ("filled", _LIST)]  # ``filled``: read, checked, not stored
 
 #: The JSON fields of each known type, as Arrow reads them (``labels`` is left out: free keys go the slow way).
 FIELDS: dict[str, list[tuple[str, pa.DataType]]] = {
@@ -439,6 +439,10 @@ def _row_checks(
                 ok &= _all_valid(pc.greater(pc.utf8_length(part), 0))
     if "rater" in cols:
         ok &= _all_valid(pc.is_in(child(table["rater"], "kind"), value_set=pa.array(_RATER_KINDS)))
+    flat = pc.list_flatten(table["filled"])
+    if len(flat):  # the fields an append filled: each one of them, by name
+        bad_items = pc.invert(pc.fill_null(pc.is_in(flat, value_set=pa.array(FILLABLE)), False))
+        ok[pc.list_parent_indices(table["filled"]).to_numpy()[_all_valid(bad_items)]] = False
     for field, non_empty in (("candidates", True), ("evidence", False)):
         if field in cols:
             flat = pc.list_flatten(table[field])

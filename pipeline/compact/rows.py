@@ -43,7 +43,7 @@ ENCODED_SCHEMAS: dict[str, pa.Schema] = {
     for family, schema in SCHEMAS.items()
 }
 
-_COMMON = ("id", "type", "at", "v")
+_COMMON = ("id", "type", "at", "v", "filled")  # ``filled`` is the line's provenance, not stored (Storage)
 #: Store columns whose value is not the event field of the same name.
 _RENAMED = {"table_version": "table"}
 

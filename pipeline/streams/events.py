@@ -14,7 +14,7 @@ import json
 import os
 import re
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -32,6 +32,10 @@ MAX_NESTING = 64  # deeper JSON is rejected before it can exhaust the stack
 MAX_WEIGHT = 1e6  # precision, confidence (<= 1 anyway), importance, a rejection's weight
 MAX_COST_USD = 1e6  # cost of one attempt
 MAX_COUNT = 10**12  # durations in ms and trace counts
+#: How far after the moment it is appended (or compacted) an event's time may lie: a writer's clock a little ahead
+#: is fine, an event dated next year is a mistake that makes every other rating look old to the fit's recency
+#: weights (docs/design.md, Bounds). ``--skew`` changes it, ``--allow-future`` lifts it.
+MAX_FUTURE = timedelta(days=1)
 
 #: An id of this form is what the compactor gives an id-less line (``[<writer>:]<stream>@<byte offset>``):
 #: reserved, so that an explicit id can never collide with one.
@@ -85,6 +89,36 @@ def format_timestamp(moment: datetime) -> str:
     return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
 
 
+def latest_time(now: datetime, skew: timedelta) -> str:
+    """The latest time an event may carry when appended at ``now`` (``now + skew``, to the second, normalised)."""
+    try:
+        return format_timestamp((now + skew).replace(microsecond=0))
+    except OverflowError:  # past year 9999: nothing is too late
+        return "9999-12-31T23:59:59Z"
+
+
+def describe_skew(skew: timedelta) -> str:
+    """``1 day``, ``6 h``, ``90 s``: a skew for people."""
+    seconds = skew.total_seconds()
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if unit == 'day' and n != 1 else ''}"
+    return f"{seconds:g} s"
+
+
+def future_reason(at: str, latest: str, skew: timedelta, *, moment: str = "now") -> str | None:
+    """Why an event time ``at`` (normalised) is refused, when it is after ``latest`` (:func:`latest_time` of
+    ``moment``); None when it is not. Both are compared to the second (the normalised form sorts as text)."""
+    if at[:19] <= latest[:19]:
+        return None
+    return (
+        f"{at} is more than {describe_skew(skew)} after {moment} (at most {latest}): an event dated in the future "
+        "makes every other rating look old to the fit; fix the writer's clock, or pass --allow-future (a backfill "
+        "that needs it)"
+    )
+
+
 Timestamp = Annotated[str, AfterValidator(utc_timestamp), WithJsonSchema({"type": "string", "format": "date-time"})]
 NonEmpty = Annotated[str, Field(min_length=1)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -118,6 +152,9 @@ def known_major(value: int) -> int:
 
 
 EventId = Annotated[str, Field(min_length=1), AfterValidator(free_id)]
+Filled = Literal["id", "at"]
+#: The fields ``append`` fills, in the order it records them.
+FILLABLE: tuple[Filled, ...] = ("id", "at")
 MajorVersion = Annotated[int, Field(ge=1, json_schema_extra={"maximum": SCHEMA_VERSION}), AfterValidator(known_major)]
 
 _STRICT = ConfigDict(strict=True, frozen=True, defer_build=True, allow_inf_nan=False)
@@ -184,6 +221,9 @@ class Event(BaseModel):
     type: NonEmpty
     at: Timestamp | None = None
     v: MajorVersion = SCHEMA_VERSION
+    #: The common fields ``append`` filled in (it draws an ``id`` and takes the time of the append as ``at``): a
+    #: retry of the same event is recognised by its id although its filled ``at`` differs (docs/design.md, Storage).
+    filled: list[Filled] | None = None
 
     @property
     def extra(self) -> dict[str, Any]:
@@ -324,10 +364,14 @@ def edit_distance(a: str, b: str) -> int:
 
 
 def nearest_type(event_type: str) -> tuple[int, str] | None:
-    """The v1 type closest to an unknown ``event_type`` (edits, name) when it is at most two edits away."""
+    """The v1 type closest to an unknown ``event_type`` (edits, name) when it is at most two edits away.
+
+    Letters are compared without their case, and a type that differs from a v1 type only in case is one edit away
+    (``Task.Opened``: a typo of ``task.opened``), so ``append`` refuses it like any other typo."""
     if event_type in KNOWN:
         return None
-    distance, name = min((edit_distance(event_type, known), known) for known in KNOWN)
+    folded = event_type.lower()
+    distance, name = min((max(edit_distance(folded, known), 1), known) for known in KNOWN)
     return (distance, name) if distance <= 2 else None
 
 
@@ -479,14 +523,25 @@ def parse_line(
         raise InvalidEvent(exc.reason, field=exc.field, source=source, problems=exc.problems) from None
 
 
-def with_head(data: dict[str, Any], *, type: str, v: int, id: str | None, at: str | None) -> dict[str, Any]:
-    """``data`` (a validated event's fields) with the common fields first: ``id``, ``type``, ``at``, ``v``.
+def with_head(
+    data: dict[str, Any],
+    *,
+    type: str,
+    v: int,
+    id: str | None,
+    at: str | None,
+    filled: list[str] | None = None,
+) -> dict[str, Any]:
+    """``data`` (a validated event's fields) with the common fields first: ``id``, ``type``, ``at``, ``v``, and
+    ``filled`` when ``append`` filled some of them (``filled``: every field it filled, the event's own included).
 
     ``at`` is the normalised time (or the one ``append`` filled); a ``None`` id or time is left out.
     """
-    out: dict[str, Any] = {"id": id, "type": type, "at": at, "v": v, **data}
+    out: dict[str, Any] = {"id": id, "type": type, "at": at, "v": v, **({"filled": filled} if filled else {}), **data}
     # a key of ``data`` keeps the position given above; its value is replaced by the normalised one
     out["id"], out["type"], out["at"], out["v"] = id, type, at, v
+    if filled:
+        out["filled"] = filled
     if id is None:
         del out["id"]
     if at is None:

@@ -26,13 +26,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
 from ..errors import InvalidEvent
 from ..home import STREAMS, Home
 from . import framing
 from .batch import Batch, Item, prepare
-from .events import DEFAULT_MAX_LINE_BYTES, AnyEvent, parse_line
+from .events import DEFAULT_MAX_LINE_BYTES, MAX_FUTURE, AnyEvent, parse_line
 from .framing import FsyncPolicy, Verdict
 from .ulid import new_id
 
@@ -61,9 +62,10 @@ class AppendResult:
     quarantined: list[str] = field(default_factory=list)
     unknown_types: dict[str, int] = field(default_factory=dict)  # kept as family ``other``, ignored by the fit
     batch: str | None = None  # the batch id when the events were framed as one batch
+    blank: int = 0  # blank lines skipped
 
     def summary(self) -> dict[str, Any]:
-        return {"appended": self.appended, "streams": dict(self.streams)}
+        return {"appended": self.appended, "streams": dict(self.streams), "blank_lines": self.blank}
 
 
 def write(home: Home, batch: Batch, fsync: FsyncPolicy) -> AppendResult:
@@ -72,7 +74,7 @@ def write(home: Home, batch: Batch, fsync: FsyncPolicy) -> AppendResult:
     All or nothing: an I/O error (a full disk) truncates what this call wrote, so nothing of the batch was
     appended, and the error says so in a note.
     """
-    result = AppendResult(ids=batch.ids, unknown_types=batch.unknown_types)
+    result = AppendResult(ids=batch.ids, unknown_types=batch.unknown_types, blank=batch.blank)
     if not batch.lines:
         return result
     with framing.hold(home, list(batch.lines), durable=fsync != "never") as held:
@@ -99,18 +101,21 @@ def append(
     source: str = "<input>",
     max_bytes: int = DEFAULT_MAX_LINE_BYTES,
     allow_types: Iterable[str] = (),
+    future: timedelta | None = MAX_FUTURE,
 ) -> AppendResult:
-    """Validate the whole batch, fill ``id`` and ``at`` where absent, and append each event to its stream.
+    """Validate the whole batch, fill ``id`` and ``at`` where absent (recording them in ``filled``), and append each
+    event to its stream.
 
     All or nothing: an invalid item raises :class:`InvalidBatch` and no byte is written; several events are
     framed as one batch, which readers take whole or not at all, also after a crash or a full disk. An unknown
-    type one edit away from a v1 type is refused as a typo unless ``allow_types`` names it
+    type one edit away from a v1 type is refused as a typo unless ``allow_types`` names it, a time more than
+    ``future`` after now is refused (None: any), blank lines are skipped and counted
     (:func:`pipeline.streams.batch.prepare`).
     """
     if fsync not in ("always", "batch", "never"):
         raise ValueError(f"fsync must be always, batch or never, not {fsync!r}")
     home = Home.resolve(home)
-    batch = prepare(events, source=source, max_bytes=max_bytes, allow_types=allow_types)
+    batch = prepare(events, source=source, max_bytes=max_bytes, allow_types=allow_types, future=future)
     return write(home, batch, fsync)
 
 
