@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import click
@@ -12,6 +12,7 @@ from ..errors import PipelineError
 from .common import (
     cli,
     emit_json,
+    future_options,
     handle_errors,
     home_at,
     home_option,
@@ -162,6 +163,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
 @store_options(writer=True, as_of=True)
+@future_options
 @quiet_option
 @json_option
 @handle_errors
@@ -194,6 +196,7 @@ def fit(
     credit: str | None,
     quiet: bool,
     as_json: bool,
+    future: timedelta | None,
 ) -> None:
     """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
 
@@ -249,6 +252,7 @@ def fit(
         progress=not quiet and not as_json and sys.stderr.isatty(),
         command=options.command_line(home),
         render=not no_render,
+        future=future,
     )
     if as_json:
         emit_json(result.stats.to_json_dict())

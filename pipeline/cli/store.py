@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 from typing import TextIO
 
 import click
@@ -10,6 +11,7 @@ import click
 from .common import (
     cli,
     emit_json,
+    future_options,
     handle_errors,
     home_at,
     home_option,
@@ -37,16 +39,22 @@ from .common import (
     help="Move the local table aside and rebuild it from the streams (after `ratings verify` found damage).",
 )
 @store_options(writer=True)
+@future_options
 @json_option
 @quiet_option
 @handle_errors
-def compact(home: str | None, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool) -> None:
+def compact(
+    home: str | None, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool, future: timedelta | None
+) -> None:
     """Compact the new lines of the streams into the store's events table: one Delta commit per run.
 
     Incremental and idempotent: a run with no new input commits nothing, and a
     rerun after a crash lands every event exactly once. Invalid lines and id
-    conflicts go to deadletter/<stream>.jsonl. A store in the old manifest
-    format is moved aside and rebuilt from the streams on the first run.
+    conflicts go to deadletter/<stream>.jsonl, and so do lines dated more
+    than --skew after the run (unless --allow-future). A store in the old
+    manifest format is moved aside and rebuilt from the streams on the first
+    run. --rebuild builds a new table from the streams and moves the old one
+    aside only once the new one is whole.
 
     \b
     Example:
@@ -58,7 +66,11 @@ def compact(home: str | None, merge_threshold: int, rebuild: bool, as_json: bool
     from ..compact import compact as compact_store
 
     result = compact_store(
-        home_at(home), progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild
+        home_at(home),
+        progress=not quiet and sys.stderr.isatty(),
+        merge_threshold=merge_threshold,
+        rebuild=rebuild,
+        future=future,
     )
     for note in result.notes:
         click.echo(note, err=True)

@@ -9,7 +9,6 @@ newest table in the history (the most recently written file, ties by name).
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import PipelineError, TableSchemaError
 from ..home import Home, fsync_dir
-from ..jsonfile import first_problem
+from ..jsonfile import first_problem, parse_json
 from ..routing.table import canonical_json, load, table_json_schema
 from ..streams.events import format_timestamp
 
@@ -75,7 +74,7 @@ def _find(home: Home, version: str) -> Path:
         return direct
     for path in _history(home):
         try:
-            if json.loads(path.read_text(encoding="utf-8")).get("version") == version:
+            if _version_in(path) == version:
                 return path
         except ValueError:
             continue
@@ -83,9 +82,16 @@ def _find(home: Home, version: str) -> Path:
     raise PipelineError(f"no fit with version {version!r} in {history_dir(home)} (known: {known})")
 
 
+def _version_in(path: Path) -> str | None:
+    """The ``version`` a history file names (None when it names none); :class:`ValueError` when not JSON."""
+    data = parse_json(path.read_bytes())
+    version = data.get("version") if isinstance(data, dict) else None
+    return str(version) if version else None
+
+
 def _version_of(path: Path) -> str:
     try:
-        return str(json.loads(path.read_text(encoding="utf-8")).get("version") or path.stem)
+        return _version_in(path) or path.stem
     except ValueError:
         return path.stem
 

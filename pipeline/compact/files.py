@@ -194,8 +194,8 @@ def deadletter_record(
 class DeadLetters:
     """``deadletter/<stream>.jsonl``, cut back to the size the store recorded (a crashed run's lines go)."""
 
-    def __init__(self, home: Home, stream: str, keep_bytes: int):
-        self.path = home.deadletter / f"{stream}.jsonl"
+    def __init__(self, home: Home, stream: str, keep_bytes: int, folder: Path | None = None):
+        self.path = (folder if folder is not None else home.deadletter) / f"{stream}.jsonl"
         self.fd = home.open(self.path, os.O_RDWR | os.O_CREAT)
         size = os.fstat(self.fd).st_size
         if size < keep_bytes:

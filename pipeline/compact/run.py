@@ -32,7 +32,8 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,17 @@ from ..store.table import (
     txn_ids,
 )
 from ..store.writer import WriterIdentity, check_name, identity, remember
-from ..streams.events import DEFAULT_MAX_LINE_BYTES, FAMILY, SCHEMA_VERSION, parse_line, stream_of
+from ..streams.events import (
+    DEFAULT_MAX_LINE_BYTES,
+    FAMILY,
+    MAX_FUTURE,
+    SCHEMA_VERSION,
+    format_timestamp,
+    future_reason,
+    latest_time,
+    parse_line,
+    stream_of,
+)
 from ..streams.framing import consistent_cut
 from ..streams.log import new_id
 from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, file_stats, partition_dir
@@ -166,10 +177,13 @@ def compact(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     rebuild: bool = False,
     config: loc.StoreConfig | None = None,
+    future: timedelta | None = MAX_FUTURE,
 ) -> CompactResult:
     """Compact the new bytes of every stream into the table; a run with no new input commits nothing.
 
-    ``rebuild`` moves a local store's table aside and compacts every stream from its first byte.
+    ``rebuild`` rebuilds a local store's table from the streams (the old one moved aside once the new one is
+    whole). A line dated more than ``future`` after this run is dead-lettered (written past the skew by a writer
+    that did not check it; None: any time is stored).
     """
     if merge_threshold < 2:
         raise ValueError("merge_threshold must be at least 2")
@@ -181,26 +195,39 @@ def compact(
     if location.local is None:
         exists(location)  # an unreachable object store is one line before anything is written
     with machine_errors("compact (nothing of this run is visible)"), compact_lock(home, location):
-        from ..store.upgrade import move_aside_for_rebuild, upgrade_if_old
+        from ..store.upgrade import Rebuild, upgrade_if_old
 
         notes = upgrade_if_old(home, location)
-        if rebuild:
-            notes += move_aside_for_rebuild(home, location)
         writer = identity(home, config.writer, location.bounds)
-        run = _Run(
-            home,
-            location,
-            writer,
-            merge_threshold=merge_threshold,
-            chunk_bytes=chunk_bytes,
-            buffer_rows=buffer_rows,
-            max_line_bytes=max_line_bytes,
-            progress=progress,
-        )
-        try:
-            result = run.run()
-        finally:
-            run.close()
+        build = Rebuild.start(home, location) if rebuild else None
+
+        def run_once() -> CompactResult:
+            run = _Run(
+                home,
+                build.build if build is not None else location,
+                writer,
+                merge_threshold=merge_threshold,
+                chunk_bytes=chunk_bytes,
+                buffer_rows=buffer_rows,
+                max_line_bytes=max_line_bytes,
+                progress=progress,
+                future=future,
+                deadletters=build.letters if build is not None else home.deadletter,
+            )
+            try:
+                return run.run()
+            finally:
+                run.close()
+
+        if build is None:
+            result = run_once()
+        else:
+            try:
+                result = run_once()
+            except BaseException:
+                build.abandon()  # the old table and dead letters were never moved: the store is as it was
+                raise
+            notes += build.finish()
     return result.model_copy(update={"notes": notes + result.notes})
 
 
@@ -261,8 +288,11 @@ class _Run:
         buffer_rows: int,
         max_line_bytes: int,
         progress: bool,
+        future: timedelta | None = MAX_FUTURE,
+        deadletters: Path | None = None,
     ):
         self.home = home
+        self.deadletters = deadletters if deadletters is not None else home.deadletter
         self.location = location
         self.writer = writer
         self.merge_threshold = merge_threshold
@@ -270,6 +300,9 @@ class _Run:
         self.buffer_rows = buffer_rows
         self.max_line_bytes = max_line_bytes
         self.progress = progress
+        self.skew = future or MAX_FUTURE
+        # the latest time a line may carry, from this run's clock (None: any)
+        self.latest = latest_time(datetime.now(UTC), future) if future is not None else None
         self.run_id = new_id()
         self.seq = 0
         self.buffers: dict[tuple[str, date | None], list[pa.Table]] = {}
@@ -304,7 +337,7 @@ class _Run:
         self.ids = IdSet(self._table_hashes(), expected=total // 128)  # lines are rarely shorter than 128 bytes
         with self._bar(total) as bar:
             for plan in plans.values():
-                self.letters[plan.stream] = DeadLetters(self.home, plan.stream, plan.deadletter_bytes)
+                self.letters[plan.stream] = DeadLetters(self.home, plan.stream, plan.deadletter_bytes, self.deadletters)
                 self._consume(plan, bar)
         self._resolve_held()
         self._flush()
@@ -565,6 +598,9 @@ class _Run:
         """Deduplicate a parsed chunk, buffer its new rows, hold back known ids, dead-letter the rest."""
         outcomes.lines += len(chunk)
         parsed, broken = _apply_frames(chunk, parsed, frames, outcomes)
+        if self.latest is not None:
+            parsed, late = _late(parsed, self.latest, self.skew)
+            broken += late
         rejected: list[tuple[int, str]] = list(parsed.invalid) + broken
         outcomes.invalid += len(parsed.invalid) + len(broken)
         families = sorted(parsed.tables)
@@ -633,15 +669,21 @@ class _Run:
         for held in self.held:
             resolved = np.zeros(held.rows.num_rows, np.int8)
             rows = held.rows.drop_columns(["_line", "_id_hash"]).to_pylist()
+            lines = held.rows["_line"].to_numpy()
             for k, row in enumerate(rows):
                 known = stored.get(row["id"])
                 if known is None:  # only the 64-bit hashes met: a new id
                     resolved[k] = NEW
-                else:
-                    family, values = known
-                    resolved[k] = DUPLICATE if family == held.family and values == _comparable(row) else CONFLICT
+                    continue
+                family, values, where = known
+                if family != held.family:
+                    resolved[k] = CONFLICT
+                    continue
+                ignored = filled_of(held.chunk.line(int(lines[k])))
+                if where[0] == self.writer.writer:  # a line of this home's streams: what its append filled
+                    ignored |= filled_of(self.reader.line(int(position(where[1], np.array([where[2]]))[0])))
+                resolved[k] = DUPLICATE if _agree(values, _comparable(row), ignored) else CONFLICT
             new = resolved == NEW
-            lines = held.rows["_line"].to_numpy()
             held.outcomes.stored += int(new.sum())
             held.outcomes.duplicate += int((resolved == DUPLICATE).sum())
             held.outcomes.conflict += int((resolved == CONFLICT).sum())
@@ -663,22 +705,24 @@ class _Run:
                 )
         self.held.clear()
 
-    def _stored_rows(self, hashes: np.ndarray) -> dict[str, tuple[str, dict[str, Any]]]:
-        """id -> (family, comparable row) of the stored rows whose ``_id_hash`` is one of ``hashes``."""
+    def _stored_rows(self, hashes: np.ndarray) -> dict[str, tuple[str, dict[str, Any], tuple[str, str, int]]]:
+        """id -> (family, comparable row, (writer, stream, offset) of its line) of the stored rows whose
+        ``_id_hash`` is one of ``hashes`` (the first by provenance, as readers keep)."""
         import pyarrow.dataset as ds
 
         names = [f.name for f in DATA_SCHEMA if not f.name.startswith("_") and f.name != "raw"]
         try:
             found = self.table.to_pyarrow_dataset().to_table(
-                columns=["family", *names],
+                columns=["family", *names, "_writer", "_stream", "_offset"],
                 filter=ds.field("_id_hash").isin(pa.array(hashes.view(np.int64))),
             )
         except store_errors() as exc:  # a missing or corrupt data file
             fail(exc, self.location, "read")
-        out: dict[str, tuple[str, dict[str, Any]]] = {}
-        for row in found.to_pylist():
+        out: dict[str, tuple[str, dict[str, Any], tuple[str, str, int]]] = {}
+        for row in sorted(found.to_pylist(), key=lambda r: (r["_writer"], r["_stream"], r["_offset"])):
             family = row.pop("family")
-            out.setdefault(row["id"], (family, _comparable({c: row.get(c) for c, _ in COLUMNS[family]})))
+            where = (row["_writer"], row["_stream"], row["_offset"])
+            out.setdefault(row["id"], (family, _comparable({c: row.get(c) for c, _ in COLUMNS[family]}), where))
         return out
 
     # ------------------------------------------------------------------ writing
@@ -771,6 +815,25 @@ def _apply_frames(
     return ParsedChunk(tables=tables, invalid=invalid), broken
 
 
+def _late(parsed: ParsedChunk, latest: str, skew: timedelta) -> tuple[ParsedChunk, list[tuple[int, str]]]:
+    """The chunk's rows without those dated after ``latest`` (this run's time plus the skew), and those as
+    (line index, reason) dead letters: another writer wrote them without the check ``append`` makes."""
+    limit = pa.scalar(datetime.fromisoformat(latest[:-1]) + timedelta(seconds=1), pa.timestamp("us"))
+    late: list[tuple[int, str]] = []
+    tables = {}
+    for family, table in parsed.tables.items():
+        after = np.asarray(pc.fill_null(pc.greater_equal(table["at"], limit), False).to_numpy(zero_copy_only=False))
+        if after.any():
+            rows = table.filter(pa.array(after))
+            for line, at in zip(rows["_line"].to_pylist(), rows["at"].to_pylist(), strict=True):
+                moment = format_timestamp(at.replace(tzinfo=UTC))
+                late.append((int(line), f"at: {future_reason(moment, latest, skew, moment='this compaction')}"))
+        kept = table.filter(pa.array(~after)) if after.any() else table
+        if kept.num_rows:
+            tables[family] = kept
+    return (ParsedChunk(tables=tables, invalid=parsed.invalid), late) if late else (parsed, late)
+
+
 def _with_id_hash(table: pa.Table) -> pa.Table:
     """``table`` with ``_id_hash``: :func:`pipeline.compact.ids.hash_ids` of its ids (computed while parsing)."""
     return table.append_column("_id_hash", pa.array(hash_ids(table["id"].combine_chunks()).view(np.int64)))
@@ -851,8 +914,9 @@ def _comparable(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _same_event(earlier: bytes, line: bytes, event_id: str) -> int:
-    """DUPLICATE when two lines with one id carry the same payload (the same bytes, or the same event), else
-    CONFLICT; NEW when the ids differ (only their hashes met)."""
+    """DUPLICATE when two lines with one id carry the same payload (the same bytes, or the same event outside the
+    fields ``append`` filled in either: a retry whose ``at`` the append took anew), else CONFLICT; NEW when the
+    ids differ (only their hashes met)."""
     if earlier == line:
         return DUPLICATE
     try:
@@ -861,7 +925,25 @@ def _same_event(earlier: bytes, line: bytes, event_id: str) -> int:
         return CONFLICT
     if first.id != event_id:
         return NEW
-    return DUPLICATE if event_row(first, "")[1] == event_row(second, "")[1] else CONFLICT
+    ignored = {*(first.filled or ()), *(second.filled or ())}
+    return DUPLICATE if _agree(event_row(first, "")[1], event_row(second, "")[1], ignored) else CONFLICT
+
+
+def _agree(stored: dict[str, Any], incoming: dict[str, Any], ignored: set[str]) -> bool:
+    """Two rows of one id are the same event when they agree outside the fields an append filled (``ignored``)."""
+    return {k: v for k, v in stored.items() if k not in ignored} == {
+        k: v for k, v in incoming.items() if k not in ignored
+    }
+
+
+def filled_of(line: bytes) -> set[str]:
+    """The fields an append filled in a stream line (``filled``; none when it names none or does not parse)."""
+    if b'"filled"' not in line:
+        return set()
+    try:
+        return set(parse_line(line).filled or ())
+    except InvalidEvent:
+        return set()
 
 
 def family_rows(table: Any) -> dict[str, int]:

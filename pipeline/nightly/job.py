@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import polars as pl
@@ -38,6 +39,7 @@ from ..routing.summary import summarize
 from ..routing.table import Constants, RoutingTable
 from ..store import open_store
 from ..store.views import reading
+from ..streams.events import MAX_FUTURE
 from .options import FitOptions
 from .publish import publish_fit
 from .stats import Stats
@@ -141,11 +143,14 @@ def run_fit(
     progress: bool = False,
     command: str | None = None,
     render: bool = False,
+    future: timedelta | None = MAX_FUTURE,
 ) -> FitResult:
     """Compact (unless ``no_compact``), fit, evaluate, publish the table and write the case-study stats.
 
     ``command`` is recorded as ``stats.source.command`` (default: :meth:`FitOptions.command_line` without
     ``--home``). With ``render``, the case-study page is rendered from the new stats (``ratings case-study``).
+    ``future``: the compaction's skew (:func:`pipeline.compact.compact`); the fit itself measures every age from
+    the data, never from the clock.
     """
     home = Home.resolve(home)
     options = options or FitOptions()
@@ -155,7 +160,7 @@ def run_fit(
             say("compacting")
             from ..compact import compact
 
-            compact(home, progress=progress)
+            compact(home, progress=progress, future=future)
         result = _fit(home, options, say, command or options.command_line())
         if render:  # inside the lock: the page shows this fit's stats
             from ..casestudy import render_case_study
@@ -283,6 +288,11 @@ def _read(home: Home, options: FitOptions) -> tuple[int | None, dict[str, int], 
     recover (pipeline.store.views.reading)."""
     with open_store(home) as store, reading(store):
         inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
+        unknown = store.unknown_retractions()
+        if unknown:  # said, not silent: a retraction of an id the store does not hold retracts nothing
+            shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            note = f"{len(unknown)} retraction(s) name an id no rating or rejection holds, and retract nothing: {shown}"
+            inputs = dataclasses.replace(inputs, notes=(*inputs.notes, note))
         return store.version, store.event_counts(), store.inputs_sha256(), inputs
 
 

@@ -18,7 +18,6 @@ order: history, stats, schema, table. The table is the commit point (docs/design
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import PipelineError
 from ..home import Home
+from ..jsonfile import parse_json
 from ..routing.table import RoutingTable, canonical_json, table_json_schema
 from .options import DEFAULT_CASE_STUDY
 from .stats import Stats
@@ -75,7 +75,7 @@ def consistency(home: Home, table: RoutingTable, *, pinned: str | None) -> Consi
         )
     stats_path = stats_path_of(home, table)
     try:
-        data = json.loads(stats_path.read_text(encoding="utf-8"))
+        data = parse_json(stats_path.read_bytes())
         described = data.get("table_version") if isinstance(data, dict) else None
     except FileNotFoundError:
         return Consistency(ok=False, stale="stats", detail=f"{_rel(home, stats_path)} is missing; run `fit-routing`")

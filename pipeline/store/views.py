@@ -119,14 +119,38 @@ class Store:
                 return f"{path}: {_one_line(exc)}"
         return None
 
+    def unknown_retractions(self) -> list[str]:
+        """The ids that retractions name and no rating or rejection holds (sorted): such a retraction retracts
+        nothing (a typo of an id, or a rating not compacted yet)."""
+        rows = self.con.execute(
+            "SELECT DISTINCT rating FROM retractions WHERE rating NOT IN "
+            "(SELECT id FROM ratings UNION ALL SELECT id FROM rejections) ORDER BY rating"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def configs(self) -> set[str]:
+        """Every config key the store has seen (attempts, ratings, rejections)."""
+        rows = self.con.execute(
+            "SELECT config_key FROM attempts UNION SELECT config_key FROM ratings "
+            "UNION SELECT config_key FROM rejections"
+        ).fetchall()
+        return {r[0] for r in rows if r[0] is not None}
+
+    def after(self, latest: str) -> tuple[int, str | None]:
+        """How many events are dated after ``latest`` (a normalised time), and the latest of them."""
+        union = " UNION ALL ".join(f'SELECT "at" FROM "{view}"' for view in VIEWS)
+        limit = latest[:19].replace("T", " ")
+        n, newest = self.con.execute(
+            f'SELECT count(*), max("at") FROM ({union}) WHERE "at" > TIMESTAMP \'{limit}\''
+        ).fetchall()[0]
+        return int(n), plain(newest)
+
     def raise_damage(self, exc: BaseException) -> None:
         """:class:`StoreCorrupt` with the remedy when a live file is damaged (:meth:`damage`); else return, and
         ``exc`` (which DuckDB raised reading the store) is not the store's fault."""
         damage = self.damage()
         if damage is not None:
-            raise StoreCorrupt(
-                f"the store {self.location.describe()} cannot be read ({damage}); {RECOVER}"
-            ) from None
+            raise StoreCorrupt(f"the store {self.location.describe()} cannot be read ({damage}); {RECOVER}") from None
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Column names and rows of one query."""
