@@ -267,6 +267,22 @@ class Home:
         """:func:`atomic_write` of a file inside this home."""
         self.bounds.write(path, data)
 
+    def remove_stale_temps(self, folder: Path) -> list[str]:
+        """Remove the temp files :func:`atomic_write` left in ``folder`` when its process was killed (their name,
+        ``.<file>.<pid>.<8 hex>.tmp``, and a pid that no longer runs: a live writer's are kept); their names."""
+        if not folder.is_dir():
+            return []
+        self.bounds.confine(folder, create=False, directory=True)
+        removed = []
+        for path in sorted(folder.iterdir()):
+            match = TEMP.fullmatch(path.name)
+            if match is None or path.is_symlink() or not path.is_file() or _running(int(match["pid"])):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed.append(path.name)
+        return removed
+
 
 def is_home(path: Path) -> bool:
     """Whether ``path`` is a home: a folder holding ``streams/`` or ``fits/``."""
@@ -338,6 +354,19 @@ def atomic_write(path: Path, data: bytes, *, root: Path | None = None) -> None:
 
 #: The temp files of :func:`atomic_write`: ``.<name>.<pid>.<8 hex digits>.tmp`` beside the file.
 TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[0-9a-f]{8}\.tmp")
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` runs (a pid of another user's process counts: it may be a writer)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

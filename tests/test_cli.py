@@ -370,7 +370,10 @@ def test_a_home_under_a_file_is_one_line(tmp_path):
     assert result.exit_code == 2 and result.stderr.startswith(f"error: no home at --home {tmp_path}/file/home: ")
     assert len(result.stderr.splitlines()) == 1
     result = run("append", "--home", str(tmp_path / "file"), OPENED)
-    assert result.exit_code == 2 and result.stderr == f"error: --home {tmp_path}/file is not a folder: give the folder of a home\n"
+    assert (
+        result.exit_code == 2
+        and result.stderr == f"error: --home {tmp_path}/file is not a folder: give the folder of a home\n"
+    )
 
 
 def test_append_json_reports_an_io_error_as_json(home, monkeypatch):

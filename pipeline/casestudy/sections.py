@@ -20,7 +20,7 @@ from .optional import (
     short_config,
     short_configs_in,
 )
-from .plots import Plot, same_cell
+from .plots import Plot, same_cell, shown_priors
 from .signals import signals_section
 
 #: What sequential replay's realized value measures, per objective (docs/design.md, Sequential replay).
@@ -363,7 +363,8 @@ def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
     out: list[Block] = [Heading(2, "Shipped priors against the ratings", "priors")]
     if not stats.priors:
         return [*out, para("No shipped priors: every prior was measured from the ratings.")]
-    disagree = [r for r in stats.priors if r.disagrees]
+    shown = shown_priors(stats)
+    disagree = [r for r in shown if r.disagrees]
     if disagree:
         out.append(
             Bullets(
@@ -399,12 +400,17 @@ def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
             fmt.count(r.n),
             "yes" if r.disagrees else "no",
         ]
-        for r in stats.priors
+        for r in shown
     ]
+    more = len(stats.priors) - len(shown)
     out.append(
         table(
             ["selector", "region", "shipped", "measured", "weight", "n", "disagrees"],
             rows,
+            f"The {len(shown)} of {len(stats.priors):,} shipped priors the ratings disagree with first, then the most "
+            "rated; stats.json lists every one."
+            if more
+            else "",
             numeric=[False, False, True, True, True, True, False],
         )
     )

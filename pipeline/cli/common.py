@@ -4,6 +4,7 @@ the mapping of library errors to one line and an exit code, the progress bar."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..bounds import MAX_SEED
 from ..errors import InvalidBatch, MachineFailure, PipelineError
 
 if TYPE_CHECKING:
@@ -105,9 +107,28 @@ def future_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(wrapper)
 
 
+class Finite(click.FloatRange):
+    """A finite number in a range: ``nan``, ``inf`` and numbers too large for a float are refused (click's own
+    range lets NaN through, since every comparison with it is false)."""
+
+    name = "finite number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
 def seed_option(default: int | None, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--seed N`` with this command's default and meaning."""
-    return click.option("--seed", type=int, default=default, show_default=default is not None, help=help)
+    """``--seed N`` with this command's default and meaning (0 to 2^64 - 1, what numpy's generators take)."""
+    return click.option(
+        "--seed",
+        type=click.IntRange(0, MAX_SEED),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
 
 
 def store_options(*, writer: bool = False, as_of: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -8,8 +8,10 @@ from typing import Literal
 
 import click
 
+from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD
 from ..errors import PipelineError
 from .common import (
+    Finite,
     cli,
     emit_json,
     future_options,
@@ -32,8 +34,8 @@ def _half_life(ctx: click.Context, param: click.Parameter, value: str | None) ->
         days = float(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a number of days or 'inf'") from None
-    if not days > 0:
-        raise click.BadParameter("must be a positive number of days or 'inf'")
+    if not 0 < days <= MAX_HALF_LIFE_DAYS:
+        raise click.BadParameter(f"must be a number of days above 0 and at most {MAX_HALF_LIFE_DAYS:g}, or 'inf'")
     return days
 
 
@@ -60,7 +62,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @home_option
 @click.option(
     "--split",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=Finite(0, 1, min_open=True, max_open=True),
     default=0.7,
     show_default=True,
     help="Fraction of tasks (in time order) learned; the rest is held out.",
@@ -89,24 +91,26 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option(
     "--lambda",
     "lambda_",
-    type=click.FloatRange(0, min_open=True),
+    type=Finite(0, MAX_LAMBDA, min_open=True),
     default=None,
     help="Pin lambda of the utility objective (lambda * q - cost).",
 )
 @click.option(
     "--cost-floor",
     "cost_floor",
-    type=click.FloatRange(0, min_open=True),
+    type=Finite(0, MAX_USD, min_open=True),
     default=0.000001,
     show_default=True,
     help="Costs below this many USD count as this.",
 )
 @click.option("--prior-source", type=click.Choice(["shipped", "measured"]), default=None, help="Pin the prior source.")
-@click.option("--prior-weight", type=click.FloatRange(0), default=None, metavar="K", help="Pin the prior weight.")
-@click.option("--exploration", type=click.FloatRange(0, 1), default=None, metavar="EPS", help="Pin exploration.")
+@click.option(
+    "--prior-weight", type=Finite(0, MAX_PRIOR_WEIGHT), default=None, metavar="K", help="Pin the prior weight."
+)
+@click.option("--exploration", type=Finite(0, 1), default=None, metavar="EPS", help="Pin exploration.")
 @click.option(
     "--min-exploration",
-    type=click.FloatRange(0, 1),
+    type=Finite(0, 1),
     default=0.05,
     show_default=True,
     metavar="EPS",
@@ -122,14 +126,14 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--min-samples",
-    type=click.IntRange(0),
+    type=click.IntRange(0, MAX_COUNT),
     default=None,
     metavar="N",
     help="Evidence gate: ratings a learned choice needs (default: shipped.json's, else 3).",
 )
 @click.option(
     "--min-quality",
-    type=click.FloatRange(0, 1),
+    type=Finite(0, 1),
     default=None,
     metavar="Q",
     help="Quality floor: the best objective among configs of quality >= Q, else the highest quality.",
@@ -141,7 +145,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--no-prm", is_flag=True, help="No PRM fill-in ratings from attempt traces.")
 @click.option(
     "--pass-threshold",
-    type=click.FloatRange(0, 1),
+    type=Finite(0, 1),
     default=0.5,
     show_default=True,
     help="Escalation ladders: a rung whose gate rating is below this escalates to the next.",
@@ -154,7 +158,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--ladder-budget",
-    type=click.FloatRange(0, min_open=True),
+    type=Finite(0, MAX_USD, min_open=True),
     default=None,
     metavar="USD",
     help="Instead: the best validated quality within this mean cost per task.",

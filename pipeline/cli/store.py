@@ -9,6 +9,7 @@ from typing import TextIO
 import click
 
 from .common import (
+    Finite,
     cli,
     emit_json,
     future_options,
@@ -28,7 +29,7 @@ from .common import (
 @home_option
 @click.option(
     "--merge-threshold",
-    type=click.IntRange(min=2),
+    type=click.IntRange(2, 1_000_000),
     default=16,
     show_default=True,
     help="Merge a partition's files (Delta's optimize) when it holds more than this many.",
@@ -100,7 +101,7 @@ def compact(
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(0, 86_400, min_open=True),
+    type=Finite(0, 86_400, min_open=True),
     default=60.0,
     show_default=True,
     metavar="SECONDS",
@@ -203,7 +204,7 @@ def verify(home: str | None, as_json: bool) -> None:
 @home_option
 @click.option(
     "--retain-hours",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, 1_000_000),
     default=168,
     show_default=True,
     help="Keep the files every version of the last H hours needs (time travel that far back keeps working).",

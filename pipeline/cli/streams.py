@@ -28,7 +28,7 @@ from .common import (
 @fsync_option
 @click.option(
     "--max-line-bytes",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 1 << 30),
     default=1 << 20,
     show_default=True,
     help="Reject lines (as given and as stored, with id and at) longer than this.",

@@ -96,6 +96,39 @@ def _version_of(path: Path) -> str:
         return path.stem
 
 
+def versions(home: str | os.PathLike | Home | None) -> list[dict[str, Any]]:
+    """Every fit in ``fits/history/``, oldest first (``ratings pin`` without a version): its version, when it
+    was fitted, from which store version, its constants, and whether it is the live table or the pinned one."""
+    home = Home.resolve(home)
+    pin = read_pin(home)
+    try:
+        live = _version_in(home.fits / TABLE_FILE)
+    except (FileNotFoundError, ValueError):
+        live = None
+    rows = []
+    for path in _history(home):
+        try:
+            data = parse_json(path.read_bytes())
+        except ValueError:
+            data = {}
+        data = data if isinstance(data, dict) else {}
+        source = data.get("source")
+        source = source if isinstance(source, dict) else {}
+        version = str(data.get("version") or path.stem)
+        rows.append(
+            {
+                "version": version,
+                "fitted_at": data.get("fitted_at"),
+                "store_version": source.get("version"),
+                "constants": data.get("constants_source"),
+                "live": version == live,
+                "pinned": pin is not None and version == pin.version,
+                "history": str(path.relative_to(home.fits)),
+            }
+        )
+    return rows
+
+
 def _publish_copy(home: Home, source: Path) -> str:
     """Validate a history table and publish it (its bytes, atomically) with the schema beside it."""
     table = load(source)
@@ -110,6 +143,7 @@ def pin(home: str | os.PathLike | Home | None, version: str | None = None, *, la
     Returns ``{"pinned": version | None, "table": published version, "history": file}``.
     """
     home = Home.resolve(home)
+    home.remove_stale_temps(home.fits)  # what a killed pin or fit left
     if latest == (version is not None):
         raise PipelineError("give either a VERSION or --latest")
     if version is None:  # --latest: the check above refused both and neither

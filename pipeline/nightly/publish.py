@@ -45,6 +45,8 @@ def publish_fit(home: Home, table: RoutingTable, stats: Stats, stats_path: Path,
     """
     if stats.table_version != table.version:
         raise ValueError(f"stats describe table {stats.table_version}, not {table.version}")
+    for folder in (home.fits, home.fits / "history", stats_path.parent):  # what killed fits left (under the lock)
+        home.remove_stale_temps(folder)
     body = canonical_json(table.to_json_dict())
     home.write(history_path(home, table.version), body)
     home.write(stats_path, canonical_json(stats.to_json_dict()))
