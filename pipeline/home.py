@@ -192,6 +192,9 @@ class Home:
             return found
         if root.exists() and not root.is_dir():
             raise NotAHome(f"{what} is not a folder: give the folder of a home")
+        owner = _layout_owner(root)
+        if owner is not None:  # streams/ or fits/ of a home (or below): never a home of its own
+            raise NotAHome(f"{what} is inside the home {owner}, one of its folders: give --home {owner}")
         empty = root.is_dir() and not any(root.iterdir())
         if rule == "init" or (rule == "create" and (empty or not root.exists())):
             return found
@@ -282,6 +285,18 @@ class Home:
                 path.unlink()
                 removed.append(path.name)
         return removed
+
+
+#: The folders of a home's layout (a folder inside one of them is never a home of its own).
+LAYOUT = ("streams", "quarantine", "deadletter", "store", "fits", "case-studies")
+
+
+def _layout_owner(root: Path) -> Path | None:
+    """The home whose layout folder ``root`` is, or lies in (``team`` for ``team/streams/x``); else None."""
+    for folder in (root, *root.parents):
+        if folder.name in LAYOUT and is_home(folder.parent):
+            return folder.parent
+    return None
 
 
 def is_home(path: Path) -> bool:

@@ -23,19 +23,15 @@ MAX_DEPTH = 200
 
 def parse_json(text: str | bytes) -> Any:
     """The value of a JSON document; :class:`ValueError` for anything that is not one: invalid JSON or UTF-8,
-    NaN or Infinity (not JSON), nesting deeper than :data:`MAX_DEPTH` (checked before parsing: the parser's own
-    recursion would fail only at Python's stack limit, as a ``RecursionError``)."""
+    nesting deeper than :data:`MAX_DEPTH` (checked before parsing: the parser's own recursion would fail only at
+    Python's stack limit, as a ``RecursionError``)."""
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(raw) > MAX_DEPTH:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
     try:
-        return json.loads(raw, parse_constant=_not_json)
+        return json.loads(raw)  # NaN and Infinity are read: the model that validates them names the field
     except RecursionError:  # unreachable after the depth check; kept as the parser's own limit
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
-
-
-def _not_json(token: str) -> Any:
-    raise ValueError(f"{token} is not a JSON number")
 
 
 def _depth(raw: bytes) -> int:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from pipeline.errors import InvalidBatch, InvalidEvent
 from pipeline.streams import batch
-from pipeline.streams.events import MAX_FUTURE, KNOWN, future_reason, nearest_type, parse_line, stream_of
+from pipeline.streams.events import KNOWN, MAX_FUTURE, future_reason, nearest_type, parse_line, stream_of
 
 NOW = "2026-03-01T12:00:00Z"
 LATEST = "2026-03-02T12:00:00Z"  # NOW plus the default skew: a later event time is refused
