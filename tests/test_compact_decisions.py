@@ -30,14 +30,15 @@ def _rated(score=1.0, **head):
 
 
 # first event, second event (each appended at its own moment) -> what compaction makes of the second
+T5, T6 = "2026-01-05T00:00:00Z", "2026-01-06T00:00:00Z"
 RETRIES = [
     ("no at, twice: the documented retry", _rated(id="R1"), _rated(id="R1"), "duplicate"),
-    ("the first without at, the retry with one", _rated(id="R1"), _rated(id="R1", at="2026-01-05T00:00:00Z"), "duplicate"),
-    ("the first with at, the retry without", _rated(id="R1", at="2026-01-05T00:00:00Z"), _rated(id="R1"), "duplicate"),
-    ("both with their own, other at", _rated(id="R1", at="2026-01-05T00:00:00Z"), _rated(id="R1", at="2026-01-06T00:00:00Z"), "conflict"),
+    ("the first without at, the retry with one", _rated(id="R1"), _rated(id="R1", at=T5), "duplicate"),
+    ("the first with at, the retry without", _rated(id="R1", at=T5), _rated(id="R1"), "duplicate"),
+    ("both with their own, other at", _rated(id="R1", at=T5), _rated(id="R1", at=T6), "conflict"),
     ("no at, another score", _rated(id="R1"), _rated(0.0, id="R1"), "conflict"),
-    ("no at, the same bytes", _rated(id="R1", at="2026-01-05T00:00:00Z"), _rated(id="R1", at="2026-01-05T00:00:00Z"), "duplicate"),
-]  # fmt: skip
+    ("the same at, the same bytes", _rated(id="R1", at=T5), _rated(id="R1", at=T5), "duplicate"),
+]
 
 
 @pytest.mark.parametrize("between", ["one run", "two runs"])
@@ -56,7 +57,7 @@ def test_a_retry_is_recognised_by_id_outside_the_fields_append_filled(home, case
         assert len(rows) == 1 and rows[0]["id"] == "R1"  # the first one is kept
 
 
-class open_store_rows:  # noqa: N801 - a context manager read like a function
+class open_store_rows:
     def __init__(self, home):
         from pipeline.store import open_store
 
