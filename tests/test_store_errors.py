@@ -212,3 +212,91 @@ def test_sql_where_no_store_was_compacted_says_so_instead_of_answering_from_empt
         f"error: no store at {tmp_path / 'store' / 'events'} yet: run `ratings compact` (or `fit-routing`) "
         "first, or give the home with --home\n"
     )
+
+
+# --------------------------------------------------------------------------- a user's SQL error is bad input
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("SELECT error('boom')", "error: query failed: Invalid Input Error: boom"),
+        ("SELECT json_extract('{','$')", "error: query failed: Invalid Input Error: Malformed JSON"),
+        ("SELECT strptime('x','%Y')", "error: query failed: Invalid Input Error: Could not parse string"),
+        ("SELECT regexp_matches('a','(')", "error: query failed: Invalid Input Error: missing )"),
+        ("SELECT 1/0::INT, 'x'::INT", "error: query failed: Conversion Error"),
+        ("SELECT * FROM nope", "error: query failed: Catalog Error"),
+        ("SET enable_external_access=true", "this is a SET statement"),
+        ("SET VARIABLE x = 1", "this is a SET statement"),
+        ("CREATE TABLE t(a INT)", "this is a CREATE statement"),
+        ("ATTACH 'x.db'", "this is a ATTACH statement"),
+        ("PRAGMA version", "this is a PRAGMA statement"),
+        ("SELECT 1; SELECT 2", "give one SQL statement: found 2"),
+        ("EXPLAIN COPY (SELECT 1) TO 'x.csv'", "this is a COPY statement"),
+    ],
+)
+def test_a_users_sql_error_is_bad_input_with_duckdbs_message(store_home, query, message):
+    """Issue 26, item 4: these were called store damage (exit 1, "run ratings verify ... rebuild")."""
+    line = _one_line(["sql", "--home", str(store_home), query], 2)
+    assert line.startswith(message) or message in line, line
+    assert "rebuild" not in line
+
+
+@pytest.mark.parametrize("query", ["SELECT 42 AS n", "EXPLAIN SELECT count(*) FROM ratings", "DESCRIBE ratings"])
+def test_one_read_only_statement_runs(store_home, query):
+    assert _run(["sql", "--home", str(store_home), "--json", query])[0] == 0
+
+
+def test_a_long_query_comes_from_a_file_or_stdin_and_a_slow_one_stops_at_the_timeout(store_home, tmp_path):
+    union = " UNION ALL ".join(f"SELECT {i} AS n" for i in range(3000))  # longer than a command line may be
+    (tmp_path / "q.sql").write_text(f"SELECT count(*) AS n FROM ({union})")
+    code, out = _run(["sql", "--home", str(store_home), "--json", "--file", str(tmp_path / "q.sql")])
+    assert code == 0 and json.loads(out) == [{"n": 3000}]
+    piped = CliRunner().invoke(cli, ["sql", "--home", str(store_home), "--json", "-"], input="SELECT 7 AS n")
+    assert piped.exit_code == 0 and json.loads(piped.output) == [{"n": 7}]
+    slow = "SELECT count(*) FROM range(100000000000) a"
+    line = _one_line(["sql", "--home", str(store_home), "--timeout", "0.3", slow], 2)
+    assert line == "error: query stopped after 0.3 s (--timeout): narrow it, or give a longer --timeout"
+    assert _run(["sql", "--home", str(store_home), "--file", str(tmp_path / "q.sql"), "SELECT 1"])[0] == 2
+
+
+# --------------------------------------------------------------------------- store errors by class, not by text
+def _classified(exc, local=True):
+    from deltalake.exceptions import DeltaError  # noqa: F401 - the classes below come from it
+
+    from pipeline.errors import Busy, MachineFailure, StoreCorrupt
+    from pipeline.store.location import StoreConfig, resolve
+    from pipeline.store.table import fail
+
+    location = resolve(Path("/tmp/h"), StoreConfig() if local else StoreConfig(uri="s3://bucket/store"))
+    try:
+        fail(exc, location, "read")
+    except (Busy, MachineFailure, StoreCorrupt) as raised:
+        return type(raised).__name__, raised.exit_code
+    except Exception as raised:  # noqa: BLE001 - the bug class: re-raised as it was
+        return f"re-raised {type(raised).__name__}", None
+
+
+def _errors():
+    import errno
+
+    import pyarrow as pa
+    from deltalake.exceptions import CommitFailedError, DeltaError, DeltaProtocolError
+
+    return [
+        ("a full disk (errno)", OSError(errno.ENOSPC, "No space left on device"), True, ("MachineFailure", 4)),
+        ("full (delta-rs text)", OSError("LocalFileSystem error: x (os error 28)"), True, ("MachineFailure", 4)),
+        ("read-only (delta-rs text)", OSError("Generic error (os error 30)"), True, ("MachineFailure", 4)),
+        ("a missing data file", FileNotFoundError("Object at location x not found"), True, ("StoreCorrupt", 1)),
+        ("a log that does not parse", DeltaError("Kernel error: Json error"), True, ("StoreCorrupt", 1)),
+        ("a protocol this reader lacks", DeltaProtocolError("reader version 9"), True, ("StoreCorrupt", 1)),
+        ("a corrupt Parquet file", pa.ArrowInvalid("Parquet magic bytes not found"), True, ("StoreCorrupt", 1)),
+        ("commits that kept losing", CommitFailedError("version 7 already exists"), True, ("Busy", 3)),
+        ("an object store failing", OSError("Generic S3 error: connection refused"), False, ("MachineFailure", 4)),
+        ("a bug of ours", ValueError("could not convert"), True, ("re-raised ValueError", None)),
+        ("another bug", KeyError("x"), True, ("re-raised KeyError", None)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(11))
+def test_the_store_sorts_errors_by_class(case):
+    what, exc, local, expected = _errors()[case]
+    assert _classified(exc, local) == expected, what
