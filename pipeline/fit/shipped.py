@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD
 from ..errors import FitError
@@ -61,7 +61,10 @@ _STRICT = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=Fal
 def config_key_of(key: str) -> str:
     """``key`` if it is a config key (``cli/route/model/effort``, 4 parts, cli and model not empty); else
     :class:`ValueError` saying what is wrong."""
-    Config.from_key(key)
+    try:
+        Config.from_key(key)
+    except ValidationError:
+        raise ValueError(f"config key {key!r} needs a cli and a model (its 1st and 3rd parts; '-' is none)") from None
     return key
 
 
