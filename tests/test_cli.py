@@ -383,3 +383,51 @@ def test_append_json_reports_an_io_error_as_json(home, monkeypatch):
     assert result.exit_code == 4
     out = json.loads(result.stdout)
     assert out["appended"] == 0 and out["error"].startswith("No space left on device (while appending 1 event(s)")
+
+
+# --------------------------------------------------------------------------- times in the future (issue 26, item 2)
+def _in(days: float) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) + timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# the event's time, the options -> appended, or the start of the refusal
+FUTURE = [
+    (lambda: "9999-12-31T23:59:59Z", [], "at: 9999-12-31T23:59:59Z is more than 1 day after now"),
+    (lambda: _in(365), [], "is more than 1 day after now"),  # next year, without a word before
+    (lambda: _in(0.5), [], None),  # a writer's clock a little ahead
+    (lambda: _in(0.5), ["--skew", "1h"], "is more than 1 h after now"),
+    (lambda: _in(365), ["--skew", "400d"], None),
+    (lambda: "9999-12-31T23:59:59Z", ["--allow-future"], None),
+    (lambda: "2020-01-01T00:00:00Z", [], None),  # the past is never refused
+]
+
+
+@pytest.mark.parametrize("at, options, refusal", FUTURE, ids=[f"{i}" for i in range(len(FUTURE))])
+def test_append_refuses_a_time_past_the_skew_with_the_reason(home, at, options, refusal):
+    event = json.dumps({"type": "task.opened", "task": "T-1", "at": at()})
+    result = run("append", "--home", str(home), *options, event)
+    if refusal is None:
+        assert result.exit_code == 0, result.output
+        return
+    assert result.exit_code == 2 and not (home / "streams" / "tasks.jsonl").exists()
+    assert result.stderr.startswith("<arg>:1: at: ") and refusal in result.stderr, result.stderr
+    assert "fix the writer's clock, or pass --allow-future" in result.stderr
+
+
+def test_a_bad_skew_is_a_usage_error(home):
+    for skew in ("1", "0d", "1y", "3651d"):
+        result = run("append", "--home", str(home), "--skew", skew, OPENED)
+        assert result.exit_code == 2 and "--skew" in result.stderr, (skew, result.stderr)
+
+
+def test_import_checks_the_skew_of_every_row_before_appending_any(home, tmp_path):
+    table = tmp_path / "t.csv"
+    table.write_text(
+        f"task_id,config,score,cost_usd,region,at\nT1,c/-/m/-,1,0.1,r,2026-01-01T00:00:00Z\nT2,c/-/m/-,1,0.1,r,{_in(30)}\n"
+    )
+    result = run("import", "--home", str(home), str(table))
+    assert result.exit_code == 2 and "row:2: at: " in result.stderr and "more than 1 day after now" in result.stderr
+    assert not (home / "streams").exists() or not (home / "streams" / "tasks.jsonl").exists()
+    assert run("import", "--home", str(home), "--allow-future", str(table)).exit_code == 0
