@@ -512,3 +512,13 @@ def test_two_homes_with_the_same_streams_publish_the_same_bytes(fit_home):
     )
     for rel in ("fits/routing-table.json", "case-studies/routing-by-rating/stats.json"):
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+def test_a_retraction_of_an_id_the_store_does_not_hold_is_said(fit_home):
+    """Issue 26, item 7: it was accepted without a word; it retracts nothing, and the stats' notes say so."""
+    retract = {"type": "rating.retracted", "rating": "rate-T03-q", "reason": "typo", "at": at(3, 5), "id": "rt"}
+    _, result = fit_home("unknown-retraction", [*tiny_events(), retract])
+    assert (
+        "1 retraction(s) name an id no rating or rejection holds, and retract nothing: rate-T03-q" in result.stats.notes
+    )
+    assert result.stats.ratings.retracted == 0
