@@ -6,7 +6,8 @@ from ..fit.shipped import defaults_note
 from ..nightly.stats import Stats
 from ..routing.table import CONSTANT_NAMES
 from . import fmt
-from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
+from .doc import Block, Bullets, Code, Heading, Inline, Note, para, table
+from .figures import figure, render_command, with_home
 from .glossary import glossary_section, see_glossary
 from .optional import (
     config_keys,
@@ -20,7 +21,8 @@ from .optional import (
     short_config,
     short_configs_in,
 )
-from .plots import Plot, same_cell, shown_priors
+from .plots import Plot, same_cell
+from .priors import priors_section
 from .signals import signals_section
 
 #: What sequential replay's realized value measures, per objective (docs/design.md, Sequential replay).
@@ -29,40 +31,6 @@ REALIZED = {
     "utility": "mean of λ·quality − cost",
     "quality": "mean quality",
 }
-
-
-def fitted_home(stats: Stats) -> str | None:
-    """The ``--home`` of the command that produced the stats, so the page's other commands name it too."""
-    import shlex
-
-    try:
-        words = shlex.split(stats.source.command or "")
-    except ValueError:
-        return None
-    return next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "--home"), None)
-
-
-def with_home(stats: Stats, command: str) -> str:
-    import shlex
-
-    home = fitted_home(stats)
-    return command if home is None else f"{command} --home {shlex.quote(home)}"
-
-
-def render_command(stats: Stats) -> str:
-    return with_home(stats, f"ratings case-study {stats.name}")
-
-
-def source_caption(stats: Stats) -> tuple[Inline, ...]:
-    """Where a figure's numbers come from: the store's table version, the event counts, the commands."""
-    src = stats.source
-    events = ", ".join(f"{n:,} {kind}" for kind, n in src.events.items()) or "no event counts"
-    version = src.version if src.version is not None else "n/a"
-    parts: list[Inline] = [f"Source: store table version {version} ({events})"]
-    if src.command:
-        parts += ["; fitted by ", Code(src.command)]
-    parts += ["; drawn by ", Code(render_command(stats)), " from stats.json."]
-    return tuple(parts)
 
 
 def costed_table(
@@ -210,11 +178,6 @@ def baselines_section(stats: Stats) -> list[Block]:
     ]
 
 
-def figure(stats: Stats, plots: dict[str, Plot], file: str, *caption: Inline) -> Block | None:
-    plot = plots.get(file)
-    return Figure(file, plot.alt, (*caption, " ", *source_caption(stats))) if plot else None
-
-
 def grid_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
     f = stats.constants.fitted
     fig = figure(
@@ -356,64 +319,6 @@ def _singles_and_aiq(stats: Stats) -> list[Block]:
         out.append(_not_computed("frontier"))
     elif stats.frontier.get("reason"):
         out.append(para(f"No AIQ: {stats.frontier['reason']}."))
-    return out
-
-
-def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
-    out: list[Block] = [Heading(2, "Shipped priors against the ratings", "priors")]
-    if not stats.priors:
-        return [*out, para("No shipped priors: every prior was measured from the ratings.")]
-    shown = shown_priors(stats)
-    disagree = [r for r in shown if r.disagrees]
-    if disagree:
-        out.append(
-            Bullets(
-                tuple(
-                    (
-                        "The ratings disagree with the prior for ",
-                        Code(r.selector),
-                        f" in {r.region}: shipped "
-                        f"{fmt.num(r.shipped, 2)}, measured {fmt.num(r.measured, 3)} (weight {r.weight:g}, n={r.n:,}).",
-                    )
-                    for r in disagree
-                )
-            )
-        )
-    else:
-        out.append(para("No shipped prior disagrees with the ratings by more than 0.1 with enough samples."))
-    fig = figure(
-        stats,
-        plots,
-        "priors.svg",
-        "Each shipped prior (bar) and the quality measured from the ratings "
-        "(dot, sized by the number of ratings); red where they disagree.",
-    )
-    if fig:
-        out.append(fig)
-    rows = [
-        [
-            r.selector,
-            r.region,
-            fmt.num(r.shipped, 2),
-            fmt.num(r.measured, 3),
-            f"{r.weight:g}",
-            fmt.count(r.n),
-            "yes" if r.disagrees else "no",
-        ]
-        for r in shown
-    ]
-    more = len(stats.priors) - len(shown)
-    out.append(
-        table(
-            ["selector", "region", "shipped", "measured", "weight", "n", "disagrees"],
-            rows,
-            f"The {len(shown)} of {len(stats.priors):,} shipped priors the ratings disagree with first, then the most "
-            "rated; stats.json lists every one."
-            if more
-            else "",
-            numeric=[False, False, True, True, True, True, False],
-        )
-    )
     return out
 
 

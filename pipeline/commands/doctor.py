@@ -155,7 +155,7 @@ def _data_warnings(home: Home, store: Any) -> list[Check]:
     from datetime import UTC, datetime
 
     from ..fit.shipped import load_shipped
-    from ..streams.events import MAX_FUTURE, latest_time
+    from ..streams.future import MAX_FUTURE, latest_time
 
     out: list[Check] = []
     try:

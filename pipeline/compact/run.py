@@ -61,15 +61,13 @@ from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams.events import (
     DEFAULT_MAX_LINE_BYTES,
     FAMILY,
-    MAX_FUTURE,
     SCHEMA_VERSION,
     format_timestamp,
-    future_reason,
-    latest_time,
     parse_line,
     stream_of,
 )
 from ..streams.framing import consistent_cut
+from ..streams.future import MAX_FUTURE, future_reason, latest_time
 from ..streams.log import new_id
 from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, file_stats, partition_dir
 from .frames import FramePlan, plan_frames

@@ -39,7 +39,7 @@ from ..routing.summary import summarize
 from ..routing.table import Constants, RoutingTable
 from ..store import open_store
 from ..store.views import reading
-from ..streams.events import MAX_FUTURE
+from ..streams.future import MAX_FUTURE
 from .options import FitOptions
 from .publish import publish_fit
 from .stats import Stats

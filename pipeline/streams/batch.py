@@ -35,7 +35,6 @@ from .events import (
     DEFAULT_MAX_LINE_BYTES,
     FILLABLE,
     KNOWN,
-    MAX_FUTURE,
     SCHEMA_VERSION,
     AnyEvent,
     Event,
@@ -43,16 +42,15 @@ from .events import (
     encode_line,
     format_timestamp,
     free_id,
-    future_reason,
     is_reserved_id,
     known_major,
-    latest_time,
     nearest_type,
     stream_of,
     utc_timestamp,
     validate_object,
     with_head,
 )
+from .future import MAX_FUTURE, future_reason, latest_time
 from .ulid import new_id, new_ids
 
 Item = AnyEvent | Mapping[str, Any] | bytes | str

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -32,10 +32,6 @@ MAX_NESTING = 64  # deeper JSON is rejected before it can exhaust the stack
 MAX_WEIGHT = 1e6  # precision, confidence (<= 1 anyway), importance, a rejection's weight
 MAX_COST_USD = 1e6  # cost of one attempt
 MAX_COUNT = 10**12  # durations in ms and trace counts
-#: How far after the moment it is appended (or compacted) an event's time may lie: a writer's clock a little ahead
-#: is fine, an event dated next year is a mistake that makes every other rating look old to the fit's recency
-#: weights (docs/design.md, Bounds). ``--skew`` changes it, ``--allow-future`` lifts it.
-MAX_FUTURE = timedelta(days=1)
 
 #: An id of this form is what the compactor gives an id-less line (``[<writer>:]<stream>@<byte offset>``):
 #: reserved, so that an explicit id can never collide with one.
@@ -87,36 +83,6 @@ def format_timestamp(moment: datetime) -> str:
     moment = moment.astimezone(UTC).replace(tzinfo=None)
     # isoformat, not strftime: strftime does not zero-pad years before 1000 on every platform
     return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
-
-
-def latest_time(now: datetime, skew: timedelta) -> str:
-    """The latest time an event may carry when appended at ``now`` (``now + skew``, to the second, normalised)."""
-    try:
-        return format_timestamp((now + skew).replace(microsecond=0))
-    except OverflowError:  # past year 9999: nothing is too late
-        return "9999-12-31T23:59:59Z"
-
-
-def describe_skew(skew: timedelta) -> str:
-    """``1 day``, ``6 h``, ``90 s``: a skew for people."""
-    seconds = skew.total_seconds()
-    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size and seconds % size == 0:
-            n = int(seconds // size)
-            return f"{n} {unit}{'s' if unit == 'day' and n != 1 else ''}"
-    return f"{seconds:g} s"
-
-
-def future_reason(at: str, latest: str, skew: timedelta, *, moment: str = "now") -> str | None:
-    """Why an event time ``at`` (normalised) is refused, when it is after ``latest`` (:func:`latest_time` of
-    ``moment``); None when it is not. Both are compared to the second (the normalised form sorts as text)."""
-    if at[:19] <= latest[:19]:
-        return None
-    return (
-        f"{at} is more than {describe_skew(skew)} after {moment} (at most {latest}): an event dated in the future "
-        "makes every other rating look old to the fit; fix the writer's clock, or pass --allow-future (a backfill "
-        "that needs it)"
-    )
 
 
 Timestamp = Annotated[str, AfterValidator(utc_timestamp), WithJsonSchema({"type": "string", "format": "date-time"})]

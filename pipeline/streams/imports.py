@@ -46,7 +46,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import InvalidBatch, InvalidEvent
 from ..home import Home
-from .events import MAX_FUTURE, Config, Timestamp, format_timestamp, future_reason, latest_time
+from .events import Config, Timestamp, format_timestamp
+from .future import MAX_FUTURE, future_reason, latest_time
 from .log import FsyncPolicy, append
 
 REQUIRED = ("task_id", "config", "score", "cost_usd", "region", "at")

@@ -33,8 +33,9 @@ from ..errors import InvalidEvent
 from ..home import STREAMS, Home
 from . import framing
 from .batch import Batch, Item, prepare
-from .events import DEFAULT_MAX_LINE_BYTES, MAX_FUTURE, AnyEvent, parse_line
+from .events import DEFAULT_MAX_LINE_BYTES, AnyEvent, parse_line
 from .framing import FsyncPolicy, Verdict
+from .future import MAX_FUTURE
 from .ulid import new_id
 
 __all__ = [
