@@ -1,4 +1,4 @@
-"""The body of a case study: data, constants, baselines, figures, ladders, policies, signals, how to reproduce."""
+"""The sections of a case study: data, constants, baselines, figures, priors, policies, how to reproduce."""
 
 from __future__ import annotations
 
@@ -6,24 +6,17 @@ from ..fit.shipped import defaults_note
 from ..nightly.stats import Stats
 from ..routing.table import CONSTANT_NAMES
 from . import fmt
-from .doc import Block, Bullets, Code, Heading, Inline, Note, para, table
-from .figures import figure, render_command, with_home
-from .glossary import glossary_section, see_glossary
+from .doc import Block, Bullets, Code, Figure, Heading, Inline, para, table
+from .glossary import see_glossary
 from .optional import (
-    config_keys,
     first,
     frontier_aiq,
     frontier_points,
-    ladder_regions,
     ladder_summary,
     policy_rows,
-    rungs,
     short_config,
-    short_configs_in,
 )
 from .plots import Plot, same_cell
-from .priors import priors_section
-from .signals import signals_section
 
 #: What sequential replay's realized value measures, per objective (docs/design.md, Sequential replay).
 REALIZED = {
@@ -31,6 +24,40 @@ REALIZED = {
     "utility": "mean of λ·quality − cost",
     "quality": "mean quality",
 }
+
+
+def fitted_home(stats: Stats) -> str | None:
+    """The ``--home`` of the command that produced the stats, so the page's other commands name it too."""
+    import shlex
+
+    try:
+        words = shlex.split(stats.source.command or "")
+    except ValueError:
+        return None
+    return next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "--home"), None)
+
+
+def with_home(stats: Stats, command: str) -> str:
+    import shlex
+
+    home = fitted_home(stats)
+    return command if home is None else f"{command} --home {shlex.quote(home)}"
+
+
+def render_command(stats: Stats) -> str:
+    return with_home(stats, f"ratings case-study {stats.name}")
+
+
+def source_caption(stats: Stats) -> tuple[Inline, ...]:
+    """Where a figure's numbers come from: the store's table version, the event counts, the commands."""
+    src = stats.source
+    events = ", ".join(f"{n:,} {kind}" for kind, n in src.events.items()) or "no event counts"
+    version = src.version if src.version is not None else "n/a"
+    parts: list[Inline] = [f"Source: store table version {version} ({events})"]
+    if src.command:
+        parts += ["; fitted by ", Code(src.command)]
+    parts += ["; drawn by ", Code(render_command(stats)), " from stats.json."]
+    return tuple(parts)
 
 
 def costed_table(
@@ -59,22 +86,8 @@ def uniform_or_table(
     return para(f"{caption} The same at every {what} tried ({', '.join(r[0] for r in rows)}): {same}.")
 
 
-def _not_computed(key: str) -> Block:
+def not_computed(key: str) -> Block:
     return para("Not computed: the stats file has no ", Code(key), " section (the stage that writes it did not run).")
-
-
-def no_eligible(stats: Stats, what: str) -> Block | None:
-    """The sentence a section shows instead of a table of n/a when no held-out task is eligible (None when some
-    are): ``what`` names what the section would have compared."""
-    s = stats.split
-    if s.eligible_held_out:
-        return None
-    return para(
-        f"No {what}: none of the {fmt.count(s.held_out_tasks)} held-out tasks was done by two or more "
-        "configurations, so there is no task on which one choice can be right and another wrong (an eligible "
-        "task). A dispatcher that runs one configuration per task gets eligible tasks from exploration and from "
-        "escalations after a failed gate."
-    )
 
 
 def data_section(stats: Stats) -> list[Block]:
@@ -159,8 +172,7 @@ def baselines_section(stats: Stats) -> list[Block]:
     over = f"the mean over {seeds} replay seeds" if seeds else "the mean over the replay seeds"
     return [
         Heading(2, "Against the baselines", "baselines"),
-        no_eligible(stats, "baseline comparison")
-        or costed_table(
+        costed_table(
             stats,
             ["route by", "config", "hit rate", "mean quality", "mean cost", "coverage"],
             rows,
@@ -176,6 +188,11 @@ def baselines_section(stats: Stats) -> list[Block]:
             numeric=[False, True, True, True, True],
         ),
     ]
+
+
+def figure(stats: Stats, plots: dict[str, Plot], file: str, *caption: Inline) -> Block | None:
+    plot = plots.get(file)
+    return Figure(file, plot.alt, (*caption, " ", *source_caption(stats))) if plot else None
 
 
 def grid_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
@@ -226,83 +243,78 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
             )
         )
     else:
-        drawn = {p.kind for p in frontier_points(stats) if p.cost is not None and p.quality is not None}
-        names = [
-            text
-            for kind, text in (
-                ("single", "single configurations"),
-                ("router", "the router over the lambda sweep"),
-                ("ladder", "the published ladders"),
-                ("shipped", "the shipped constants"),
-                ("fitted", "the fitted constants"),
-                ("oracle", "the oracle"),
-            )
-            if kind in drawn
-        ]
-        if not names:  # no held-out task with both a cost and a quality (one config per task, or none rated)
-            empty = no_eligible(stats, "cost-quality frontier")
-            if empty is not None:
-                return [*out, empty]
-            out.append(
-                para(
-                    "No cost-quality frontier: no configuration has both a mean cost and a mean quality on the "
-                    "eligible held-out tasks."
-                )
-            )
-            return out + _singles_and_aiq(stats)
-        caption = [
-            "Mean held-out quality against mean cost per task: "
-            + ", ".join(names[:-1])
-            + (" and " if len(names) > 1 else "")
-            + names[-1]
-            + "."
-        ]
-        summary = ladder_summary(stats)
-        if summary and summary.get("gate_is_target"):
-            caption.append(" The ladder point is an upper bound for a perfect verifier (its gate is the target).")
-        if summary:
-            caption.append(
-                " The ladder is measured on the fully observed tasks only "
-                f"({fmt.pct(first(summary, 'coverage'))} coverage)."
-            )
-        fig = figure(stats, plots, "frontier.svg", *caption)
-        out.append(fig or para("No cost figures to draw."))
-    return out + _singles_and_aiq(stats)
+        out.append(_frontier_figure(stats, plots))
+    singles = _singles_table(stats)
+    return out + ([singles] if singles is not None else []) + _aiq(stats)
 
 
-def _singles_and_aiq(stats: Stats) -> list[Block]:
-    """The frontier section's table of single configurations and its AIQ line (each saying why when empty)."""
-    out: list[Block] = []
+def _frontier_figure(stats: Stats, plots: dict[str, Plot]) -> Block:
+    drawn = {p.kind for p in frontier_points(stats) if p.cost is not None and p.quality is not None}
+    names = [
+        text
+        for kind, text in (
+            ("single", "single configurations"),
+            ("router", "the router over the lambda sweep"),
+            ("ladder", "the published ladders"),
+            ("shipped", "the shipped constants"),
+            ("fitted", "the fitted constants"),
+            ("oracle", "the oracle"),
+        )
+        if kind in drawn
+    ]
+    caption = [
+        "Mean held-out quality against mean cost per task: "
+        + ", ".join(names[:-1])
+        + (" and " if len(names) > 1 else "")
+        + names[-1]
+        + "."
+    ]
+    summary = ladder_summary(stats)
+    if summary and summary.get("gate_is_target"):
+        caption.append(" The ladder point is an upper bound for a perfect verifier (its gate is the target).")
+    if summary:
+        caption.append(
+            " The ladder is measured on the fully observed tasks only "
+            f"({fmt.pct(first(summary, 'coverage'))} coverage)."
+        )
+    return figure(stats, plots, "frontier.svg", *caption) or para("No cost figures to draw.")
+
+
+def _singles_table(stats: Stats) -> Block | None:
+    """Each configuration alone on the held-out tasks (with the SNIPS estimate when decisions were logged)."""
     singles = sorted(
         (p for p in frontier_points(stats) if p.kind == "single"),
         key=lambda p: (p.cost or 0.0, p.label) if stats.cost_known else (-(p.quality or 0.0), p.label),
     )
-    if singles:
-        extra = {s["config"]: s for s in (stats.frontier or {}).get("singles") or [] if isinstance(s, dict)}
-        snips = any("snips_quality" in s for s in extra.values())
-        columns = ["single configuration", "mean quality", "mean cost", "coverage"]
-        columns += ["SNIPS quality", "SNIPS cost"] if snips else []
-        rows = []
-        for p in singles:
-            row = extra.get(p.label, {})
-            cells = [short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost), fmt.pct(row.get("coverage"))]
-            if snips:
-                cells += [fmt.num(row.get("snips_quality"), 3), fmt.usd(row.get("snips_cost_usd"))]
-            rows.append(cells)
-        out.append(
-            costed_table(
-                stats,
-                columns,
-                rows,
-                "Each configuration alone, over the eligible held-out tasks it did"
-                + (
-                    "; beside it, the SNIPS estimate from the logged routing decisions: what it would do on every task."
-                    if snips
-                    else "."
-                ),
-                [False, True, True, True, True, True][: len(columns)],
-            )
-        )
+    if not singles:
+        return None
+    extra = {s["config"]: s for s in (stats.frontier or {}).get("singles") or [] if isinstance(s, dict)}
+    snips = any("snips_quality" in s for s in extra.values())
+    columns = ["single configuration", "mean quality", "mean cost", "coverage"]
+    columns += ["SNIPS quality", "SNIPS cost"] if snips else []
+    rows = []
+    for p in singles:
+        row = extra.get(p.label, {})
+        cells = [short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost), fmt.pct(row.get("coverage"))]
+        if snips:
+            cells += [fmt.num(row.get("snips_quality"), 3), fmt.usd(row.get("snips_cost_usd"))]
+        rows.append(cells)
+    return costed_table(
+        stats,
+        columns,
+        rows,
+        "Each configuration alone, over the eligible held-out tasks it did"
+        + (
+            "; beside it, the SNIPS estimate from the logged routing decisions: what it would do on every task."
+            if snips
+            else "."
+        ),
+        [False, True, True, True, True, True][: len(columns)],
+    )
+
+
+def _aiq(stats: Stats) -> list[Block]:
+    out: list[Block] = []
     aiq = frontier_aiq(stats)
     if aiq:
         out.append(
@@ -316,154 +328,62 @@ def _singles_and_aiq(stats: Stats) -> list[Block]:
         if note:
             out.append(para(fmt.sentence(note)))
     elif stats.frontier is None:
-        out.append(_not_computed("frontier"))
+        out.append(not_computed("frontier"))
     elif stats.frontier.get("reason"):
         out.append(para(f"No AIQ: {stats.frontier['reason']}."))
     return out
 
 
-def ladders_section(stats: Stats) -> list[Block]:
-    out: list[Block] = [Heading(2, "Escalation ladders", "ladders")]
-    if stats.ladders is None:
-        return [*out, _not_computed("ladders")]
-    rule = stats.ladders.get("rule") or {}
-    if rule.get("reason"):
-        out.append(para("The rule: ", short_configs_in(fmt.sentence(rule["reason"]), config_keys(stats))))
-    regions = ladder_regions(stats)
-    rows = [
-        [
-            region,
-            " → ".join(short_config(k) for k in rungs(row)),
-            fmt.num(first(row, "validated_quality"), 3),
-            fmt.usd(first(row, "validated_cost_usd")),
-            fmt.num(first(row, "held_out_quality"), 3),
-            fmt.usd(first(row, "held_out_cost_usd")),
-            fmt.pct(first(row, "coverage")),
-        ]
-        for region, row in regions.items()
-    ]
-    if rows:
+def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
+    out: list[Block] = [Heading(2, "Shipped priors against the ratings", "priors")]
+    if not stats.priors:
+        return [*out, para("No shipped priors: every prior was measured from the ratings.")]
+    disagree = [r for r in stats.priors if r.disagrees]
+    if disagree:
         out.append(
-            costed_table(
-                stats,
-                [
-                    "region",
-                    "ladder",
-                    "cross-validated quality",
-                    "cross-validated cost",
-                    "held-out quality",
-                    "held-out cost",
-                    "coverage",
-                ],
-                rows,
-                "Cross-validated: what the rule's choices did on the validation blocks of the learned tasks (its "
-                "promise); held-out: the published ladder on the eligible held-out tasks it covered.",
-                numeric=[False, False, True, True, True, True, True],
-            )
-        )
-    kappas = [k for k in rule.get("kappas") or [] if isinstance(k, dict)]
-    if kappas:
-        out.append(
-            uniform_or_table(
-                stats,
-                ["kappa", "choices that were ladders", "quality vs best single", "95% lower bound", "cost difference"],
-                [
-                    [
-                        f"{k['kappa']:g}",
-                        f"{k['ladders']} of {rule.get('folds', 0)} folds",
-                        fmt.signed(k.get("difference"), 4),
-                        fmt.signed(k.get("lower"), 4),
-                        fmt.signed(k.get("spend_difference"), 6),
-                    ]
-                    for k in kappas
-                ],
-                "The cross-validation that chose kappa (the standard errors a ladder's gain must clear): the rule's "
-                "choices against each fold's best single on its validation block, pooled"
-                + ("" if stats.cost_known else "; without costs, the cost difference is in calls")
-                + ".",
-                [True, False, True, True, True],
-                "kappa",
-            )
-        )
-    out += _hindsight(stats)
-    out.append(no_eligible(stats, "held-out judgement of the ladders") or _why_ladders(stats))
-    summary = ladder_summary(stats)
-    if summary and summary.get("gate_is_target"):
-        out.append(
-            Note(
-                (
-                    "The gate ratings are the ratings that measure quality: these ladder figures are an upper "
-                    "bound for a perfect verifier.",
+            Bullets(
+                tuple(
+                    (
+                        "The ratings disagree with the prior for ",
+                        Code(r.selector),
+                        f" in {r.region}: shipped "
+                        f"{fmt.num(r.shipped, 2)}, measured {fmt.num(r.measured, 3)} (weight {r.weight:g}, n={r.n:,}).",
+                    )
+                    for r in disagree
                 )
             )
         )
-    out.append(see_glossary("gate", "coverage", "best single", "eligible task"))
-    return out
-
-
-def _hindsight(stats: Stats) -> list[Block]:
-    """The held-out ladder frontier, chosen with hindsight: how far the rule's choice is from the limit."""
-    h = (stats.ladders or {}).get("hindsight")
-    summary = ladder_summary(stats)
-    if not isinstance(h, dict) or not summary:
-        return []
-    unit = "cost_usd" if stats.cost_known else "calls"
-    spend = (lambda x: fmt.usd(x.get(unit))) if stats.cost_known else (lambda x: f"{fmt.num(x.get(unit), 2)} calls")
-    near, reach = h.get("frontier_at_cost") or {}, h.get("cheapest_reaching_best_single") or {}
-    parts = []
-    if near.get("ladder"):
-        parts.append(
-            f"the best any ladder of up to three rungs reached at no more than the published ladders' spend was "
-            f"{fmt.num(near.get('quality'), 3)} ({' → '.join(short_config(c) for c in near['ladder'])}, "
-            f"{spend(near)}), {fmt.signed(near.get('gap'), 3)} above them"
-        )
-    if reach.get("ladder"):
-        parts.append(
-            f"the cheapest one reaching the best single's quality was "
-            f"{' → '.join(short_config(c) for c in reach['ladder'])} at {spend(reach)}"
-            + (f" ({fmt.pct(reach.get('cost_ratio'))} of the best single's spend)" if reach.get("cost_ratio") else "")
-        )
-    if not parts:
-        return []
-    return [
-        para(
-            "Diagnostic, chosen with hindsight on the held-out tasks (never used to choose): "
-            + "; ".join(parts)
-            + f" ({fmt.count(h.get('ladders_scored'))} ladders scored)."
-        )
-    ]
-
-
-def _why_ladders(stats: Stats) -> Block:
-    """Whether a ladder pays here, and why, in words."""
-    summary = ladder_summary(stats) or {}
-    rule = (stats.ladders or {}).get("rule") or {}
-    best = short_config(str(summary.get("best_single_config") or "the best single"))
-    if rule.get("name") == "best-single" and rule.get("kappa") is None:
-        coverage = summary.get("coverage")
-        return para(
-            f"Here a ladder does not pay: at no confidence level did the rule's ladders beat {best} on the "
-            "validation blocks with a lower bound at or above 0, so the published ladder is that configuration "
-            "alone. "
-            + (
-                f"Gates are sparse or noisy here: every rung a ladder runs must carry a gate rating, and only "
-                f"{fmt.pct(coverage)} of the eligible held-out tasks had one for each, so a ladder is judged on few "
-                "tasks, and a gate that passes a failure stops the ladder on it."
-                if coverage is not None and coverage < 0.8
-                else "The cheaper configurations rarely solve what the best single fails, so escalating buys little."
-            )
-        )
-    ratio, cost_ratio = summary.get("quality_ratio"), summary.get("cost_ratio")
-    if ratio is None:
-        return para(
-            "The published ladder has no held-out figure: no eligible held-out task had a gate rating for each of "
-            "its rungs, so whether it pays here is not known yet."
-        )
-    spent = f" for {fmt.pct(cost_ratio)} of its cost" if cost_ratio is not None else ""
-    return para(
-        f"Here a ladder pays: on the held-out tasks it reached {fmt.pct(ratio)} of {best}'s quality{spent}, "
-        "because cheap first rungs solve most tasks and their gates send the rest up."
+    else:
+        out.append(para("No shipped prior disagrees with the ratings by more than 0.1 with enough samples."))
+    fig = figure(
+        stats,
+        plots,
+        "priors.svg",
+        "Each shipped prior (bar) and the quality measured from the ratings "
+        "(dot, sized by the number of ratings); red where they disagree.",
     )
+    if fig:
+        out.append(fig)
+    rows = [
+        [
+            r.selector,
+            r.region,
+            fmt.num(r.shipped, 2),
+            fmt.num(r.measured, 3),
+            f"{r.weight:g}",
+            fmt.count(r.n),
+            "yes" if r.disagrees else "no",
+        ]
+        for r in stats.priors
+    ]
+    out.append(
+        table(
+            ["selector", "region", "shipped", "measured", "weight", "n", "disagrees"],
+            rows,
+            numeric=[False, False, True, True, True, True, False],
+        )
+    )
+    return out
 
 
 #: What each built-in routing policy does (pipeline.routing.policies), for the reader of the policies table.
@@ -483,10 +403,7 @@ def policies_section(stats: Stats) -> list[Block]:
     out: list[Block] = [Heading(2, "Routing policies on the held-out tasks", "policies")]
     rows = policy_rows(stats)
     if not rows:
-        return [*out, _not_computed("policies")]
-    empty = no_eligible(stats, "policy comparison")
-    if empty is not None:
-        return [*out, empty]
+        return [*out, not_computed("policies")]
     protocol = (stats.policies or {}).get("protocol")
     if isinstance(protocol, str):
         out.append(para(fmt.sentence(protocol)))
@@ -528,20 +445,3 @@ def closing_section(stats: Stats) -> list[Block]:
     steps.append(("Compare shipped and fitted constants: ", Code(with_home(stats, "ratings compare"))))
     out.append(Bullets(tuple(steps)))
     return out
-
-
-def body(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
-    blocks = (
-        data_section(stats)
-        + constants_section(stats)
-        + baselines_section(stats)
-        + grid_section(stats, plots)
-        + frontier_section(stats, plots)
-        + priors_section(stats, plots)
-        + ladders_section(stats)
-        + policies_section(stats)
-        + signals_section(stats)
-        + glossary_section()
-        + closing_section(stats)
-    )
-    return [b for b in blocks if b is not None]

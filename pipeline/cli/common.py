@@ -3,33 +3,20 @@ the mapping of library errors to one line and an exit code, the progress bar."""
 
 from __future__ import annotations
 
+import inspect
 import json
-import math
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from functools import wraps
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from ..bounds import MAX_SEED
-from ..errors import InvalidBatch, MachineFailure, PipelineError
-
-if TYPE_CHECKING:
-    from ..home import Home, HomeRule
+from ..errors import InvalidBatch, PipelineError
 
 # --------------------------------------------------------------------------- shared options
-home_option = click.option(
-    "--home",
-    "home",
-    type=click.Path(),
-    default=None,
-    help="Home directory (default: $RATINGS_HOME, else the current directory).",
-)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of a table.")
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 table_option = click.option(
@@ -48,147 +35,82 @@ fsync_option = click.option(
 )
 
 
-def home_at(home: str | None, rule: HomeRule = "home", *, needed: bool = True) -> Home:
-    """The home of a command, resolved once here at the edge and checked against what the command may do with it
-    (:meth:`pipeline.home.Home.at`: a missing folder or a folder that is not a home is refused with the remedy).
-    ``needed`` False: the command can work without a home (a store or a file was given instead), so only a home
-    named with ``--home`` is checked."""
-    from ..home import Home
-
-    if not needed and home is None:
-        return Home.resolve(None)
-    return Home.at(home, rule)
-
-
-def store_given() -> bool:
-    """Whether ``--store`` (or ``$RATINGS_STORE``) names the store, so that a command reading only the store needs
-    no home."""
-    from ..store.location import current_config
-
-    return current_config().uri is not None or bool(os.environ.get("RATINGS_STORE"))
-
-
-_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|min|m|h|d)\s*", re.IGNORECASE)
-_UNIT_SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
-
-
-def _skew(ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
-    match = _DURATION.fullmatch(value)
-    if match is None:
-        raise click.BadParameter(f"{value!r} is not a duration: a number and a unit, s, min, h or d (e.g. 1d, 6h)")
-    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
-    if not 0 < seconds <= 3650 * 86400:
-        raise click.BadParameter(f"{value!r}: give a duration above 0 and at most 3650d")
-    return timedelta(seconds=seconds)
-
-
-def future_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--skew DURATION`` and ``--allow-future`` for a command that takes events in (append, import, compact, fit):
-    the body gets ``future``, the skew an event time may lie after now, or None when any time is allowed."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        skew, allow = kwargs.pop("skew"), kwargs.pop("allow_future")
-        return fn(*args, **kwargs, future=None if allow else skew)
-
-    wrapper = click.option(
-        "--allow-future",
-        "allow_future",
-        is_flag=True,
-        help="Accept events dated more than --skew after now (a backfill that needs it).",
-    )(wrapper)
-    return click.option(
-        "--skew",
-        default="1d",
-        show_default=True,
-        metavar="DURATION",
-        callback=_skew,
-        help="How far after now an event's time may lie (s, min, h, d); later ones are refused.",
-    )(wrapper)
-
-
-class Finite(click.FloatRange):
-    """A finite number in a range: ``nan``, ``inf`` and numbers too large for a float are refused (click's own
-    range lets NaN through, since every comparison with it is false)."""
-
-    name = "finite number"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = click.FLOAT.convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return super().convert(number, param, ctx)
-
-
 def seed_option(default: int | None, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--seed N`` with this command's default and meaning (0 to 2^64 - 1, what numpy's generators take)."""
-    return click.option(
-        "--seed",
-        type=click.IntRange(0, MAX_SEED),
-        default=default,
-        show_default=default is not None,
-        help=help,
-    )
+    """``--seed N`` with this command's default and meaning."""
+    return click.option("--seed", type=int, default=default, show_default=default is not None, help=help)
 
 
-def store_options(*, writer: bool = False, as_of: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--store URI`` and ``--storage-option KEY=VALUE`` (plus ``--writer`` / ``--as-of`` where asked) for a command
-    that reads or writes the store; the command body runs with that store configured (pipeline.store.location)."""
+#: The options that name a workspace (pipeline.workspace.Workspace.resolve), by what a command asks for.
+_HOME = click.option(
+    "--home",
+    "home",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Home directory (default: $RATINGS_HOME, else the current directory).",
+)
+_STORE = (
+    click.option(
+        "--store",
+        "store_uri",
+        default=None,
+        envvar="RATINGS_STORE",
+        metavar="URI",
+        help="The store: a local path or s3://, gs://, az:// URI (default: $RATINGS_STORE, else <home>/store).",
+    ),
+    click.option(
+        "--storage-option",
+        "storage_option",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="An object-store setting for delta-rs (repeat), e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000.",
+    ),
+)
+_WRITER = click.option(
+    "--writer",
+    default=None,
+    metavar="NAME",
+    help="This home's name in the store (default: the name it first used, else the host name).",
+)
+_AS_OF = click.option(
+    "--as-of",
+    "as_of",
+    default=None,
+    metavar="VERSION|TIME",
+    help="Read the store as it was at this table version or time (RFC 3339 or a date).",
+)
+
+
+def workspace(
+    *, store: bool = False, writer: bool = False, as_of: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--home`` (plus ``--store URI`` and ``--storage-option KEY=VALUE``, ``--writer``, ``--as-of`` where asked):
+    the command receives the :class:`~pipeline.workspace.Workspace` they name as ``ws``, resolved once here (and
+    ``home``, the option as given, when it has a parameter of that name: the fit records it)."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        wants_home = "home" in inspect.signature(fn).parameters
+
         @wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            from ..store.location import StoreConfig, configured, parse_storage_options
+            from ..workspace import Workspace, parse_storage_options
 
+            home = kwargs.pop("home")
             try:
-                config = StoreConfig(
-                    uri=kwargs.pop("store_uri"),
-                    storage_options=parse_storage_options(kwargs.pop("storage_option")),
+                kwargs["ws"] = Workspace.resolve(
+                    home,
+                    store=kwargs.pop("store_uri") if store else None,
+                    storage_options=parse_storage_options(kwargs.pop("storage_option")) if store else None,
                     writer=kwargs.pop("writer") if writer else None,
                     as_of=kwargs.pop("as_of") if as_of else None,
                 )
             except PipelineError as exc:
                 click.echo(f"error: {exc}", err=True)
                 sys.exit(exc.exit_code)
-            with configured(config):
-                return fn(*args, **kwargs)
+            if wants_home:
+                kwargs["home"] = home
+            return fn(*args, **kwargs)
 
-        options = [
-            click.option(
-                "--store",
-                "store_uri",
-                default=None,
-                envvar="RATINGS_STORE",
-                metavar="URI",
-                help="The store: a local path or s3://, gs://, az:// URI (default: $RATINGS_STORE, else <home>/store).",
-            ),
-            click.option(
-                "--storage-option",
-                "storage_option",
-                multiple=True,
-                metavar="KEY=VALUE",
-                help="An object-store setting for delta-rs (repeat), e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000.",
-            ),
-        ]
-        if writer:
-            options.append(
-                click.option(
-                    "--writer",
-                    default=None,
-                    metavar="NAME",
-                    help="This home's name in the store (default: the name it first used, else the host name).",
-                )
-            )
-        if as_of:
-            options.append(
-                click.option(
-                    "--as-of",
-                    "as_of",
-                    default=None,
-                    metavar="VERSION|TIME",
-                    help="Read the store as it was at this table version or time (RFC 3339 or a date).",
-                )
-            )
+        options = [_HOME, *(_STORE if store else ()), *([_WRITER] if writer else []), *([_AS_OF] if as_of else [])]
         for option in reversed(options):
             wrapper = option(wrapper)
         return wrapper
@@ -243,9 +165,9 @@ def handle_errors(fn: Callable) -> Callable:
         except BrokenPipeError:  # the reader went away (`ratings sql ... | head`): nothing to say to it
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             sys.exit(1)
-        except OSError as exc:  # an unwritable home, a full disk: the machine failed, not the input
+        except OSError as exc:  # an unwritable home, a full disk: the environment failed, not the input
             click.echo(f"error: {os_error_line(exc)}", err=True)
-            sys.exit(MachineFailure.exit_code)
+            sys.exit(1)
 
     return wrapper
 
@@ -276,7 +198,7 @@ def json_errors(as_json: bool, **shape: Any) -> Iterator[None]:
         sys.exit(exc.exit_code)
     except OSError as exc:
         emit_json({**shape, "error": os_error_line(exc)})
-        sys.exit(MachineFailure.exit_code)
+        sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,23 +6,21 @@ import sys
 
 import click
 
+from ..workspace import Workspace
 from .common import (
     cli,
     emit_json,
     handle_errors,
-    home_at,
-    home_option,
     json_option,
-    print_table,
     seed_option,
-    store_options,
     table_option,
+    workspace,
 )
 
 
 # --------------------------------------------------------------------------- route
 @cli.command()
-@home_option
+@workspace()
 @click.option("--region", required=True, help="The task's region (unknown regions use the global pool '*').")
 @click.option(
     "--pool",
@@ -44,7 +42,7 @@ from .common import (
 @json_option
 @handle_errors
 def route(
-    home: str | None,
+    ws: Workspace,
     region: str,
     pool: tuple[str, ...],
     role: str | None,
@@ -78,7 +76,7 @@ def route(
     if log and not task:
         raise click.UsageError("--log needs --task ID (the task the decision is logged for)")
     out = decide(
-        home_at(home, needed=table is None or log),
+        ws,
         region=region,
         pool=pool,
         role=role,
@@ -99,11 +97,11 @@ def route(
 
 
 @cli.command("table")
-@home_option
+@workspace()
 @table_option
 @json_option
 @handle_errors
-def table_(home: str | None, table: str | None, as_json: bool) -> None:
+def table_(ws: Workspace, table: str | None, as_json: bool) -> None:
     """Print the published routing table for people: per region the choice, its quality, cost and n, the
     runner-up, the ladder, and why (the evidence gate's reason, with its numbers).
 
@@ -112,37 +110,25 @@ def table_(home: str | None, table: str | None, as_json: bool) -> None:
       ratings table --home ./myteam
       ratings table --json | jq '.regions[] | {region, config: .choice.config}'
     """
-    from ..commands.pin import read_pin
     from ..routing.decide import table_path
     from ..routing.summary import summarize
     from ..routing.table import load
     from ..routing.words import table_lines
 
-    where = home_at(home, needed=table is None)
-    summary = summarize(load(table_path(where, table)))
-    pin = read_pin(where) if table is None else None  # a pin holds the home's own table, not a file given
-    pinned = pin if pin is not None and pin.version == summary.version else None
+    summary = summarize(load(table_path(ws, table)))
     if as_json:
-        emit_json({**summary.model_dump(mode="json"), "pinned": pinned.model_dump() if pinned else None})
+        emit_json(summary.model_dump(mode="json"))
         return
-    lines = table_lines(summary)
-    if pinned is not None:
-        lines.insert(
-            1,
-            f"pinned: `ratings pin` holds this table (from fits/{pinned.history}) since {pinned.pinned_at}; newer "
-            "fits go to fits/history/ only (`ratings pin --latest` follows them again)",
-        )
-    for line in lines:
+    for line in table_lines(summary):
         click.echo(line)
 
 
 # --------------------------------------------------------------------------- doctor / pin
 @cli.command()
-@home_option
-@store_options()
+@workspace(store=True)
 @json_option
 @handle_errors
-def doctor(home: str | None, as_json: bool) -> None:
+def doctor(ws: Workspace, as_json: bool) -> None:
     """Check that the learning loop is closed: code defaults [CODE] and this home [LIVE].
 
     Prints every check, then LOOP: CLOSED, or LOOP: OPEN with the reasons (exit 1).
@@ -154,7 +140,7 @@ def doctor(home: str | None, as_json: bool) -> None:
     """
     from ..commands.doctor import doctor as run_doctor
 
-    report = run_doctor(home_at(home))
+    report = run_doctor(ws)
     if as_json:
         emit_json(report.model_dump(mode="json"))
     else:
@@ -168,50 +154,26 @@ def doctor(home: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@home_option
+@workspace()
 @click.option("--latest", is_flag=True, help="Remove the pin and publish the newest fit in fits/history/ again.")
 @json_option
 @click.argument("version", required=False)
 @handle_errors
-def pin(home: str | None, latest: bool, as_json: bool, version: str | None) -> None:
-    """Pin the published routing table to a past fit in fits/history/, or follow the newest fit again; without
-    an argument, list the fits it can pin.
+def pin(ws: Workspace, latest: bool, as_json: bool, version: str | None) -> None:
+    """Pin the published routing table to a past fit in fits/history/, or follow the newest fit again.
 
     The pin is recorded in fits/pin.json; `ratings doctor` reports the table as pinned, not stale.
 
     \b
     Example:
-      ratings pin
       ratings pin 3f2a9c0d1e7b4a65
       ratings pin --latest
     """
     from ..commands.pin import pin as pin_table
-    from ..commands.pin import versions
 
-    if latest and version is not None:
-        raise click.UsageError("give either VERSION or --latest, not both")
-    if not latest and version is None:
-        rows = versions(home_at(home))
-        if as_json:
-            emit_json(rows)
-        elif not rows:
-            click.echo("no fit in fits/history/ yet: run `fit-routing` first")
-        else:
-            print_table(
-                [
-                    {
-                        "version": r["version"],
-                        "fitted_at": r["fitted_at"],
-                        "store version": r["store_version"],
-                        "constants": r["constants"],
-                        "": " ".join(w for w, on in (("live", r["live"]), ("pinned", r["pinned"])) if on),
-                    }
-                    for r in rows
-                ]
-            )
-            click.echo("pin one with `ratings pin VERSION`; `ratings pin --latest` follows the newest fit again")
-        return
-    result = pin_table(home_at(home), version, latest=latest)
+    if latest == (version is not None):
+        raise click.UsageError("give either VERSION or --latest")
+    result = pin_table(ws, version, latest=latest)
     if as_json:
         emit_json(result)
     elif result["pinned"]:

@@ -3,33 +3,27 @@
 from __future__ import annotations
 
 import sys
-from datetime import timedelta
-from typing import TextIO
 
 import click
 
+from ..workspace import Workspace
 from .common import (
-    Finite,
     cli,
     emit_json,
-    future_options,
     handle_errors,
-    home_at,
-    home_option,
     json_option,
     print_table,
     quiet_option,
-    store_given,
-    store_options,
+    workspace,
 )
 
 
 # --------------------------------------------------------------------------- compact / sql / verify / vacuum / import
 @cli.command()
-@home_option
+@workspace(store=True, writer=True)
 @click.option(
     "--merge-threshold",
-    type=click.IntRange(2, 1_000_000),
+    type=click.IntRange(min=2),
     default=16,
     show_default=True,
     help="Merge a partition's files (Delta's optimize) when it holds more than this many.",
@@ -39,23 +33,16 @@ from .common import (
     is_flag=True,
     help="Move the local table aside and rebuild it from the streams (after `ratings verify` found damage).",
 )
-@store_options(writer=True)
-@future_options
 @json_option
 @quiet_option
 @handle_errors
-def compact(
-    home: str | None, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool, future: timedelta | None
-) -> None:
+def compact(ws: Workspace, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool) -> None:
     """Compact the new lines of the streams into the store's events table: one Delta commit per run.
 
     Incremental and idempotent: a run with no new input commits nothing, and a
     rerun after a crash lands every event exactly once. Invalid lines and id
-    conflicts go to deadletter/<stream>.jsonl, and so do lines dated more
-    than --skew after the run (unless --allow-future). A store in the old
-    manifest format is moved aside and rebuilt from the streams on the first
-    run. --rebuild builds a new table from the streams and moves the old one
-    aside only once the new one is whole.
+    conflicts go to deadletter/<stream>.jsonl. A store in the old manifest
+    format is moved aside and rebuilt from the streams on the first run.
 
     \b
     Example:
@@ -67,11 +54,7 @@ def compact(
     from ..compact import compact as compact_store
 
     result = compact_store(
-        home_at(home),
-        progress=not quiet and sys.stderr.isatty(),
-        merge_threshold=merge_threshold,
-        rebuild=rebuild,
-        future=future,
+        ws, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild
     )
     for note in result.notes:
         click.echo(note, err=True)
@@ -88,45 +71,18 @@ def compact(
 
 
 @cli.command()
-@home_option
-@store_options(as_of=True)
+@workspace(store=True, as_of=True)
 @click.option("--schema", "schema", is_flag=True, help="List the views and their columns instead of running a query.")
-@click.option(
-    "--file",
-    "query_file",
-    type=click.File("r", encoding="utf-8"),
-    default=None,
-    metavar="FILE",
-    help="Read the query from FILE ('-': stdin), for a query longer than a command line.",
-)
-@click.option(
-    "--timeout",
-    type=Finite(0, 86_400, min_open=True),
-    default=60.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Stop the query after this many seconds.",
-)
 @json_option
 @click.argument("query", required=False)
 @handle_errors
-def sql(
-    home: str | None,
-    schema: bool,
-    query_file: TextIO | None,
-    timeout: float,
-    as_json: bool,
-    query: str | None,
-) -> None:
-    """Run one read-only SQL query on the store's views, at one table version.
+def sql(ws: Workspace, schema: bool, as_json: bool, query: str | None) -> None:
+    """Run a read-only SQL query on the store's views, at one table version.
 
     Views: tasks, attempts, ratings, rejections, retractions, decisions,
     closures, other (one row per event id; --schema lists their columns).
-    One statement (SELECT, WITH, FROM, DESCRIBE, SHOW, EXPLAIN), given as
-    QUERY, with --file FILE, or on stdin (QUERY '-'); it can read the table's
-    live files and nothing else, cannot write files, and stops after
-    --timeout seconds. An error in the query exits 2 with DuckDB's message.
-    Note: quote the column "at" (a DuckDB keyword).
+    The query can read the table's live files and nothing else, and cannot
+    write files. Note: quote the column "at" (a DuckDB keyword).
 
     \b
     Example:
@@ -134,23 +90,18 @@ def sql(
       ratings sql --json 'SELECT task, "at" FROM tasks LIMIT 5'
       ratings sql --as-of 1 'SELECT count(*) FROM ratings'
       ratings sql --as-of 2026-01-31T00:00:00Z 'SELECT count(*) FROM ratings'
-      ratings sql --file explain.sql --timeout 300
       ratings sql --schema
     """
-    given = [what for what, on in (("QUERY", query is not None), ("--file", query_file is not None)) if on]
-    if schema and given:
-        raise click.UsageError(f"give either --schema or a query ({' and '.join(given)}), not both")
-    if not schema and len(given) != 1:
-        raise click.UsageError("give one query: QUERY, QUERY '-' for stdin, or --file FILE; or --schema")
+    if schema == (query is not None):
+        raise click.UsageError("give either a QUERY or --schema")
     if schema:
-        from ..families import schema_rows
+        from ..store.families import schema_rows
 
         rows = schema_rows()
     else:
         from ..store import run_sql
 
-        text = query_file.read() if query_file is not None else sys.stdin.read() if query == "-" else query
-        rows = run_sql(home_at(home, needed=not store_given()), text or "", timeout_s=timeout)
+        rows = run_sql(ws, query or "")
     if as_json:
         emit_json(rows)
     else:
@@ -158,11 +109,10 @@ def sql(
 
 
 @cli.command()
-@home_option
-@store_options(as_of=True)
+@workspace(store=True, as_of=True)
 @json_option
 @handle_errors
-def verify(home: str | None, as_json: bool) -> None:
+def verify(ws: Workspace, as_json: bool) -> None:
     """Check the store against its commit log and this home's streams (exit 1 naming each problem).
 
     Every live file exists with the size and rows the log records; this
@@ -177,7 +127,7 @@ def verify(home: str | None, as_json: bool) -> None:
     """
     from ..commands.verify import verify as verify_store
 
-    result = verify_store(home_at(home))
+    result = verify_store(ws)
     if as_json:
         emit_json(result.summary())
     else:
@@ -201,18 +151,17 @@ def verify(home: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@home_option
+@workspace(store=True)
 @click.option(
     "--retain-hours",
-    type=click.IntRange(0, 1_000_000),
+    type=click.IntRange(min=0),
     default=168,
     show_default=True,
     help="Keep the files every version of the last H hours needs (time travel that far back keeps working).",
 )
-@store_options()
 @json_option
 @handle_errors
-def vacuum(home: str | None, retain_hours: int, as_json: bool) -> None:
+def vacuum(ws: Workspace, retain_hours: int, as_json: bool) -> None:
     """Remove files of the store no retained version needs, and files no version references.
 
     Prints the store's size before and after.
@@ -224,7 +173,7 @@ def vacuum(home: str | None, retain_hours: int, as_json: bool) -> None:
     """
     from ..store.upkeep import vacuum as vacuum_store
 
-    result = vacuum_store(home_at(home), retain_hours=retain_hours)
+    result = vacuum_store(ws, retain_hours=retain_hours)
     if as_json:
         emit_json(result.summary())
     else:

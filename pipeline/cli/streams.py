@@ -3,32 +3,30 @@
 from __future__ import annotations
 
 import sys
-from datetime import timedelta
 
 import click
 
+from ..workspace import Workspace
 from .common import (
     cli,
     emit_json,
     fsync_option,
-    future_options,
     handle_errors,
-    home_at,
-    home_option,
     json_errors,
     json_option,
     progress_bar,
     quiet_option,
+    workspace,
 )
 
 
 # --------------------------------------------------------------------------- append / repair
 @cli.command()
-@home_option
+@workspace()
 @fsync_option
 @click.option(
     "--max-line-bytes",
-    type=click.IntRange(1, 1 << 30),
+    type=click.IntRange(min=1),
     default=1 << 20,
     show_default=True,
     help="Reject lines (as given and as stored, with id and at) longer than this.",
@@ -40,18 +38,16 @@ from .common import (
     metavar="NAME",
     help="Keep events of this unknown type although it is one edit away from a v1 type (repeat).",
 )
-@future_options
 @json_option
 @click.argument("events", nargs=-1)
 @handle_errors
 def append(
-    home: str | None,
+    ws: Workspace,
     fsync: str,
     max_line_bytes: int,
     allow_types: tuple[str, ...],
     as_json: bool,
     events: tuple[str, ...],
-    future: timedelta | None,
 ) -> None:
     """Append events (JSON objects) to the task and rating streams.
 
@@ -59,13 +55,9 @@ def append(
     validated first: one bad line and nothing is appended (exit 2, one
     message per bad line naming each of its problems). Events without `id`
     or `at` get a ULID and the current time; each goes to the tasks or
-    ratings stream by its type; the fields it filled are recorded in the
-    line (`filled`), so a retry with the same id is recognised. A type one
-    edit away from a v1 type (task.opend, Task.Opened) is refused as a typo
-    unless --allow-type names it; other unknown types are kept. A time more
-    than --skew (1 day) after now is refused unless --allow-future. Blank
-    lines are skipped and counted. With --json, the result or the errors as
-    JSON.
+    ratings stream by its type. A type one edit away from a v1 type
+    (task.opend) is refused as a typo unless --allow-type names it; other
+    unknown types are kept. With --json, the result or the errors as JSON.
 
     \b
     Example:
@@ -83,16 +75,13 @@ def append(
             lines.pop()
     with json_errors(as_json, appended=0):
         result = append_events(
-            home_at(home, "append"),
+            ws,
             lines,
             fsync=fsync,  # type: ignore[arg-type]  # click.Choice checked it
             source=source,
             max_bytes=max_line_bytes,
             allow_types=allow_types,
-            future=future,
         )
-    if result.blank and not as_json:
-        click.echo(f"note: skipped {result.blank} blank line(s)", err=True)
     for kind, count in sorted(result.unknown_types.items()):
         near = nearest_type(kind)
         hint = f"; did you mean {near[1]}?" if near is not None and kind not in allow_types else ""
@@ -109,10 +98,10 @@ def append(
 
 
 @cli.command()
-@home_option
+@workspace()
 @json_option
 @handle_errors
-def repair(home: str | None, as_json: bool) -> None:
+def repair(ws: Workspace, as_json: bool) -> None:
     """Recover every stream: move torn tails and batches cut short to quarantine/.
 
     A batch whose writer died is completed when all of it is on disk (only
@@ -124,7 +113,7 @@ def repair(home: str | None, as_json: bool) -> None:
     """
     from ..streams.log import repair as repair_streams
 
-    done = repair_streams(home_at(home))
+    done = repair_streams(ws)
     if as_json:
         emit_json({"quarantined": done.quarantined, "completed": done.completed})
         return
@@ -137,10 +126,10 @@ def repair(home: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@home_option
+@workspace()
 @json_option
 @handle_errors
-def init(home: str | None, as_json: bool) -> None:
+def init(ws: Workspace, as_json: bool) -> None:
     """Start a home of your own: its folders and a fits/shipped.json template.
 
     Every field of the template is present: the constants at the code
@@ -155,7 +144,7 @@ def init(home: str | None, as_json: bool) -> None:
     """
     from ..commands.init_home import init_home
 
-    result = init_home(home_at(home, "init"))
+    result = init_home(ws)
     if as_json:
         emit_json(result.summary())
     else:
@@ -163,7 +152,7 @@ def init(home: str | None, as_json: bool) -> None:
 
 
 @cli.command(name="import")
-@home_option
+@workspace()
 @click.option(
     "--format",
     "fmt",
@@ -177,13 +166,12 @@ def init(home: str | None, as_json: bool) -> None:
 @click.option("--thread", default=None, help="Thread name recorded on each task.opened.")
 @click.option("--skip-bad", is_flag=True, help="Dead-letter bad rows instead of failing.")
 @fsync_option
-@future_options
 @quiet_option
 @json_option
 @click.argument("file", type=click.Path(dir_okay=False))
 @handle_errors
 def import_(
-    home: str | None,
+    ws: Workspace,
     fmt: str,
     rater_kind: str,
     rater_name: str | None,
@@ -193,7 +181,6 @@ def import_(
     quiet: bool,
     as_json: bool,
     file: str,
-    future: timedelta | None,
 ) -> None:
     """Import a long table (CSV, CSV.gz or Parquet) of past results as events.
 
@@ -212,7 +199,7 @@ def import_(
 
     with progress_bar("importing", quiet or as_json) as advance:
         result = import_table(
-            home_at(home, "create"),
+            ws,
             file,
             fmt=fmt,  # type: ignore[arg-type]  # click.Choice checked it
             rater_kind=rater_kind,
@@ -221,7 +208,6 @@ def import_(
             skip_bad=skip_bad,
             fsync=fsync,  # type: ignore[arg-type]  # click.Choice checked it
             progress=advance,
-            future=future,
         )
     if as_json:
         emit_json(result.summary())

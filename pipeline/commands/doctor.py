@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import InvalidEvent, PipelineError
-from ..home import STREAMS, Home
-from ..jsonfile import parse_json
+from ..workspace import STREAMS, StrPath, Workspace
 
-Status = Literal["ok", "fail", "pinned", "warn"]  # warn: worth a look, the loop stays closed
+Status = Literal["ok", "fail", "pinned"]
 
 
 class Check(BaseModel):
@@ -50,11 +48,6 @@ def _check(kind: Literal["CODE", "LIVE"], name: str, ok: bool, detail: str, *, p
     return Check(kind=kind, name=name, status="pinned" if pinned else ("ok" if ok else "fail"), detail=detail)
 
 
-def _warning(name: str, fine: bool, detail: str) -> Check:
-    """A [LIVE] check that warns (and leaves the loop closed) when it is not ``fine``."""
-    return Check(kind="LIVE", name=name, status="ok" if fine else "warn", detail=detail)
-
-
 # ---------------------------------------------------------------------------------------------- [CODE]
 def _code_checks() -> list[Check]:
     from ..nightly.options import FitOptions
@@ -80,24 +73,24 @@ def _code_checks() -> list[Check]:
 
 
 # ---------------------------------------------------------------------------------------------- [LIVE]
-def _consumed_offsets(home: Home, table: Any) -> dict[str, int]:
+def _consumed_offsets(ws: Workspace, table: Any) -> dict[str, int]:
     """Per stream, the byte offset up to which this home's writer committed it (0 when never)."""
     from ..store.table import consumed_offsets
 
-    return (consumed_offsets(home, table) or {}) if table is not None else {}
+    return (consumed_offsets(ws, table) or {}) if table is not None else {}
 
 
-def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
+def _stream_check(ws: Workspace, offsets: dict[str, int]) -> tuple[Check, int]:
     """Parse every line not yet compacted; count dead letters and torn tails. Returns (check, pending lines)."""
     from ..streams.events import parse_line
     from ..streams.log import read_lines
 
     pending, bad, notes = 0, [], []
     for stream in STREAMS:
-        path = home.stream(stream)
+        path = ws.stream(stream)
         if not path.exists():
             continue
-        for line in read_lines(home, stream, start=offsets.get(stream, 0)):
+        for line in read_lines(ws, stream, start=offsets.get(stream, 0)):
             pending += 1
             try:
                 parse_line(line.raw, line=line.line_no, source=str(path))
@@ -108,7 +101,7 @@ def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
             handle.seek(max(0, size - 1))
             if size and handle.read(1) != b"\n":
                 notes.append(f"{stream}: torn tail (the next append or `ratings repair` quarantines it)")
-        letters = home.deadletter / f"{stream}.jsonl"
+        letters = ws.dead_letters(stream)
         if letters.exists():
             with open(letters, "rb") as handle:
                 count = sum(1 for _ in handle)
@@ -123,110 +116,61 @@ def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
     return _check("LIVE", "streams parse", not bad, detail), pending
 
 
-def _store_checks(home: Home) -> list[Check]:
-    from ..families import VIEWS
+def _store_checks(ws: Workspace) -> list[Check]:
     from ..store import open_store
+    from ..store.families import VIEWS
     from ..store.views import reading
 
     try:
-        store = open_store(home, read_only=True)
+        store = open_store(ws, read_only=True)
     except PipelineError as exc:
         return [_check("LIVE", "store views exist", False, str(exc))]
     with store:
-        counts = {}
+        missing, counts = [], {}
         for view in VIEWS:
             try:
                 with reading(store):
                     counts[view] = store.con.execute(f'SELECT count(*) FROM "{view}"').fetchall()[0][0]
             except PipelineError as exc:  # a missing or corrupt file: one line that says how to recover
                 return [_check("LIVE", "store views exist", False, str(exc))]
+            except Exception as exc:  # noqa: BLE001 - a broken view: report it, keep checking the others
+                missing.append(f"{view} ({str(exc).splitlines()[0]})")
         version = store.version
-        where = f"table version {version}" if version is not None else "no table yet (run `ratings compact`)"
-        checks = [_check("LIVE", "store views exist", True, f"{len(VIEWS)} views at {where}")]
-        ratings = counts.get("ratings", 0)
-        checks.append(_check("LIVE", "ratings has rows", ratings > 0, f"{ratings} rating row(s)"))
-        checks += _data_warnings(home, store)
+    where = f"table version {version}" if version is not None else "no table yet (run `ratings compact`)"
+    checks = [
+        _check(
+            "LIVE",
+            "store views exist",
+            not missing,
+            f"{len(VIEWS)} views at {where}" if not missing else "missing: " + ", ".join(missing),
+        )
+    ]
+    ratings = counts.get("ratings", 0)
+    checks.append(_check("LIVE", "ratings has rows", ratings > 0, f"{ratings} rating row(s)"))
     return checks
-
-
-def _data_warnings(home: Home, store: Any) -> list[Check]:
-    """What the store holds that is allowed but probably a mistake: shipped configs it never saw, retractions of
-    ids it does not hold, events dated after now (stored with --allow-future)."""
-    from datetime import UTC, datetime
-
-    from ..fit.shipped import load_shipped
-    from ..streams.future import MAX_FUTURE, latest_time
-
-    out: list[Check] = []
-    try:
-        shipped = load_shipped(home.fits / "shipped.json")
-    except PipelineError as exc:
-        return [_check("LIVE", "shipped.json loads", False, str(exc))]
-    named = {f"{role}": key for role, key in shipped.static.model_dump().items() if isinstance(key, str)}
-    named |= {f"pinned.{role}": key for role, key in shipped.pinned.items()}
-    seen = store.configs() if store.version is not None else set()
-    unseen = sorted(f"{role} {key}" for role, key in named.items() if key not in seen)
-    out.append(
-        _warning(
-            "shipped configs seen in the store",
-            not unseen,
-            f"{len(named)} config(s) named, all seen"
-            if not unseen
-            else f"never seen in the store: {', '.join(unseen)} (fine for a cold start; else a typo of a key: "
-            'ratings sql "SELECT DISTINCT config_key FROM attempts")',
-        )
-    )
-    unknown = store.unknown_retractions() if store.version is not None else []
-    out.append(
-        _warning(
-            "retractions name stored ratings",
-            not unknown,
-            "every retraction names a stored rating or rejection"
-            if not unknown
-            else f"{len(unknown)} retraction(s) name an id no rating or rejection holds, and retract nothing: "
-            + ", ".join(unknown[:5])
-            + (" ..." if len(unknown) > 5 else ""),
-        )
-    )
-    latest = latest_time(datetime.now(UTC), MAX_FUTURE)
-    late, newest = store.after(latest) if store.version is not None else (0, None)
-    out.append(
-        _warning(
-            "no event dated in the future",
-            not late,
-            "no stored event is dated after now"
-            if not late
-            else f"{late} stored event(s) dated more than a day after now (the latest {newest}): the fit measures "
-            "ages from the newest event, so every other rating counts as old",
-        )
-    )
-    return out
 
 
 def _rows_at(table: Any, version: int | None) -> int:
     """Rows of the table at ``version`` by the commit statistics (0 when None or unknown)."""
-    from ..compact.run import family_rows
+    from ..store.table import family_rows
 
     if table is None or version is None:
         return 0
     from deltalake import DeltaTable
 
-    from ..store.table import store_errors
-
     try:
         old = DeltaTable(table.table_uri, version=version, storage_options=table._storage_options)
-    except store_errors():  # a version vacuumed away or never there: nothing to compare
+    except Exception:  # noqa: BLE001 - a version vacuumed away or never there: nothing to compare
         return 0
     return sum(family_rows(old).values())
 
 
-def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], int | None]:
-    from ..compact.run import family_rows
-    from ..nightly.publish import consistency
+def _table_checks(ws: Workspace, pending: int, table: Any) -> tuple[list[Check], int | None]:
+    from ..nightly.publish import consistency, read_pin
     from ..routing.table import canonical_json, load, table_json_schema
-    from .pin import read_pin
+    from ..store.table import family_rows
 
-    path = home.fits / "routing-table.json"
+    path = ws.table
     if not path.exists():
         return [_check("LIVE", "routing table exists", False, f"{path} is missing; run `fit-routing`")], None
     checks = [_check("LIVE", "routing table exists", True, str(path))]
@@ -235,10 +179,10 @@ def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], in
     except PipelineError as exc:
         return [*checks, _check("LIVE", "routing table loads", False, str(exc))], None
     checks.append(_check("LIVE", "routing table loads", True, f"{routing.schema_} version {routing.version}"))
-    schema_path = path.with_name("routing-table.schema.json")
+    schema_path = ws.table_schema
     expected = json.loads(canonical_json(table_json_schema()))
     try:
-        schema_ok = parse_json(schema_path.read_bytes()) == expected
+        schema_ok = json.loads(schema_path.read_text(encoding="utf-8")) == expected
         schema_detail = (
             "routing-table.schema.json is the model's schema"
             if schema_ok
@@ -261,8 +205,8 @@ def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], in
             ),
         )
     )
-    pin = read_pin(home)
-    agree = consistency(home, routing, pinned=pin.version if pin else None)
+    pin = read_pin(ws)
+    agree = consistency(ws, routing, pinned=pin.version if pin else None)
     checks.append(_check("LIVE", "table, stats and history agree", agree.ok, agree.detail))
     newest = table.version() if table is not None else None
     newest_rows = sum(family_rows(table).values()) if table is not None else 0
@@ -296,27 +240,26 @@ def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], in
     return checks, stale
 
 
-def _newest_table(home: Home) -> Any:
+def _newest_table(ws: Workspace) -> Any:
     """The events table at its newest version (None when there is none or it cannot be opened)."""
-    from ..store.location import resolve
     from ..store.table import open_table
 
     try:
-        return open_table(resolve(home))
+        return open_table(ws.store)
     except PipelineError:
         return None
 
 
-def doctor(home: str | os.PathLike | Home | None = None) -> DoctorReport:
+def doctor(home: Workspace | StrPath | None = None) -> DoctorReport:
     """Run every check; the loop is CLOSED when none fails."""
-    home = Home.resolve(home)
+    ws = Workspace.of(home)
     checks = _code_checks()
-    table = _newest_table(home)
-    offsets = _consumed_offsets(home, table)
-    stream_check, pending = _stream_check(home, offsets)
+    table = _newest_table(ws)
+    offsets = _consumed_offsets(ws, table)
+    stream_check, pending = _stream_check(ws, offsets)
     checks.append(stream_check)
-    checks.extend(_store_checks(home))
-    table_checks, stale = _table_checks(home, pending, table)
+    checks.extend(_store_checks(ws))
+    table_checks, stale = _table_checks(ws, pending, table)
     checks.extend(table_checks)
     reasons = [f"[{c.kind}] {c.name}: {c.detail}" for c in checks if not c.ok]
     return DoctorReport(checks=checks, closed=not reasons, reasons=reasons, stale_events=stale)

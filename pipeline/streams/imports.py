@@ -38,16 +38,16 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import InvalidBatch, InvalidEvent
-from ..home import Home
-from .events import Config, Timestamp, format_timestamp
-from .future import MAX_FUTURE, future_reason, latest_time
+from ..utc import format_timestamp, parse_timestamp
+from ..workspace import StrPath, Workspace
+from .events import Config, Timestamp
 from .log import FsyncPolicy, append
 
 REQUIRED = ("task_id", "config", "score", "cost_usd", "region", "at")
@@ -125,8 +125,7 @@ def _text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return format_timestamp(moment)
+        return format_timestamp(value)
     if isinstance(value, float) and math.isnan(value):
         return None
     return str(value)
@@ -154,7 +153,7 @@ def _hashed(text: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _config(text: str) -> tuple[dict[str, str | None], str]:
-    """The config of a ``config`` cell, and its canonical JSON (for :func:`_row_ids`)."""
+    """The config of a ``config`` cell, and its canonical JSON (for the rows' ids)."""
     config = (Config.from_key(text) if len(text.split("/")) == 4 else Config(cli=IMPORT_CLI, model=text)).model_dump()
     return config, _canonical(config)
 
@@ -205,15 +204,11 @@ class _Columns(NamedTuple):
     names: list[str]
     at: dict[str, int]  # required column -> position
     extra: list[tuple[str, int]]
-    latest: str | None = None  # the latest time a row may carry (None: any; docs/design.md, Bounds)
-    skew: timedelta = MAX_FUTURE
 
     @classmethod
-    def of(cls, names: list[str], future: timedelta | None = MAX_FUTURE) -> _Columns:
+    def of(cls, names: list[str]) -> _Columns:
         at = {name: names.index(name) for name in REQUIRED}
-        latest = latest_time(datetime.now(UTC), future) if future is not None else None
-        extra = [(name, i) for i, name in enumerate(names) if name not in REQUIRED]
-        return cls(names, at, extra, latest, future or MAX_FUTURE)
+        return cls(names, at, [(name, i) for i, name in enumerate(names) if name not in REQUIRED])
 
     def record(self, cells: Sequence[str | None]) -> dict[str, str | None]:
         return dict(zip(self.names, cells, strict=True))
@@ -248,19 +243,12 @@ def _check(cells: Sequence[str | None], columns: _Columns) -> _Row | None:
         at = _timestamp(text["at"])
     except ValueError as exc:
         raise ValueError("at", str(exc)) from None
-    late = future_reason(at, columns.latest, columns.skew) if columns.latest is not None else None
-    if late is not None:
-        raise ValueError("at", late)
     labels = {name: value for name, i in columns.extra if (value := cells[i]) not in (None, "")}
     score = values["score"]
     assert score is not None
     return _Row(
         text["task_id"], config, config_json, score, values["cost_usd"], text["region"] or "general", at, labels
     )
-
-
-def _moment(at: str) -> datetime:
-    return datetime.fromisoformat(at.replace("Z", "+00:00"))
 
 
 class _Checked(NamedTuple):
@@ -273,7 +261,7 @@ class _Checked(NamedTuple):
 
 
 def import_table(
-    home: str | os.PathLike | Home | None,
+    home: Workspace | StrPath | None,
     path: str | os.PathLike,
     *,
     fmt: Literal["long"] = "long",
@@ -283,7 +271,6 @@ def import_table(
     skip_bad: bool = False,
     fsync: FsyncPolicy = "batch",
     progress: Callable[[int, int], None] | None = None,
-    future: timedelta | None = MAX_FUTURE,
 ) -> ImportResult:
     """Import a long table (CSV, CSV.gz or Parquet) as events; see the module docstring for the rules.
 
@@ -291,7 +278,7 @@ def import_table(
     """
     if fmt != "long":
         raise InvalidEvent(f"unknown import format {fmt!r} (known: long)", source=str(path))
-    home = Home.resolve(home)
+    ws = Workspace.of(home)
     path = Path(path)
     if not path.is_file():
         raise InvalidEvent("no such file", source=str(path))
@@ -303,10 +290,10 @@ def import_table(
         raise InvalidEvent(
             f"missing column(s) {', '.join(missing)}; the long format needs {', '.join(REQUIRED)}", source=str(path)
         )
-    table = _Columns.of(columns, future)
+    table = _Columns.of(columns)
     stamp = _stamp(path)
-    letters = home.deadletter / f"import-{path.name}.jsonl"
-    checked = _first_pass(home, path, table, letters if skip_bad else None)
+    letters = ws.import_dead_letters(path)
+    checked = _first_pass(ws, path, table, letters if skip_bad else None)
     rater_json = _canonical(rater)
     appended, streams = 0, dict[str, int]()
     events: list[dict[str, Any]] = []
@@ -315,7 +302,7 @@ def import_table(
     def flush(rows: int) -> None:
         nonlocal appended, events
         if events:
-            result = append(home, events, fsync=fsync, source=str(path), future=None)  # rows checked first
+            result = append(ws, events, fsync=fsync, source=str(path))
             appended += result.appended
             for stream, count in result.streams.items():
                 streams[stream] = streams.get(stream, 0) + count
@@ -361,12 +348,12 @@ def _stamp(path: Path) -> tuple[int, int]:
     return info.st_size, info.st_mtime_ns
 
 
-def _first_pass(home: Home, path: Path, table: _Columns, letters: Path | None) -> _Checked:
+def _first_pass(ws: Workspace, path: Path, table: _Columns, letters: Path | None) -> _Checked:
     """Check every row; dead-letter the bad ones (``letters``) or raise :class:`InvalidBatch` naming them."""
     first: dict[str, tuple[datetime, int]] = {}
     named: list[InvalidEvent] = []
     rows = blank = bad = 0
-    with _DeadLetters(home, letters) as dead:
+    with _DeadLetters(ws, letters) as dead:
         for number, cells in _numbered_rows(path, len(table.names)):
             rows += 1
             try:
@@ -383,7 +370,7 @@ def _first_pass(home: Home, path: Path, table: _Columns, letters: Path | None) -
             if good is None:
                 blank += 1
                 continue
-            moment = _moment(good.at)
+            moment = parse_timestamp(good.at)
             seen = first.get(good.task)
             if seen is None or moment < seen[0]:
                 first[good.task] = (moment, number)
@@ -437,8 +424,8 @@ class _DeadLetters:
     """``deadletter/import-<file name>.jsonl``, appended ``{source, row, column, reason, raw}`` records (opened
     inside the home only, on the first record; fsync'd when closed)."""
 
-    def __init__(self, home: Home, path: Path | None) -> None:
-        self.home, self.path, self.fd = home, path, -1
+    def __init__(self, ws: Workspace, path: Path | None) -> None:
+        self.ws, self.path, self.fd = ws, path, -1
         self.buffer: list[bytes] = []
 
     def __enter__(self) -> _DeadLetters:
@@ -454,7 +441,7 @@ class _DeadLetters:
         if not self.buffer or self.path is None:
             return
         if self.fd < 0:
-            self.fd = self.home.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            self.fd = self.ws.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         view = memoryview(b"".join(self.buffer))
         while view:
             view = view[os.write(self.fd, view) :]
