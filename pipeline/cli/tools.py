@@ -13,7 +13,6 @@ from .common import (
     cli,
     emit_json,
     handle_errors,
-    home_at,
     json_option,
     print_table,
     seed_option,
@@ -149,7 +148,9 @@ def simulate(
     update = {k: v for k, v in (("tasks", tasks), ("gate_noise", gate_noise)) if v is not None}
     if update:
         scenario = type(scenario).model_validate({**scenario.model_dump(), **update})
-    home = home_at(out, "create")  # a new or empty folder, or a home (its streams replaced only with --force)
+    from ..workspace import Workspace
+
+    home = Workspace.resolve(out).check_home("create")  # a new or empty folder, or a home (--force: new streams)
     result = run_simulation(home, scenario, seed=seed, corrupt=corrupt, truth_path=truth_path, overwrite=force)
     if as_json:
         emit_json(result.summary())
