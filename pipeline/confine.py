@@ -164,9 +164,6 @@ class Bounds:
         return removed
 
 
-
-
-
 def confine(root: Path, path: Path, *, create: bool = True, directory: bool = False) -> Path:
     """``path`` checked to stay inside the home ``root`` (:meth:`Bounds.confine` of that one root)."""
     return Bounds.of(root).confine(path, create=create, directory=directory)

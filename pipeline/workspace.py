@@ -202,8 +202,6 @@ class Workspace:
             )
         raise NotAHome(f"{what} is not a home (no streams/ or fits/){where or '; ' + start + ', or give --home'}")
 
-
-
     # ----------------------------------------------------------------------------------- the layout
     @property
     def folders(self) -> tuple[Path, ...]:

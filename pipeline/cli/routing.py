@@ -111,7 +111,7 @@ def table_(ws: Workspace, table: str | None, as_json: bool) -> None:
       ratings table --home ./myteam
       ratings table --json | jq '.regions[] | {region, config: .choice.config}'
     """
-    from ..commands.pin import read_pin
+    from ..nightly.publish import read_pin
     from ..routing.decide import table_path
     from ..routing.summary import summarize
     from ..routing.table import load

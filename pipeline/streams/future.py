@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from .events import format_timestamp
+from ..utc import format_timestamp
 
 #: How far after the moment it is appended (or compacted) an event's time may lie: a writer's clock a little ahead
 #: is fine, an event dated next year is a mistake that makes every other rating look old to the fit's recency
