@@ -135,7 +135,7 @@ def sql(
     if not schema and len(given) != 1:
         raise click.UsageError("give one query: QUERY, QUERY '-' for stdin, or --file FILE; or --schema")
     if schema:
-        from ..families import schema_rows
+        from ..store.families import schema_rows
 
         rows = schema_rows()
     else:

@@ -149,8 +149,9 @@ def compact(
         notes = manifest_store.upgrade(ws)
         writer = identity(ws)
         build = Rebuild.start(ws) if rebuild else None
-        options = {"merge_threshold": merge_threshold, "chunk_bytes": chunk_bytes, "buffer_rows": buffer_rows}
-        options |= {"max_line_bytes": max_line_bytes, "progress": progress, "future": future, "build": build}
+        options: dict[str, Any] = {"merge_threshold": merge_threshold, "chunk_bytes": chunk_bytes}
+        options |= {"buffer_rows": buffer_rows, "max_line_bytes": max_line_bytes, "progress": progress}
+        options |= {"future": future, "build": build}
         if build is None:
             result = _Run(ws, writer, **options).run_once()
         else:
