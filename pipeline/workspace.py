@@ -52,6 +52,8 @@ REMOTE_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "ab
 #: The events table under the store root, and Delta's log inside a table.
 TABLE = "events"
 DELTA_LOG = "_delta_log"
+#: The temporary folders of a rebuild (``<store>/.rebuild-<time>/``, ``deadletter/.rebuild-<time>/``).
+REBUILDING = ".rebuild-"
 #: Names of the layout that files carry too (a JSON Schema's ``$id`` is its file name).
 EVENTS_SCHEMA_FILE = "events-v1.schema.json"
 TABLE_SCHEMA_FILE = "routing-table.schema.json"
@@ -256,6 +258,19 @@ class Workspace:
     @property
     def compact_lock(self) -> Path:
         return self.home_store / ".compact.lock"
+
+    def rebuild_folders(self, stamp: str) -> tuple[Path, Path]:
+        """Where ``ratings compact --rebuild`` builds the new table (``<store>/.rebuild-<time>/``, the table
+        ``events/`` in it) and writes its dead letters (``deadletter/.rebuild-<time>/``) until they replace the
+        old ones."""
+        local = self.store.local
+        if local is None:
+            raise PipelineError(f"{self.store.describe()}: only a local table is rebuilt beside itself")
+        return local / f"{REBUILDING}{stamp}", self.deadletter / f"{REBUILDING}{stamp}"
+
+    def rebuilt_dead_letters(self, aside: Path, stream: str) -> Path:
+        """Where a rebuild keeps the old dead letters of ``stream``: in the old table moved aside."""
+        return aside / self.deadletter.name / self.dead_letters(stream).name
 
     def rebuilt_aside(self, stamp: str) -> Path:
         """Where ``ratings compact --rebuild`` moves a local table (beside it, named by the time)."""

@@ -33,7 +33,7 @@ def open_or_create(location: StoreLocation) -> Any:
     try:
         if location.local is not None and location.bounds is not None:  # a new local store: made inside the bounds
             location.local.mkdir(parents=True, exist_ok=True)
-            location.bounds.confine(location.local / TABLE / DELTA_LOG / "-")
+            location.bounds.confine(location.local / TABLE / DELTA_LOG, directory=True)
         return DeltaTable.create(
             location.table_uri,
             TABLE_SCHEMA,

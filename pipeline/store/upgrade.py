@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from ..errors import PipelineError
 from ..utc import stamp
-from ..workspace import STREAMS, StoreLocation, Workspace, fsync_dir, write_synced
+from ..workspace import REBUILDING, STREAMS, StoreLocation, Workspace, fsync_dir, write_synced
 
 
 def move(ws: Workspace, source: Path, target: Path) -> None:
@@ -68,8 +68,8 @@ class Rebuild:
             ws.confine(ws.dead_letters(stream), create=False)
         _remove_stale(ws, location)
         when = stamp()
-        root = ws.folder(location.local / f"{_REBUILD}{when}")
-        return cls(ws, location, when, location.at(root), ws.folder(ws.deadletter / f"{_REBUILD}{when}"))
+        root, letters = ws.rebuild_folders(when)
+        return cls(ws, location, when, location.at(ws.folder(root)), ws.folder(letters))
 
     def around(self, build: Callable[[], T]) -> tuple[T, list[str]]:
         """Run ``build`` (the compaction of the new table) and finish the rebuild; abandon it when ``build`` fails
@@ -96,13 +96,13 @@ class Rebuild:
         try:
             if table.exists():
                 _rename(table, aside, done)
-            moves = [(self.ws.dead_letters(s), aside / self.ws.deadletter.name / f"{s}.jsonl") for s in STREAMS]
+            moves = [(self.ws.dead_letters(s), self.ws.rebuilt_dead_letters(aside, s)) for s in STREAMS]
             for old, kept in moves:
                 if old.exists():
                     kept.parent.mkdir(parents=True, exist_ok=True)
                     _rename(old, kept, done)
             for stream in STREAMS:
-                staged = self.letters / f"{stream}.jsonl"
+                staged = self.letters / self.ws.dead_letters(stream).name
                 if staged.exists():
                     _rename(staged, self.ws.deadletter / staged.name, done)
             _rename(new, table, done)
@@ -114,7 +114,8 @@ class Rebuild:
             raise
         self.build.local.rmdir()
         self.letters.rmdir()
-        for folder in (table.parent, self.ws.deadletter, *([aside, aside / "deadletter"] if aside.exists() else [])):
+        kept = self.ws.rebuilt_dead_letters(aside, STREAMS[0]).parent
+        for folder in (table.parent, self.ws.deadletter, *([aside, kept] if aside.exists() else [])):
             if folder.is_dir():
                 fsync_dir(folder)
         where = f"moved the old table aside to {aside} (with the dead letters)" if aside.exists() else "no old table"
@@ -139,7 +140,7 @@ def _remove_stale(ws: Workspace, location: StoreLocation) -> None:
     assert location.local is not None
     for folder in (location.local, ws.deadletter):
         if folder.is_dir():
-            for stale in sorted(folder.glob(f"{_REBUILD}*")):
+            for stale in sorted(folder.glob(f"{REBUILDING}*")):
                 if stale.is_dir() and not stale.is_symlink():
                     ws.bounds.check_tree(stale)  # no link in it: nothing outside is removed
                     shutil.rmtree(stale)
