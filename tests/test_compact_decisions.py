@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from pipeline.cli import cli
 from pipeline.compact import compact
 from pipeline.compact import run as run_module
-from pipeline.home import Home
 from pipeline.streams.batch import prepare
 from pipeline.streams.log import append, write
+from pipeline.workspace import Workspace
 from tests.fixtures_store import CONFIG, opened, rating, store_snapshot
 
 RATER = {"kind": "gate", "name": "pytest"}
@@ -22,7 +22,7 @@ RATER = {"kind": "gate", "name": "pytest"}
 
 def _append_at(home, events, now):
     """Append as ``ratings append`` would at the moment ``now`` (which fills ``at`` with it)."""
-    write(Home.resolve(home), prepare(events, now=now), "never")
+    write(Workspace.of(home), prepare(events, now=now), "never")
 
 
 def _rated(score=1.0, **head):

@@ -134,10 +134,10 @@ def test_who_may_make_a_home_of_what(tmp_path, state, rule):
     before = sorted(p.name for p in tmp_path.rglob("*"))
     want = RULES[state][rule]
     if want is True:
-        assert Home.at(path, rule).root == path
+        assert Workspace.resolve(path).check_home(rule).root == path
     else:
         with pytest.raises(PipelineError, match=want) as info:
-            Home.at(path, rule)
+            Workspace.resolve(path).check_home(rule)
         assert info.value.exit_code == 2 and "\n" not in str(info.value)
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # deciding creates nothing
 
@@ -148,21 +148,21 @@ def test_append_makes_a_home_only_of_a_folder_it_is_named(tmp_path, monkeypatch)
     monkeypatch.chdir(empty)
     monkeypatch.delenv("RATINGS_HOME", raising=False)
     with pytest.raises(PipelineError, match=r"the current folder .* is not a home .*name an empty folder with --home"):
-        Home.at(None, "append")
+        Workspace.resolve(None).check_home("append")
     monkeypatch.setenv("RATINGS_HOME", str(empty))
-    assert Home.at(None, "append").root == empty  # $RATINGS_HOME names it, as --home would
+    assert Workspace.resolve(None).check_home("append").root == empty  # $RATINGS_HOME names it, as --home would
 
 
 def test_a_folder_inside_a_home_names_the_home(tmp_path):
     (tmp_path / "team" / "streams").mkdir(parents=True)
     team = tmp_path / "team"
     with pytest.raises(PipelineError, match=f"inside the home {team}, one of its folders: give --home {team}"):
-        Home.at(tmp_path / "team" / "streams", "append")
+        Workspace.resolve(tmp_path / "team" / "streams").check_home("append")
 
 
 # --------------------------------------------------------------------------- the bounds: home and store roots
 def test_a_store_given_through_a_link_is_confined_to_where_the_link_leads(tmp_path):
-    from pipeline.home import Bounds
+    from pipeline.confine import Bounds
 
     disk = tmp_path / "big-disk"
     (disk / "events").mkdir(parents=True)
@@ -178,4 +178,4 @@ def test_a_store_given_through_a_link_is_confined_to_where_the_link_leads(tmp_pa
     with pytest.raises(OutsideHome, match=r"not inside the home .* and the store"):
         bounds.confine(tmp_path / "elsewhere.txt")
     with pytest.raises(OutsideHome, match="outside the home"):
-        Home.resolve(home).write(home / "store" / "x.json", b"{}")  # the home alone does not reach the store
+        Workspace.resolve(home).write(home / "store" / "x.json", b"{}")  # the home alone does not reach the store

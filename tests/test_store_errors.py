@@ -263,10 +263,10 @@ def _classified(exc, local=True):
     from deltalake.exceptions import DeltaError  # noqa: F401 - the classes below come from it
 
     from pipeline.errors import Busy, MachineFailure, StoreCorrupt
-    from pipeline.store.location import StoreConfig, resolve
     from pipeline.store.table import fail
+    from pipeline.workspace import Workspace
 
-    location = resolve(Path("/tmp/h"), StoreConfig() if local else StoreConfig(uri="s3://bucket/store"))
+    location = Workspace.resolve(Path("/tmp/h"), store=None if local else "s3://bucket/store").store
     try:
         fail(exc, location, "read")
     except (Busy, MachineFailure, StoreCorrupt) as raised:
