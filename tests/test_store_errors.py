@@ -193,6 +193,8 @@ def test_every_example_in_sql_help_runs_as_printed(store_home, tmp_path, monkeyp
 def test_sql_schema_lists_every_view_and_column_without_a_store(tmp_path):
     from pipeline.store.families import COLUMNS, VIEWS
 
+    assert _run(["sql", "--home", str(tmp_path), "--schema"])[0] == 2  # a --home given must be a home
+    (tmp_path / "streams").mkdir()  # a home that never compacted: the schema needs no store
     code, output = _run(["sql", "--home", str(tmp_path), "--schema", "--json"])
     assert code == 0
     rows = json.loads(output)
