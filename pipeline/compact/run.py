@@ -149,14 +149,10 @@ def compact(
         notes = manifest_store.upgrade(ws)
         writer = identity(ws)
         build = Rebuild.start(ws) if rebuild else None
-        options: dict[str, Any] = {"merge_threshold": merge_threshold, "chunk_bytes": chunk_bytes}
-        options |= {"buffer_rows": buffer_rows, "max_line_bytes": max_line_bytes, "progress": progress}
-        options |= {"future": future, "build": build}
-        if build is None:
-            result = _Run(ws, writer, **options).run_once()
-        else:
-            result, built = build.around(lambda: _Run(ws, writer, **options).run_once())
-            notes += built
+        sizes = {"chunk_bytes": chunk_bytes, "buffer_rows": buffer_rows, "max_line_bytes": max_line_bytes}
+        options: dict[str, Any] = {"merge_threshold": merge_threshold, "progress": progress, "future": future, **sizes}
+        result, built = Rebuild.around(build, lambda: _Run(ws, writer, build=build, **options).run_once())
+        notes += built
     return result.model_copy(update={"notes": notes + result.notes})
 
 

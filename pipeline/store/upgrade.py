@@ -71,15 +71,19 @@ class Rebuild:
         root, letters = ws.rebuild_folders(when)
         return cls(ws, location, when, location.at(ws.folder(root)), ws.folder(letters))
 
-    def around(self, build: Callable[[], T]) -> tuple[T, list[str]]:
-        """Run ``build`` (the compaction of the new table) and finish the rebuild; abandon it when ``build`` fails
-        (the old table and dead letters were never moved: the store is as it was). Its result and the notes."""
+    @staticmethod
+    def around(rebuild: Rebuild | None, build: Callable[[], T]) -> tuple[T, list[str]]:
+        """Run ``build`` (the compaction, of the new table when ``rebuild``) and finish the rebuild; abandon it when
+        ``build`` fails (the old table and dead letters were never moved: the store is as it was). Its result and
+        the notes."""
+        if rebuild is None:
+            return build(), []
         try:
             out = build()
         except BaseException:
-            self.abandon()
+            rebuild.abandon()
             raise
-        return out, self.finish()
+        return out, rebuild.finish()
 
     def abandon(self) -> None:
         """Remove the new table and dead letters (this rebuild's own folders); the old ones were never moved."""

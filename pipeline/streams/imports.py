@@ -282,10 +282,8 @@ def import_table(
     progress: Callable[[int, int], None] | None = None,
     future: timedelta | None = MAX_FUTURE,
 ) -> ImportResult:
-    """Import a long table (CSV, CSV.gz or Parquet) as events; see the module docstring for the rules.
-
-    ``progress`` is called after each chunk appended with the rows done and the rows in all.
-    """
+    """Import a long table (CSV, CSV.gz or Parquet) as events (the module docstring's rules; a row dated more than
+    ``future`` after now is bad). ``progress`` gets the rows done and the rows in all after each chunk."""
     if fmt != "long":
         raise InvalidEvent(f"unknown import format {fmt!r} (known: long)", source=str(path))
     ws = Workspace.of(home)
