@@ -30,6 +30,7 @@ import math
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import polars as pl
@@ -40,7 +41,9 @@ from .model import GLOBAL, FittedModel, static_choice
 
 #: Resamples of the gate's bootstrap (the evaluation's paired bootstrap uses as many).
 RESAMPLES = 1000
-#: The one-sided level: the lower bound is this quantile of the resampled differences.
+#: The one-sided level of the gate: the lower bound is the LOWER_QUANTILE / m quantile of the resampled differences,
+#: m the members tested against the same static choice in the region (Bonferroni: the learned choice is the best
+#: of several members, so the chance that any of them passes by luck stays below 5% each night).
 LOWER_QUANTILE = 0.05
 #: Statuses of a failed attempt (``unknown`` is not a failure).
 FAILED = ("failure", "vacuous", "blocked", "escalated")
@@ -64,6 +67,7 @@ EVIDENCE_SCHEMA = {
     "effective_samples": pl.Float64,
     "weighted": pl.Boolean,
     "escalations": pl.Int64,
+    "level": pl.Float64,
 }
 
 
@@ -181,6 +185,7 @@ def gate_evidence(
         boot=np.sum([x.boot for x in sums.values()], axis=0),
         extra=np.sum([x.extra for x in sums.values()], axis=0),
         members=set().union(*(x.members for x in sums.values())),
+        moments=np.sum([x.moments for x in sums.values()], axis=0),
     )
     out = []
     for region in sorted(sums):
@@ -241,6 +246,7 @@ class _Sums:
     boot: np.ndarray
     extra: np.ndarray
     members: set[str]
+    moments: np.ndarray  # per config the count, sum and sum of squares of its usable task values (3 x configs)
 
 
 #: Columns per (static choice, config) of the resampled sums (:func:`_region_sums`).
@@ -323,6 +329,7 @@ def _region_sums(
         boot=boot,
         extra=np.stack(extras),
         members=set(part["config_key"].unique().to_list()),
+        moments=np.vstack([usable.sum(axis=0), (q * usable).sum(axis=0), (q * q * usable).sum(axis=0)]),
     )
 
 
@@ -360,6 +367,8 @@ def _tests(
     for r, s in enumerate(refs):
         if s not in sums.members:
             continue
+        tested = max(1, len(sums.members - {s}))
+        pooled = _pooled_variance(sums.moments)
         block = slice(r * width, (r + 1) * width)
         point = _statistic(sums.point[None, block], k, objective, constants)[0]
         boot = _statistic(sums.boot[:, block], k, objective, constants)
@@ -369,11 +378,20 @@ def _tests(
             if c == s or c not in sums.members:
                 continue
             # effective samples of each side, (sum w)^2 / sum w^2; the pair has the smaller
-            ess = min(_ess(w_c[j], sq_c[j]), _ess(w_s[j], sq_s[j]))
+            ess_c, ess_s = _ess(w_c[j], sq_c[j]), _ess(w_s[j], sq_s[j])
+            ess = min(ess_c, ess_s)
             column = boot[:, j]
             finite = column[np.isfinite(column)]
             defined = min(runs_c[j], runs_s[j]) >= 1
-            lower = float(np.quantile(finite, LOWER_QUANTILE)) if ess >= 2 and finite.size else None
+            # Bonferroni over the members tested against s, and over the looks at growing evidence that matter
+            # (its doublings: the test is retested every night)
+            level = LOWER_QUANTILE / (tested * (1.0 + math.log2(max(ess, 1.0))))
+            z = NormalDist().inv_cdf(1.0 - level)
+            lower = None
+            if ess >= 2 and finite.size:
+                mean_cost = sums.point[block][k + j] / w_c[j], sums.point[block][4 * k + j] / w_s[j]
+                floor = z * _floor_spread(pooled, ess_c, ess_s, *mean_cost, objective, constants)
+                lower = min(float(np.quantile(finite, level)), float(point[j]) - floor)
             out.append(
                 {
                     "region": region,
@@ -389,9 +407,35 @@ def _tests(
                     "effective_samples": round(ess, 6),
                     "weighted": bool(weighted[j] > 0),
                     "escalations": int(escalations[j]),
+                    "level": level,
                 }
             )
     return out
+
+
+def _floor_spread(
+    pooled: float, n_c: float, n_s: float, cost_c: float, cost_s: float, objective: str, constants: Constants
+) -> float:
+    """The least spread the difference's estimate can have: the region's pooled variance v of task values over each
+    side's effective samples n (a bootstrap of a few equal values has none; docs/design.md, Evidence gate):
+    quality ``sqrt(v (1/n_c + 1/n_s))``; utility lambda times it; quality per dollar
+    ``sqrt(v (1/(n_c cost_c^2) + 1/(n_s cost_s^2)))`` with each side's mean cost (floored)."""
+    if n_c <= 0 or n_s <= 0:
+        return 0.0
+    if objective == "quality_per_dollar":
+        floor = float(constants.cost_floor_usd)
+        return math.sqrt(pooled * (1 / (n_c * max(cost_c, floor) ** 2) + 1 / (n_s * max(cost_s, floor) ** 2)))
+    scale = float(constants.lambda_ or 1.0) if objective == "utility" else 1.0
+    return scale * math.sqrt(pooled * (1 / n_c + 1 / n_s))
+
+
+def _pooled_variance(moments: np.ndarray) -> float:
+    """The pooled within-config variance of the task values: sum_c (sum q^2 - (sum q)^2 / n_c) / sum_c (n_c - 1)
+    over the configs with two or more values (0 without any)."""
+    count, total, squares = moments
+    many = count >= 2
+    dof = float((count[many] - 1).sum())
+    return max(float((squares[many] - total[many] ** 2 / count[many]).sum()) / dof, 0.0) if dof else 0.0
 
 
 def _ess(total: float, squares: float) -> float:

@@ -91,7 +91,7 @@ def build_table(
 
 
 #: The v1.2 fields of a gate test (the evidence of logged runs), published as computed.
-_LOGGED = ("tasks", "runs", "static_runs", "effective_samples", "weighted", "escalations")
+_LOGGED = ("tasks", "runs", "static_runs", "effective_samples", "weighted", "escalations", "level")
 
 
 def _evidence(gate: pl.DataFrame | None) -> dict[tuple[str, str], dict[str, Evidence]]:

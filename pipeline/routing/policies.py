@@ -69,9 +69,10 @@ def _evidence_words(view: RegionView, config: str, static: str, min_samples: int
         evidence += ")"
     lower = "undefined" if ev.lower is None else f"{ev.lower:+.4g}"
     relation = ">" if ev.passes else "<="
+    level = "95%" if ev.level is None else f"{100 * (1 - ev.level):.4g}% (5% over the members tested)"
     return (
         f"{config} vs {static} {evidence}: difference {_signed(ev.difference)}, "
-        f"one-sided 95% lower bound {lower} {relation} 0"
+        f"one-sided {level} lower bound {lower} {relation} 0"
     )
 
 

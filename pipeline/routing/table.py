@@ -99,7 +99,8 @@ class Evidence(BaseModel):
     ``shared_tasks``: the tasks both ran; ``runs``/``static_runs``: the runs of the member / of ``s`` in the
     comparison; ``effective_samples``: the smaller side's (sum w)^2 / sum w^2; ``weighted``: whether logged
     propensities weighted it (else an unweighted comparison); ``escalations``: outcomes of the member seen only
-    after another config failed, left out of the estimate.
+    after another config failed, left out of the estimate; ``level``: the one-sided level of ``lower`` (5% over
+    the members tested against ``s`` in the region, Bonferroni).
     """
 
     model_config = _MODEL
@@ -114,6 +115,7 @@ class Evidence(BaseModel):
     effective_samples: float | None = None
     weighted: bool | None = None
     escalations: int | None = None
+    level: float | None = None
 
 
 class Member(BaseModel):

@@ -29,19 +29,21 @@ def values(rows: list[tuple[str, str, str, float, float | None]]) -> pl.DataFram
 
 
 def test_quality_per_dollar_is_a_ratio_of_sums_on_the_shared_tasks():
-    # Region r, five tasks both did. CHEAP: quality 1, 1, 0, 1, 1 at $0.10 each -> 4 / 0.5 = 8 per dollar.
-    # STATIC: quality 1 on every task at $1 -> 5 / 5 = 1 per dollar. Difference 8 - 1 = +7.
-    # A bootstrap resample loses only when it draws CHEAP's failed task t3 alone (0 per dollar), far below 5%.
-    rows = [(f"t{i}", "r", CHEAP, 0.0 if i == 3 else 1.0, 0.1) for i in range(1, 6)]
-    rows += [(f"t{i}", "r", STATIC, 1.0, 1.0) for i in range(1, 6)]
+    # Region r, eight tasks both did. CHEAP: quality 1 except 0 on t3, at $0.10 each -> 7 / 0.8 = 8.75 per dollar.
+    # STATIC: quality 1 on every task at $1 -> 8 / 8 = 1 per dollar. Difference 8.75 - 1 = +7.75. The level: 5% over
+    # one member and 1 + log2(8) = 4 looks, 1.25%. A resample loses only when it draws CHEAP's failed t3 alone
+    # (about e^-7 * 0.63 = 0.06%), far below it; the variance floor (pooled within-config variance 7/8/14 = 0.0625
+    # over 8 effective samples a side) takes z(1.25%) = 2.24 times sqrt(0.0625 (1/(8 * 0.01) + 1/8)) = 0.89 off 7.75.
+    rows = [(f"t{i}", "r", CHEAP, 0.0 if i == 3 else 1.0, 0.1) for i in range(1, 9)]
+    rows += [(f"t{i}", "r", STATIC, 1.0, 1.0) for i in range(1, 9)]
     out = gate_evidence(values(rows), against=[STATIC], objective="quality_per_dollar", constants=Constants())
     test = out.filter((pl.col("region") == "r") & (pl.col("config_key") == CHEAP)).row(0, named=True)
-    assert test["against"] == STATIC and test["shared_tasks"] == 5
-    assert test["difference"] == pytest.approx(7.0)
-    assert 0 < test["lower"] < 7.0 and test["passes"]
+    assert test["against"] == STATIC and test["shared_tasks"] == 8
+    assert test["difference"] == pytest.approx(7.75) and test["level"] == pytest.approx(0.0125)
+    assert 0 < test["lower"] <= 7.75 - 2.24 * 0.89 + 0.01 and test["passes"]
     # STATIC has no test against itself; the global pool '*' repeats the test over every region.
     assert out.filter(pl.col("config_key") == STATIC).is_empty()
-    assert out.filter(pl.col("region") == "*")["difference"].to_list() == pytest.approx([7.0])
+    assert out.filter(pl.col("region") == "*")["difference"].to_list() == pytest.approx([7.75])
 
 
 def test_a_heavy_tailed_task_does_not_decide_it():
