@@ -107,6 +107,7 @@ class ShippedConstants(BaseModel):
     prior_source: Literal["shipped", "measured"] | None = None
     prior_weight: float | None = Field(default=None, ge=0.0, le=MAX_PRIOR_WEIGHT)
     exploration: float | None = Field(default=None, ge=0.0, le=1.0)
+    exploration_mode: Literal["epsilon", "thompson"] | None = None
     half_life_days: float | None = Field(default=None, gt=0.0, le=MAX_HALF_LIFE_DAYS)
     min_samples: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     cost_floor_usd: float | None = Field(default=None, gt=0.0, le=MAX_USD)
