@@ -368,7 +368,7 @@ def _tests(
         if s not in sums.members:
             continue
         tested = max(1, len(sums.members - {s}))
-        pooled = _pooled_variance(sums.moments)
+        pooled = _pooled(sums.moments)
         block = slice(r * width, (r + 1) * width)
         point = _statistic(sums.point[None, block], k, objective, constants)[0]
         boot = _statistic(sums.boot[:, block], k, objective, constants)
@@ -389,9 +389,11 @@ def _tests(
             z = NormalDist().inv_cdf(1.0 - level)
             lower = None
             if ess >= 2 and finite.size:
-                mean_cost = sums.point[block][k + j] / w_c[j], sums.point[block][4 * k + j] / w_s[j]
-                floor = z * _floor_spread(pooled, ess_c, ess_s, *mean_cost, objective, constants)
-                lower = min(float(np.quantile(finite, level)), float(point[j]) - floor)
+                at = sums.point[block]
+                quality = at[j] / w_c[j], at[3 * k + j] / w_s[j]
+                cost = at[k + j] / w_c[j], at[4 * k + j] / w_s[j]
+                normal = _normal_lower(pooled, (ess_c, ess_s), quality, cost, z, objective, constants)
+                lower = min(float(np.quantile(finite, level)), normal)
             out.append(
                 {
                     "region": region,
@@ -413,29 +415,41 @@ def _tests(
     return out
 
 
-def _floor_spread(
-    pooled: float, n_c: float, n_s: float, cost_c: float, cost_s: float, objective: str, constants: Constants
+def _normal_lower(
+    pooled: tuple[float, float],
+    ess: tuple[float, float],
+    quality: tuple[float, float],
+    cost: tuple[float, float],
+    z: float,
+    objective: str,
+    constants: Constants,
 ) -> float:
-    """The least spread the difference's estimate can have: the region's pooled variance v of task values over each
-    side's effective samples n (a bootstrap of a few equal values has none; docs/design.md, Evidence gate):
-    quality ``sqrt(v (1/n_c + 1/n_s))``; utility lambda times it; quality per dollar
+    """The normal bound under the bootstrap's (docs/design.md, Evidence gate): each side's mean quality shrunk to the
+    region's pooled mean m with prior_weight k pseudo-samples, ``(n q + k m) / (n + k)``, the difference of the
+    objective on them, less z times the least spread the estimate can have: the pooled within-config variance v
+    over each side's effective samples n (a bootstrap of a few equal values has no spread at all): quality
+    ``sqrt(v (1/n_c + 1/n_s))``, utility lambda times it, quality per dollar
     ``sqrt(v (1/(n_c cost_c^2) + 1/(n_s cost_s^2)))`` with each side's mean cost (floored)."""
-    if n_c <= 0 or n_s <= 0:
-        return 0.0
+    mean, variance = pooled
+    k = float(constants.prior_weight)
+    (n_c, n_s), (q_c, q_s) = ess, quality
+    q_c, q_s = (n_c * q_c + k * mean) / (n_c + k), (n_s * q_s + k * mean) / (n_s + k)
     if objective == "quality_per_dollar":
-        floor = float(constants.cost_floor_usd)
-        return math.sqrt(pooled * (1 / (n_c * max(cost_c, floor) ** 2) + 1 / (n_s * max(cost_s, floor) ** 2)))
+        c_c, c_s = (max(c, float(constants.cost_floor_usd)) for c in cost)
+        return q_c / c_c - q_s / c_s - z * math.sqrt(variance * (1 / (n_c * c_c**2) + 1 / (n_s * c_s**2)))
     scale = float(constants.lambda_ or 1.0) if objective == "utility" else 1.0
-    return scale * math.sqrt(pooled * (1 / n_c + 1 / n_s))
+    diff = scale * (q_c - q_s) - ((cost[0] - cost[1]) if objective == "utility" else 0.0)
+    return diff - z * scale * math.sqrt(variance * (1 / n_c + 1 / n_s))
 
 
-def _pooled_variance(moments: np.ndarray) -> float:
-    """The pooled within-config variance of the task values: sum_c (sum q^2 - (sum q)^2 / n_c) / sum_c (n_c - 1)
-    over the configs with two or more values (0 without any)."""
+def _pooled(moments: np.ndarray) -> tuple[float, float]:
+    """The region's mean task value and its pooled within-config variance,
+    sum_c (sum q^2 - (sum q)^2 / n_c) / sum_c (n_c - 1) over the configs with two or more values (0 without any)."""
     count, total, squares = moments
     many = count >= 2
     dof = float((count[many] - 1).sum())
-    return max(float((squares[many] - total[many] ** 2 / count[many]).sum()) / dof, 0.0) if dof else 0.0
+    mean = float(total.sum() / count.sum()) if count.sum() else 0.0
+    return mean, (max(float((squares[many] - total[many] ** 2 / count[many]).sum()) / dof, 0.0) if dof else 0.0)
 
 
 def _ess(total: float, squares: float) -> float:

@@ -65,8 +65,11 @@ def test_fewer_shared_tasks_than_min_samples_never_pass():
     ]
     out = gate_evidence(values(rows), against=[STATIC], objective="quality_per_dollar", constants=Constants())
     test = out.filter(pl.col("region") == "r").row(0, named=True)
-    # No cost is known: the objective degrades to quality, a mean per task: 1.0 - 0.5 = +0.5 on both tasks.
-    assert (test["shared_tasks"], test["difference"], test["lower"], test["passes"]) == (2, 0.5, 0.5, False)
+    # No cost is known: the objective degrades to quality, a mean per task: 1.0 - 0.5 = +0.5 on both tasks. Every
+    # resample says +0.5; the normal bound shrinks each side to the pooled mean 3.5 / 5 = 0.7 with prior_weight 3
+    # pseudo-samples: (2 + 2.1) / 5 - (1.5 + 2.1) / 6 = 0.82 - 0.6 = +0.22 (no within-config spread): lower +0.22.
+    assert (test["shared_tasks"], test["difference"], test["passes"]) == (2, 0.5, False)
+    assert test["lower"] == pytest.approx(0.22)
     again = gate_evidence(values(rows), against=[STATIC], objective="quality", constants=Constants(min_samples=2))
     assert again.filter(pl.col("region") == "r")["passes"].to_list() == [True]
 
@@ -143,12 +146,15 @@ def test_single_config_runs_decide_without_a_shared_task_unweighted_without_prop
     # One config per task, no decisions logged: OTHER ran t1, t3, t5, t7, t9 (quality 0.9), STATIC t2 .. t10
     # (quality 0.3). Without decisions a config is a candidate from its first rated task on: STATIC from t2, so
     # t1 drops out (STATIC did not exist yet). OTHER's mean 0.9 over 4 runs, STATIC's 0.3 over 5: +0.6, every
-    # resample too (constant values), lower +0.6 > 0; effective samples min(4, 5) = 4 >= 3: passes, unweighted.
+    # resample too (constant values). The normal bound shrinks both to the region's mean value 6 / 10 = 0.6 (t1
+    # included) with 3 pseudo-samples: (3.6 + 1.8) / 7 - (1.5 + 1.8) / 8 = 0.77143 - 0.4125 = +0.35893 (no
+    # within-config spread), the lower of the two;
+    # effective samples min(4, 5) = 4 >= 3: passes, unweighted.
     rows = [(f"t{i}", OTHER if i % 2 else STATIC, 0.9 if i % 2 else 0.3, None) for i in range(1, 11)]
     out = gate_evidence(timed(rows), against=[STATIC], objective="quality", constants=Constants())
     test = out.filter(pl.col("region") == "r").row(0, named=True)
     assert test["shared_tasks"] == 0 and test["tasks"] == 9 and (test["runs"], test["static_runs"]) == (4, 5)
-    assert test["difference"] == pytest.approx(0.6) and test["lower"] == pytest.approx(0.6)
+    assert test["difference"] == pytest.approx(0.6) and test["lower"] == pytest.approx(5.4 / 7 - 3.3 / 8)
     assert test["effective_samples"] == pytest.approx(4.0) and not test["weighted"] and test["passes"]
 
 
