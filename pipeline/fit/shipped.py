@@ -39,6 +39,7 @@ TEMPLATE: dict[str, Any] = {
         "prior_source": "shipped",
         "prior_weight": 3.0,
         "exploration": 0.3,
+        "exploration_mode": "thompson",
         "half_life_days": None,
         "min_samples": 3,
         "lambda": None,
@@ -211,12 +212,14 @@ def _without_placeholders(data: dict[str, Any], left: list[str]) -> dict[str, An
 
 
 class RoutingConstants(Protocol):
-    """The three constants the defaults note names (:class:`Constants`, the stats' constant sets)."""
+    """The constants the defaults note names (:class:`Constants`, the stats' constant sets)."""
 
     @property
     def prior_weight(self) -> float: ...
     @property
     def exploration(self) -> float: ...
+    @property
+    def exploration_mode(self) -> str: ...
     @property
     def min_samples(self) -> int: ...
 
@@ -224,7 +227,8 @@ class RoutingConstants(Protocol):
 def defaults_note(constants: RoutingConstants) -> str:
     """The one sentence every output gives when no shipped.json was read (summary, page, ``ratings compare``)."""
     return (
-        f"no shipped constants: code defaults k {constants.prior_weight:g}, exploration {constants.exploration:g}, "
+        f"no shipped constants: code defaults k {constants.prior_weight:g}, exploration {constants.exploration:g} "
+        f"({constants.exploration_mode}), "
         f"min samples {constants.min_samples}"
     )
 

@@ -51,7 +51,7 @@ class Constants(BaseModel):
     # How exploration draws (v1.2): epsilon, a uniformly chosen other member with probability ``exploration``;
     # thompson, with probability ``exploration`` a Thompson draw on the members' posteriors (docs/design.md,
     # Decisions).
-    exploration_mode: Literal["epsilon", "thompson"] = "epsilon"
+    exploration_mode: Literal["epsilon", "thompson"] = "thompson"  # the code default: docs/design.md, Exploration
     half_life_days: float | None = None
     min_samples: int = 3
     cost_floor_usd: float = 0.000001
