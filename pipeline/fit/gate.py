@@ -30,6 +30,7 @@ import math
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from statistics import NormalDist
 
 import numpy as np
@@ -104,7 +105,7 @@ def escalated_pairs(attempts: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-_PAIRS = {"task": pl.String, "config_key": pl.String}
+_PAIRS: dict[str, pl.DataType] = {"task": pl.String(), "config_key": pl.String()}
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ class Logged:
 def logged_runs(decisions: pl.DataFrame) -> Logged:
     """:class:`Logged` of the store's ``decisions`` (``task, at, id, chosen, candidates, propensity`` and, when the
     store has it, ``after_failed``)."""
-    runs_schema = {"task": pl.String, "config_key": pl.String, "propensity": pl.Float64, "after": pl.Boolean}
+    runs_schema: dict[str, pl.DataType] = {**_PAIRS, "propensity": pl.Float64(), "after": pl.Boolean()}
     if decisions.is_empty():
         return Logged(pl.DataFrame(schema=runs_schema), pl.DataFrame(schema=_PAIRS))
     after = pl.col("after_failed").list.len().fill_null(0) > 0 if "after_failed" in decisions.columns else pl.lit(False)
@@ -143,7 +144,7 @@ def logged_runs(decisions: pl.DataFrame) -> Logged:
         .unique()
         .sort("task", "config_key")
     )
-    return Logged(runs.cast(runs_schema), candidates.cast(_PAIRS))
+    return Logged(runs.cast(pl.Schema(runs_schema)), candidates.cast(pl.Schema(_PAIRS)))
 
 
 def gate_evidence(
@@ -216,6 +217,7 @@ def _observations(
         rows = rows.with_columns(_esc=pl.lit(False))
     task_at = pl.col("first_at").min().over("task")
     newest = rows["first_at"].max() if rows.height else None
+    assert newest is None or isinstance(newest, datetime)
     return rows.with_columns(recency=recency_weight(task_at, newest, constants.half_life_days))
 
 
