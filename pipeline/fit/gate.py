@@ -1,22 +1,22 @@
 """The evidence gate's tests, computed at fit time and published per member (docs/design.md, Evidence gate).
 
 The learned choice c overrides the static choice s in region r only when the evidence says c beats s on the
-objective. The test, for every member c of every region r (the global pool ``'*'`` included) against every
+objective. A dispatcher runs one config per task, so the evidence is every logged run of either, not only the
+tasks both ran. The test, for every member c of every region r (the global pool ``'*'`` included) against every
 static choice s of the table (:func:`references`):
 
-- the **shared tasks**: tasks of r on which both c and s have a task value from real ratings (PRM fill-ins are
-  estimates, not evidence), leaving out every task on which either was run only because another config had
-  already failed there (:func:`escalated_pairs`): an escalated attempt is not a draw from c's routing;
-- the **paired difference** on those tasks, objective of c minus objective of s:
-
-  - quality per dollar: a ratio of sums, ``sum q_c / max(sum cost_c, floor) - sum q_s / max(sum cost_s, floor)``
-    (a mean of per-task ratios is heavy-tailed, a ratio of sums is not);
-  - utility: ``mean(lambda * (q_c - q_s) - (cost_c - cost_s))``; quality (or no costs): ``mean(q_c - q_s)``;
-
-- its **lower bound**: the 5% quantile of the paired bootstrap (tasks of r resampled, each with a Poisson(1)
-  count, the statistic recomputed on the shared tasks of each resample), i.e. the lower end of a one-sided 95%
-  interval;
-- **passes** when there are at least ``min_samples`` shared tasks and the lower bound is above 0.
+- the **tasks**: those of r where both were candidates (:func:`logged_runs`; a task without a decision: the
+  configs first rated by its time), and on them the real ratings (PRM fill-ins are estimates, not evidence) of
+  runs that were not escalations (a decision's ``after``, or a run after another config failed by timing:
+  evidence about failed tasks only);
+- each run weighted by ``recency / max(propensity, PROPENSITY_CLIP)``, each side's self-normalized mean;
+- the **difference** of the objective on those means (quality per dollar ``q_c / max(cost_c, floor) - q_s /
+  max(cost_s, floor)``, utility ``lambda (q_c - q_s) - (cost_c - cost_s)``, quality ``q_c - q_s``);
+- its **lower bound** at the level 5% / (members tested x (1 + log2 effective samples)): the lower of the Poisson
+  bootstrap's quantile (tasks resampled, a task both ran enters both sides with one count: its paired
+  difference) and a normal bound on the means shrunk to the region's mean (:func:`_normal_lower`);
+- **passes** when the effective samples, (sum w)^2 / sum w^2 of the smaller side, are at least ``min_samples``
+  and the lower bound is above 0.
 
 The router applies the tests without the data (:mod:`pipeline.routing.policies`): first in the region, then
 in ``'*'``, else the static choice. The bootstrap is vectorised: per region one matrix of resample counts,
