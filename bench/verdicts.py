@@ -295,7 +295,10 @@ def evaluate_home(home: Path, seed: int) -> tuple[Any, Any, Any]:
     with open_store(home) as store:
         inputs = load_inputs(store)
     shipped = load_shipped(home / "fits" / "shipped.json")
-    ev = evaluate(inputs, shipped=shipped, shipped_constants=shipped.to_constants(), pins=Pins(),
+    # the exploration family judges the held-out replay's verdict, which replays the epsilon way (a Thompson share
+    # is never adopted by it: docs/design.md, Exploration)
+    constants = shipped.to_constants(exploration_mode="epsilon")
+    ev = evaluate(inputs, shipped=shipped, shipped_constants=constants, pins=Pins(),
                   objective="quality_per_dollar", fraction=0.7, seed=seed)  # fmt: skip
     return inputs, shipped, ev
 
