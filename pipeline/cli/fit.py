@@ -8,6 +8,7 @@ from typing import Literal
 
 import click
 
+from .. import defaults
 from ..errors import PipelineError
 from .common import (
     cli,
@@ -59,15 +60,15 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option(
     "--split",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.7,
+    default=defaults.SPLIT,
     show_default=True,
     help="Fraction of tasks (in time order) learned; the rest is held out.",
 )
-@seed_option(0, "Seed of the bootstrap and replay draws.")
+@seed_option(defaults.SEED, "Seed of the bootstrap and replay draws.")
 @click.option(
     "--case-study",
     "case_study",
-    default="routing-by-rating",
+    default=defaults.CASE_STUDY,
     show_default=True,
     callback=_case_study,
     help="Write case-studies/NAME/stats.json.",
@@ -95,7 +96,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
     "--cost-floor",
     "cost_floor",
     type=click.FloatRange(0, min_open=True),
-    default=0.000001,
+    default=defaults.COST_FLOOR_USD,
     show_default=True,
     help="Costs below this many USD count as this.",
 )
@@ -105,7 +106,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option(
     "--min-exploration",
     type=click.FloatRange(0, 1),
-    default=0.05,
+    default=defaults.MIN_EXPLORATION,
     show_default=True,
     metavar="EPS",
     help="Floor of the searched exploration grid (0: the loop may stop trying non-greedy configs).",
@@ -135,12 +136,18 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--thread", default=None, help="Fit only the tasks of this thread.")
 @click.option("--since", default=None, metavar="DATE", callback=_since, help="Fit only tasks opened since DATE.")
 @click.option("--no-compact", is_flag=True, help="Do not compact the streams first.")
+@click.option(
+    "--no-evaluate",
+    is_flag=True,
+    help="Refit the table on every task with the current constants (the live table's, else shipped.json's); "
+    "no held-out evaluation, no page.",
+)
 @click.option("--wait", is_flag=True, help="Wait for a running fit on this home instead of exiting.")
 @click.option("--no-prm", is_flag=True, help="No PRM fill-in ratings from attempt traces.")
 @click.option(
     "--pass-threshold",
     type=click.FloatRange(0, 1),
-    default=0.5,
+    default=defaults.PASS_THRESHOLD,
     show_default=True,
     help="Escalation ladders: a rung whose gate rating is below this escalates to the next.",
 )
@@ -183,6 +190,7 @@ def fit(
     thread: str | None,
     since: datetime | None,
     no_compact: bool,
+    no_evaluate: bool,
     wait: bool,
     no_prm: bool,
     pass_threshold: float,
@@ -210,6 +218,7 @@ def fit(
       ratings fit --half-life-days inf --since 2026-01-01 --case-study january
       ratings fit --ladder-budget 0.001 --pass-threshold 0.7
       ratings fit --min-quality 0.8
+      fit-routing --no-evaluate --no-compact
       fit-routing --home build/lcb --case-study livecodebench --credit "LiveCodeBench leaderboard data"
     """
     from ..nightly.job import run_fit
@@ -235,6 +244,7 @@ def fit(
         thread=thread,
         since=since,
         no_compact=no_compact,
+        evaluate=not no_evaluate,
         wait=wait,
         prm=not no_prm,
         pass_threshold=pass_threshold,

@@ -230,9 +230,11 @@ def compare(
     )
 
 
-def _load_stats(path: Path) -> Stats:
+def _load_stats(path: Path) -> Stats | None:
+    """The evaluated stats at ``path``; None for a refit's (``fit-routing --no-evaluate``: no held-out figures)."""
     try:
-        return load_stats(path)
+        stats = load_stats(path)
+        return stats if isinstance(stats, Stats) else None
     except FileNotFoundError:
         raise PipelineError(f"{path}: no such stats file") from None
     except ValueError as exc:

@@ -29,26 +29,22 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..defaults import lambda_grid
 from ..frames import mean_of
 from .metrics import mark_best, round9
 from .yardstick import oracle_row, single_rows, snips_singles
 
-GRID_SIZE = 13
 
-
-def lambda_grid(task_values_learn: pl.DataFrame) -> list[float] | None:
-    """13 values geometric from 0.01 to 100 times (mean learned cost / mean learned quality).
-
-    docs/design.md, Grids and the search.
-
-    Means over the learned (task, config) rows with a known cost and a value; None without costs.
+def frontier_lambdas(task_values_learn: pl.DataFrame) -> list[float] | None:
+    """The utility lambda grid (:func:`pipeline.defaults.lambda_grid`) in units of mean learned cost / mean learned
+    quality, over the learned (task, config) rows with a known cost and a value; None without costs. (Kept to 15
+    decimals: the frontier only routes by them and reports them rounded.)
     """
     rows = task_values_learn.filter(pl.col("cost_usd").is_not_null() & pl.col("value").is_not_null())
     mean_cost, mean_quality = mean_of(rows["cost_usd"]), mean_of(rows["value"])
     if mean_cost is None or not mean_quality:
         return None
-    base = mean_cost / mean_quality
-    grid = [round(base * 10 ** (-2 + 4 * i / (GRID_SIZE - 1)), 15) for i in range(GRID_SIZE)]
+    grid = lambda_grid(mean_cost / mean_quality, decimals=15)
     # A subnormal mean quality can overflow the quotient: no finite grid, no frontier (never an infinite lambda).
     return grid if all(map(math.isfinite, grid)) else None
 
@@ -67,8 +63,19 @@ def route_by_table(members: pl.DataFrame, task_values: pl.DataFrame, lam: float)
 def _pool(members: pl.DataFrame, task_values: pl.DataFrame) -> pl.DataFrame:
     """``task, config_key, q, c`` of every routable (task, config): what :func:`route_by_table` ranks (the same
     for every lambda, so the frontier builds it once)."""
-    region_rows = members.filter(pl.col("region") != "*").select("region", "config_key", q="quality", c="cost_usd")
-    star = members.filter(pl.col("region") == "*").select("config_key", q_star="quality", c_star="cost_usd")
+    types = task_values.schema
+    members = members.filter(
+        pl.col("config_key").cast(pl.String).is_in(task_values["config_key"].cast(pl.String).unique().implode())
+    )
+    region_rows = members.filter(pl.col("region") != "*").select(
+        pl.col("region").cast(types["region"]),
+        pl.col("config_key").cast(types["config_key"]),
+        q="quality",
+        c="cost_usd",
+    )
+    star = members.filter(pl.col("region") == "*").select(
+        pl.col("config_key").cast(types["config_key"]), q_star="quality", c_star="cost_usd"
+    )
     return (
         task_values.select("task", "region", "config_key")
         .join(region_rows, on=["region", "config_key"], how="left")
@@ -162,7 +169,7 @@ def frontier_section(
     est = pl.DataFrame(
         {"config_key": list((cost_estimates or {}).keys()), "_est": list((cost_estimates or {}).values())},
         schema={"config_key": pl.String, "_est": pl.Float64},
-    )
+    ).with_columns(pl.col("config_key").cast(tv.schema["config_key"]))
     tv = tv.join(est, on="config_key", how="left").with_columns(cost=pl.coalesce("cost_usd", "_est"))
     cost_known = tv.height > 0 and tv["cost"].null_count() == 0
     best = mark_best(tv, objective="quality_per_dollar", floor=floor, cost="cost")  # as the baselines' best set

@@ -35,21 +35,19 @@ from typing import Any
 
 import polars as pl
 
+from ..defaults import PASS_THRESHOLD
+from ..fit.context import FitContext, Part
 from ..fit.gate import member_gate
-from ..fit.inputs import FitInputs, task_values
 from ..fit.learning import costed_targets
-from ..fit.model import Shipped, fit_model
 from ..fit.signals import member_signals
 from ..fit.table_build import build_table
 from ..routing.policies import BUILTIN, POLICIES
 from ..routing.router import Router
 from ..routing.table import Constants, Ladder, RoutingTable
 from .metrics import eligible, mark_best, round9
-from .split import parts
 
 #: Policies that escalate on a failed gate when evaluated.
 SEQUENTIAL = frozenset({"ladder", "trace_governed"})
-DEFAULT_PASS_THRESHOLD = 0.5
 
 #: One eligible held-out task: (task, region, pool, {config: (value, cost, in the best set, gate or value)}).
 _Task = tuple[str, str, tuple[str, ...], dict[str, tuple[float, float | None, bool, float]]]
@@ -162,7 +160,7 @@ def _run(
     if threshold is None:
         view = router.view(region)
         ladder = view.ladder or router.star.ladder
-        threshold = ladder.pass_threshold if ladder is not None and policy == "ladder" else DEFAULT_PASS_THRESHOLD
+        threshold = ladder.pass_threshold if ladder is not None and policy == "ladder" else PASS_THRESHOLD
     failures: list[str] = []
     while cells[config][3] < threshold and len(failures) + 1 < len(pool):
         failures.append(config)
@@ -173,14 +171,7 @@ def _run(
 
 
 def held_out_policies(
-    inputs: FitInputs,
-    constants: Constants,
-    shipped: Shipped,
-    objective: str,
-    fraction: float,
-    ladders: dict[str, Ladder],
-    *,
-    seed: int = 0,
+    ctx: FitContext, constants: Constants, objective: str, ladders: dict[str, Ladder], *, seed: int = 0
 ) -> dict[str, Any]:
     """The ``policies`` section: every built-in routing policy scored on the held-out tasks.
 
@@ -189,19 +180,18 @@ def held_out_policies(
     the published table, which has seen the held-out tasks. Held-out targets exclude PRM fill-ins, as every
     held-out figure.
     """
-    cut = parts(inputs, fraction)
-    model = fit_model(cut.learned, constants, shipped, objective)
+    model = ctx.model(Part.LEARNED, constants, objective)
     table = build_table(
         model,
         constants_source="fitted",
-        static=shipped.static,
+        static=ctx.shipped.static,
         source={"version": None},
-        fitted_at=cut.learned.newest_at,
+        fitted_at=ctx.newest_of(Part.LEARNED),
         ladders=ladders,
-        signals=member_signals(task_values(cut.learned), cut.learned.newest_at),
-        gate=member_gate(cut.learned, model, shipped.static, attempts=inputs.attempts, seed=seed),
+        signals=member_signals(ctx.values(Part.LEARNED), ctx.newest_of(Part.LEARNED)),
+        gate=member_gate(ctx, Part.LEARNED, model, seed=seed),
     )
-    figures = evaluate_policies(table, costed_targets(cut.held_out, model), policies=BUILTIN)
+    figures = evaluate_policies(table, costed_targets(ctx.values(Part.HELD_OUT, real=True), model), policies=BUILTIN)
     return {
         "protocol": (
             "each eligible held-out task routed as new by a table fitted on the learned tasks only "

@@ -6,7 +6,8 @@ static choice s of the table (:func:`references`):
 
 - the **shared tasks**: tasks of r on which both c and s have a task value from real ratings (PRM fill-ins are
   estimates, not evidence), leaving out every task on which either was run only because another config had
-  already failed there (:func:`escalated_pairs`): an escalated attempt is not a draw from c's routing;
+  already failed there (the aggregation marks those pairs: :mod:`pipeline.fit.aggregate`): an escalated attempt
+  is not a draw from c's routing;
 - the **paired difference** on those tasks, objective of c minus objective of s:
 
   - quality per dollar: a ratio of sums, ``sum q_c / max(sum cost_c, floor) - sum q_s / max(sum cost_s, floor)``
@@ -35,15 +36,13 @@ import numpy as np
 import polars as pl
 
 from ..routing.table import Constants, Static
-from .inputs import FitInputs, task_values
+from .context import FitContext, Part
 from .model import GLOBAL, FittedModel, static_choice
 
 #: Resamples of the gate's bootstrap (the evaluation's paired bootstrap uses as many).
 RESAMPLES = 1000
 #: The one-sided level: the lower bound is this quantile of the resampled differences.
 LOWER_QUANTILE = 0.05
-#: Statuses of a failed attempt (``unknown`` is not a failure).
-FAILED = ("failure", "vacuous", "blocked", "escalated")
 #: Resamples drawn per block (bounds the memory of the count matrix on large regions).
 _BLOCK_CELLS = 5_000_000
 
@@ -65,32 +64,6 @@ def references(static: Static, model: FittedModel) -> list[str]:
     return list(dict.fromkeys(c for c in named if c))
 
 
-def escalated_pairs(attempts: pl.DataFrame) -> pl.DataFrame:
-    """``task, config_key``: configs run on a task only after another config had failed on it.
-
-    c was escalated to on t when c's first attempt on t started (``at - duration_ms``, or ``at`` when the
-    duration is unknown) strictly after an attempt of another config on t ended (``at``) with a failed status.
-    Attempts logged at one time (imported tables) are never escalations.
-    """
-    if attempts.is_empty() or "status" not in attempts.columns:
-        return pl.DataFrame(schema={"task": pl.String, "config_key": pl.String})
-    duration = pl.duration(milliseconds=pl.col("duration_ms").fill_null(0)) if "duration_ms" in attempts.columns else 0
-    starts = attempts.group_by("task", "config_key").agg(start=(pl.col("at") - duration).min())
-    failed = (
-        attempts.filter(pl.col("status").is_in(FAILED))
-        .group_by("task", "config_key")
-        .agg(failed_at=pl.col("at").min())
-        .rename({"config_key": "failed_config"})
-    )
-    return (
-        starts.join(failed, on="task")
-        .filter((pl.col("failed_config") != pl.col("config_key")) & (pl.col("failed_at") < pl.col("start")))
-        .select("task", "config_key")
-        .unique()
-        .sort("task", "config_key")
-    )
-
-
 def gate_evidence(
     values: pl.DataFrame,
     *,
@@ -104,7 +77,7 @@ def gate_evidence(
 
     ``values``: one row per (task, config) with ``task, region, config_key, value`` (q_t,c) and ``cost``
     (cost_t,c with unknown attempts estimated; null everywhere when no cost is known, and then the objective is
-    quality). ``escalated``: :func:`escalated_pairs`. Rows :data:`EVIDENCE_SCHEMA`, sorted by
+    quality). ``escalated``: ``task, config_key`` of the escalated pairs. Rows :data:`EVIDENCE_SCHEMA`, sorted by
     (region, config_key, against); no row for a config against itself or against a config the region lacks.
 
     For each static choice s, each region's tasks that s shares with another config are resampled on their own
@@ -195,7 +168,8 @@ def _region_sums(
         else:
             per_task = qk - qk[:, [j]]
             if objective == "utility":
-                per_task = float(constants.lambda_ or 1.0) * per_task - (ck - ck[:, [j]])
+                assert constants.lambda_ is not None  # a utility fit always has lambda (pipeline.routing.greedy)
+                per_task = float(constants.lambda_) * per_task - (ck - ck[:, [j]])
             matrices.append(np.hstack([m * per_task, m]))
         rows.append(sel)
     boots = [np.zeros((RESAMPLES, x.shape[1])) for x in matrices]
@@ -284,18 +258,17 @@ def _statistic(sums: np.ndarray, n_configs: int, objective: str, constants: Cons
     return np.where(n > 0, diff, np.nan)
 
 
-def member_gate(
-    part: FitInputs, model: FittedModel, static: Static, *, attempts: pl.DataFrame, seed: int
-) -> pl.DataFrame:
-    """The gate's tests of the table fitted as ``model`` on ``part``: :func:`gate_evidence` of ``part``'s task
-    values (real ratings, costed by ``model``) against :func:`references`, with the escalations of ``attempts``
-    (the whole store's: ``part`` may have dropped the attempts' statuses)."""
-    values = model.task_costs(task_values(part, half_life_days=model.constants.half_life_days, real=True))
+def member_gate(ctx: FitContext, part: Part, model: FittedModel, *, seed: int) -> pl.DataFrame:
+    """The gate's tests of the table fitted as ``model`` on ``part``: :func:`gate_evidence` of the part's task values
+    of real ratings (under the model's half-life, costed by ``model``) against :func:`references`, leaving out
+    the escalated pairs (the aggregation marks them from every attempt of the task)."""
+    values = model.task_costs(ctx.values(part, model.constants.half_life_days, real=True))
+    escalated = values.filter(pl.col("escalated")).select("task", "config_key")
     return gate_evidence(
         values.rename({"cost_t": "cost"}),
-        against=references(static, model),
+        against=references(ctx.shipped.static, model),
         objective=model.effective_objective,
         constants=model.constants,
-        escalated=escalated_pairs(attempts),
+        escalated=escalated,
         seed=seed,
     )

@@ -71,7 +71,7 @@ def _filled_costs(tv: pl.DataFrame, cost_estimates: dict[str, float] | None) -> 
         est = pl.DataFrame(
             {"config_key": list(cost_estimates), "_est": list(cost_estimates.values())},
             schema={"config_key": pl.String, "_est": pl.Float64},
-        )
+        ).with_columns(pl.col("config_key").cast(tv.schema["config_key"]))
     else:
         est = known.group_by("config_key").agg(_est=pl.col("cost_usd").mean())
     tv = tv.join(est, on="config_key", how="left").with_columns(
@@ -90,7 +90,11 @@ def task_matrix(
         configs = tuple(sorted(tv["config_key"].unique().to_list()))
     tasks = tv.group_by("task").agg(pl.col("region").first()).sort("task")
     t_index = tasks.with_row_index("_ti")
-    c_index = pl.DataFrame({"config_key": list(configs)}, schema={"config_key": pl.String}).with_row_index("_ci")
+    c_index = (
+        pl.DataFrame({"config_key": list(configs)}, schema={"config_key": pl.String})
+        .with_columns(pl.col("config_key").cast(tv.schema["config_key"]))
+        .with_row_index("_ci")
+    )
     cells = tv.join(t_index.select("task", "_ti"), on="task").join(c_index, on="config_key")
     shape = (tasks.height, len(configs))
     ti, ci = cells["_ti"].to_numpy(), cells["_ci"].to_numpy()
@@ -102,7 +106,7 @@ def task_matrix(
 
     return TaskMatrix(
         tasks=tasks["task"].to_numpy(),
-        regions=tasks["region"].to_numpy(),
+        regions=tasks["region"].cast(pl.String).to_numpy(),
         configs=tuple(configs),
         value=grid("value"),
         gate=grid("gate"),

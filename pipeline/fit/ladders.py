@@ -42,10 +42,10 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
+from ..defaults import PASS_THRESHOLD
 from ..routing.table import Ladder
 from .ladder_search import Run, TaskMatrix, mean_or_none, run_ladder, score, search_ladders, task_matrix
 
-DEFAULT_PASS_THRESHOLD = 0.5
 #: A region gets its own search with at least this many learned tasks.
 MIN_REGION_TASKS = 30
 #: "Better by more than its noise": a paired mean difference beyond this many standard errors.
@@ -313,7 +313,7 @@ def fit_ladders(
     *,
     target: Target = "best-single",
     budget_usd: float | None = None,
-    pass_threshold: float = DEFAULT_PASS_THRESHOLD,
+    pass_threshold: float = PASS_THRESHOLD,
     strategy: str = "beam",
     best_single: str | None = None,
     gate_is_target_override: bool | None = None,

@@ -9,9 +9,7 @@ time comes from the store, floats are rounded to 9 decimals, JSON keys sorted).
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
-import math
 import os
 import sys
 from collections.abc import Iterator
@@ -19,46 +17,49 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import polars as pl
-
 from ..commands.pin import pinned_version
+from ..defaults import OBJECTIVE, rounded
 from ..errors import FitError, StoreConflict
 from ..evaluate.policies import held_out_policies
-from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
-from ..evaluate.search import Pins
-from ..evaluate.split import parts
+from ..evaluate.protocol import Evaluation, constants_source, cutoff_text, evaluate, lambda_scale, learning_figures
+from ..evaluate.search import SEARCHED, Pins, half_lives_of
+from ..evaluate.split import check_split, exact_fraction
+from ..fit.aggregate import DuckDBEngine, Spec
+from ..fit.context import FitContext, Part
 from ..fit.finite import ids_text, non_finite_paths
-from ..fit.inputs import FitInputs, load_inputs, task_values
-from ..fit.learning import LadderOptions, learning_stage
-from ..fit.model import fit_model, load_shipped
+from ..fit.learning import LearningOutputs, learning_stage
+from ..fit.model import FittedModel, Shipped, load_shipped
 from ..fit.shipped import defaults_note, placeholder_note
 from ..fit.table_build import build_table
 from ..home import Home
 from ..routing.summary import summarize
-from ..routing.table import Constants, RoutingTable
+from ..routing.table import ConstantOrigin, Constants, RoutingTable, load
 from ..store import open_store
 from ..store.views import reading
 from .options import FitOptions
 from .publish import publish_fit
-from .stats import Stats
-
-DECIMALS = 9
+from .stats import AnyStats, RefitStats, Stats
 
 
 @dataclass(frozen=True)
 class FitResult:
     table: RoutingTable
-    stats: Stats
-    evaluation: Evaluation  # the held-out evaluation (its learned fit for the leakage tests)
+    stats: AnyStats
+    evaluation: Evaluation | None  # the held-out evaluation (its learned fit for the leakage tests); None: not run
 
     def summary_lines(self) -> list[str]:
         """A readable summary for people (the CLI prints it; ``--json`` prints the stats instead)."""
         s, t = self.stats, self.table
-        r, cal = s.routing, s.calibration
-        lines = [
+        head = [
             f"published routing table {t.version} (constants: {_source_word(s)}; table version {t.source.version}, "
             f"fitted_at {t.fitted_at})",
             f"objective: {s.objective}" + ("" if s.cost_known else " (no costs in the store: ranked by quality alone)"),
+        ]
+        if not isinstance(s, Stats):
+            return [*head, *s.notes]
+        r, cal = s.routing, s.calibration
+        lines = [
+            *head,
             f"split: {s.split.learned_tasks} learned / {s.split.held_out_tasks} held-out tasks (cutoff "
             f"{s.split.cutoff_at}), {s.split.eligible_held_out} eligible, {s.split.validation_tasks} validation",
             f"held-out hit rate: shipped {_fmt(r.shipped.hit_rate)} {_ci(r.shipped.ci95)}, fitted "
@@ -157,7 +158,7 @@ def run_fit(
 
             compact(home, progress=progress)
         result = _fit(home, options, say, command or options.command_line())
-        if render:  # inside the lock: the page shows this fit's stats
+        if render and result.evaluation is not None:  # inside the lock: the page shows this fit's stats
             from ..casestudy import render_case_study
 
             say("rendering the case study")
@@ -166,101 +167,114 @@ def run_fit(
 
 
 def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitResult:
-    say("loading the store")
-    version, events, inputs_sha, inputs = _read(home, options)
-    if inputs.ratings.height == 0:
-        raise FitError(f"no ratings in the store (table version {version}); append task.rated events and compact first")
     shipped = load_shipped(options.shipped if options.shipped is not None else home.fits / "shipped.json")
-    objective = options.objective or shipped.constants.objective or "quality_per_dollar"
+    objective = options.objective or shipped.constants.objective or OBJECTIVE
     overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
     if options.min_samples is not None:
         overrides["min_samples"] = options.min_samples
     if options.min_quality is not None:
         overrides["min_quality"] = options.min_quality
     shipped_constants = shipped.to_constants(**overrides)
-    notes = list(inputs.notes)
+    current = None if options.evaluate else current_constants(home, shipped_constants, options)
+    say("loading the store")
+    version, events, inputs_sha, ctx = _read(home, options, shipped, objective, shipped_constants, current)
+    if ctx.values(Part.FULL).height == 0:
+        raise FitError(f"no ratings in the store (table version {version}); append task.rated events and compact first")
+    notes = list(ctx.notes)
     if not shipped.found:
         notes.append(defaults_note(shipped_constants))
     placeholders = placeholder_note(shipped, options.shipped or "fits/shipped.json")
     notes += [placeholders] if placeholders else []
-    if objective == "utility" and shipped_constants.lambda_ is None:
-        scale, problem = lambda_scale(task_values(parts(inputs, options.split).learned))
+    source = {"version": version, "events": events, "sha256": inputs_sha}
+    if current is None:
+        say("evaluating on the held-out split (validation search included)")
+        return _evaluated(home, ctx, options, say, command, shipped_constants, source, notes)
+    say("refitting on all tasks with the current constants (no held-out evaluation)")
+    return _refit(home, ctx, options, command, current, source, notes)
+
+
+def _evaluated(
+    home: Home,
+    ctx: FitContext,
+    options: FitOptions,
+    say: _Progress,
+    command: str,
+    shipped_constants: Constants,
+    source: dict[str, Any],
+    notes: list[str],
+) -> FitResult:
+    """The nightly job's fit: the held-out evaluation, then the table refit on all tasks with what it publishes."""
+    if ctx.objective == "utility" and shipped_constants.lambda_ is None:
+        check_split(ctx)
+        scale, problem = lambda_scale(ctx.values(Part.LEARNED))
         notes += [problem] if problem else []
         # With no costs at all the objective degrades to quality (docs/design.md, Cost): no lambda is needed then.
         if options.lambda_ or scale is not None:
             shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
-    say("evaluating on the held-out split (validation search included)")
     ev = evaluate(
-        inputs,
-        shipped=shipped,
+        ctx,
         shipped_constants=shipped_constants,
         pins=Pins(options.pins()),
-        objective=objective,
-        fraction=options.split,
         seed=options.seed,
         min_exploration=options.min_exploration,
     )
     published = ev.published
-    source_word = ev.routing["published"]["constants_source"]
     say("refitting on all tasks and publishing")
-    model = fit_model(inputs, published, shipped, ev.objective)
-    source = {"version": version, "events": events, "sha256": inputs_sha}
+    model = ctx.model(Part.FULL, published, ev.objective)
     summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options, home)
     say("learning signals, escalation ladders and the cost-quality frontier")
-    ladder = LadderOptions(
-        pass_threshold=options.pass_threshold,
-        budget_usd=options.ladder_budget_usd,
-        target="budget" if options.ladder_budget_usd is not None else "best-single",
-    )
-    if not options.writeback:  # the fit ignores logged decisions: no writeback, no off-policy estimates
-        inputs = dataclasses.replace(inputs, decisions=inputs.decisions.clear())
-    cut = parts(inputs, options.split)
     learning = learning_stage(
-        inputs,
-        model,
-        constants=published,
-        shipped=shipped,
-        objective=ev.objective,
-        learned=cut.learned,
-        seed=options.seed,
-        ladder=ladder,
+        ctx, model, constants=published, seed=options.seed, ladder=options.ladders(), writeback=options.writeback
     )
-    table = build_table(
-        model,
-        constants_source=source_word,
-        provenance=ev.provenance,
-        static=shipped.static,
-        signals=learning.member_signals,
-        gate=learning.gate,
-        ladders=learning.ladders,
-        source=source,
-        fitted_at=inputs.newest_at,
-        evaluation=rounded(summary),
-    )
+    table = _table(model, ctx, learning, source, ev.routing["published"]["constants_source"], ev.provenance, summary)
     say("evaluating every routing policy on the held-out tasks")
-    policies = held_out_policies(
-        inputs, published, shipped, ev.objective, options.split, learning.ladders, seed=options.seed
-    )
-    pinned = pinned_version(home)
-    table = table.with_version()
+    policies = held_out_policies(ctx, published, ev.objective, learning.ladders, seed=options.seed)
+    decisions = ctx.decisions if options.writeback else ctx.decisions.clear()
     stats = _stats(
         ev,
-        inputs,
+        ctx,
         options,
-        objective,
         {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
-        published_source=source_word,
+        published_source=ev.routing["published"]["constants_source"],
         sections={
             "routing_table": summarize(table).model_dump(mode="json"),
             "signals": learning.signals,
-            **learning_figures(learning, cut, decisions=inputs.decisions),
+            **learning_figures(learning, ctx, decisions=decisions),
             "policies": policies,
         },
         cutoff=cutoff_text(ev.split["cutoff_at"]),
         notes=notes,
-        shipped_found=shipped.found,
         table_version=table.version,
     )
+    return _publish(home, options, table, stats, ev)
+
+
+def _table(
+    model: FittedModel,
+    ctx: FitContext,
+    learning: LearningOutputs,
+    source: dict[str, Any],
+    constants_source: Any,
+    provenance: dict[str, ConstantOrigin],
+    evaluation: dict[str, Any],
+) -> RoutingTable:
+    """The published table: the model refit on all tasks with its learning signals, gate tests and ladders."""
+    return build_table(
+        model,
+        constants_source=constants_source,
+        provenance=provenance,
+        static=ctx.shipped.static,
+        signals=learning.member_signals,
+        gate=learning.gate,
+        ladders=learning.ladders,
+        source=source,
+        fitted_at=ctx.newest_of(Part.FULL),
+        evaluation=rounded(evaluation),
+    ).with_version()
+
+
+def _publish(home: Home, options: FitOptions, table: RoutingTable, stats: AnyStats, ev: Evaluation | None) -> FitResult:
+    pinned = pinned_version(home)
     if pinned is not None:  # `ratings pin` holds the live table: keep it, record this fit in the history only
         stats = stats.model_copy(
             update={
@@ -277,13 +291,150 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     return FitResult(table=table, stats=stats, evaluation=ev)
 
 
-def _read(home: Home, options: FitOptions) -> tuple[int | None, dict[str, int], str | None, FitInputs]:
-    """The store's table version, event counts, inputs hash and events as fit inputs, all at one version. A file
-    of the store that is missing or unreadable is :class:`StoreCorrupt` (exit 1) on one line that says how to
-    recover (pipeline.store.views.reading)."""
+def _read(
+    home: Home,
+    options: FitOptions,
+    shipped: Shipped,
+    objective: str,
+    shipped_constants: Constants,
+    current: Current | None,
+) -> tuple[int | None, dict[str, int], str | None, FitContext]:
+    """The store's table version, event counts, inputs hash and its aggregation, all at one version. A file of the
+    store that is missing or unreadable is :class:`StoreCorrupt` (exit 1) on one line that says how to recover
+    (pipeline.store.views.reading).
+
+    The aggregation sums the recency weights of every half-life the fit may use: the grid's, the shipped one and a
+    pinned one (the current constants' alone without an evaluation)."""
+    if current is None:
+        lives, fraction = half_lives_of(shipped_constants, Pins(options.pins())), exact_fraction(options.split)
+    else:
+        h = current.constants.half_life_days
+        lives, fraction = ((float(h),) if h is not None else ()), None
+    spec = Spec(thread=options.thread, since=options.since, prm=options.prm, half_lives=lives, fraction=fraction)
     with open_store(home) as store, reading(store):
-        inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
-        return store.version, store.event_counts(), store.inputs_sha256(), inputs
+        ctx = FitContext.build(DuckDBEngine(store), spec, shipped=shipped, objective=objective)
+        return store.version, store.event_counts(), store.inputs_sha256(), ctx
+
+
+@dataclass(frozen=True)
+class Current:
+    """The constants a refit without evaluation uses (``fit-routing --no-evaluate``) and where they come from."""
+
+    constants: Constants
+    provenance: dict[str, ConstantOrigin]
+    source: str  # "the live table <version>", or the shipped file
+    shipped: Constants  # the shipped constants (the stats report them beside the current ones)
+
+
+#: FitOptions field -> the Constants field it pins.
+_PINS = {
+    "prior_source": "prior_source",
+    "prior_weight": "prior_weight",
+    "exploration": "exploration",
+    "half_life_days": "half_life_days",
+    "lambda_": "lambda_",
+    "min_samples": "min_samples",
+    "min_quality": "min_quality",
+}
+
+
+def current_constants(home: Home, shipped_constants: Constants, options: FitOptions) -> Current:
+    """The current constants (docs/design.md, Refit without evaluation): those of the live table
+    (``fits/routing-table.json``: what the last evaluated fit adopted, or a pinned table's) when there is one, else
+    the shipped ones (``shipped.json``, else the code defaults); a constant given on the command line wins, and the
+    cost floor is always the option's. The provenance of each searched constant is kept from the table (its verdict
+    chose it) or ``shipped``; a pinned one is ``pinned``."""
+    path = home.fits / "routing-table.json"
+    table = load(path) if path.exists() else None
+    base = table.constants if table is not None else shipped_constants
+    provenance: dict[str, ConstantOrigin] = dict(table.constants_provenance) if table is not None else {}
+    update: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
+    for option, field in _PINS.items():
+        value = getattr(options, option)
+        if value is None:
+            continue
+        update[field] = None if value == "inf" else value
+        name = "lambda" if field == "lambda_" else field
+        if name in SEARCHED:
+            provenance[name] = "pinned"
+    constants = base.model_copy(update=update)
+    for name in SEARCHED:
+        provenance.setdefault(name, "shipped")
+    if table is not None:
+        where = f"the live table {table.version}"
+    else:
+        where = "fits/shipped.json" if options.shipped is None else options.shipped
+    return Current(constants, provenance, where, shipped_constants)
+
+
+def _refit(
+    home: Home,
+    ctx: FitContext,
+    options: FitOptions,
+    command: str,
+    current: Current,
+    source: dict[str, Any],
+    notes: list[str],
+) -> FitResult:
+    """``fit-routing --no-evaluate``: the table refit on every task with the current constants, its ladders chosen
+    on every task by their cross-validated rule; no held-out evaluation, and the stats say so."""
+    constants = current.constants
+    if ctx.objective == "utility" and constants.lambda_ is None:
+        scale, problem = lambda_scale(ctx.values(Part.FULL))
+        notes += [problem] if problem else []
+        if scale is not None:
+            constants = constants.model_copy(update={"lambda_": scale})
+    model = ctx.model(Part.FULL, constants)
+    learning = learning_stage(
+        ctx, model, constants=constants, seed=options.seed, ladder=options.ladders(), writeback=options.writeback,
+        evaluated=False,
+    )  # fmt: skip
+    provenance = {
+        k: v for k, v in current.provenance.items() if k != "lambda" or model.effective_objective == "utility"
+    }
+    stats_path = home.case_study(options.case_study) / "stats.json"
+    evaluation = {
+        "case_study": options.case_study,
+        "stats": stats_path.relative_to(home.root).as_posix()
+        if stats_path.is_relative_to(home.root)
+        else str(stats_path),
+        "protocol": f"refit on every task with the current constants (from {current.source}); no held-out evaluation",
+    }
+    table = _table(model, ctx, learning, source, constants_source(provenance), provenance, evaluation)
+    notes.append(
+        f"No held-out evaluation ran (fit-routing --no-evaluate): the table was refit on every task with the "
+        f"constants of {current.source}, and its ladders were chosen on every task by their cross-validated rule."
+    )
+    if not model.cost_known:
+        notes.append(
+            f"No attempt in the store carries a cost, so the ranking used quality alone (the "
+            f"{ctx.objective} objective degrades to quality) and every cost figure is null."
+        )
+    c = _constant_set(constants, model.effective_objective)
+    shipped = _constant_set(current.shipped, model.effective_objective)
+    data = {
+        "name": options.case_study,
+        "table_version": table.version,
+        "source": {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
+        "objective": model.effective_objective,
+        "objective_requested": ctx.objective,
+        "cost_known": model.cost_known,
+        "ratings": rating_counts(ctx),
+        "constants": {
+            "shipped": shipped,
+            "fitted": c,
+            "values": c,
+            "selected_on": {},
+            "published": table.constants_source,
+            "provenance": provenance,
+            "shipped_from": "file" if ctx.shipped.found else "code defaults",
+        },
+        "routing_table": summarize(table).model_dump(mode="json"),
+        "signals": learning.signals,
+        "options": options.model_dump(mode="json", by_alias=True),
+        "notes": notes,
+    }
+    return _publish(home, options, table, RefitStats.model_validate(_validated(data, notes)), None)
 
 
 def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
@@ -330,11 +481,24 @@ def _evaluation_summary(ev: Evaluation, cutoff: str | None, options: FitOptions,
     }
 
 
+def rating_counts(ctx: FitContext) -> dict[str, Any]:
+    """The ``ratings`` object of the stats: real ratings (not retracted, within the bounds) in all and by rater
+    kind, and the retracted ones."""
+    kinds: dict[Any, int] = {}
+    for row in ctx.counts:
+        if row["live"]:
+            kinds[row["rater_kind"]] = kinds.get(row["rater_kind"], 0) + int(row["live"])
+    return {
+        "total": sum(kinds.values()),
+        "by_rater_kind": kinds,
+        "retracted": sum(int(row["retracted"]) for row in ctx.counts),
+    }
+
+
 def _stats(
     ev: Evaluation,
-    inputs: FitInputs,
+    ctx: FitContext,
     options: FitOptions,
-    requested: str,
     source: dict[str, Any],
     *,
     published_source: str,
@@ -342,30 +506,23 @@ def _stats(
     sections: dict[str, Any] | None = None,
     notes: list[str] | None = None,
     table_version: str | None = None,
-    shipped_found: bool = True,
 ) -> Stats:
     """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``;
     ``notes``: what the fit left out or could not compute (first in the stats' notes)."""
-    real = inputs.ratings.filter(pl.col("origin") != "prm")
-    kinds = real.group_by("rater_kind").len().sort("rater_kind")
     notes = list(notes or [])
     if not ev.cost_known:
         notes.append(
             f"No attempt in the store carries a cost, so the ranking used quality alone (the "
-            f"{requested} objective degrades to quality) and every cost figure is null."
+            f"{ctx.objective} objective degrades to quality) and every cost figure is null."
         )
     data = {
         "name": options.case_study,
         "table_version": table_version,
         "source": source,
         "objective": ev.objective,
-        "objective_requested": requested,
+        "objective_requested": ctx.objective,
         "cost_known": ev.cost_known,
-        "ratings": {
-            "total": real.height,
-            "by_rater_kind": dict(kinds.iter_rows()),
-            "retracted": inputs.retracted.height,
-        },
+        "ratings": rating_counts(ctx),
         "split": {**ev.split, "cutoff_at": cutoff},
         "constants": {
             "shipped": _constant_set(ev.shipped, ev.objective),
@@ -374,7 +531,7 @@ def _stats(
             "published": published_source,
             "provenance": ev.provenance,
             "values": _constant_set(ev.published, ev.objective),
-            "shipped_from": "file" if shipped_found else "code defaults",
+            "shipped_from": "file" if ctx.shipped.found else "code defaults",
         },
         "routing": ev.routing,
         "replay": ev.replay,
@@ -382,7 +539,7 @@ def _stats(
         "baselines": ev.baselines,
         "priors": ev.priors,
         "grid": ev.grid,
-        "options": options.model_dump(mode="json", by_alias=True),
+        "options": options.model_dump(mode="json", by_alias=True, exclude={"evaluate"}),
         "notes": notes,
         **(sections or {}),
     }
@@ -392,26 +549,18 @@ def _stats(
             "The ladder gates are the same ratings that measure quality (as in an imported benchmark "
             "table): the ladder figures are an upper bound, reached only with a perfect verifier."
         )
+    return Stats.model_validate(_validated(data, notes))
+
+
+def _validated(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """``data`` rounded as written, with a note naming every figure that was not finite."""
     undefined = non_finite_paths(data)
     if undefined:
         notes.append(f"{len(undefined)} figure(s) could not be computed finitely and are null: {ids_text(undefined)}.")
-    return Stats.model_validate(rounded(data))
+    return rounded(data)
 
 
-def rounded(value: Any) -> Any:
-    """Floats rounded to 9 decimals, NaN and infinities to None (JSON has neither), tuples to lists."""
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return None
-        return round(value, DECIMALS) + 0.0
-    if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [rounded(v) for v in value]
-    return value
-
-
-def _source_word(stats: Stats) -> str:
+def _source_word(stats: AnyStats) -> str:
     """``fitted``, ``mixed``, ``shipped``, or ``code defaults`` when there was no shipped.json to ship."""
     c = stats.constants
     return "code defaults" if c.published == "shipped" and c.shipped_from == "code defaults" else c.published

@@ -28,7 +28,7 @@ from ..errors import PipelineError
 from ..home import Home
 from ..routing.table import RoutingTable, canonical_json, table_json_schema
 from .options import DEFAULT_CASE_STUDY
-from .stats import Stats
+from .stats import AnyStats
 
 TABLE_FILE = "routing-table.json"
 SCHEMA_FILE = "routing-table.schema.json"
@@ -38,7 +38,7 @@ def history_path(home: Home, version: str) -> Path:
     return home.fits / "history" / f"{version}.json"
 
 
-def publish_fit(home: Home, table: RoutingTable, stats: Stats, stats_path: Path, *, live: bool) -> None:
+def publish_fit(home: Home, table: RoutingTable, stats: AnyStats, stats_path: Path, *, live: bool) -> None:
     """Write history, stats, schema and (when ``live``, i.e. no pin holds the table) the table, in that order.
 
     ``table`` carries its version and ``stats.table_version`` names it.

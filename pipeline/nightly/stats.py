@@ -211,8 +211,8 @@ class GridRow(BaseModel):
     held_out_diagnostic: float | None
 
 
-class Stats(BaseModel):
-    """The whole ``stats.json``. ``signals``, ``ladders``, ``frontier``, ``policies`` come from their stages."""
+class _Common(BaseModel):
+    """What every ``stats.json`` holds: the data, the constants, the published table in words, the signals."""
 
     model_config = ConfigDict(frozen=True, extra="allow", defer_build=True, populate_by_name=True)
 
@@ -224,18 +224,8 @@ class Stats(BaseModel):
     objective_requested: str | None = None  # what was asked for (the objective degrades to quality without costs)
     cost_known: bool
     ratings: RatingCounts
-    split: Split
     constants: Constants
-    routing: Routing
-    replay: Replay
-    calibration: Calibration
-    baselines: Baselines
-    priors: list[PriorRow]
-    grid: list[GridRow]
     signals: dict[str, Any] | None = None
-    ladders: dict[str, Any] | None = None
-    frontier: dict[str, Any] | None = None
-    policies: dict[str, Any] | None = None
     routing_table: dict[str, Any] | None = None  # the published table in words (pipeline.routing.summary)
     options: dict[str, Any] | None = None  # the FitOptions of the fit, as the CLI spells them
     notes: list[str] = Field(default_factory=list)
@@ -244,8 +234,40 @@ class Stats(BaseModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
-def load_stats(path: str | Path) -> Stats:
-    return Stats.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+class Stats(_Common):
+    """The whole ``stats.json``. ``signals``, ``ladders``, ``frontier``, ``policies`` come from their stages."""
+
+    split: Split
+    routing: Routing
+    replay: Replay
+    calibration: Calibration
+    baselines: Baselines
+    priors: list[PriorRow]
+    grid: list[GridRow]
+    ladders: dict[str, Any] | None = None
+    frontier: dict[str, Any] | None = None
+    policies: dict[str, Any] | None = None
+
+
+class RefitStats(_Common):
+    """The ``stats.json`` of a refit without evaluation (``fit-routing --no-evaluate``): no held-out figure, and
+    ``evaluated: false`` says so."""
+
+    evaluated: Literal[False] = False
+
+
+AnyStats = Stats | RefitStats
+
+
+def parse_stats(data: Any) -> AnyStats:
+    """A stats object: a refit's when it says ``evaluated: false``, else the nightly job's."""
+    if isinstance(data, dict) and data.get("evaluated") is False:
+        return RefitStats.model_validate(data)
+    return Stats.model_validate(data)
+
+
+def load_stats(path: str | Path) -> AnyStats:
+    return parse_stats(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
 def stats_json_schema() -> dict[str, Any]:

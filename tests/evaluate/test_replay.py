@@ -46,7 +46,7 @@ TASKS = pl.DataFrame(
 
 def start(objective="quality"):
     model = fit_values(FIT, Constants(prior_weight=1.0, prior_source="measured"), Shipped(), objective)
-    return start_from(model, FIT, ["r"])
+    return start_from(model, ["r"])
 
 
 def test_posterior_formula():

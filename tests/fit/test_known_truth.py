@@ -6,8 +6,9 @@ import json
 
 import polars as pl
 
-from pipeline.fit.inputs import load_inputs
-from pipeline.fit.model import fit_model, load_shipped
+from pipeline.fit.aggregate import DuckDBEngine, Spec
+from pipeline.fit.context import FitContext, Part
+from pipeline.fit.model import load_shipped
 from pipeline.routing.table import Constants
 from pipeline.store import open_store
 
@@ -18,10 +19,12 @@ def truth(home) -> dict:
 
 def refit(home, constants: dict, objective: str = "quality_per_dollar"):
     """The model of ``constants`` on all tasks, as the published table would hold it."""
-    with open_store(home) as store:
-        inputs = load_inputs(store)
     shipped = load_shipped(home / "fits" / "shipped.json")
-    return fit_model(inputs, Constants.model_validate(constants), shipped, objective)
+    fixed = Constants.model_validate(constants)
+    spec = Spec(half_lives=() if fixed.half_life_days is None else (fixed.half_life_days,))
+    with open_store(home) as store:
+        ctx = FitContext.build(DuckDBEngine(store), spec, shipped=shipped, objective=objective)
+    return ctx.model(Part.FULL, fixed)
 
 
 def region_choices(model) -> dict[str, str]:
