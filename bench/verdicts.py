@@ -182,10 +182,15 @@ class Outcome:
         return getattr(self, verdict) == "adopt"
 
 
-def run_one(family: str, seed: int, root: Path, tasks: int = TASKS) -> Outcome:
+def run_one(family: str, seed: int, root: Path, tasks: int = TASKS, subsample: int | None = None) -> Outcome:
     """Simulate, compact, evaluate; check each adopted verdict against the truth (under the null, the fitted
-    constants whatever the verdicts)."""
+    constants whatever the verdicts). ``subsample``: the held-out tasks above which the exploration verdict's
+    bootstrap replays only that many (pipeline.evaluate.exploration.SUBSAMPLE; None: the code's)."""
+    from pipeline.evaluate import exploration
     from pipeline.simulate import simulate
+
+    if subsample is not None:
+        exploration.SUBSAMPLE = subsample
 
     sc = scenario(family, tasks)
     home = root / f"{family}-{seed}"
@@ -500,6 +505,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--jobs", type=int, default=1, help="Runs at once, each in its own process.")
     parser.add_argument("--no-default", action="store_true", help="Skip the default backlog's truth check.")
+    parser.add_argument(
+        "--subsample",
+        type=int,
+        default=None,
+        metavar="M",
+        help="Replay M held-out tasks per bootstrap resample of the exploration verdict (its m-out-of-n form, "
+        "checked at a size the study reaches; default: the code's threshold).",
+    )
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
     for family in families:
@@ -513,7 +526,9 @@ def main(argv: list[str] | None = None) -> int:
             seeds = range(args.first_seed, args.first_seed + args.seeds)
             # Runs are independent and seeded: in parallel, the outcomes (in seed order) are the same.
             with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                runs = pool.map(run_one, repeat(family), seeds, repeat(Path(tmp)), repeat(args.tasks))
+                runs = pool.map(
+                    run_one, repeat(family), seeds, repeat(Path(tmp)), repeat(args.tasks), repeat(args.subsample)
+                )
                 for i, o in enumerate(runs):
                     outcomes.append(o)
                     print(

@@ -130,6 +130,7 @@ class FitContext:
         self.notes = tuple(left_out(what, n, ids) for what, n, ids in rows.bounds)
         self._values: dict[tuple[Part, float | None], pl.DataFrame] = {}
         self._models: dict[tuple[Part, Constants, str], FittedModel] = {}
+        self._summed: dict[tuple[Part, float | None, str], FittedModel] = {}  # the first model of each sums
 
     @classmethod
     def build(
@@ -282,13 +283,18 @@ class FitContext:
     # ------------------------------------------------------------------------------------ models
     def model(self, part: Part, constants: Constants, objective: str | None = None) -> FittedModel:
         """The model fitted on ``part`` with ``constants`` (docs/design.md, Fit), once per (part, constants but
-        exploration, objective): exploration does not change a fit."""
+        exploration, objective): exploration does not change a fit. The (config, region) sums are taken once per
+        (part, half-life); the other constants only evaluate them again."""
         from .model import fit_values, with_constants
 
         objective = objective or self.objective
         key = (part, constants.model_copy(update={"exploration": 0.0}), objective)
         if key not in self._models:
-            values = self.values(part, constants.half_life_days)
-            self._models[key] = fit_values(values, constants, self.shipped, objective)
-        model = self._models[key]
-        return with_constants(model, constants)
+            h = None if constants.half_life_days is None else float(constants.half_life_days)
+            summed = self._summed.get((part, h, objective))
+            if summed is None:
+                summed = self._summed[(part, h, objective)] = fit_values(
+                    self.values(part, h), key[1], self.shipped, objective
+                )
+            self._models[key] = with_constants(summed, key[1])
+        return with_constants(self._models[key], constants)
