@@ -139,7 +139,7 @@ def policy_columns(router: Router, policy: str, best: pl.DataFrame, pass_thresho
             maintain_order="left",
         )
     )
-    width = int(steps["step"].max() or 0) + 1
+    width = int(steps["step"].to_numpy().max(initial=0)) + 1
     wide = steps.pivot(on="step", index="task", values="cost", maintain_order=True)
     total = pl.col("0")
     for k in range(1, width):  # the costs added in the order the configs ran, as a running total would
