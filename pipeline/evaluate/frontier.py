@@ -145,6 +145,51 @@ def aiq(points: list[tuple[float, float]], c_min: float, c_max: float) -> float 
     return area / (c_max - c_min)
 
 
+def _with_costs(tv: pl.DataFrame, cost_estimates: dict[str, float] | None) -> pl.DataFrame:
+    """``tv`` with ``cost``: the (task, config)'s own cost, else the fitted estimate of its config (never 0)."""
+    est = pl.DataFrame(
+        {"config_key": list((cost_estimates or {}).keys()), "_est": list((cost_estimates or {}).values())},
+        schema={"config_key": pl.String, "_est": pl.Float64},
+    ).with_columns(pl.col("config_key").cast(tv.schema["config_key"]))
+    return tv.join(est, on="config_key", how="left").with_columns(cost=pl.coalesce("cost_usd", "_est"))
+
+
+def _router_points(
+    tv: pl.DataFrame,
+    lambdas: list[float],
+    *,
+    members: pl.DataFrame | None,
+    choose: Callable[[float], pl.DataFrame] | None,
+) -> list[dict[str, Any]]:
+    """The router's point per lambda: mean quality and cost of its choices on the held-out tasks."""
+    pool = _pool(members, tv) if choose is None and members is not None else None
+    router = []
+    for lam in lambdas:
+        if choose is not None:
+            chosen = choose(lam)
+        elif pool is not None:
+            chosen = _route(pool, lam)
+        else:
+            raise ValueError("frontier_section needs members or choose")
+        realized = chosen.select("task", "config_key").join(tv, on=["task", "config_key"], how="inner")
+        q, c, n = _point(realized)
+        router.append({"lambda": round9(lam), "quality": round9(q), "cost_usd": round9(c), "tasks": n})
+    return router
+
+
+def _partial_note(singles: list[dict[str, Any]], tasks: int, *, snips: bool) -> str | None:
+    """What a single's point means when some configurations did only some of the held-out tasks."""
+    partial = [s["config"] for s in singles if s["tasks"] < tasks]
+    if not partial:
+        return None
+    return (
+        f"{len(partial)} of {len(singles)} configurations did only some of the {tasks} held-out tasks (logged "
+        "data): each single's point is its mean over the tasks it did (its coverage says how many), while "
+        "the router routes every task among the configs that did it"
+        + ("; the SNIPS estimates beside them are what each would do on every task" if snips else "")
+    )
+
+
 def frontier_section(
     task_values_heldout: pl.DataFrame,
     lambdas: list[float] | None,
@@ -165,12 +210,7 @@ def frontier_section(
     else :func:`route_by_table` over ``members``. A held-out (task, config) cost is its ``cost_usd``;
     when unknown, ``cost_estimates[config]`` (the fitted cost(c, r)) fills it, never 0.
     """
-    tv = task_values_heldout.filter(pl.col("value").is_not_null())
-    est = pl.DataFrame(
-        {"config_key": list((cost_estimates or {}).keys()), "_est": list((cost_estimates or {}).values())},
-        schema={"config_key": pl.String, "_est": pl.Float64},
-    ).with_columns(pl.col("config_key").cast(tv.schema["config_key"]))
-    tv = tv.join(est, on="config_key", how="left").with_columns(cost=pl.coalesce("cost_usd", "_est"))
+    tv = _with_costs(task_values_heldout.filter(pl.col("value").is_not_null()), cost_estimates)
     cost_known = tv.height > 0 and tv["cost"].null_count() == 0
     best = mark_best(tv, objective="quality_per_dollar", floor=floor, cost="cost")  # as the baselines' best set
     snips = snips_singles(best, decisions, cost_known=cost_known, cost="cost") if decisions is not None else {}
@@ -187,7 +227,6 @@ def frontier_section(
     ]
     o = oracle_row(best, cost_known=cost_known, cost="cost")
     oracle = {"quality": o["mean_quality"], "cost_usd": o["mean_cost_usd"], "tasks": o["tasks"]}
-    router = []
     if lambdas is None:
         return {
             "lambdas": None,
@@ -197,17 +236,7 @@ def frontier_section(
             "aiq": {"router": None, "singles": None},
             "reason": "no costs: the utility objective degrades to quality and has no frontier",
         }
-    pool = _pool(members, tv) if choose is None and members is not None else None
-    for lam in lambdas:
-        if choose is not None:
-            chosen = choose(lam)
-        elif pool is not None:
-            chosen = _route(pool, lam)
-        else:
-            raise ValueError("frontier_section needs members or choose")
-        realized = chosen.select("task", "config_key").join(tv, on=["task", "config_key"], how="inner")
-        q, c, n = _point(realized)
-        router.append({"lambda": round9(lam), "quality": round9(q), "cost_usd": round9(c), "tasks": n})
+    router = _router_points(tv, lambdas, members=members, choose=choose)
 
     def known(points: list[dict]) -> list[tuple[float, float]]:
         return [(p["cost_usd"], p["quality"]) for p in points if p["cost_usd"] is not None and p["quality"] is not None]
@@ -224,17 +253,7 @@ def frontier_section(
         }
     c_min, c_max = min(c for c, _ in single_pts), max(c for c, _ in single_pts)
     tasks = tv["task"].n_unique()
-    partial = [s["config"] for s in singles if s["tasks"] < tasks]
-    note = (
-        None
-        if not partial
-        else (
-            f"{len(partial)} of {len(singles)} configurations did only some of the {tasks} held-out tasks (logged "
-            "data): each single's point is its mean over the tasks it did (its coverage says how many), while "
-            "the router routes every task among the configs that did it"
-            + ("; the SNIPS estimates beside them are what each would do on every task" if snips else "")
-        )
-    )
+    note = _partial_note(singles, tasks, snips=bool(snips))
     return {
         "lambdas": [round9(x) for x in lambdas],
         "router": router,

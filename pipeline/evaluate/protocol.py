@@ -9,6 +9,7 @@ I/O (lock, compaction, publishing). Nothing here reads the clock or the disk.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -121,47 +122,12 @@ def evaluate(
     }
     # The prior family's verdict: greedy hit rates (exploration does not change a greedy choice).
     routing = _routing(hits, val_hits, shipped_constants, fitted, seed)
-    prior_adopted = routing["recommendation"] == "adopt"
-    priors = shipped_constants.model_copy(
-        update={f: getattr(fitted if prior_adopted or _pin(f) in pins else shipped_constants, f) for f in PRIOR_FAMILY}
+    published, provenance = _published(
+        routing, held_part, shipped_constants, found, pins, fit=fit, start=start, effective=effective, seed=seed
     )
-    # The exploration verdict: the replay on held-out with the priors that will be published.
-    prior_model = fit(Part.LEARNED, priors)
-    exploration = _exploration(
-        start(prior_model, held_part), held_part, shipped_constants, fitted, found.validation_replay, seed
-    )
-    explore_adopted = exploration["recommendation"] == "adopt" or "exploration" in pins
-    published = priors.model_copy(
-        update={"exploration": (fitted if explore_adopted else shipped_constants).exploration}
-    )
-    provenance: dict[str, ConstantOrigin] = {
-        name: "pinned"
-        if name in pins
-        else ("fitted" if (explore_adopted if name == "exploration" else prior_adopted) else "shipped")
-        for name in SEARCHED
-        if name != "lambda" or effective == "utility"
-    }
-    routing["exploration"] = exploration
-    routing["published"] = {
-        "constants_source": constants_source(provenance),
-        "provenance": provenance,
-        **hit_summary(greedy_hits(prior_model, held_part)),
-        "exploration": published.exploration,
-        "realized_value": exploration["fitted" if explore_adopted else "shipped"]["realized_value"],
-    }
+    exploration = routing["exploration"]
     replays = {"shipped": exploration["shipped"], "fitted": exploration["fitted"]}
-    scores = ctx.scores.join(ctx.tasks.select("task", "region"), on="task", how="left", maintain_order="left")
-    cal = calibrate(scores, models["fitted"], seed=seed)
-    star = models["fitted"].members.filter(pl.col("region") == "*")
-    candidates = held_part.best.select("task", "region", "config_key")
-    base = baselines(
-        held_part.best,
-        learned_quality=list(star.select("config_key", "quality").iter_rows()),
-        learned_cost=list(star.select("config_key", "cost_usd").iter_rows()),
-        shipped=models["shipped"].choose_frame(candidates),
-        fitted=models["fitted"].choose_frame(candidates),
-        cost_known=cost_known,
-    )
+    cal, base = _held_out_figures(ctx, held_part, models, cost_known=cost_known, seed=seed)
     return Evaluation(
         objective=effective,
         cost_known=cost_known,
@@ -179,6 +145,67 @@ def evaluate(
         grid=found.rows,
         learned_members=models["fitted"].members,
     )
+
+
+def _published(
+    routing: dict[str, Any],
+    held_part: Scored,
+    shipped: Constants,
+    found: SearchResult,
+    pins: Pins,
+    *,
+    fit: Callable[[Part, Constants], FittedModel],
+    start: Callable[[FittedModel, Scored], ReplayStart],
+    effective: str,
+    seed: int,
+) -> tuple[Constants, dict[str, ConstantOrigin]]:
+    """The published constants and where each comes from: the prior family as its verdict says, then the
+    exploration verdict (the replay on held-out with the priors that will be published); both verdicts and the
+    published combination's figures go into ``routing``."""
+    fitted = found.constants
+    prior_adopted = routing["recommendation"] == "adopt"
+    priors = shipped.model_copy(
+        update={f: getattr(fitted if prior_adopted or _pin(f) in pins else shipped, f) for f in PRIOR_FAMILY}
+    )
+    prior_model = fit(Part.LEARNED, priors)
+    exploration = _exploration(start(prior_model, held_part), held_part, shipped, fitted, found.validation_replay, seed)
+    explore_adopted = exploration["recommendation"] == "adopt" or "exploration" in pins
+    published = priors.model_copy(update={"exploration": (fitted if explore_adopted else shipped).exploration})
+    provenance: dict[str, ConstantOrigin] = {
+        name: "pinned"
+        if name in pins
+        else ("fitted" if (explore_adopted if name == "exploration" else prior_adopted) else "shipped")
+        for name in SEARCHED
+        if name != "lambda" or effective == "utility"
+    }
+    routing["exploration"] = exploration
+    routing["published"] = {
+        "constants_source": constants_source(provenance),
+        "provenance": provenance,
+        **hit_summary(greedy_hits(prior_model, held_part)),
+        "exploration": published.exploration,
+        "realized_value": exploration["fitted" if explore_adopted else "shipped"]["realized_value"],
+    }
+    return published, provenance
+
+
+def _held_out_figures(
+    ctx: FitContext, held_part: Scored, models: dict[str, FittedModel], *, cost_known: bool, seed: int
+) -> tuple[CalibrationResult, dict[str, dict]]:
+    """Calibration of the fitted regions against the plain mean, and the baselines, on the held-out tasks."""
+    scores = ctx.scores.join(ctx.tasks.select("task", "region"), on="task", how="left", maintain_order="left")
+    cal = calibrate(scores, models["fitted"], seed=seed)
+    star = models["fitted"].members.filter(pl.col("region") == "*")
+    candidates = held_part.best.select("task", "region", "config_key")
+    base = baselines(
+        held_part.best,
+        learned_quality=list(star.select("config_key", "quality").iter_rows()),
+        learned_cost=list(star.select("config_key", "cost_usd").iter_rows()),
+        shipped=models["shipped"].choose_frame(candidates),
+        fitted=models["fitted"].choose_frame(candidates),
+        cost_known=cost_known,
+    )
+    return cal, base
 
 
 def learning_figures(

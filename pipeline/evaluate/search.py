@@ -172,9 +172,29 @@ def search(
     selected_on = {name: ("pinned" if name in pins else "validation") for name in SEARCHED}
     if objective != "utility":
         selected_on.pop("lambda")
+    rows, chosen, chosen_hits = _prior_search(candidates, validation, held_out, fit=fit, shipped=shipped)
+    grid = exploration_grid(min_exploration)
+    chosen, replayed = _exploration_search(
+        chosen, validation, held_out, rows, fit=fit, start=start, shipped=shipped, pins=pins, grid=grid, seed=seed
+    )
+    rows.extend(_heat_map(validation, held_out, fit, chosen, pins, grid))
+    return SearchResult(
+        constants=chosen,
+        selected_on=selected_on,
+        rows=rows,
+        validation_hits=chosen_hits,
+        validation_replay=replayed,
+    )
+
+
+def _prior_search(
+    candidates: list[Constants], validation: Scored, held_out: Scored, *, fit: FitFn, shipped: Constants
+) -> tuple[list[dict], Constants, pl.DataFrame]:
+    """Every candidate set's greedy hit rate on validation (held-out beside it, a diagnostic); the best one, by
+    the validation score then the tie-break, with its per-task validation hits."""
     rows: list[dict] = []
-    # The best set so far: the highest validation score, then the tie-break (only its per-task hits are kept: a
-    # grid of per-task frames would hold every candidate's).
+    # The best set so far (only its per-task hits are kept: a grid of per-task frames would hold every
+    # candidate's).
     best: tuple[tuple[float, tuple], Constants, pl.DataFrame] | None = None
     for constants in candidates:
         val_hits = greedy_hits(fit(validation.fit_part, constants), validation)
@@ -195,10 +215,24 @@ def search(
             best = (key, constants, val_hits)
     if best is None:
         raise ValueError("the grid of constants is empty")
-    _, chosen, chosen_hits = best
+    return rows, best[1], best[2]
 
-    grid = exploration_grid(min_exploration)
-    # The replay on validation of every grid value and of the shipped exploration (the verdict compares them).
+
+def _exploration_search(
+    chosen: Constants,
+    validation: Scored,
+    held_out: Scored,
+    rows: list[dict],
+    *,
+    fit: FitFn,
+    start: StartFn,
+    shipped: Constants,
+    pins: Pins,
+    grid: tuple[float, ...],
+    seed: int,
+) -> tuple[Constants, dict[float, float | None]]:
+    """Exploration chosen by the validation replay of every grid value (and the shipped and pinned ones, which the
+    verdict compares); the held-out replay of the grid beside it in ``rows``, a diagnostic."""
     explorations = sorted(
         {*grid, float(shipped.exploration), *([float(pins["exploration"])] if "exploration" in pins else [])}
     )
@@ -206,34 +240,19 @@ def search(
     runs = replay_value(start(model, validation), validation.tasks, validation.outcomes, explorations, seed=seed)
     replayed = dict(zip(explorations, (r["realized_value"] for r in runs), strict=True))
     if "exploration" in pins:
-        chosen = chosen.model_copy(update={"exploration": float(pins["exploration"])})
-    else:
-        held_model = fit(held_out.fit_part, chosen)
-        held_runs = replay_value(start(held_model, held_out), held_out.tasks, held_out.outcomes, list(grid), seed=seed)
-        for eps, held in zip(grid, held_runs, strict=True):
-            rows.append(
-                _row(
-                    chosen,
-                    kind="replay",
-                    validation=replayed[eps],
-                    held_out=held["realized_value"],
-                    exploration=eps,
-                )
-            )
+        return chosen.model_copy(update={"exploration": float(pins["exploration"])}), replayed
+    held_model = fit(held_out.fit_part, chosen)
+    held_runs = replay_value(start(held_model, held_out), held_out.tasks, held_out.outcomes, list(grid), seed=seed)
+    for eps, held in zip(grid, held_runs, strict=True):
+        rows.append(
+            _row(chosen, kind="replay", validation=replayed[eps], held_out=held["realized_value"], exploration=eps)
+        )
 
-        def eps_key(eps: float) -> tuple[float, bool, float]:
-            value = replayed[eps]
-            return (-(-math.inf if value is None else value), eps != shipped.exploration, eps)
+    def eps_key(eps: float) -> tuple[float, bool, float]:
+        value = replayed[eps]
+        return (-(-math.inf if value is None else value), eps != shipped.exploration, eps)
 
-        chosen = chosen.model_copy(update={"exploration": min(grid, key=eps_key)})
-    rows.extend(_heat_map(validation, held_out, fit, chosen, pins, grid))
-    return SearchResult(
-        constants=chosen,
-        selected_on=selected_on,
-        rows=rows,
-        validation_hits=chosen_hits,
-        validation_replay=replayed,
-    )
+    return chosen.model_copy(update={"exploration": min(grid, key=eps_key)}), replayed
 
 
 def _heat_map(

@@ -30,9 +30,10 @@ of the part (docs/design.md, Rating weight). The engine sums the weights relativ
 part's factor ``exp(-ln 2 * (newest - ref) / H)`` multiplies them afterwards (the product is the same weight).
 
 **Portability.** The statements are SQL that DuckDB and Spark SQL both run, with the few spellings that differ
-passed in (:class:`Dialect`). Every numeric literal is a double (``1e0``: ``1.0`` is a decimal in both), every
-ordering says where NULL goes, ``"at"`` is quoted (Spark needs ``spark.sql.ansi.doubleQuotedIdentifiers``), and
-ties are broken by ``id``, so that each "first" and "latest" is one row.
+passed in (:class:`pipeline.fit.engine.Dialect`). Every numeric literal is a double (``1e0``: ``1.0`` is a decimal
+in both), every ordering says where NULL goes, ``"at"`` is quoted (Spark needs
+``spark.sql.ansi.doubleQuotedIdentifiers``), and ties are broken by ``id``, so that each "first" and "latest" is
+one row.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..streams.events import MAX_COST_USD, MAX_WEIGHT
+from .engine import DUCKDB, SPARK, Dialect, DuckDBEngine, Engine
 from .finite import SHOWN
 
 if TYPE_CHECKING:
@@ -55,56 +57,7 @@ APPROVALS = ("approve", "approved", "pass", "success", "ok")
 #: Decimals of a PRM fill-in's score.
 PRM_DECIMALS = 9
 
-
-class Engine(Protocol):
-    """Where the statements run: DuckDB here (:class:`DuckDBEngine`), Spark SQL on a cluster."""
-
-    dialect: Dialect
-
-    def execute(self, sql: str) -> None:
-        """Run a statement that creates a temporary table or view."""
-        ...
-
-    def fetch(self, sql: str) -> pa.Table:
-        """Run a query; its rows as Arrow."""
-        ...
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """The spellings that differ between engines: the microseconds of a timestamp, the rows of a list, a
-    temporary table."""
-
-    micros: str = "epoch_us"
-    explode: str = "unnest"
-    temp_table: str = "CREATE OR REPLACE TEMP TABLE"
-    drop: str = "DROP TABLE IF EXISTS"
-
-
-DUCKDB = Dialect()
-SPARK = Dialect(
-    micros="unix_micros", explode="explode", temp_table="CREATE OR REPLACE TEMP VIEW", drop="DROP VIEW IF EXISTS"
-)
-
-
-class DuckDBEngine:
-    """A DuckDB connection with the store's views (``pipeline.store.open_store(...).con``, or one a caller filled
-    with views of its own rows under the same names and columns: :mod:`pipeline.families`)."""
-
-    dialect = DUCKDB
-
-    def __init__(self, con: Any, *, threads: int | None = None):
-        self.con = getattr(con, "con", con)
-        # Each family is scanned more than once: keep the Parquet footers of a store of many small files in memory.
-        self.con.execute("SET parquet_metadata_cache = true")
-        if threads is not None:
-            self.con.execute(f"SET threads = {int(threads)}")
-
-    def execute(self, sql: str) -> None:
-        self.con.execute(sql)
-
-    def fetch(self, sql: str) -> pa.Table:
-        return self.con.sql(sql).to_arrow_table()
+__all__ = ["DUCKDB", "SPARK", "Aggregate", "Dialect", "DuckDBEngine", "Engine", "Spec", "Split", "aggregate"]
 
 
 @dataclass(frozen=True)

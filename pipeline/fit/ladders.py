@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..defaults import PASS_THRESHOLD
 from ..routing.table import Ladder
+from .kappa import KappaRow
 from .ladder_search import Run, TaskMatrix, mean_or_none, run_ladder, score, search_ladders, task_matrix
 
 #: A region gets its own search with at least this many learned tasks.
@@ -83,19 +84,6 @@ class LadderChoice(BaseModel):
     validated_tasks: int
     target_quality: float | None  # the cross-validated quality of the best single on the same tasks
     reason: str
-
-
-class KappaRow(BaseModel):
-    """One confidence level of the rule, cross-validated: its choices against each fold's best single, pooled."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kappa: float
-    tasks: int  # validation tasks both the choice and the best single observed, over all folds
-    difference: float | None  # mean quality of the choices minus the best single's there
-    lower: float | None  # its one-sided 95% lower bound
-    spend_difference: float | None  # mean cost (calls without costs) of the choices minus the best single's
-    ladders: int  # folds whose choice is a ladder other than their best single
 
 
 class LadderFit(BaseModel):
@@ -308,6 +296,57 @@ def _kappa(rows: list[KappaRow]) -> float:
     return next((r.kappa for r in rows if r.ladders and r.lower is not None and r.lower >= -_EPS), math.inf)
 
 
+def _task_order(task_values_learned: pl.DataFrame) -> dict[Any, int] | None:
+    """Each task's place in time (by its first rating, then id) for the chronological folds; None without times."""
+    if "first_at" not in task_values_learned.columns:
+        return None
+    times = task_values_learned.group_by("task").agg(pl.col("first_at").min()).sort("first_at", "task")
+    return {t: i for i, t in enumerate(times["task"].to_list())}
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """The rule's choice on all learned tasks and what its choices did on the folds' validation blocks."""
+
+    kappa: float | None  # None: the budget target
+    rows: list[KappaRow]  # the cross-validation per confidence level (best-single target)
+    rungs: tuple[int, ...]
+    validated: dict[str, Any]
+    reason: str
+    pick: Callable[[list[_Candidate], int], tuple[int, ...]]  # the rule on a candidate list, with its fallback
+
+
+def _rule(
+    m: TaskMatrix,
+    folds: list[_Fold],
+    cands: list[_Candidate],
+    single: int,
+    configs: tuple[str, ...],
+    *,
+    target: Target,
+    budget_usd: float | None,
+    pass_threshold: float,
+) -> _Rule:
+    """The budget rule (best quality within the budget) or the best-single rule with its kappa cross-validated."""
+    if target == "budget":
+        budget = float(budget_usd or 0.0)
+
+        def within(cs: list[_Candidate], fallback: int) -> tuple[int, ...]:
+            return _pick_budget(cs, budget, fallback)
+
+        validated = _pooled(m, folds, lambda f: within(f.cands, f.single), pass_threshold)
+        reason = f"best quality within {budget_usd} USD per task on the learned tasks"
+        return _Rule(None, [], within(cands, single), validated, reason, within)
+    rows = [_kappa_row(m, folds, k, configs, pass_threshold) for k in KAPPAS]
+    kappa = _kappa(rows)
+
+    def pick(cs: list[_Candidate], fallback: int) -> tuple[int, ...]:
+        return _pick(cs, kappa, fallback, configs)
+
+    validated = _pooled(m, folds, lambda f: pick(f.cands, f.single), pass_threshold)
+    return _Rule(kappa, rows, pick(cands, single), validated, _rule_reason(kappa, rows, configs[single]), pick)
+
+
 def fit_ladders(
     task_values_learned: pl.DataFrame,
     *,
@@ -333,10 +372,7 @@ def fit_ladders(
     if target == "budget" and not cost_known:
         raise ValueError("the budget ladder target needs costs, and these task values have none")
     git = gate_is_target(task_values_learned) if gate_is_target_override is None else gate_is_target_override
-    order = None
-    if "first_at" in task_values_learned.columns:
-        times = task_values_learned.group_by("task").agg(pl.col("first_at").min()).sort("first_at", "task")
-        order = {t: i for i, t in enumerate(times["task"].to_list())}
+    order = _task_order(task_values_learned)
     blocks = _time_blocks(m, order)
     every = np.ones(len(m.tasks), dtype=bool)
     single = configs.index(best_single) if best_single in configs else _best_single(m, every)
@@ -357,25 +393,8 @@ def fit_ladders(
     folds = _folds(m, blocks, pass_threshold, strategy)
     cands, found = _candidates(m, every, [single], pass_threshold, strategy)
     search_info.update(pruned=list(found.pruned), evaluated=found.evaluated, candidates=len(found.candidates))
-    if target == "budget":
-        budget = float(budget_usd or 0.0)
-        validated = _pooled(m, folds, lambda f: _pick_budget(f.cands, budget, f.single), pass_threshold)
-        rungs = _pick_budget(cands, budget, single)
-        kappa, rows = None, []
-        reason = f"best quality within {budget_usd} USD per task on the learned tasks"
-
-        def rule(cs: list[_Candidate], fallback: int) -> tuple[int, ...]:
-            return _pick_budget(cs, budget, fallback)
-    else:
-        rows = [_kappa_row(m, folds, k, configs, pass_threshold) for k in KAPPAS]
-        kappa = _kappa(rows)
-        validated = _pooled(m, folds, lambda f: _pick(f.cands, kappa, f.single, configs), pass_threshold)
-        rungs = _pick(cands, kappa, single, configs)
-        reason = _rule_reason(kappa, rows, configs[single])
-
-        def rule(cs: list[_Candidate], fallback: int) -> tuple[int, ...]:
-            return _pick(cs, kappa, fallback, configs)
-
+    r = _rule(m, folds, cands, single, configs, target=target, budget_usd=budget_usd, pass_threshold=pass_threshold)
+    kappa, rows, rungs, validated, reason, rule = r.kappa, r.rows, r.rungs, r.validated, r.reason, r.pick
     ladders = {"*": _choice("*", m, every, rungs, validated, "global", reason, pass_threshold)}
     for region in sorted(set(m.regions.tolist())):
         region_rows = m.regions == region
