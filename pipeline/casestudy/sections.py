@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 from ..fit.shipped import defaults_note
+from ..nightly.sections import HindsightPoint, LadderRule
 from ..nightly.stats import Stats
 from ..routing.table import CONSTANT_NAMES
 from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
 from .glossary import glossary_section, see_glossary
-from .optional import (
-    config_keys,
-    first,
-    frontier_aiq,
-    frontier_points,
-    ladder_regions,
-    ladder_summary,
-    policy_rows,
-    rungs,
-    short_config,
-    short_configs_in,
-)
+from .names import chain, config_keys, short_config, short_configs_in
 from .plots import Plot, same_cell
+from .points import frontier_points
 from .signals import signals_section
 
 #: What sequential replay's realized value measures, per objective (docs/design.md, Sequential replay).
@@ -150,7 +141,7 @@ def baselines_section(stats: Stats) -> list[Block]:
         x = getattr(b, name)
         if name == "cheapest" and not stats.cost_known:  # no costs: there is no cheapest configuration
             continue
-        coverage = (x.model_extra or {}).get("coverage")
+        coverage = x.coverage
         rows.append(
             [
                 name.replace("_", " "),
@@ -173,7 +164,7 @@ def baselines_section(stats: Stats) -> list[Block]:
         for k, run in (("shipped", rp.shipped), ("fitted", rp.fitted))
     ]
     verdict = stats.routing.exploration
-    seeds = verdict.method.get("seeds") if verdict else None
+    seeds = verdict.method.seeds
     over = f"the mean over {seeds} replay seeds" if seeds else "the mean over the replay seeds"
     return [
         Heading(2, "Against the baselines", "baselines"),
@@ -216,7 +207,7 @@ def grid_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         Heading(2, "The grid of constants (diagnostic)", "grid"),
         fig or para("No grid rows were evaluated."),
     ]
-    replay = [r for r in stats.grid if (r.model_extra or {}).get("kind") == "replay"]
+    replay = [r for r in stats.grid if r.kind == "replay"]
     if replay:
         rows = [
             [
@@ -268,13 +259,12 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
             + names[-1]
             + "."
         ]
-        summary = ladder_summary(stats)
-        if summary and summary.get("gate_is_target"):
+        summary = stats.ladders.summary if stats.ladders else None
+        if summary is not None and summary.gate_is_target:
             caption.append(" The ladder point is an upper bound for a perfect verifier (its gate is the target).")
-        if summary:
+        if summary is not None:
             caption.append(
-                " The ladder is measured on the fully observed tasks only "
-                f"({fmt.pct(first(summary, 'coverage'))} coverage)."
+                f" The ladder is measured on the fully observed tasks only ({fmt.pct(summary.coverage)} coverage)."
             )
         fig = figure(stats, plots, "frontier.svg", *caption)
         out.append(fig or para("No cost figures to draw."))
@@ -283,16 +273,18 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         key=lambda p: (p.cost or 0.0, p.label) if stats.cost_known else (-(p.quality or 0.0), p.label),
     )
     if singles:
-        extra = {s["config"]: s for s in (stats.frontier or {}).get("singles") or [] if isinstance(s, dict)}
-        snips = any("snips_quality" in s for s in extra.values())
+        extra = {s.config: s for s in (stats.frontier.singles if stats.frontier else [])}
+        snips = any("snips_quality" in s.model_fields_set for s in extra.values())
         columns = ["single configuration", "mean quality", "mean cost", "coverage"]
         columns += ["SNIPS quality", "SNIPS cost"] if snips else []
         rows = []
         for p in singles:
-            row = extra.get(p.label, {})
-            cells = [short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost), fmt.pct(row.get("coverage"))]
+            row = extra.get(p.label)
+            coverage = row.coverage if row else None
+            cells = [short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost), fmt.pct(coverage)]
             if snips:
-                cells += [fmt.num(row.get("snips_quality"), 3), fmt.usd(row.get("snips_cost_usd"))]
+                quality, cost = (row.snips_quality, row.snips_cost_usd) if row else (None, None)
+                cells += [fmt.num(quality, 3), fmt.usd(cost)]
             rows.append(cells)
         out.append(
             costed_table(
@@ -308,7 +300,7 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
                 [False, True, True, True, True, True][: len(columns)],
             )
         )
-    aiq = frontier_aiq(stats)
+    aiq = _aiq(stats)
     if aiq:
         out.append(
             para(
@@ -317,14 +309,22 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
                 + "."
             )
         )
-        note = (stats.frontier or {}).get("note")
+        note = stats.frontier.note if stats.frontier else None
         if note:
             out.append(para(fmt.sentence(note)))
     elif stats.frontier is None:
         out.append(_not_computed("frontier"))
-    elif stats.frontier.get("reason"):
-        out.append(para(f"No AIQ: {stats.frontier['reason']}."))
+    elif stats.frontier.reason:
+        out.append(para(f"No AIQ: {stats.frontier.reason}."))
     return out
+
+
+def _aiq(stats: Stats) -> dict[str, float]:
+    """AIQ per series (``router``, ``singles``) where it is defined."""
+    aiq = stats.frontier.aiq if stats.frontier else None
+    if aiq is None:
+        return {}
+    return {k: v for k, v in (("router", aiq.router), ("singles", aiq.singles)) if v is not None}
 
 
 def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
@@ -381,23 +381,24 @@ def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
 
 def ladders_section(stats: Stats) -> list[Block]:
     out: list[Block] = [Heading(2, "Escalation ladders", "ladders")]
-    if stats.ladders is None:
+    ladders = stats.ladders
+    if ladders is None:
         return [*out, _not_computed("ladders")]
-    rule = stats.ladders.get("rule") or {}
-    if rule.get("reason"):
-        out.append(para("The rule: ", short_configs_in(fmt.sentence(rule["reason"]), config_keys(stats))))
-    regions = ladder_regions(stats)
+    rule = ladders.rule
+    if rule is not None and rule.reason:
+        out.append(para("The rule: ", short_configs_in(fmt.sentence(rule.reason), config_keys(stats))))
+    regions = sorted(ladders.regions.items(), key=lambda kv: (kv[0] != "*", kv[0]))
     rows = [
         [
             region,
-            " → ".join(short_config(k) for k in rungs(row)),
-            fmt.num(first(row, "validated_quality"), 3),
-            fmt.usd(first(row, "validated_cost_usd")),
-            fmt.num(first(row, "held_out_quality"), 3),
-            fmt.usd(first(row, "held_out_cost_usd")),
-            fmt.pct(first(row, "coverage")),
+            chain(row.ladder),
+            fmt.num(row.validated_quality, 3),
+            fmt.usd(row.validated_cost_usd),
+            fmt.num(row.held_out_quality, 3),
+            fmt.usd(row.held_out_cost_usd),
+            fmt.pct(row.coverage),
         ]
-        for region, row in regions.items()
+        for region, row in regions
     ]
     if rows:
         out.append(
@@ -418,34 +419,11 @@ def ladders_section(stats: Stats) -> list[Block]:
                 numeric=[False, False, True, True, True, True, True],
             )
         )
-    kappas = [k for k in rule.get("kappas") or [] if isinstance(k, dict)]
-    if kappas:
-        out.append(
-            uniform_or_table(
-                stats,
-                ["kappa", "choices that were ladders", "quality vs best single", "95% lower bound", "cost difference"],
-                [
-                    [
-                        f"{k['kappa']:g}",
-                        f"{k['ladders']} of {rule.get('folds', 0)} folds",
-                        fmt.signed(k.get("difference"), 4),
-                        fmt.signed(k.get("lower"), 4),
-                        fmt.signed(k.get("spend_difference"), 6),
-                    ]
-                    for k in kappas
-                ],
-                "The cross-validation that chose kappa (the standard errors a ladder's gain must clear): the rule's "
-                "choices against each fold's best single on its validation block, pooled"
-                + ("" if stats.cost_known else "; without costs, the cost difference is in calls")
-                + ".",
-                [True, False, True, True, True],
-                "kappa",
-            )
-        )
+    if rule is not None and rule.kappas:
+        out.append(_kappas(stats, rule))
     out += _hindsight(stats)
     out.append(_why_ladders(stats))
-    summary = ladder_summary(stats)
-    if summary and summary.get("gate_is_target"):
+    if ladders.summary is not None and ladders.summary.gate_is_target:
         out.append(
             Note(
                 (
@@ -458,27 +436,51 @@ def ladders_section(stats: Stats) -> list[Block]:
     return out
 
 
+def _kappas(stats: Stats, rule: LadderRule) -> Block:
+    """The cross-validation that chose kappa, one row per confidence level (one sentence when they agree)."""
+    return uniform_or_table(
+        stats,
+        ["kappa", "choices that were ladders", "quality vs best single", "95% lower bound", "cost difference"],
+        [
+            [
+                f"{k.kappa:g}",
+                f"{k.ladders} of {rule.folds or 0} folds",
+                fmt.signed(k.difference, 4),
+                fmt.signed(k.lower, 4),
+                fmt.signed(k.spend_difference, 6),
+            ]
+            for k in rule.kappas
+        ],
+        "The cross-validation that chose kappa (the standard errors a ladder's gain must clear): the rule's "
+        "choices against each fold's best single on its validation block, pooled"
+        + ("" if stats.cost_known else "; without costs, the cost difference is in calls")
+        + ".",
+        [True, False, True, True, True],
+        "kappa",
+    )
+
+
 def _hindsight(stats: Stats) -> list[Block]:
     """The held-out ladder frontier, chosen with hindsight: how far the rule's choice is from the limit."""
-    h = (stats.ladders or {}).get("hindsight")
-    summary = ladder_summary(stats)
-    if not isinstance(h, dict) or not summary:
+    h = stats.ladders.hindsight if stats.ladders else None
+    if h is None or stats.ladders is None or stats.ladders.summary is None:
         return []
-    unit = "cost_usd" if stats.cost_known else "calls"
-    spend = (lambda x: fmt.usd(x.get(unit))) if stats.cost_known else (lambda x: f"{fmt.num(x.get(unit), 2)} calls")
-    near, reach = h.get("frontier_at_cost") or {}, h.get("cheapest_reaching_best_single") or {}
+
+    def spend(x: HindsightPoint) -> str:
+        return fmt.usd(x.cost_usd) if stats.cost_known else f"{fmt.num(x.calls, 2)} calls"
+
+    near, reach = h.frontier_at_cost, h.cheapest_reaching_best_single
     parts = []
-    if near.get("ladder"):
+    if near.ladder:
         parts.append(
             f"the best any ladder of up to three rungs reached at no more than the published ladders' spend was "
-            f"{fmt.num(near.get('quality'), 3)} ({' → '.join(short_config(c) for c in near['ladder'])}, "
-            f"{spend(near)}), {fmt.signed(near.get('gap'), 3)} above them"
+            f"{fmt.num(near.quality, 3)} ({chain(near.ladder)}, "
+            f"{spend(near)}), {fmt.signed(near.gap, 3)} above them"
         )
-    if reach.get("ladder"):
+    if reach is not None and reach.ladder:
         parts.append(
-            f"the cheapest one reaching the best single's quality was "
-            f"{' → '.join(short_config(c) for c in reach['ladder'])} at {spend(reach)}"
-            + (f" ({fmt.pct(reach.get('cost_ratio'))} of the best single's spend)" if reach.get("cost_ratio") else "")
+            f"the cheapest one reaching the best single's quality was {chain(reach.ladder)} at {spend(reach)}"
+            + (f" ({fmt.pct(reach.cost_ratio)} of the best single's spend)" if reach.cost_ratio else "")
         )
     if not parts:
         return []
@@ -486,18 +488,18 @@ def _hindsight(stats: Stats) -> list[Block]:
         para(
             "Diagnostic, chosen with hindsight on the held-out tasks (never used to choose): "
             + "; ".join(parts)
-            + f" ({fmt.count(h.get('ladders_scored'))} ladders scored)."
+            + f" ({fmt.count(h.ladders_scored)} ladders scored)."
         )
     ]
 
 
 def _why_ladders(stats: Stats) -> Block:
     """Whether a ladder pays here, and why, in words."""
-    summary = ladder_summary(stats) or {}
-    rule = (stats.ladders or {}).get("rule") or {}
-    best = short_config(str(summary.get("best_single_config") or "the best single"))
-    if rule.get("name") == "best-single" and rule.get("kappa") is None:
-        coverage = summary.get("coverage")
+    summary = stats.ladders.summary if stats.ladders else None
+    rule = stats.ladders.rule if stats.ladders else None
+    best = short_config((summary.best_single_config if summary else None) or "the best single")
+    if rule is not None and rule.name == "best-single" and rule.kappa is None:
+        coverage = summary.coverage if summary else None
         return para(
             f"Here a ladder does not pay: at no confidence level did the rule's ladders beat {best} on the "
             "validation blocks with a lower bound at or above 0, so the published ladder is that configuration "
@@ -510,7 +512,8 @@ def _why_ladders(stats: Stats) -> Block:
                 else "The cheaper configurations rarely solve what the best single fails, so escalating buys little."
             )
         )
-    ratio, cost_ratio = summary.get("quality_ratio"), summary.get("cost_ratio")
+    ratio = summary.quality_ratio if summary else None
+    cost_ratio = summary.cost_ratio if summary else None
     spent = f" for {fmt.pct(cost_ratio)} of its cost" if cost_ratio is not None else ""
     return para(
         f"Here a ladder pays: on the held-out tasks it reached {fmt.pct(ratio)} of {best}'s quality{spent}, "
@@ -533,23 +536,21 @@ POLICY_MEANING = {
 
 def policies_section(stats: Stats) -> list[Block]:
     out: list[Block] = [Heading(2, "Routing policies on the held-out tasks", "policies")]
-    rows = policy_rows(stats)
-    if not rows:
+    policies = stats.policies
+    if policies is None or not policies.policies:
         return [*out, _not_computed("policies")]
-    protocol = (stats.policies or {}).get("protocol")
-    if isinstance(protocol, str):
-        out.append(para(fmt.sentence(protocol)))
+    out.append(para(fmt.sentence(policies.protocol)))
     body = [
         [
             name + (" (default)" if name == "learning_governed" else ""),
             POLICY_MEANING.get(name, "registered"),
-            fmt.pct(first(r, "hit_rate")),
-            fmt.num(first(r, "mean_quality"), 3),
-            fmt.usd(first(r, "mean_cost_usd", "cost_usd")),
-            fmt.num(first(r, "mean_configs_run"), 2),
-            fmt.count(first(r, "n")),
+            fmt.pct(r.hit_rate),
+            fmt.num(r.mean_quality, 3),
+            fmt.usd(r.mean_cost_usd),
+            fmt.num(r.mean_configs_run, 2),
+            fmt.count(r.n),
         ]
-        for name, r in rows
+        for name, r in policies.policies.items()
     ]
     return [
         *out,

@@ -19,16 +19,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..casestudy import fmt
+from ..defaults import DISAGREE_BY
 from ..errors import PipelineError
 from ..fit.shipped import Shipped, defaults_note, load_shipped
 from ..home import Home
 from ..jsonfile import first_problem
 from ..nightly.publish import stats_path_of
-from ..nightly.stats import HitRate, Stats, load_stats
+from ..nightly.sections import Calibration, HitRate, Policies, Routing
+from ..nightly.stats import Stats, load_stats
 from ..routing.table import CONSTANT_NAMES, Constants, RoutingTable, load
-
-#: A prior disagrees when it differs from the measured quality by more than this (docs/design.md, Case studies).
-DISAGREE_BY = 0.1
 
 _M = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -43,43 +42,10 @@ class ConstantRow(BaseModel):
     selected_on: str
 
 
-class HitFigures(BaseModel):
-    model_config = _M
-
-    hit_rate: float | None
-    hits: int | None
-    n: int | None
-    ci95: tuple[float, float] | None
-
-
-class RoutingFigures(BaseModel):
-    model_config = _M
-
-    shipped: HitFigures
-    fitted: HitFigures
-    difference: float | None
-    difference_ci95: tuple[float, float] | None
-    shipped_expected_with_exploration: float | None
-
-
-class ExplorationFigures(BaseModel):
-    """The exploration verdict: held-out replay (mean over the replay seeds) of the fitted against the shipped
-    epsilon, with the published priors; the difference's moving-block bootstrap interval."""
-
-    model_config = _M
-
-    shipped_exploration: float
-    fitted_exploration: float
-    shipped_value: float | None
-    fitted_value: float | None
-    difference: float | None
-    difference_ci95: tuple[float, float] | None
-    seeds: int | None
-    recommendation: str
-    reason: str
-
-
 class PriorCheck(BaseModel):
+    """A prior as the owner ships it now (``shipped.json``, else the stats' record of it) against what the fit
+    measured for it (the stats' ``priors``): compare's own join, null where the fit did not measure it."""
+
     model_config = _M
 
     selector: str
@@ -89,19 +55,6 @@ class PriorCheck(BaseModel):
     weight: float | None
     n: int | None
     disagrees: bool
-
-
-class PolicyFigures(BaseModel):
-    """One routing policy on the held-out tasks (``stats.json`` ``policies``)."""
-
-    model_config = _M
-
-    policy: str
-    hit_rate: float | None
-    n: int | None
-    mean_quality: float | None
-    mean_cost_usd: float | None
-    mean_configs_run: float | None
 
 
 class RegionChange(BaseModel):
@@ -131,7 +84,9 @@ class PreviousFit(BaseModel):
 
 
 class Comparison(BaseModel):
-    """What ``ratings compare --json`` prints; the key set is stable (absent parts are null or empty)."""
+    """What ``ratings compare --json`` prints; the key set is stable (absent parts are null or empty). The held-out
+    figures are the stats' own sections (``routing``, ``calibration``, ``policies``); without a stats file, the
+    published table's ``evaluation`` (hit rates without n or intervals) stands in."""
 
     model_config = _M
 
@@ -143,15 +98,12 @@ class Comparison(BaseModel):
     published_from: Literal["table", "stats"] | None
     provenance: dict[str, str]  # per searched constant: fitted, shipped or pinned (empty for older tables)
     constants: list[ConstantRow]
-    routing: RoutingFigures
-    recommendation: str | None  # the prior family's verdict (greedy hit rates)
-    reason: str | None
-    exploration: ExplorationFigures | None  # the exploration verdict (null for stats written before it)
-    calibration_recommendation: str | None
-    calibration_reason: str | None
+    routing: Routing | None  # the stats' verdicts: prior family, exploration, the published combination
+    calibration: Calibration | None
+    evaluation: dict[str, Any] | None  # the table's evaluation, read when there is no stats file
     priors: list[PriorCheck]
     disagreements: int
-    policies: list[PolicyFigures]
+    policies: Policies | None
     notes: list[str]
     previous: PreviousFit | None
 
@@ -216,15 +168,12 @@ def compare(
         if routing_table is not None
         else dict(case.constants.provenance if case else {}),
         constants=_constants(case, routing_table, evaluation, owner),
-        routing=_routing(case, evaluation),
-        recommendation=case.routing.recommendation if case else evaluation.get("recommendation"),
-        reason=case.routing.reason if case else evaluation.get("reason"),
-        exploration=_exploration(case),
-        calibration_recommendation=case.calibration.recommendation if case else evaluation.get("calibration"),
-        calibration_reason=case.calibration.reason if case else None,
+        routing=case.routing if case else None,
+        calibration=case.calibration if case else None,
+        evaluation=None if case else dict(evaluation),
         priors=priors,
         disagreements=sum(p.disagrees for p in priors),
-        policies=_policies(case),
+        policies=case.policies if case else None,
         notes=notes,
         previous=_previous(h, routing_table, table_path) if previous else None,
     )
@@ -264,73 +213,6 @@ def _constants(
         for n in CONSTANT_NAMES
         if n != "lambda" or any(d.get(n) is not None for d in (shipped, fitted, published))
     ]
-
-
-def _routing(case: Stats | None, evaluation: dict[str, Any]) -> RoutingFigures:
-    if case is not None:
-        r = case.routing
-
-        def figures(h: HitRate) -> HitFigures:
-            return HitFigures(hit_rate=h.hit_rate, hits=h.hits, n=h.n, ci95=h.ci95)
-
-        return RoutingFigures(
-            shipped=figures(r.shipped),
-            fitted=figures(r.fitted),
-            difference=r.difference.value,
-            difference_ci95=r.difference.ci95,
-            shipped_expected_with_exploration=(r.shipped.model_extra or {}).get("expected_hit_rate_with_exploration"),
-        )
-    rates = evaluation.get("hit_rate") or {}
-    diff = evaluation.get("difference") or {}
-    n = evaluation.get("eligible_held_out")
-
-    def bare(rate: float | None) -> HitFigures:
-        return HitFigures(hit_rate=rate, hits=None, n=n, ci95=None)
-
-    return RoutingFigures(
-        shipped=bare(rates.get("shipped")),
-        fitted=bare(rates.get("fitted")),
-        difference=diff.get("value"),
-        difference_ci95=_pair(diff.get("ci95")),
-        shipped_expected_with_exploration=None,
-    )
-
-
-def _exploration(case: Stats | None) -> ExplorationFigures | None:
-    x = case.routing.exploration if case is not None else None
-    if x is None:
-        return None
-    return ExplorationFigures(
-        shipped_exploration=x.shipped.exploration,
-        fitted_exploration=x.fitted.exploration,
-        shipped_value=x.shipped.realized_value,
-        fitted_value=x.fitted.realized_value,
-        difference=x.difference.value,
-        difference_ci95=x.difference.ci95,
-        seeds=x.method.get("seeds"),
-        recommendation=x.recommendation,
-        reason=x.reason,
-    )
-
-
-def _policies(case: Stats | None) -> list[PolicyFigures]:
-    from ..casestudy.optional import first, policy_rows
-
-    return [
-        PolicyFigures(
-            policy=name,
-            hit_rate=first(row, "hit_rate"),
-            n=first(row, "n"),
-            mean_quality=first(row, "mean_quality"),
-            mean_cost_usd=first(row, "mean_cost_usd"),
-            mean_configs_run=first(row, "mean_configs_run"),
-        )
-        for name, row in (policy_rows(case) if case is not None else [])
-    ]
-
-
-def _pair(value: Any) -> tuple[float, float] | None:
-    return (value[0], value[1]) if isinstance(value, (list, tuple)) and len(value) == 2 else None
 
 
 def _priors(case: Stats | None, owner: Shipped | None) -> tuple[list[PriorCheck], list[str]]:
@@ -473,9 +355,8 @@ def _aligned(columns: list[str], rows: list[list[str]], right: Container[int] = 
     return [line(columns), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
 
 
-def _hit(h: HitFigures) -> list[str]:
-    counted = f"{fmt.count(h.hits)} of {fmt.count(h.n)}" if h.hits is not None else f"n = {fmt.count(h.n)}"
-    return [fmt.pct(h.hit_rate), counted, fmt.interval(h.ci95)]
+def _hit(h: HitRate) -> list[str]:
+    return [fmt.pct(h.hit_rate), f"{fmt.count(h.hits)} of {fmt.count(h.n)}", fmt.interval(h.ci95)]
 
 
 def _text(c: Comparison) -> str:
@@ -497,32 +378,10 @@ def _text(c: Comparison) -> str:
             for r in c.constants
         ],
     )
-    r = c.routing
-    out += ["", "Held-out hit rate (greedy, routed to a best configuration)"]
-    out += _aligned(
-        ["constants", "hit rate", "hits", "95% CI"],
-        [["shipped", *_hit(r.shipped)], ["fitted", *_hit(r.fitted)]],
-        right={1},
-    )
-    out.append(f"Fitted minus shipped: {fmt.points(r.difference)} (95% CI {fmt.points_interval(r.difference_ci95)})")
-    if r.shipped_expected_with_exploration is not None:
-        out.append(f"Shipped under its exploration, expected: {fmt.pct(r.shipped_expected_with_exploration)}")
-    out += ["", f"Prior family (greedy hit rate): {c.recommendation or 'n/a'}. {c.reason or ''}".rstrip()]
-    x = c.exploration
-    if x is not None:
-        out += [
-            "",
-            f"Exploration (held-out replay, mean of {x.seeds} seeds): shipped {x.shipped_exploration:g} realized "
-            f"{fmt.num(x.shipped_value)}, fitted {x.fitted_exploration:g} realized {fmt.num(x.fitted_value)}; "
-            f"fitted minus shipped {fmt.signed(x.difference)} (95% CI {_span(x.difference_ci95)})",
-            f"Exploration: {x.recommendation}. {x.reason}",
-        ]
+    out += _routing_text(c)
     if c.provenance:
         out.append(f"Published: {c.published} (" + ", ".join(f"{k} {v}" for k, v in sorted(c.provenance.items())) + ")")
-    if c.calibration_recommendation:
-        out.append(
-            f"Calibration against the plain mean: {c.calibration_recommendation}. {c.calibration_reason or ''}".rstrip()
-        )
+    out += _calibration_text(c)
     out += ["", f"Priors: {c.disagreements} of {len(c.priors)} disagree with the ratings"]
     for p in c.priors:
         if p.disagrees:
@@ -548,21 +407,22 @@ def _text(c: Comparison) -> str:
             ],
             right={2, 3, 4, 5},
         )
-    if c.policies:
-        costed = any(x.mean_cost_usd is not None for x in c.policies)
+    if c.policies is not None and c.policies.policies:
+        rows = c.policies.policies
+        costed = any(x.mean_cost_usd is not None for x in rows.values())
         out += ["", "Routing policies on the held-out tasks (a table fitted on the learned tasks only)"]
         out += _aligned(
             ["policy", "hit rate", "mean quality", *(["mean cost"] if costed else []), "configs run", "n"],
             [
                 [
-                    x.policy + (" (default)" if x.policy == "learning_governed" else ""),
+                    name + (" (default)" if name == "learning_governed" else ""),
                     fmt.pct(x.hit_rate),
                     fmt.num(x.mean_quality, 3),
                     *([fmt.usd(x.mean_cost_usd)] if costed else []),
                     fmt.num(x.mean_configs_run, 2),
                     fmt.count(x.n),
                 ]
-                for x in c.policies
+                for name, x in rows.items()
             ],
             right=set(range(1, 6 if costed else 5)),
         )
@@ -592,6 +452,54 @@ def _text(c: Comparison) -> str:
             right={4, 5, 6},
         )
     return "\n".join(out)
+
+
+def _routing_text(c: Comparison) -> list[str]:
+    """The held-out hit rates and the two verdicts: the stats' (with n and intervals), else the table's."""
+    out = ["", "Held-out hit rate (greedy, routed to a best configuration)"]
+    r = c.routing
+    if r is None:  # the table's evaluation: rates and the verdict, no counts or intervals
+        ev = c.evaluation or {}
+        rates, diff, n = ev.get("hit_rate") or {}, ev.get("difference") or {}, ev.get("eligible_held_out")
+        out += _aligned(
+            ["constants", "hit rate", "hits", "95% CI"],
+            [[k, fmt.pct(rates.get(k)), f"n = {fmt.count(n)}", fmt.interval(None)] for k in ("shipped", "fitted")],
+            right={1},
+        )
+        ci = diff.get("ci95")
+        interval = fmt.points_interval((ci[0], ci[1]) if isinstance(ci, list) and len(ci) == 2 else None)
+        out.append(f"Fitted minus shipped: {fmt.points(diff.get('value'))} (95% CI {interval})")
+        reason = ev.get("reason") or ""
+        return [*out, "", f"Prior family (greedy hit rate): {ev.get('recommendation') or 'n/a'}. {reason}".rstrip()]
+    out += _aligned(
+        ["constants", "hit rate", "hits", "95% CI"],
+        [["shipped", *_hit(r.shipped)], ["fitted", *_hit(r.fitted)]],
+        right={1},
+    )
+    out.append(
+        f"Fitted minus shipped: {fmt.points(r.difference.value)} (95% CI {fmt.points_interval(r.difference.ci95)})"
+    )
+    expected = r.shipped.expected_hit_rate_with_exploration
+    if expected is not None:
+        out.append(f"Shipped under its exploration, expected: {fmt.pct(expected)}")
+    out += ["", f"Prior family (greedy hit rate): {r.recommendation}. {r.reason}".rstrip()]
+    x = r.exploration
+    return [
+        *out,
+        "",
+        f"Exploration (held-out replay, mean of {x.method.seeds} seeds): shipped {x.shipped.exploration:g} realized "
+        f"{fmt.num(x.shipped.realized_value)}, fitted {x.fitted.exploration:g} realized "
+        f"{fmt.num(x.fitted.realized_value)}; fitted minus shipped {fmt.signed(x.difference.value)} "
+        f"(95% CI {_span(x.difference.ci95)})",
+        f"Exploration: {x.recommendation}. {x.reason}",
+    ]
+
+
+def _calibration_text(c: Comparison) -> list[str]:
+    if c.calibration is not None:
+        return [f"Calibration against the plain mean: {c.calibration.recommendation}. {c.calibration.reason}".rstrip()]
+    verdict = (c.evaluation or {}).get("calibration")
+    return [f"Calibration against the plain mean: {verdict}."] if verdict else []
 
 
 def _span(ci: tuple[float, float] | None) -> str:

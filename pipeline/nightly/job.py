@@ -38,6 +38,7 @@ from ..store import open_store
 from ..store.views import reading
 from .options import FitOptions
 from .publish import publish_fit
+from .sections import Ladders
 from .stats import AnyStats, RefitStats, Stats
 
 
@@ -69,13 +70,12 @@ class FitResult:
             f"{r.recommendation}: {r.reason}",
         ]
         x = r.exploration
-        if x is not None:
-            lines += [
-                f"held-out replay (mean of {x.method['seeds']} seeds): shipped exploration {x.shipped.exploration:g} "
-                f"{_fmt(x.shipped.realized_value)}, fitted {x.fitted.exploration:g} {_fmt(x.fitted.realized_value)}, "
-                f"difference {_fmt(x.difference.value)} {_ci(x.difference.ci95)}",
-                f"exploration: {x.recommendation}: {x.reason}",
-            ]
+        lines += [
+            f"held-out replay (mean of {x.method.seeds} seeds): shipped exploration {x.shipped.exploration:g} "
+            f"{_fmt(x.shipped.realized_value)}, fitted {x.fitted.exploration:g} {_fmt(x.fitted.realized_value)}, "
+            f"difference {_fmt(x.difference.value)} {_ci(x.difference.ci95)}",
+            f"exploration: {x.recommendation}: {x.reason}",
+        ]
         provenance = ", ".join(f"{k} {v}" for k, v in sorted(s.constants.provenance.items()))
         lines += [
             f"published constants: {s.constants.published}" + (f" ({provenance})" if provenance else ""),
@@ -86,36 +86,35 @@ class FitResult:
             b = getattr(s.baselines, name)
             label = f"{name} ({b.config})" if b.config else name
             lines.append(f"  {label}: {_fmt(b.hit_rate)} / {_fmt(b.mean_quality)} / {_fmt(b.mean_cost_usd)}")
-        policies = (s.policies or {}).get("policies") or {}
+        policies = s.policies.policies if s.policies is not None else {}
         if "learning_governed" in policies and "quality_per_dollar" in policies:
-            lg, qpd = policies["learning_governed"], policies["quality_per_dollar"]
             lines.append(
-                f"default policy learning_governed (evidence gate): held-out hit rate {_fmt(lg['hit_rate'])}, "
-                f"quality_per_dollar without the gate {_fmt(qpd['hit_rate'])}"
+                "default policy learning_governed (evidence gate): held-out hit rate "
+                f"{_fmt(policies['learning_governed'].hit_rate)}, quality_per_dollar without the gate "
+                f"{_fmt(policies['quality_per_dollar'].hit_rate)}"
             )
-        ladders = s.ladders or {}
-        if ladders.get("summary"):
-            lad, rungs = ladders["summary"], ladders["regions"]["*"]["ladder"]
-            replaced = sorted(r for r, v in ladders["regions"].items() if v["source"] == "region")
-            where = f"; own ladders in {', '.join(replaced)}" if replaced else ""
-            rule_of = ladders.get("rule") or {}
-            kappa = rule_of.get("kappa")
-            rule = (
-                f"kappa {kappa:g}"
-                if kappa is not None
-                else "the best single alone"
-                if rule_of.get("name") == "best-single"
-                else str(rule_of.get("name", "n/a"))
-            )
-            lines.append(
-                f"published ladders (global {' > '.join(rungs)}{where}; rule: {rule}): held-out quality "
-                f"{_fmt(lad['held_out_quality'])} at "
-                f"{_fmt(lad['held_out_cost_usd'])} USD/task vs best single {lad['best_single_config']} "
-                f"{_fmt(lad['best_single_quality'])} at {_fmt(lad['best_single_cost_usd'])} "
-                f"(coverage {_fmt(lad['coverage'])})"
-            )
+        if s.ladders is not None and s.ladders.summary is not None:
+            lines.append(_ladder_line(s.ladders))
         lines.extend(s.notes)
         return lines
+
+
+def _ladder_line(ladders: Ladders) -> str:
+    """The published ladders on the held-out tasks, in one line of the summary."""
+    lad, rungs = ladders.summary, ladders.regions["*"].ladder
+    assert lad is not None
+    replaced = sorted(r for r, v in ladders.regions.items() if v.source == "region")
+    where = f"; own ladders in {', '.join(replaced)}" if replaced else ""
+    rule_of = ladders.rule
+    kappa = rule_of.kappa if rule_of is not None else None
+    name = rule_of.name if rule_of is not None else None
+    rule = f"kappa {kappa:g}" if kappa is not None else "the best single alone" if name == "best-single" else str(name)
+    return (
+        f"published ladders (global {' > '.join(rungs)}{where}; rule: {rule}): held-out quality "
+        f"{_fmt(lad.held_out_quality)} at {_fmt(lad.held_out_cost_usd)} USD/task vs best single "
+        f"{lad.best_single_config} {_fmt(lad.best_single_quality)} at {_fmt(lad.best_single_cost_usd)} "
+        f"(coverage {_fmt(lad.coverage)})"
+    )
 
 
 @contextmanager
@@ -433,6 +432,7 @@ def _refit(
         "signals": learning.signals,
         "options": options.model_dump(mode="json", by_alias=True),
         "notes": notes,
+        "evaluated": False,
     }
     return _publish(home, options, table, RefitStats.model_validate(_validated(data, notes)), None)
 

@@ -8,7 +8,7 @@ from fractions import Fraction
 import polars as pl
 import pytest
 
-from pipeline.casestudy.optional import frontier_points
+from pipeline.casestudy.points import frontier_points
 from pipeline.evaluate.metrics import eligible
 from pipeline.evaluate.search import Pins, half_lives_of
 from pipeline.fit.aggregate import DuckDBEngine, Spec
@@ -60,16 +60,16 @@ def by_hand(home) -> dict[str, tuple[float, float, int]]:
 def test_table_figure_and_store_agree_on_the_oracle_cheapest_and_best_single(fitted_sim_home, stats):
     b, f = stats.baselines, stats.frontier
     hand = by_hand(fitted_sim_home)
-    singles = {s["config"]: s for s in f["singles"]}
+    singles = {s.config: s for s in f.singles}
     for name, row in (("best_single", b.best_single), ("cheapest", b.cheapest)):
         point = singles[row.config]
         # the baselines table and the frontier figure's data: one number each
-        assert (row.mean_quality, row.mean_cost_usd) == (point["quality"], point["cost_usd"]), name
-        assert (row.model_extra["tasks"], row.model_extra["coverage"]) == (point["tasks"], point["coverage"]), name
+        assert (row.mean_quality, row.mean_cost_usd) == (point.quality, point.cost_usd), name
+        assert (row.tasks, row.coverage) == (point.tasks, point.coverage), name
         # ... and what the store gives
-        assert (row.mean_quality, row.mean_cost_usd, point["tasks"]) == pytest.approx(hand[row.config]), name
-    assert (b.oracle.mean_quality, b.oracle.mean_cost_usd) == (f["oracle"]["quality"], f["oracle"]["cost_usd"])
-    assert (b.oracle.mean_quality, b.oracle.mean_cost_usd, f["oracle"]["tasks"]) == pytest.approx(hand["oracle"])
+        assert (row.mean_quality, row.mean_cost_usd, point.tasks) == pytest.approx(hand[row.config]), name
+    assert (b.oracle.mean_quality, b.oracle.mean_cost_usd) == (f.oracle.quality, f.oracle.cost_usd)
+    assert (b.oracle.mean_quality, b.oracle.mean_cost_usd, f.oracle.tasks) == pytest.approx(hand["oracle"])
     # the figure draws exactly these points
     drawn = {(p.kind, p.label): (p.quality, p.cost) for p in frontier_points(stats)}
     assert drawn[("oracle", "oracle")] == (b.oracle.mean_quality, b.oracle.mean_cost_usd)
@@ -78,12 +78,11 @@ def test_table_figure_and_store_agree_on_the_oracle_cheapest_and_best_single(fit
 
 def test_every_held_out_section_counts_the_same_eligible_tasks(stats):
     n = stats.split.eligible_held_out
-    assert stats.frontier["held_out_tasks"] == n
-    assert {p["tasks"] for p in stats.frontier["router"]} == {n}
-    assert {r["n"] for r in stats.policies["policies"].values()} == {n}
-    assert stats.frontier["oracle"]["tasks"] == n
+    assert stats.frontier.held_out_tasks == n
+    assert {p.tasks for p in stats.frontier.router} == {n}
+    assert {r.n for r in stats.policies.policies.values()} == {n}
+    assert stats.frontier.oracle.tasks == n
     # a single did only some of them on this logged backlog: its coverage says how many
-    assert all(s["coverage"] == pytest.approx(s["tasks"] / n) for s in stats.frontier["singles"])
-    assert any(s["coverage"] < 1 for s in stats.frontier["singles"])
-    ladders = stats.ladders["summary"]
-    assert ladders is None or stats.ladders["held_out_tasks_compared"] <= n
+    assert all(s.coverage == pytest.approx(s.tasks / n) for s in stats.frontier.singles)
+    assert any(s.coverage < 1 for s in stats.frontier.singles)
+    assert stats.ladders.summary is None or stats.ladders.held_out_tasks_compared <= n

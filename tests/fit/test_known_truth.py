@@ -52,7 +52,7 @@ def test_calibration_beats_the_plain_mean(sim_fit):
 def test_search_chose_on_validation_and_the_grid_is_complete(sim_fit):
     stats = sim_fit[1].stats
     assert set(stats.constants.selected_on.values()) == {"validation"}
-    greedy = [r for r in stats.grid if r.model_extra["kind"] == "greedy_hit_rate"]
+    greedy = [r for r in stats.grid if r.kind == "greedy_hit_rate"]
     assert len(greedy) == 2 * 9 * 4 and all(r.validation is not None for r in greedy)
     chosen = stats.constants.fitted
     top = max(r.validation for r in greedy)
