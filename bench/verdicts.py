@@ -253,7 +253,7 @@ def loop_value(ctx: Any, constants: Any, sc: Scenario, seed: int, tasks: int) ->
     at its mean cost) and refits as it goes (:func:`pipeline.evaluate.replay.replay_runs`). Mean over
     :data:`CONTINUATIONS` continuations of :data:`PATHS` exploration paths; the continuations and the paths' draws
     depend on ``seed`` only, so two constant sets meet the same tasks, outcomes and draws."""
-    from pipeline.evaluate.replay import Run, replay_runs, start_from
+    from pipeline.evaluate.replay import ReplayRun, replay_runs, start_from
     from pipeline.fit.context import Part
 
     quality, cost, shares = _truth(sc)
@@ -278,7 +278,7 @@ def loop_value(ctx: Any, constants: Any, sc: Scenario, seed: int, tasks: int) ->
             }
         ).with_columns(weight=pl.lit(1.0), unknown_cost=pl.lit(0, pl.Int64))
         frame = pl.DataFrame({"task": ids, "region": np.array(names)[region], "first_at": np.arange(tasks)})
-        runs = [Run(float(constants.exploration), (seed, 78, i, j)) for j in range(PATHS)]
+        runs = [ReplayRun(float(constants.exploration), (seed, 78, i, j)) for j in range(PATHS)]
         values += [r.realized_value for r in replay_runs(start, frame, outcomes, runs) if r.realized_value is not None]
     return float(np.mean(values))
 

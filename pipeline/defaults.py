@@ -1,13 +1,13 @@
 """The code defaults of the fit, in one place: the CLI's options, :class:`pipeline.nightly.options.FitOptions`,
 the routing constants (:class:`pipeline.routing.table.Constants`) and the evaluation's grids are built from here.
+Published figures are rounded where a file is written (:mod:`pipeline.rounding`).
 
 Imports nothing heavy: the CLI reads it at start.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from .rounding import DECIMALS
 
 # ---------------------------------------------------------------------------------------- the routing constants
 #: Where a member's prior comes from (docs/design.md, Priors).
@@ -50,8 +50,6 @@ LAMBDA_STEPS = 13
 LAMBDA_DECADES = (-2, 2)
 
 # ---------------------------------------------------------------------------------------- reports
-#: Decimals of every published float (docs/design.md, Determinism): applied where a file is written.
-DECIMALS = 9
 #: A shipped prior disagrees with the ratings when they differ by more than this with n >= min samples.
 DISAGREE_BY = 0.1
 
@@ -61,17 +59,3 @@ def lambda_grid(scale: float, decimals: int = DECIMALS) -> list[float]:
     each rounded where it is made to ``decimals``: the lambda routed by, published and reported is one number."""
     low, high = LAMBDA_DECADES
     return [round(scale * 10 ** (low + (high - low) * i / (LAMBDA_STEPS - 1)), decimals) for i in range(LAMBDA_STEPS)]
-
-
-def rounded(value: Any) -> Any:
-    """A value to write: floats rounded to :data:`DECIMALS` (``-0.0`` as ``0.0``), NaN and infinities as None (JSON
-    has neither), tuples as lists, through dicts and lists."""
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return None
-        return round(value, DECIMALS) + 0.0
-    if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [rounded(v) for v in value]
-    return value

@@ -1,6 +1,6 @@
 """Fit test helpers: tiny hand-made stores as in-memory DuckDB tables with the store's columns.
 
-``memory_store(*events)`` builds one table per family (columns of :mod:`pipeline.families`, defaults
+``memory_store(*events)`` builds one table per family (columns of :mod:`pipeline.store.families`, defaults
 filled in: docs/design.md, Events), which is what the aggregation (:mod:`pipeline.fit.aggregate`) queries; so
 hand-made inputs go through the same SQL as a compacted store. ``context(*events)`` aggregates them into a
 :class:`pipeline.fit.context.FitContext`. Event helpers return ``(family, row)``.
@@ -16,11 +16,12 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from pipeline import families
 from pipeline.fit.aggregate import DuckDBEngine, Spec
 from pipeline.fit.context import FitContext
 from pipeline.fit.shipped import Shipped
-from pipeline.streams.events import Config, format_timestamp
+from pipeline.store import families
+from pipeline.streams.events import Config
+from pipeline.utc import format_timestamp
 
 T0 = datetime(2026, 1, 1)
 A = "a/-/m1/-"

@@ -1,18 +1,16 @@
-"""The body of a case study: data, constants, baselines, figures, ladders, policies, signals, how to reproduce."""
+"""The sections of a case study: data, constants, baselines, figures, priors, policies, how to reproduce."""
 
 from __future__ import annotations
 
 from ..fit.shipped import defaults_note
-from ..nightly.sections import HindsightPoint, LadderRule
 from ..nightly.stats import Stats
 from ..routing.table import CONSTANT_NAMES
 from . import fmt
-from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
-from .glossary import glossary_section, see_glossary
-from .names import chain, config_keys, short_config, short_configs_in
+from .doc import Block, Bullets, Code, Figure, Heading, Inline, para, table
+from .glossary import see_glossary
+from .names import short_config
 from .plots import Plot, same_cell
 from .points import frontier_points
-from .signals import signals_section
 
 #: What sequential replay's realized value measures, per objective (docs/design.md, Sequential replay).
 REALIZED = {
@@ -82,7 +80,7 @@ def uniform_or_table(
     return para(f"{caption} The same at every {what} tried ({', '.join(r[0] for r in rows)}): {same}.")
 
 
-def _not_computed(key: str) -> Block:
+def not_computed(key: str) -> Block:
     return para("Not computed: the stats file has no ", Code(key), " section (the stage that writes it did not run).")
 
 
@@ -239,68 +237,80 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
             )
         )
     else:
-        drawn = {p.kind for p in frontier_points(stats) if p.cost is not None and p.quality is not None}
-        names = [
-            text
-            for kind, text in (
-                ("single", "single configurations"),
-                ("router", "the router over the lambda sweep"),
-                ("ladder", "the published ladders"),
-                ("shipped", "the shipped constants"),
-                ("fitted", "the fitted constants"),
-                ("oracle", "the oracle"),
-            )
-            if kind in drawn
-        ]
-        caption = [
-            "Mean held-out quality against mean cost per task: "
-            + ", ".join(names[:-1])
-            + (" and " if len(names) > 1 else "")
-            + names[-1]
-            + "."
-        ]
-        summary = stats.ladders.summary if stats.ladders else None
-        if summary is not None and summary.gate_is_target:
-            caption.append(" The ladder point is an upper bound for a perfect verifier (its gate is the target).")
-        if summary is not None:
-            caption.append(
-                f" The ladder is measured on the fully observed tasks only ({fmt.pct(summary.coverage)} coverage)."
-            )
-        fig = figure(stats, plots, "frontier.svg", *caption)
-        out.append(fig or para("No cost figures to draw."))
+        out.append(_frontier_figure(stats, plots))
+    singles = _singles_table(stats)
+    return out + ([singles] if singles is not None else []) + _aiq(stats)
+
+
+def _frontier_figure(stats: Stats, plots: dict[str, Plot]) -> Block:
+    drawn = {p.kind for p in frontier_points(stats) if p.cost is not None and p.quality is not None}
+    names = [
+        text
+        for kind, text in (
+            ("single", "single configurations"),
+            ("router", "the router over the lambda sweep"),
+            ("ladder", "the published ladders"),
+            ("shipped", "the shipped constants"),
+            ("fitted", "the fitted constants"),
+            ("oracle", "the oracle"),
+        )
+        if kind in drawn
+    ]
+    caption = [
+        "Mean held-out quality against mean cost per task: "
+        + ", ".join(names[:-1])
+        + (" and " if len(names) > 1 else "")
+        + names[-1]
+        + "."
+    ]
+    summary = stats.ladders.summary if stats.ladders else None
+    if summary is not None and summary.gate_is_target:
+        caption.append(" The ladder point is an upper bound for a perfect verifier (its gate is the target).")
+    if summary is not None:
+        caption.append(
+            f" The ladder is measured on the fully observed tasks only ({fmt.pct(summary.coverage)} coverage)."
+        )
+    return figure(stats, plots, "frontier.svg", *caption) or para("No cost figures to draw.")
+
+
+def _singles_table(stats: Stats) -> Block | None:
+    """Each configuration alone on the held-out tasks (with the SNIPS estimate when decisions were logged)."""
     singles = sorted(
         (p for p in frontier_points(stats) if p.kind == "single"),
         key=lambda p: (p.cost or 0.0, p.label) if stats.cost_known else (-(p.quality or 0.0), p.label),
     )
-    if singles:
-        extra = {s.config: s for s in (stats.frontier.singles if stats.frontier else [])}
-        snips = any("snips_quality" in s.model_fields_set for s in extra.values())
-        columns = ["single configuration", "mean quality", "mean cost", "coverage"]
-        columns += ["SNIPS quality", "SNIPS cost"] if snips else []
-        rows = []
-        for p in singles:
-            row = extra.get(p.label)
-            coverage = row.coverage if row else None
-            cells = [short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost), fmt.pct(coverage)]
-            if snips:
-                quality, cost = (row.snips_quality, row.snips_cost_usd) if row else (None, None)
-                cells += [fmt.num(quality, 3), fmt.usd(cost)]
-            rows.append(cells)
-        out.append(
-            costed_table(
-                stats,
-                columns,
-                rows,
-                "Each configuration alone, over the eligible held-out tasks it did"
-                + (
-                    "; beside it, the SNIPS estimate from the logged routing decisions: what it would do on every task."
-                    if snips
-                    else "."
-                ),
-                [False, True, True, True, True, True][: len(columns)],
-            )
-        )
-    aiq = _aiq(stats)
+    if not singles:
+        return None
+    extra = {s.config: s for s in (stats.frontier.singles if stats.frontier else [])}
+    snips = any("snips_quality" in s.model_fields_set for s in extra.values())
+    columns = ["single configuration", "mean quality", "mean cost", "coverage"]
+    columns += ["SNIPS quality", "SNIPS cost"] if snips else []
+    rows = []
+    for p in singles:
+        row = extra.get(p.label)
+        coverage = row.coverage if row else None
+        cells = [short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost), fmt.pct(coverage)]
+        if snips:
+            quality, cost = (row.snips_quality, row.snips_cost_usd) if row else (None, None)
+            cells += [fmt.num(quality, 3), fmt.usd(cost)]
+        rows.append(cells)
+    return costed_table(
+        stats,
+        columns,
+        rows,
+        "Each configuration alone, over the eligible held-out tasks it did"
+        + (
+            "; beside it, the SNIPS estimate from the logged routing decisions: what it would do on every task."
+            if snips
+            else "."
+        ),
+        [False, True, True, True, True, True][: len(columns)],
+    )
+
+
+def _aiq(stats: Stats) -> list[Block]:
+    out: list[Block] = []
+    aiq = _aiq_values(stats)
     if aiq:
         out.append(
             para(
@@ -313,13 +323,13 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         if note:
             out.append(para(fmt.sentence(note)))
     elif stats.frontier is None:
-        out.append(_not_computed("frontier"))
+        out.append(not_computed("frontier"))
     elif stats.frontier.reason:
         out.append(para(f"No AIQ: {stats.frontier.reason}."))
     return out
 
 
-def _aiq(stats: Stats) -> dict[str, float]:
+def _aiq_values(stats: Stats) -> dict[str, float]:
     """AIQ per series (``router``, ``singles``) where it is defined."""
     aiq = stats.frontier.aiq if stats.frontier else None
     if aiq is None:
@@ -379,148 +389,6 @@ def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
     return out
 
 
-def ladders_section(stats: Stats) -> list[Block]:
-    out: list[Block] = [Heading(2, "Escalation ladders", "ladders")]
-    ladders = stats.ladders
-    if ladders is None:
-        return [*out, _not_computed("ladders")]
-    rule = ladders.rule
-    if rule is not None and rule.reason:
-        out.append(para("The rule: ", short_configs_in(fmt.sentence(rule.reason), config_keys(stats))))
-    regions = sorted(ladders.regions.items(), key=lambda kv: (kv[0] != "*", kv[0]))
-    rows = [
-        [
-            region,
-            chain(row.ladder),
-            fmt.num(row.validated_quality, 3),
-            fmt.usd(row.validated_cost_usd),
-            fmt.num(row.held_out_quality, 3),
-            fmt.usd(row.held_out_cost_usd),
-            fmt.pct(row.coverage),
-        ]
-        for region, row in regions
-    ]
-    if rows:
-        out.append(
-            costed_table(
-                stats,
-                [
-                    "region",
-                    "ladder",
-                    "cross-validated quality",
-                    "cross-validated cost",
-                    "held-out quality",
-                    "held-out cost",
-                    "coverage",
-                ],
-                rows,
-                "Cross-validated: what the rule's choices did on the validation blocks of the learned tasks (its "
-                "promise); held-out: the published ladder on the eligible held-out tasks it covered.",
-                numeric=[False, False, True, True, True, True, True],
-            )
-        )
-    if rule is not None and rule.kappas:
-        out.append(_kappas(stats, rule))
-    out += _hindsight(stats)
-    out.append(_why_ladders(stats))
-    if ladders.summary is not None and ladders.summary.gate_is_target:
-        out.append(
-            Note(
-                (
-                    "The gate ratings are the ratings that measure quality: these ladder figures are an upper "
-                    "bound for a perfect verifier.",
-                )
-            )
-        )
-    out.append(see_glossary("gate", "coverage", "best single", "eligible task"))
-    return out
-
-
-def _kappas(stats: Stats, rule: LadderRule) -> Block:
-    """The cross-validation that chose kappa, one row per confidence level (one sentence when they agree)."""
-    return uniform_or_table(
-        stats,
-        ["kappa", "choices that were ladders", "quality vs best single", "95% lower bound", "cost difference"],
-        [
-            [
-                f"{k.kappa:g}",
-                f"{k.ladders} of {rule.folds or 0} folds",
-                fmt.signed(k.difference, 4),
-                fmt.signed(k.lower, 4),
-                fmt.signed(k.spend_difference, 6),
-            ]
-            for k in rule.kappas
-        ],
-        "The cross-validation that chose kappa (the standard errors a ladder's gain must clear): the rule's "
-        "choices against each fold's best single on its validation block, pooled"
-        + ("" if stats.cost_known else "; without costs, the cost difference is in calls")
-        + ".",
-        [True, False, True, True, True],
-        "kappa",
-    )
-
-
-def _hindsight(stats: Stats) -> list[Block]:
-    """The held-out ladder frontier, chosen with hindsight: how far the rule's choice is from the limit."""
-    h = stats.ladders.hindsight if stats.ladders else None
-    if h is None or stats.ladders is None or stats.ladders.summary is None:
-        return []
-
-    def spend(x: HindsightPoint) -> str:
-        return fmt.usd(x.cost_usd) if stats.cost_known else f"{fmt.num(x.calls, 2)} calls"
-
-    near, reach = h.frontier_at_cost, h.cheapest_reaching_best_single
-    parts = []
-    if near.ladder:
-        parts.append(
-            f"the best any ladder of up to three rungs reached at no more than the published ladders' spend was "
-            f"{fmt.num(near.quality, 3)} ({chain(near.ladder)}, "
-            f"{spend(near)}), {fmt.signed(near.gap, 3)} above them"
-        )
-    if reach is not None and reach.ladder:
-        parts.append(
-            f"the cheapest one reaching the best single's quality was {chain(reach.ladder)} at {spend(reach)}"
-            + (f" ({fmt.pct(reach.cost_ratio)} of the best single's spend)" if reach.cost_ratio else "")
-        )
-    if not parts:
-        return []
-    return [
-        para(
-            "Diagnostic, chosen with hindsight on the held-out tasks (never used to choose): "
-            + "; ".join(parts)
-            + f" ({fmt.count(h.ladders_scored)} ladders scored)."
-        )
-    ]
-
-
-def _why_ladders(stats: Stats) -> Block:
-    """Whether a ladder pays here, and why, in words."""
-    summary = stats.ladders.summary if stats.ladders else None
-    rule = stats.ladders.rule if stats.ladders else None
-    best = short_config((summary.best_single_config if summary else None) or "the best single")
-    if rule is not None and rule.name == "best-single" and rule.kappa is None:
-        coverage = summary.coverage if summary else None
-        return para(
-            f"Here a ladder does not pay: at no confidence level did the rule's ladders beat {best} on the "
-            "validation blocks with a lower bound at or above 0, so the published ladder is that configuration "
-            "alone. "
-            + (
-                f"Gates are sparse or noisy here: every rung a ladder runs must carry a gate rating, and only "
-                f"{fmt.pct(coverage)} of the eligible held-out tasks had one for each, so a ladder is judged on few "
-                "tasks, and a gate that passes a failure stops the ladder on it."
-                if coverage is not None and coverage < 0.8
-                else "The cheaper configurations rarely solve what the best single fails, so escalating buys little."
-            )
-        )
-    ratio = summary.quality_ratio if summary else None
-    cost_ratio = summary.cost_ratio if summary else None
-    spent = f" for {fmt.pct(cost_ratio)} of its cost" if cost_ratio is not None else ""
-    return para(
-        f"Here a ladder pays: on the held-out tasks it reached {fmt.pct(ratio)} of {best}'s quality{spent}, "
-        "because cheap first rungs solve most tasks and their gates send the rest up."
-    )
-
-
 #: What each built-in routing policy does (pipeline.routing.policies), for the reader of the policies table.
 POLICY_MEANING = {
     "learning_governed": "the learned choice where the evidence gate lets it override the static choice (default)",
@@ -538,7 +406,7 @@ def policies_section(stats: Stats) -> list[Block]:
     out: list[Block] = [Heading(2, "Routing policies on the held-out tasks", "policies")]
     policies = stats.policies
     if policies is None or not policies.policies:
-        return [*out, _not_computed("policies")]
+        return [*out, not_computed("policies")]
     out.append(para(fmt.sentence(policies.protocol)))
     body = [
         [
@@ -578,20 +446,3 @@ def closing_section(stats: Stats) -> list[Block]:
     steps.append(("Compare shipped and fitted constants: ", Code(with_home(stats, "ratings compare"))))
     out.append(Bullets(tuple(steps)))
     return out
-
-
-def body(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
-    blocks = (
-        data_section(stats)
-        + constants_section(stats)
-        + baselines_section(stats)
-        + grid_section(stats, plots)
-        + frontier_section(stats, plots)
-        + priors_section(stats, plots)
-        + ladders_section(stats)
-        + policies_section(stats)
-        + signals_section(stats)
-        + glossary_section()
-        + closing_section(stats)
-    )
-    return [b for b in blocks if b is not None]

@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
-from typing import Literal
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from .. import defaults
 from ..errors import PipelineError
+from ..workspace import Workspace
 from .common import (
     cli,
     emit_json,
     handle_errors,
-    home_option,
     json_option,
     quiet_option,
     seed_option,
-    store_options,
     table_option,
+    workspace,
 )
+
+if TYPE_CHECKING:
+    from ..nightly.job import FitResult
 
 
 # --------------------------------------------------------------------------- fit (fit-routing)
@@ -39,15 +43,16 @@ def _half_life(ctx: click.Context, param: click.Parameter, value: str | None) ->
 def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
     if value is None:
         return None
+    from ..utc import parse_time
+
     try:
-        moment = datetime.fromisoformat(value)
+        return parse_time(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD) or an RFC 3339 time") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from ..home import case_study_name
+    from ..workspace import case_study_name
 
     try:
         return case_study_name(value)
@@ -56,7 +61,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 @cli.command("fit")
-@home_option
+@workspace(store=True, writer=True, as_of=True)
 @click.option(
     "--split",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
@@ -94,7 +99,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--cost-floor",
-    "cost_floor",
+    "cost_floor_usd",
     type=click.FloatRange(0, min_open=True),
     default=defaults.COST_FLOOR_USD,
     show_default=True,
@@ -113,7 +118,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--half-life-days",
-    "half_life",
+    "half_life_days",
     default=None,
     metavar="H|inf",
     callback=_half_life,
@@ -138,12 +143,14 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--no-compact", is_flag=True, help="Do not compact the streams first.")
 @click.option(
     "--no-evaluate",
-    is_flag=True,
+    "evaluate",
+    flag_value=False,
+    default=True,
     help="Refit the table on every task with the current constants (the live table's, else shipped.json's); "
     "no held-out evaluation, no page.",
 )
 @click.option("--wait", is_flag=True, help="Wait for a running fit on this home instead of exiting.")
-@click.option("--no-prm", is_flag=True, help="No PRM fill-in ratings from attempt traces.")
+@click.option("--no-prm", "prm", flag_value=False, default=True, help="No PRM fill-in ratings from attempt traces.")
 @click.option(
     "--pass-threshold",
     type=click.FloatRange(0, 1),
@@ -159,48 +166,32 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--ladder-budget",
+    "ladder_budget_usd",
     type=click.FloatRange(0, min_open=True),
     default=None,
     metavar="USD",
     help="Instead: the best validated quality within this mean cost per task.",
 )
-@click.option("--no-writeback", is_flag=True, help="Ignore logged route.decided events (no decision writeback).")
+@click.option(
+    "--no-writeback",
+    "writeback",
+    flag_value=False,
+    default=True,
+    help="Ignore logged route.decided events (no decision writeback).",
+)
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
-@store_options(writer=True, as_of=True)
 @quiet_option
 @json_option
 @handle_errors
 def fit(
+    ws: Workspace,
     home: str | None,
-    split: float,
-    seed: int,
-    case_study: str,
-    shipped: str | None,
-    objective: Literal["quality_per_dollar", "utility", "quality"] | None,
-    lambda_: float | None,
-    cost_floor: float,
-    prior_source: Literal["shipped", "measured"] | None,
-    prior_weight: float | None,
-    exploration: float | None,
-    min_exploration: float,
-    half_life: float | Literal["inf"] | None,
-    min_samples: int | None,
-    min_quality: float | None,
-    thread: str | None,
-    since: datetime | None,
-    no_compact: bool,
-    no_evaluate: bool,
-    wait: bool,
-    no_prm: bool,
-    pass_threshold: float,
     ladder_target: str | None,
-    ladder_budget: float | None,
-    no_writeback: bool,
     no_render: bool,
-    credit: str | None,
     quiet: bool,
     as_json: bool,
+    **fit_options: Any,
 ) -> None:
     """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
 
@@ -224,40 +215,15 @@ def fit(
     from ..nightly.job import run_fit
     from ..nightly.options import FitOptions
 
-    if ladder_target is not None and ladder_budget is not None:
+    if ladder_target is not None and fit_options["ladder_budget_usd"] is not None:
         raise click.UsageError("--ladder-target best-single and --ladder-budget USD exclude each other")
-    options = FitOptions(
-        split=split,
-        seed=seed,
-        case_study=case_study,
-        shipped=shipped,
-        objective=objective,
-        lambda_=lambda_,
-        cost_floor_usd=cost_floor,
-        prior_source=prior_source,
-        prior_weight=prior_weight,
-        exploration=exploration,
-        min_exploration=min_exploration,
-        half_life_days=half_life,
-        min_samples=min_samples,
-        min_quality=min_quality,
-        thread=thread,
-        since=since,
-        no_compact=no_compact,
-        evaluate=not no_evaluate,
-        wait=wait,
-        prm=not no_prm,
-        pass_threshold=pass_threshold,
-        ladder_budget_usd=ladder_budget,
-        writeback=not no_writeback,
-        credit=credit,
-    )
+    options = FitOptions(**fit_options)  # every other option is named as the FitOptions field it sets
     result = run_fit(
-        home,
+        ws,
         options,
         progress=not quiet and not as_json and sys.stderr.isatty(),
         command=options.command_line(home),
-        render=not no_render,
+        then=None if no_render else _render_case_study(options.case_study, quiet=quiet or as_json),
     )
     if as_json:
         emit_json(result.stats.to_json_dict())
@@ -266,13 +232,30 @@ def fit(
         click.echo(line)
 
 
+def _render_case_study(name: str, *, quiet: bool) -> Callable[[Workspace, FitResult], None]:
+    """The step after the fit (still under its lock): render the case-study page from the stats it wrote (a refit
+    without evaluation writes no page: its stats hold no held-out figure)."""
+
+    def render(ws: Workspace, result: FitResult) -> None:
+        from ..casestudy import render_case_study
+
+        if result.evaluation is None:
+            return
+
+        if not quiet and sys.stderr.isatty():
+            click.echo("fit: rendering the case study...", err=True)
+        render_case_study(ws, name)
+
+    return render
+
+
 # --------------------------------------------------------------------------- case-study / compare
 @cli.command("case-study")
-@home_option
+@workspace()
 @json_option
 @click.argument("name")
 @handle_errors
-def case_study(home: str | None, as_json: bool, name: str) -> None:
+def case_study(ws: Workspace, as_json: bool, name: str) -> None:
     """Render case-studies/NAME/index.html and README.md (and SVG figures) from its stats.json alone.
 
     \b
@@ -282,15 +265,15 @@ def case_study(home: str | None, as_json: bool, name: str) -> None:
     """
     from ..casestudy import render_case_study
 
-    rendered = render_case_study(home, name)
+    rendered = render_case_study(ws, name)
     if as_json:
         emit_json(rendered.summary())
     else:
-        click.echo(f"wrote {rendered.directory / 'index.html'} ({', '.join(rendered.files[1:])})")
+        click.echo(f"wrote {rendered.directory / rendered.files[0]} ({', '.join(rendered.files[1:])})")
 
 
 @cli.command()
-@home_option
+@workspace()
 @click.option(
     "--shipped",
     type=click.Path(dir_okay=False),
@@ -308,7 +291,7 @@ def case_study(home: str | None, as_json: bool, name: str) -> None:
 @json_option
 @handle_errors
 def compare(
-    home: str | None, shipped: str | None, table: str | None, stats: str | None, previous: bool, as_json: bool
+    ws: Workspace, shipped: str | None, table: str | None, stats: str | None, previous: bool, as_json: bool
 ) -> None:
     """Shipped against fitted constants: held-out hit rates, the published choice, disagreeing priors.
 
@@ -318,9 +301,10 @@ def compare(
       ratings compare --previous --json
     """
     from ..commands.compare import compare as run_compare
+    from ..commands.compare_text import comparison_text
 
-    result = run_compare(home, shipped=shipped, table=table, stats=stats, previous=previous)
+    result = run_compare(ws, shipped=shipped, table=table, stats=stats, previous=previous)
     if as_json:
         emit_json(result.to_json_dict())
     else:
-        click.echo(result.text())
+        click.echo(comparison_text(result))

@@ -6,22 +6,23 @@ import sys
 
 import click
 
+from ..workspace import Workspace
 from .common import (
     cli,
     emit_json,
     fsync_option,
     handle_errors,
-    home_option,
     json_errors,
     json_option,
     progress_bar,
     quiet_option,
+    workspace,
 )
 
 
 # --------------------------------------------------------------------------- append / repair
 @cli.command()
-@home_option
+@workspace()
 @fsync_option
 @click.option(
     "--max-line-bytes",
@@ -41,7 +42,7 @@ from .common import (
 @click.argument("events", nargs=-1)
 @handle_errors
 def append(
-    home: str | None,
+    ws: Workspace,
     fsync: str,
     max_line_bytes: int,
     allow_types: tuple[str, ...],
@@ -74,7 +75,7 @@ def append(
             lines.pop()
     with json_errors(as_json, appended=0):
         result = append_events(
-            home,
+            ws,
             lines,
             fsync=fsync,  # type: ignore[arg-type]  # click.Choice checked it
             source=source,
@@ -97,10 +98,10 @@ def append(
 
 
 @cli.command()
-@home_option
+@workspace()
 @json_option
 @handle_errors
-def repair(home: str | None, as_json: bool) -> None:
+def repair(ws: Workspace, as_json: bool) -> None:
     """Recover every stream: move torn tails and batches cut short to quarantine/.
 
     A batch whose writer died is completed when all of it is on disk (only
@@ -112,7 +113,7 @@ def repair(home: str | None, as_json: bool) -> None:
     """
     from ..streams.log import repair as repair_streams
 
-    done = repair_streams(home)
+    done = repair_streams(ws)
     if as_json:
         emit_json({"quarantined": done.quarantined, "completed": done.completed})
         return
@@ -125,10 +126,10 @@ def repair(home: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@home_option
+@workspace()
 @json_option
 @handle_errors
-def init(home: str | None, as_json: bool) -> None:
+def init(ws: Workspace, as_json: bool) -> None:
     """Start a home of your own: its folders and a fits/shipped.json template.
 
     Every field of the template is present: the constants at the code
@@ -143,7 +144,7 @@ def init(home: str | None, as_json: bool) -> None:
     """
     from ..commands.init_home import init_home
 
-    result = init_home(home)
+    result = init_home(ws)
     if as_json:
         emit_json(result.summary())
     else:
@@ -151,7 +152,7 @@ def init(home: str | None, as_json: bool) -> None:
 
 
 @cli.command(name="import")
-@home_option
+@workspace()
 @click.option(
     "--format",
     "fmt",
@@ -170,7 +171,7 @@ def init(home: str | None, as_json: bool) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @handle_errors
 def import_(
-    home: str | None,
+    ws: Workspace,
     fmt: str,
     rater_kind: str,
     rater_name: str | None,
@@ -198,7 +199,7 @@ def import_(
 
     with progress_bar("importing", quiet or as_json) as advance:
         result = import_table(
-            home,
+            ws,
             file,
             fmt=fmt,  # type: ignore[arg-type]  # click.Choice checked it
             rater_kind=rater_kind,

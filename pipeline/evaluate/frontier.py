@@ -30,8 +30,9 @@ import numpy as np
 import polars as pl
 
 from ..defaults import lambda_grid
-from ..frames import mean_of
-from .metrics import mark_best, round9
+from ..rounding import round_figure
+from ..scalars import mean_of
+from .metrics import mark_best
 from .yardstick import oracle_row, single_rows, snips_singles
 
 
@@ -173,7 +174,9 @@ def _router_points(
             raise ValueError("frontier_section needs members or choose")
         realized = chosen.select("task", "config_key").join(tv, on=["task", "config_key"], how="inner")
         q, c, n = _point(realized)
-        router.append({"lambda": round9(lam), "quality": round9(q), "cost_usd": round9(c), "tasks": n})
+        router.append(
+            {"lambda": round_figure(lam), "quality": round_figure(q), "cost_usd": round_figure(c), "tasks": n}
+        )
     return router
 
 
@@ -244,7 +247,7 @@ def frontier_section(
     single_pts, router_pts = known(singles), known(router)
     if not single_pts:
         return {
-            "lambdas": [round9(x) for x in lambdas],
+            "lambdas": [round_figure(x) for x in lambdas],
             "router": router,
             "singles": singles,
             "oracle": oracle,
@@ -255,14 +258,14 @@ def frontier_section(
     tasks = tv["task"].n_unique()
     note = _partial_note(singles, tasks, snips=bool(snips))
     return {
-        "lambdas": [round9(x) for x in lambdas],
+        "lambdas": [round_figure(x) for x in lambdas],
         "router": router,
         "singles": singles,
         "oracle": oracle,
         "aiq": {
-            "router": round9(aiq(router_pts, c_min, c_max)),
-            "singles": round9(aiq(single_pts, c_min, c_max)),
-            "cost_range_usd": [round9(c_min), round9(c_max)],
+            "router": round_figure(aiq(router_pts, c_min, c_max)),
+            "singles": round_figure(aiq(single_pts, c_min, c_max)),
+            "cost_range_usd": [round_figure(c_min), round_figure(c_max)],
         },
         "held_out_tasks": tasks,
         "reason": None,

@@ -1,29 +1,20 @@
 """Held-out scoring (docs/design.md, Evaluation): objective score, best set, per-task hits, hit rate.
 
-Everything works on the task-value frame of :func:`pipeline.fit.inputs.task_values`
+Everything works on the task-value frame of :meth:`pipeline.fit.context.FitContext.values`
 (one row per ``task, config_key``: ``value`` = q_t,c, ``cost_usd`` = cost_t,c)
 and a ``chosen`` frame (one row per ``task``: ``task, chosen``) produced by any chooser.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from ..frames import mean_of
+from ..scalars import mean_of
 from .intervals import wilson
-
-#: Decimals of every published figure.
-DECIMALS = 9
-
-
-def round9(x: float | None) -> float | None:
-    """A published figure: rounded to 9 decimals; None and NaN (undefined) are None."""
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), DECIMALS)
 
 
 def objective_expr(objective: str, *, quality: str, cost: str, floor: float, lam: float | None) -> pl.Expr:

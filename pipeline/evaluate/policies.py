@@ -39,10 +39,11 @@ from ..fit.gate import member_gate
 from ..fit.learning import costed_targets
 from ..fit.signals import member_signals
 from ..fit.table_build import build_table
+from ..rounding import round_figure
 from ..routing.policies import BUILTIN, POLICIES
 from ..routing.router import Router
 from ..routing.table import Constants, Ladder, RoutingTable
-from .metrics import eligible, mark_best, round9
+from .metrics import eligible, mark_best
 
 #: Policies that escalate on a failed gate when evaluated.
 SEQUENTIAL = frozenset({"ladder", "trace_governed"})
@@ -74,7 +75,7 @@ def evaluate_policies(
 ) -> dict[str, dict[str, Any]]:
     """Per policy ``{hit_rate, hits, n, mean_quality, mean_cost_usd, mean_configs_run}`` on the held-out tasks.
 
-    ``heldout_task_values`` is :func:`pipeline.fit.inputs.task_values` of the held-out tasks. Figures are null
+    ``heldout_task_values`` is :meth:`pipeline.fit.context.FitContext.values` of the held-out tasks. Figures are null
     when there is no eligible task (and ``mean_cost_usd`` when no cost is known).
     """
     router = table_or_router if isinstance(table_or_router, Router) else Router(table_or_router)
@@ -179,12 +180,12 @@ def _summary(columns: pl.DataFrame, cost_known: bool) -> dict[str, Any]:
     n = columns.height
     hits = int(columns["hit"].sum())
     return {
-        "hit_rate": round9(hits / n),
+        "hit_rate": round_figure(hits / n),
         "hits": hits,
         "n": n,
-        "mean_quality": round9(sum(columns["quality"].to_list()) / n),
-        "mean_cost_usd": round9(sum(columns["cost"].to_list()) / n) if cost_known else None,
-        "mean_configs_run": round9(sum(columns["ran"].to_list()) / n),
+        "mean_quality": round_figure(sum(columns["quality"].to_list()) / n),
+        "mean_cost_usd": round_figure(sum(columns["cost"].to_list()) / n) if cost_known else None,
+        "mean_configs_run": round_figure(sum(columns["ran"].to_list()) / n),
     }
 
 

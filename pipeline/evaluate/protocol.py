@@ -11,16 +11,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 import polars as pl
 
+from ..defaults import DISAGREE_BY
 from ..fit.context import FitContext, Part
 from ..fit.learning import LearningOutputs, costed_targets
 from ..fit.model import FittedModel, Shipped
 from ..routing.table import ConstantOrigin, Constants
-from ..streams.events import format_timestamp
+from ..utc import format_timestamp
 from .baselines import baselines
 from .calibration import CalibrationResult, calibrate
 from .exploration import compare_explorations
@@ -29,7 +30,7 @@ from .intervals import paired_bootstrap
 from .ladders import ladders_section
 from .metrics import eligible, expected_hit, hit_summary, mark_best
 from .replay import ReplayStart, start_from
-from .search import MIN_EXPLORATION, SEARCHED, Pins, Scored, SearchResult, greedy_hits, search
+from .search import MIN_EXPLORATION, SEARCHED, ConstantSearch, Pins, Scored, greedy_hits, search
 from .split import check_split, split_rows
 from .verdict import recommend
 
@@ -100,7 +101,7 @@ def evaluate(
 
     val_part = scored_part(ctx, Part.INNER, Part.VALIDATION, fit(Part.INNER, shipped_constants), floor=floor)
     held_part = scored_part(ctx, Part.LEARNED, Part.HELD_OUT, fit(Part.LEARNED, shipped_constants), floor=floor)
-    found: SearchResult = search(
+    found: ConstantSearch = search(
         val_part,
         held_part,
         fit=fit,
@@ -151,7 +152,7 @@ def _published(
     routing: dict[str, Any],
     held_part: Scored,
     shipped: Constants,
-    found: SearchResult,
+    found: ConstantSearch,
     pins: Pins,
     *,
     fit: Callable[[Part, Constants], FittedModel],
@@ -340,8 +341,8 @@ def prior_rows(shipped: Shipped, learned: pl.DataFrame, *, min_samples: int) -> 
 
     ``learned``: the learned part's task values of real ratings. ``measured`` = ``sum(w*s)/sum(w)`` over the
     (task, config) pairs whose config key starts with the selector's segments and whose region is the prior's
-    (every region for ``*``); ``n`` their ratings; ``disagrees`` when measured and shipped differ by more than 0.1
-    with ``n >= min_samples``.
+    (every region for ``*``); ``n`` their ratings; ``disagrees`` when measured and shipped differ by more than
+    :data:`pipeline.defaults.DISAGREE_BY` with ``n >= min_samples``.
     """
     keys = learned.select(key=pl.col("config_key").cast(pl.String), region=pl.col("region").cast(pl.String))
     weights, wscores, counts = (learned[c].to_numpy() for c in ("weight", "wscore", "n"))
@@ -362,7 +363,7 @@ def prior_rows(shipped: Shipped, learned: pl.DataFrame, *, min_samples: int) -> 
                 "measured": measured,
                 "weight": weight,
                 "n": n,
-                "disagrees": measured is not None and n >= min_samples and abs(measured - prior.quality) > 0.1,
+                "disagrees": measured is not None and n >= min_samples and abs(measured - prior.quality) > DISAGREE_BY,
             }
         )
     return rows
@@ -372,4 +373,4 @@ def cutoff_text(moment: datetime | None) -> str | None:
     """A store time (naive UTC) in the one textual form of docs/design.md, Common fields."""
     if moment is None:
         return None
-    return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    return format_timestamp(moment)

@@ -11,13 +11,13 @@ binary floating point.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
 from ..errors import FitError
 from ..fit.context import FitContext, Part
-from ..streams.events import format_timestamp
+from ..utc import format_timestamp
 
 
 def exact_fraction(fraction: float | str | Fraction) -> Fraction:
@@ -65,4 +65,4 @@ def split_rows(ctx: FitContext, eligible_held_out: int) -> dict[str, Any]:
 
 
 def _text(moment: datetime | None) -> str:
-    return "the end" if moment is None else format_timestamp(moment.replace(tzinfo=moment.tzinfo or UTC))
+    return "the end" if moment is None else format_timestamp(moment)

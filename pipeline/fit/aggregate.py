@@ -44,6 +44,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from ..streams.events import MAX_COST_USD, MAX_WEIGHT
+from ..utc import aware, naive
 from .engine import DUCKDB, SPARK, Dialect, DuckDBEngine, Engine
 from .finite import SHOWN
 
@@ -142,14 +143,12 @@ def micros(moment: datetime | None) -> int | None:
     """A store time (naive UTC, or aware) in microseconds since the epoch."""
     if moment is None:
         return None
-    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    delta = aware - datetime(1970, 1, 1, tzinfo=UTC)
+    delta = aware(moment) - datetime(1970, 1, 1, tzinfo=UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def _timestamp(moment: datetime) -> str:
-    naive = moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
-    return f"TIMESTAMP '{naive.isoformat(sep=' ')}'"
+    return f"TIMESTAMP '{naive(moment).isoformat(sep=' ')}'"
 
 
 def _text(value: str) -> str:

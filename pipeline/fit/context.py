@@ -9,12 +9,12 @@ the views' names), or with :meth:`FitContext.from_aggregate` from the rows an en
   (task, config);
 - :meth:`FitContext.model` ``(part, constants)``: the model fitted on a part (:mod:`pipeline.fit.model`);
 - :meth:`FitContext.tasks_of` ``(part)``: a part's tasks with their region and time, in time order;
-- :attr:`decisions`, :attr:`candidates`, :attr:`closures`: the logged routing decisions and closures;
-- :attr:`scores`: the held-out real ratings by (task, config, score), for calibration;
-- :attr:`counts`, :attr:`notes`, :attr:`split`, :attr:`newest`: what the stats report of the data.
+- ``decisions``, ``candidates``, ``closures``: the logged routing decisions and closures;
+- ``scores``: the held-out real ratings by (task, config, score), for calibration;
+- ``counts``, ``notes``, ``split``, ``newest``: what the stats report of the data.
 
 Tasks are integer codes (their rank by task id, so code order is id order); configs and regions are polars
-``Enum`` columns over :attr:`configs` and :attr:`regions` (key order; ``regions`` holds the global pool ``'*'``).
+``Enum`` columns over ``configs`` and ``regions`` (key order; ``regions`` holds the global pool ``'*'``).
 The context owns its caches explicitly (task values by part and half-life, models by part and constants), keyed
 by values, never by object identity; nothing in it is a per-rating row.
 """

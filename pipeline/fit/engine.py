@@ -47,7 +47,7 @@ SPARK = Dialect(
 
 class DuckDBEngine:
     """A DuckDB connection with the store's views (``pipeline.store.open_store(...).con``, or one a caller filled
-    with views of its own rows under the same names and columns: :mod:`pipeline.families`)."""
+    with views of its own rows under the same names and columns: :mod:`pipeline.store.families`)."""
 
     dialect = DUCKDB
 

@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict
 from ..defaults import PASS_THRESHOLD
 from ..routing.table import Ladder
 from .kappa import KappaRow
-from .ladder_search import Run, TaskMatrix, mean_or_none, run_ladder, score, search_ladders, task_matrix
+from .ladder_search import LadderRun, TaskMatrix, mean_or_none, run_ladder, score, search_ladders, task_matrix
 
 #: A region gets its own search with at least this many learned tasks.
 MIN_REGION_TASKS = 30
@@ -142,7 +142,7 @@ class _Candidate:
         return all(gain >= kappa * se - _EPS for gain, se in self.gains)
 
 
-def _spend(run: Run, cost_known: bool) -> np.ndarray:
+def _spend(run: LadderRun, cost_known: bool) -> np.ndarray:
     return run.cost if cost_known else run.calls.astype(float)
 
 
@@ -359,7 +359,7 @@ def fit_ladders(
 ) -> LadderFit:
     """Fit the global ladder and the per-region ladders (see the module docstring).
 
-    ``task_values_learned``: :func:`pipeline.fit.inputs.task_values` of the learned tasks (costed), with
+    ``task_values_learned``: :meth:`pipeline.fit.context.FitContext.values` of the learned tasks (costed), with
     ``first_at`` for the chronological folds (else task ids give the order). ``best_single``: the configuration
     the ladders must reach (the learned fit's highest quality, which the held-out summary compares with);
     None: the highest mean task value. ``target='budget'`` needs ``budget_usd`` (mean cost per task).

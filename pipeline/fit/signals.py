@@ -10,13 +10,14 @@ from all of them.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from ..frames import latest
+from ..scalars import latest
+from ..utc import aware, naive
 
 #: Half-life of the relative-advantage recency weight, in days (docs/design.md, Relative advantage).
 ADVANTAGE_HALF_LIFE_DAYS = 14.0
@@ -31,10 +32,7 @@ def _everywhere(frame: pl.DataFrame) -> pl.Expr:
 def _age_days(at: pl.Expr, newest_at: datetime, dtype: pl.DataType) -> pl.Expr:
     """Days from ``at`` to ``newest_at``; matches the column's time zone (the store's is naive UTC)."""
     tz = getattr(dtype, "time_zone", None)
-    if tz is None and newest_at.tzinfo is not None:
-        newest_at = newest_at.astimezone(UTC).replace(tzinfo=None)
-    elif tz is not None and newest_at.tzinfo is None:
-        newest_at = newest_at.replace(tzinfo=UTC)
+    newest_at = naive(newest_at) if tz is None else aware(newest_at)
     return (pl.lit(newest_at, dtype) - at).dt.total_microseconds() / 86_400e6
 
 
@@ -71,7 +69,7 @@ def relative_advantage(task_values: pl.DataFrame, newest_at: datetime | None) ->
             schema={"region": pl.String, "config_key": pl.String, "relative_advantage": pl.Float64, "n_tasks": pl.Int64}
         )
     newest = newest_at if newest_at is not None else latest(adv["at"])
-    # No time known at all: no recency weighting, as :func:`pipeline.fit.inputs.recency_weight` without a newest time.
+    # No time known at all: no recency weighting, as the fit's recency without a newest time.
     age = _age_days(pl.col("at"), newest, adv.schema["at"]) if newest is not None else pl.lit(0.0)
     u = (-math.log(2.0) * age / ADVANTAGE_HALF_LIFE_DAYS).exp()
     adv = adv.with_columns(u=pl.when(pl.col("configs") >= 2).then(u).otherwise(0.0))
@@ -260,8 +258,8 @@ def signals_section(
     with their win rate and sample sizes, ``rejections`` per region/config, ``prompt_versions`` (RHO),
     ``decisions`` (:func:`pipeline.fit.writeback.decision_writeback`) and ``off_policy``
     (:func:`pipeline.fit.writeback.off_policy`) as given by the caller. ``counts``: the aggregation's rating
-    counts (:attr:`pipeline.fit.context.FitContext.counts`); ``advantage`` / ``wins``: :func:`relative_advantage`
-    / :func:`win_rates` of these task values, when computed already.
+    counts (the ``counts`` of :class:`pipeline.fit.context.FitContext`); ``advantage`` / ``wins``:
+    :func:`relative_advantage` / :func:`win_rates` of these task values, when computed already.
     """
     adv = advantage if advantage is not None else relative_advantage(task_values, newest_at)
     wins = wins or win_rates(task_values)

@@ -80,9 +80,9 @@ def decision_candidates(ctx: FitContext, decisions: pl.DataFrame) -> pl.DataFram
     row per candidate, in the region of the decision's task.
 
     Each decision is its own pool, keyed by the decision's number in the ``task`` column (the key
-    :meth:`FittedModel.choose_frame` groups by): a task routed twice from two different pools gets the target's
-    choice among each pool, never among their union. Pass the ``task, chosen`` result to :func:`off_policy` as
-    ``target_choice``.
+    :meth:`~pipeline.fit.model.FittedModel.choose_frame` groups by): a task routed twice from two different
+    pools gets the target's choice among each pool, never among their union. Pass the ``task, chosen`` result to
+    :func:`off_policy` as ``target_choice``.
     """
     regions = decisions.select("decision", "task").join(ctx.tasks.select("task", "region"), on="task", how="left")
     return ctx.candidates.join(regions.select("decision", "region"), on="decision", how="inner").select(

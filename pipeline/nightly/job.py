@@ -9,17 +9,14 @@ time comes from the store, floats are rounded to 9 decimals, JSON keys sorted).
 
 from __future__ import annotations
 
-import fcntl
-import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..commands.pin import pinned_version
-from ..defaults import OBJECTIVE, rounded
-from ..errors import FitError, StoreConflict
+from ..defaults import OBJECTIVE
+from ..errors import FitError
 from ..evaluate.policies import held_out_policies
 from ..evaluate.protocol import Evaluation, constants_source, cutoff_text, evaluate, lambda_scale, learning_figures
 from ..evaluate.search import SEARCHED, Pins, half_lives_of
@@ -31,13 +28,14 @@ from ..fit.learning import LearningOutputs, learning_stage
 from ..fit.model import FittedModel, Shipped, load_shipped
 from ..fit.shipped import defaults_note, placeholder_note
 from ..fit.table_build import build_table
-from ..home import Home
+from ..rounding import rounded
 from ..routing.summary import summarize
 from ..routing.table import ConstantOrigin, Constants, RoutingTable, load
 from ..store import open_store
 from ..store.views import reading
+from ..workspace import StrPath, Workspace
 from .options import FitOptions
-from .publish import publish_fit
+from .publish import pinned_version, publish_fit
 from .sections import Ladders
 from .stats import AnyStats, RefitStats, Stats
 
@@ -118,55 +116,46 @@ def _ladder_line(ladders: Ladders) -> str:
 
 
 @contextmanager
-def fit_lock(home: Home, *, wait: bool) -> Iterator[None]:
+def fit_lock(ws: Workspace, *, wait: bool) -> Iterator[None]:
     """One fit at a time: an exclusive ``flock`` on ``fits/.fit.lock``; without ``wait`` a busy lock is an error."""
-    fd = home.open(home.fits / ".fit.lock", os.O_RDWR | os.O_CREAT)  # inside the home, never through a link
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            raise StoreConflict(
-                f"another fit is running on {home.root} (it holds fits/.fit.lock); "
-                "wait for it to finish or run again with --wait"
-            ) from None
+    busy = (
+        f"another fit is running on {ws.root} (it holds fits/.fit.lock); wait for it to finish or run again with --wait"
+    )
+    with ws.lock(ws.fit_lock, busy=None if wait else busy):
         yield
-    finally:
-        os.close(fd)
 
 
 def run_fit(
-    home: str | os.PathLike | Home | None,
+    home: Workspace | StrPath | None,
     options: FitOptions | None = None,
     *,
     progress: bool = False,
     command: str | None = None,
-    render: bool = False,
+    then: Callable[[Workspace, FitResult], None] | None = None,
 ) -> FitResult:
     """Compact (unless ``no_compact``), fit, evaluate, publish the table and write the case-study stats.
 
     ``command`` is recorded as ``stats.source.command`` (default: :meth:`FitOptions.command_line` without
-    ``--home``). With ``render``, the case-study page is rendered from the new stats (``ratings case-study``).
+    ``--home``). ``then`` runs after publishing, still under the fit lock (the CLI renders the case-study page
+    there, so the page shows this fit's stats: the job itself knows nothing of pages).
     """
-    home = Home.resolve(home)
+    ws = Workspace.of(home)
     options = options or FitOptions()
     say = _Progress(progress)
-    with fit_lock(home, wait=options.wait):
+    with fit_lock(ws, wait=options.wait):
         if not options.no_compact:
             say("compacting")
             from ..compact import compact
 
-            compact(home, progress=progress)
-        result = _fit(home, options, say, command or options.command_line())
-        if render and result.evaluation is not None:  # inside the lock: the page shows this fit's stats
-            from ..casestudy import render_case_study
-
-            say("rendering the case study")
-            render_case_study(home, options.case_study)
+            compact(ws, progress=progress)
+        result = _fit(ws, options, say, command or options.command_line())
+        if then is not None:
+            then(ws, result)
     return result
 
 
-def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitResult:
-    shipped = load_shipped(options.shipped if options.shipped is not None else home.fits / "shipped.json")
+def _fit(ws: Workspace, options: FitOptions, say: _Progress, command: str) -> FitResult:
+    shipped = load_shipped(options.shipped if options.shipped is not None else ws.shipped)
     objective = options.objective or shipped.constants.objective or OBJECTIVE
     overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
     if options.min_samples is not None:
@@ -174,9 +163,9 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     if options.min_quality is not None:
         overrides["min_quality"] = options.min_quality
     shipped_constants = shipped.to_constants(**overrides)
-    current = None if options.evaluate else current_constants(home, shipped_constants, options)
+    current = None if options.evaluate else current_constants(ws, shipped_constants, options)
     say("loading the store")
-    version, events, inputs_sha, ctx = _read(home, options, shipped, objective, shipped_constants, current)
+    version, events, inputs_sha, ctx = _read(ws, options, shipped, objective, shipped_constants, current)
     if ctx.values(Part.FULL).height == 0:
         raise FitError(f"no ratings in the store (table version {version}); append task.rated events and compact first")
     notes = list(ctx.notes)
@@ -187,13 +176,13 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     source = {"version": version, "events": events, "sha256": inputs_sha}
     if current is None:
         say("evaluating on the held-out split (validation search included)")
-        return _evaluated(home, ctx, options, say, command, shipped_constants, source, notes)
+        return _evaluated(ws, ctx, options, say, command, shipped_constants, source, notes)
     say("refitting on all tasks with the current constants (no held-out evaluation)")
-    return _refit(home, ctx, options, command, current, source, notes)
+    return _refit(ws, ctx, options, command, current, source, notes)
 
 
 def _evaluated(
-    home: Home,
+    ws: Workspace,
     ctx: FitContext,
     options: FitOptions,
     say: _Progress,
@@ -220,7 +209,7 @@ def _evaluated(
     published = ev.published
     say("refitting on all tasks and publishing")
     model = ctx.model(Part.FULL, published, ev.objective)
-    summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options, home)
+    summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options, ws)
     say("learning signals, escalation ladders and the cost-quality frontier")
     learning = learning_stage(
         ctx, model, constants=published, seed=options.seed, ladder=options.ladders(), writeback=options.writeback
@@ -245,7 +234,7 @@ def _evaluated(
         notes=notes,
         table_version=table.version,
     )
-    return _publish(home, options, table, stats, ev)
+    return _publish(ws, options, table, stats, ev)
 
 
 def _table(
@@ -272,8 +261,10 @@ def _table(
     ).with_version()
 
 
-def _publish(home: Home, options: FitOptions, table: RoutingTable, stats: AnyStats, ev: Evaluation | None) -> FitResult:
-    pinned = pinned_version(home)
+def _publish(
+    ws: Workspace, options: FitOptions, table: RoutingTable, stats: AnyStats, ev: Evaluation | None
+) -> FitResult:
+    pinned = pinned_version(ws)
     if pinned is not None:  # `ratings pin` holds the live table: keep it, record this fit in the history only
         stats = stats.model_copy(
             update={
@@ -286,12 +277,12 @@ def _publish(home: Home, options: FitOptions, table: RoutingTable, stats: AnySta
                 ]
             }
         )
-    publish_fit(home, table, stats, home.case_study(options.case_study) / "stats.json", live=pinned is None)
+    publish_fit(ws, table, stats, ws.stats(options.case_study), live=pinned is None)
     return FitResult(table=table, stats=stats, evaluation=ev)
 
 
 def _read(
-    home: Home,
+    ws: Workspace,
     options: FitOptions,
     shipped: Shipped,
     objective: str,
@@ -299,8 +290,8 @@ def _read(
     current: Current | None,
 ) -> tuple[int | None, dict[str, int], str | None, FitContext]:
     """The store's table version, event counts, inputs hash and its aggregation, all at one version. A file of the
-    store that is missing or unreadable is :class:`StoreCorrupt` (exit 1) on one line that says how to recover
-    (pipeline.store.views.reading).
+    store that is missing or unreadable is :class:`~pipeline.errors.StoreCorrupt` (exit 1) on one line that says
+    how to recover (pipeline.store.views.reading).
 
     The aggregation sums the recency weights of every half-life the fit may use: the grid's, the shipped one and a
     pinned one (the current constants' alone without an evaluation)."""
@@ -310,7 +301,7 @@ def _read(
         h = current.constants.half_life_days
         lives, fraction = ((float(h),) if h is not None else ()), None
     spec = Spec(thread=options.thread, since=options.since, prm=options.prm, half_lives=lives, fraction=fraction)
-    with open_store(home) as store, reading(store):
+    with open_store(ws) as store, reading(store):
         ctx = FitContext.build(DuckDBEngine(store), spec, shipped=shipped, objective=objective)
         return store.version, store.event_counts(), store.inputs_sha256(), ctx
 
@@ -337,14 +328,13 @@ _PINS = {
 }
 
 
-def current_constants(home: Home, shipped_constants: Constants, options: FitOptions) -> Current:
+def current_constants(ws: Workspace, shipped_constants: Constants, options: FitOptions) -> Current:
     """The current constants (docs/design.md, Refit without evaluation): those of the live table
     (``fits/routing-table.json``: what the last evaluated fit adopted, or a pinned table's) when there is one, else
     the shipped ones (``shipped.json``, else the code defaults); a constant given on the command line wins, and the
     cost floor is always the option's. The provenance of each searched constant is kept from the table (its verdict
     chose it) or ``shipped``; a pinned one is ``pinned``."""
-    path = home.fits / "routing-table.json"
-    table = load(path) if path.exists() else None
+    table = load(ws.table) if ws.table.exists() else None
     base = table.constants if table is not None else shipped_constants
     provenance: dict[str, ConstantOrigin] = dict(table.constants_provenance) if table is not None else {}
     update: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
@@ -367,7 +357,7 @@ def current_constants(home: Home, shipped_constants: Constants, options: FitOpti
 
 
 def _refit(
-    home: Home,
+    ws: Workspace,
     ctx: FitContext,
     options: FitOptions,
     command: str,
@@ -391,12 +381,9 @@ def _refit(
     provenance = {
         k: v for k, v in current.provenance.items() if k != "lambda" or model.effective_objective == "utility"
     }
-    stats_path = home.case_study(options.case_study) / "stats.json"
     evaluation = {
         "case_study": options.case_study,
-        "stats": stats_path.relative_to(home.root).as_posix()
-        if stats_path.is_relative_to(home.root)
-        else str(stats_path),
+        "stats": ws.relative(ws.stats(options.case_study)),
         "protocol": f"refit on every task with the current constants (from {current.source}); no held-out evaluation",
     }
     table = _table(model, ctx, learning, source, constants_source(provenance), provenance, evaluation)
@@ -434,7 +421,7 @@ def _refit(
         "notes": notes,
         "evaluated": False,
     }
-    return _publish(home, options, table, RefitStats.model_validate(_validated(data, notes)), None)
+    return _publish(ws, options, table, RefitStats.model_validate(_validated(data, notes)), None)
 
 
 def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
@@ -446,16 +433,13 @@ def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
     return data
 
 
-def _evaluation_summary(ev: Evaluation, cutoff: str | None, options: FitOptions, home: Home) -> dict[str, Any]:
+def _evaluation_summary(ev: Evaluation, cutoff: str | None, options: FitOptions, ws: Workspace) -> dict[str, Any]:
     """The ``evaluation`` of the published table: how the constants were chosen and how they did, and the
     case study whose ``stats.json`` (path relative to the home) holds the intervals (``ratings compare``)."""
     r = ev.routing
-    stats_path = home.case_study(options.case_study) / "stats.json"
     return {
         "case_study": options.case_study,
-        "stats": stats_path.relative_to(home.root).as_posix()
-        if stats_path.is_relative_to(home.root)
-        else str(stats_path),
+        "stats": ws.relative(ws.stats(options.case_study)),
         "protocol": (
             f"chronological split {options.split} by task time (seed {options.seed}); constants chosen "
             "on the last part of the learned tasks, refit on all learned tasks, scored once on the "

@@ -13,8 +13,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_serializer
 
+from ..jsonfile import json_schema
 from ..routing.summary import TableSummary
 from ..routing.table import ConstantOrigin
+from ..workspace import STATS_SCHEMA_FILE
 from .options import FitOptions
 from .sections import (
     Baselines,
@@ -150,29 +152,17 @@ def load_stats(path: str | Path) -> AnyStats:
 def stats_json_schema() -> dict[str, Any]:
     """The JSON Schema of ``stats.json`` (``case-studies/stats.schema.json``), generated from the models: a nightly
     job's :class:`Stats` or a refit's :class:`RefitStats`."""
-    from pydantic import TypeAdapter
-
-    schema = TypeAdapter(AnyStats).json_schema(by_alias=True)
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "stats.schema.json",
-        "title": STATS_SCHEMA,
-        **schema,
-    }
-
-
-SCHEMA_FILE = Path("case-studies") / "stats.schema.json"
+    return json_schema(AnyStats, STATS_SCHEMA_FILE, STATS_SCHEMA)
 
 
 def write_stats_schema(root: Path) -> Path:
     """Write ``case-studies/stats.schema.json`` under ``root`` (``python -m pipeline.nightly.stats [ROOT]``)."""
-    from ..home import Home
     from ..routing.table import canonical_json
+    from ..workspace import Workspace
 
-    home = Home.resolve(root)
-    path = home.root / SCHEMA_FILE
-    home.write(path, canonical_json(stats_json_schema()))
-    return path
+    ws = Workspace.resolve(root)
+    ws.write(ws.stats_schema, canonical_json(stats_json_schema()))
+    return ws.stats_schema
 
 
 if __name__ == "__main__":

@@ -38,15 +38,16 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import InvalidBatch, InvalidEvent
-from ..home import Home
-from .events import Config, Timestamp, format_timestamp
+from ..utc import format_timestamp, parse_timestamp
+from ..workspace import StrPath, Workspace
+from .events import Config, Timestamp
 from .log import FsyncPolicy, append
 
 REQUIRED = ("task_id", "config", "score", "cost_usd", "region", "at")
@@ -124,8 +125,7 @@ def _text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return format_timestamp(moment)
+        return format_timestamp(value)
     if isinstance(value, float) and math.isnan(value):
         return None
     return str(value)
@@ -153,7 +153,7 @@ def _hashed(text: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _config(text: str) -> tuple[dict[str, str | None], str]:
-    """The config of a ``config`` cell, and its canonical JSON (for :func:`_row_ids`)."""
+    """The config of a ``config`` cell, and its canonical JSON (for the rows' ids)."""
     config = (Config.from_key(text) if len(text.split("/")) == 4 else Config(cli=IMPORT_CLI, model=text)).model_dump()
     return config, _canonical(config)
 
@@ -251,10 +251,6 @@ def _check(cells: Sequence[str | None], columns: _Columns) -> _Row | None:
     )
 
 
-def _moment(at: str) -> datetime:
-    return datetime.fromisoformat(at.replace("Z", "+00:00"))
-
-
 class _Checked(NamedTuple):
     """What the first pass learns: every row checked, and where each task's ``task.opened`` comes from."""
 
@@ -265,7 +261,7 @@ class _Checked(NamedTuple):
 
 
 def import_table(
-    home: str | os.PathLike | Home | None,
+    home: Workspace | StrPath | None,
     path: str | os.PathLike,
     *,
     fmt: Literal["long"] = "long",
@@ -282,7 +278,7 @@ def import_table(
     """
     if fmt != "long":
         raise InvalidEvent(f"unknown import format {fmt!r} (known: long)", source=str(path))
-    home = Home.resolve(home)
+    ws = Workspace.of(home)
     path = Path(path)
     if not path.is_file():
         raise InvalidEvent("no such file", source=str(path))
@@ -296,8 +292,8 @@ def import_table(
         )
     table = _Columns.of(columns)
     stamp = _stamp(path)
-    letters = home.deadletter / f"import-{path.name}.jsonl"
-    checked = _first_pass(home, path, table, letters if skip_bad else None)
+    letters = ws.import_dead_letters(path)
+    checked = _first_pass(ws, path, table, letters if skip_bad else None)
     rater_json = _canonical(rater)
     appended, streams = 0, dict[str, int]()
     events: list[dict[str, Any]] = []
@@ -306,7 +302,7 @@ def import_table(
     def flush(rows: int) -> None:
         nonlocal appended, events
         if events:
-            result = append(home, events, fsync=fsync, source=str(path))
+            result = append(ws, events, fsync=fsync, source=str(path))
             appended += result.appended
             for stream, count in result.streams.items():
                 streams[stream] = streams.get(stream, 0) + count
@@ -352,12 +348,12 @@ def _stamp(path: Path) -> tuple[int, int]:
     return info.st_size, info.st_mtime_ns
 
 
-def _first_pass(home: Home, path: Path, table: _Columns, letters: Path | None) -> _Checked:
+def _first_pass(ws: Workspace, path: Path, table: _Columns, letters: Path | None) -> _Checked:
     """Check every row; dead-letter the bad ones (``letters``) or raise :class:`InvalidBatch` naming them."""
     first: dict[str, tuple[datetime, int]] = {}
     named: list[InvalidEvent] = []
     rows = blank = bad = 0
-    with _DeadLetters(home, letters) as dead:
+    with _DeadLetters(ws, letters) as dead:
         for number, cells in _numbered_rows(path, len(table.names)):
             rows += 1
             try:
@@ -374,7 +370,7 @@ def _first_pass(home: Home, path: Path, table: _Columns, letters: Path | None) -
             if good is None:
                 blank += 1
                 continue
-            moment = _moment(good.at)
+            moment = parse_timestamp(good.at)
             seen = first.get(good.task)
             if seen is None or moment < seen[0]:
                 first[good.task] = (moment, number)
@@ -428,8 +424,8 @@ class _DeadLetters:
     """``deadletter/import-<file name>.jsonl``, appended ``{source, row, column, reason, raw}`` records (opened
     inside the home only, on the first record; fsync'd when closed)."""
 
-    def __init__(self, home: Home, path: Path | None) -> None:
-        self.home, self.path, self.fd = home, path, -1
+    def __init__(self, ws: Workspace, path: Path | None) -> None:
+        self.ws, self.path, self.fd = ws, path, -1
         self.buffer: list[bytes] = []
 
     def __enter__(self) -> _DeadLetters:
@@ -445,7 +441,7 @@ class _DeadLetters:
         if not self.buffer or self.path is None:
             return
         if self.fd < 0:
-            self.fd = self.home.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            self.fd = self.ws.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         view = memoryview(b"".join(self.buffer))
         while view:
             view = view[os.write(self.fd, view) :]

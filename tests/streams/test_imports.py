@@ -228,8 +228,8 @@ def test_row_ids_are_the_digests_of_their_events(task, config, score, cost, at, 
 
 def test_a_table_is_appended_in_chunks_each_a_framed_batch(home, tmp_path, monkeypatch):
     from pipeline.streams import imports
-    from pipeline.streams.framing import frame_of
     from pipeline.streams.log import read
+    from pipeline.streams.scan import frame_of
 
     monkeypatch.setattr(imports, "CHUNK_ROWS", 7)
     sizes: list[int] = []
