@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import FitError
 from ..jsonfile import read_json, validate
@@ -48,7 +48,12 @@ TEMPLATE: dict[str, Any] = {
     "frontier_config": _KEY_PLACEHOLDER,
     "pinned": {"reviewer": _KEY_PLACEHOLDER},
     "priors": [{"selector": "<cli>", "region": "*", "quality": 0.5}],
+    "prices": [{"selector": "<cli>/<route>/<model>", "input_usd_per_mtok": None, "output_usd_per_mtok": None}],
 }
+
+#: Bounds of a price (docs/design.md, fits/shipped.json): no attempt costs more than the events allow
+#: (``cost_usd`` <= 1e6), and no token price is above a million dollars per million tokens.
+MAX_PRICE_USD = 1e6
 
 
 class Prior(BaseModel):
@@ -67,6 +72,59 @@ class Prior(BaseModel):
     @property
     def segments(self) -> int:
         return len(self.selector.split("/"))
+
+
+class Price(BaseModel):
+    """What a config costs before its own attempts say (docs/design.md, fits/shipped.json): per task, or per
+    million input and output tokens. ``selector`` is 1 to 4 segments of a config key, like a prior's; the most
+    specific selector that matches a key wins (then the earlier entry). Used by ``ratings import`` to turn
+    token counts into costs, and as the cost prior of configs not yet run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
+
+    selector: str = Field(min_length=1)
+    usd_per_task: float | None = Field(default=None, ge=0.0, le=MAX_PRICE_USD)
+    input_usd_per_mtok: float | None = Field(default=None, ge=0.0, le=MAX_PRICE_USD)
+    output_usd_per_mtok: float | None = Field(default=None, ge=0.0, le=MAX_PRICE_USD)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Price:
+        parts = self.selector.split("/")
+        if len(parts) > 4 or "" in parts:
+            raise ValueError(
+                f"selector {self.selector!r}: 1 to 4 non-empty segments of a config key (cli[/route[/model[/effort]]])"
+            )
+        tokens = (self.input_usd_per_mtok, self.output_usd_per_mtok)
+        if self.usd_per_task is None and None in tokens:
+            raise ValueError(
+                f"price of {self.selector!r}: give usd_per_task, or both input_usd_per_mtok and output_usd_per_mtok"
+            )
+        if self.usd_per_task is not None and tokens != (None, None):
+            raise ValueError(f"price of {self.selector!r}: either usd_per_task or token prices, not both")
+        return self
+
+    @property
+    def segments(self) -> int:
+        return len(self.selector.split("/"))
+
+    def tokens_cost(self, input_tokens: float, output_tokens: float) -> float | None:
+        """USD for these token counts: ``input * input_usd_per_mtok / 1e6 + output * output_usd_per_mtok / 1e6``
+        (None for a per-task price)."""
+        if self.input_usd_per_mtok is None or self.output_usd_per_mtok is None:
+            return None
+        return (input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok) / 1e6
+
+
+def price_for(key: str, prices: Sequence[Price]) -> Price | None:
+    """The price of config ``key``: the entry whose selector equals the most leading segments of the key, the
+    earlier entry on a tie; None when no selector matches (docs/design.md, fits/shipped.json)."""
+    parts = key.split("/")
+    best: Price | None = None
+    for price in prices:
+        n = price.segments
+        if "/".join(parts[:n]) == price.selector and (best is None or n > best.segments):
+            best = price
+    return best
 
 
 class ShippedConstants(BaseModel):
@@ -96,6 +154,7 @@ class Shipped(BaseModel):
     frontier_config: str | None = None
     pinned: dict[str, str] = Field(default_factory=dict)
     priors: list[Prior] = Field(default_factory=list)
+    prices: list[Price] = Field(default_factory=list)
     #: Whether a shipped.json was read (False: the code defaults, no roles, no priors).
     found: bool = Field(default=True, exclude=True)
     #: Fields that still held a template placeholder: ignored, as if absent (``default_config``, ``priors[0]``).
@@ -161,6 +220,16 @@ def _without_placeholders(data: dict[str, Any], left: list[str]) -> dict[str, An
             else:
                 priors.append(prior)
         out["priors"] = priors
+    for field in ("prices",):
+        if isinstance(out.get(field), list):
+            kept = []
+            for i, entry in enumerate(out[field]):
+                selector = entry.get("selector") if isinstance(entry, dict) else None
+                if isinstance(selector, str) and PLACEHOLDER.search(selector):
+                    left.append(f"{field}[{i}]")
+                else:
+                    kept.append(entry)
+            out[field] = kept
     return out
 
 

@@ -1,0 +1,82 @@
+"""``ratings import``: ratings from where they already live, as v1 events (docs/design.md, Imports).
+
+Sources, one module each: long tables (:mod:`.long`), mini-ork's ``state.db`` (:mod:`.miniork`), OpenTelemetry
+GenAI traces as OTLP/JSON (:mod:`.otlp`), Langfuse exports (:mod:`.langfuse`) and LangSmith exports
+(:mod:`.langsmith`); ``auto`` detects which (:mod:`.detect`). Every source maps its rows to the records of
+:mod:`.mapping`, the one mapping to v1 events; :mod:`.run` checks, compares with the ledger of earlier imports
+(:mod:`.ledger`) and appends.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ...home import Home
+from ..log import FsyncPolicy
+from .long import REQUIRED, LongRow, LongTable, read_long_table
+from .options import FORMATS, ImportOptions, Maps, ScoreRange, load_maps
+from .run import CHUNK_ROWS, ImportResult, Run
+from .values import Clock
+
+__all__ = [
+    "CHUNK_ROWS",
+    "FORMATS",
+    "REQUIRED",
+    "ImportOptions",
+    "ImportResult",
+    "LongRow",
+    "LongTable",
+    "Maps",
+    "ScoreRange",
+    "import_source",
+    "import_table",
+    "load_maps",
+    "read_long_table",
+]
+
+
+def import_source(
+    home: str | os.PathLike | Home | None,
+    paths: Sequence[str | os.PathLike],
+    options: ImportOptions | None = None,
+    *,
+    fsync: FsyncPolicy = "batch",
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportResult:
+    """Import ``paths`` (one source: a file, a database, or the files of one export) into ``home``."""
+    from .detect import open_source
+
+    options = options or ImportOptions()
+    home = Home.resolve(home)
+    clock = Clock(allow_future=options.allow_future)
+    source, detected = open_source([Path(p) for p in paths], options, clock, home)
+    result = Run(home, source, options, fsync=fsync, progress=progress).execute()
+    return result.model_copy(update={"detected": detected})
+
+
+def import_table(
+    home: str | os.PathLike | Home | None,
+    path: str | os.PathLike,
+    *,
+    fmt: str = "long",
+    rater_kind: str = "gate",
+    rater_name: str | None = None,
+    thread: str | None = None,
+    skip_bad: bool = False,
+    fsync: FsyncPolicy = "batch",
+    progress: Callable[[int, int], None] | None = None,
+    **more: Any,
+) -> ImportResult:
+    """A long table (or another source, ``fmt``) imported with these options: the library's short form."""
+    options = ImportOptions(
+        fmt=fmt,  # type: ignore[arg-type]  # ImportOptions checks it
+        rater_kind=rater_kind,  # type: ignore[arg-type]
+        rater_name=rater_name,
+        thread=thread,
+        skip_bad=skip_bad,
+        **more,
+    )
+    return import_source(home, [path], options, fsync=fsync, progress=progress)

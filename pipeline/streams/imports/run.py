@@ -1,0 +1,537 @@
+"""One import, from any source (docs/design.md, Imports): map and check every row, then append.
+
+1. **Map** (nothing written yet): every source row becomes a :class:`~.mapping.Unit`; its records are rendered as
+   event lines; each chunk of :data:`CHUNK_ROWS` rows is compared with the ledger (what earlier imports
+   appended: unchanged records are left out, a rating the source changed is retracted and replaced, another
+   changed record keeps its first import) and spooled to ``imports/.spool-*.tmp`` in the home. Each task's
+   ``task.opened`` is its earliest candidate, known at the end. A bad row is named (the first
+   :data:`MAX_NAMED`; nothing is appended) or, with ``skip_bad``, dead-lettered.
+2. **Append**: each spooled chunk as one framed batch (all or nothing for readers), its task openings in place,
+   then its ledger run; the retractions last. A crash leaves whole chunks and a ledger that lags them: run the
+   import again and compaction keeps each event once.
+
+Memory is bounded by the chunk, plus one opening per task and, when re-importing, 20 bytes per re-imported
+rating (to find the ratings the source no longer holds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pickle
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from pydantic import BaseModel
+
+from ...errors import InvalidBatch, InvalidEvent
+from ...home import Home
+from ..batch import Batch
+from ..events import stream_of
+from ..log import FsyncPolicy, write
+from .deadletters import DeadLetters
+from .ledger import KINDS, RATED, Ledger, content64, key64
+from .mapping import Line, Opened, Rendered, Unit, render, retraction
+from .options import ImportOptions
+from .values import Clock
+
+CHUNK_ROWS = 10_000  # source rows per appended batch
+SPOOL_MEMORY = 64 << 20  # bytes of mapped chunks held in memory before they go to a spool file in the home
+MAX_NAMED = 100  # bad rows named in an error; the count says how many there are
+_MIX = 0x9E3779B97F4A7C15  # to fold (key, id digest) into one 64-bit value
+_TYPES = {kind: name for name, kind in KINDS.items()}
+_STREAMS = {kind: stream_of(name) for name, kind in KINDS.items()}
+
+
+class Source(Protocol):
+    """What a source module gives the run (pipeline/streams/imports/long.py is the simplest)."""
+
+    format: str  # as --format names it
+    prefix: str  # of its event ids, and its ledger namespace
+    name: str  # for the dead-letter file: deadletter/import-<name>.jsonl
+    where: str  # how messages name its rows: "<path> row"
+    rater_kind: str  # the default kind of its ratings
+
+    def units(self) -> Iterator[Unit]: ...
+    def progress(self) -> float: ...  # the share of the source read, 0 to 1
+    def finish(self) -> list[str]: ...  # after the last unit: notes, or InvalidEvent for a whole-source refusal
+
+
+class ImportResult(BaseModel):
+    """The import summary (``ratings import --json``): what was read, appended, left out, and why."""
+
+    source: str
+    format: str
+    detected: bool = False  # the format was detected (--format auto)
+    dry_run: bool = False
+    rows: int  # source rows read
+    rows_by_table: dict[str, int] = {}
+    imported_rows: int  # rows that gave events (appended now or by an earlier import)
+    skipped_blank_score: int  # long tables: rows with a blank score
+    bad_rows: int
+    tasks: int
+    appended: int  # events appended
+    streams: dict[str, int] = {}
+    events: dict[str, int] = {}  # appended, by type
+    unchanged: int = 0  # events an earlier import already appended
+    retracted: int = 0  # ratings the source changed: retracted, and their new versions appended
+    changed_kept: int = 0  # other records the source changed: the first import stands (dead-lettered)
+    skipped: dict[str, int] = {}  # rows or records left out on purpose, by reason
+    bad: dict[str, int] = {}  # bad rows by the field that made them bad
+    costs: dict[str, int] = {}  # attempts by where their cost came from: source, tokens, price, unknown
+    notes: list[str] = []
+    deadletter: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class _Item(NamedTuple):
+    """An event ready to append: its stream, line, id, ledger identity, content digest and ledger kind."""
+
+    stream: str
+    line: bytes
+    id: str
+    key: int
+    content: int
+    kind: int
+
+
+class _Chunk:
+    """The events of one chunk of source rows, as columns (they pickle and turn into a batch fast); ``keep`` is
+    False for each event an earlier import already appended (positions stay, for the task openings)."""
+
+    __slots__ = ("stream", "line", "id", "key", "content", "kind", "keep")
+
+    def __init__(self) -> None:
+        self.stream: list[str] = []
+        self.line: list[bytes] = []
+        self.id: list[str] = []
+        self.key: list[int] = []
+        self.content: list[int] = []
+        self.kind: list[int] = []
+        self.keep: list[bool] = []
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def add(self, item: _Item) -> None:
+        for column, value in zip(_Item._fields, item, strict=True):
+            getattr(self, column).append(value)
+        self.keep.append(True)
+
+    def with_openings(self, openings: list[tuple[int, _Item]]) -> None:
+        """Insert these events, each at its position (positions of the chunk as it was mapped), in one pass."""
+        if not openings:
+            return
+        openings = sorted(openings, key=lambda x: x[0])
+        for column, values in zip(_Item._fields, zip(*(item for _, item in openings), strict=True), strict=True):
+            old, new, start = getattr(self, column), [], 0
+            for (position, _), value in zip(openings, values, strict=True):
+                new += old[start:position]
+                new.append(value)
+                start = position
+            new += old[start:]
+            setattr(self, column, new)
+        old, new, start = self.keep, [], 0
+        for position, _ in openings:
+            new += old[start:position]
+            new.append(True)
+            start = position
+        self.keep = new + old[start:]
+
+    def item(self, i: int) -> _Item:
+        return _Item(self.stream[i], self.line[i], self.id[i], self.key[i], self.content[i], self.kind[i])
+
+    def __getstate__(self) -> tuple[list[Any], ...]:
+        return tuple(getattr(self, column) for column in self.__slots__)
+
+    def __setstate__(self, state: tuple[list[Any], ...]) -> None:
+        for column, values in zip(self.__slots__, state, strict=True):
+            setattr(self, column, values)
+
+
+class _Candidate(NamedTuple):
+    at: str
+    chunk: int
+    position: int
+    record: Opened
+
+
+@dataclass
+class _Tally:
+    rows: int = 0
+    imported: int = 0
+    bad_rows: int = 0
+    unchanged: int = 0
+    changed: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    bad: Counter[str] = field(default_factory=Counter)
+    costs: Counter[str] = field(default_factory=Counter)
+    named: list[InvalidEvent] = field(default_factory=list)
+
+
+def _digest(event_id: str) -> bytes:
+    """The ledger's form of an event id: its 24 closing hex digits, as ASCII."""
+    return event_id[-24:].encode("ascii")
+
+
+def _pairs(keys: Any, ids: Any) -> Any:
+    """(key, id digits) pairs folded into one uint64 each, for vectorised membership (``ids``: an S24 array; its
+    first 16 hex digits are 64 bits of the id's digest)."""
+    import numpy as np
+
+    head = np.array([int(d[:16], 16) for d in ids.tolist()], dtype=np.uint64)
+    return np.asarray(keys, dtype=np.uint64) ^ (head * np.uint64(_MIX))
+
+
+class Run:
+    """One import into ``home`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        home: Home,
+        source: Source,
+        options: ImportOptions,
+        *,
+        fsync: FsyncPolicy = "batch",
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.home, self.source, self.options, self.fsync, self.progress = home, source, options, fsync, progress
+        self.clock = Clock(allow_future=options.allow_future)
+        self.tally = _Tally()
+        self.candidates: dict[str, _Candidate] = {}
+        self.seen_keys: list[Any] = []  # arrays, per chunk: re-imported ratings (their keys and id digits)
+        self.seen_ids: list[Any] = []
+        self.chunks = 0
+        self.spool: _Spool
+
+    # ----------------------------------------------------------------- the whole import
+    def execute(self) -> ImportResult:
+        self.ledger = Ledger(self.home, self.source.prefix, writable=not self.options.dry_run)
+        letters_path = self.home.deadletter / f"import-{self.source.name}.jsonl"
+        self.letters_path = None if self.options.dry_run else letters_path
+        with self._locked(), self._spooled(), DeadLetters(self.home, self.letters_path) as self.letters:
+            self._map()
+            notes = self.source.finish()
+            if self.tally.named:
+                raise InvalidBatch(self.tally.named, total=self.tally.bad_rows)
+            openings = self._openings()
+            retractions = self._retractions()
+            appended = Counter[str]()
+            if not self.options.dry_run:
+                appended = self._append(openings, retractions)
+                self.ledger.finish(dropped=[(k, d) for k, d, _ in retractions])
+            elif self.progress is not None:
+                self.progress(2, 2)
+        return self._result(appended, len(retractions), notes)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One import at a time per home (``imports/.import.lock``), from the start when the home has imported
+        before (its ledger is read), else from the append on (:meth:`_lock`); a dry run takes no lock."""
+        self._lock_fd = -1
+        try:
+            if not self.options.dry_run and (self.home.root / "imports").is_dir():
+                self._lock()
+            yield
+        finally:
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+
+    def _lock(self) -> None:
+        if self._lock_fd >= 0:
+            return
+        lock = self.home.root / "imports" / ".import.lock"
+        self.home.root.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = self.home.open(lock, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        for stale in lock.parent.glob(".spool-*.tmp"):  # left by an import that died: ours now
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+
+    @contextlib.contextmanager
+    def _spooled(self) -> Iterator[None]:
+        """The mapped chunks: in memory up to :data:`SPOOL_MEMORY` bytes, then in ``imports/.spool-*.tmp``."""
+        self.spool = _Spool(self)
+        try:
+            yield
+        finally:
+            self.spool.close()
+
+    # ----------------------------------------------------------------- 1. map
+    def _map(self) -> None:
+        chunk = _Chunk()
+        for unit in self.source.units():
+            self.tally.rows += 1
+            if unit.problems:
+                self._bad(unit)
+            else:
+                self._take(unit, chunk)
+            if self.tally.rows % CHUNK_ROWS == 0:
+                self._flush(chunk)
+                chunk = _Chunk()
+        self._flush(chunk)
+
+    def _bad(self, unit: Unit) -> None:
+        tally = self.tally
+        tally.bad_rows += 1
+        tally.bad[unit.problems[0][0]] += 1
+        field_, reason = unit.problems[0]
+        text = "; ".join([reason, *(f"{f}: {r}" for f, r in unit.problems[1:])])
+        if self.options.skip_bad:
+            raw = unit.raw() if callable(unit.raw) else unit.raw
+            self.letters.write(
+                {
+                    "source": self.source.where,
+                    "row": unit.row,
+                    "kind": "bad",
+                    "field": field_,
+                    "reason": text,
+                    "problems": [{"field": f, "reason": r} for f, r in unit.problems],
+                    "raw": raw,
+                }
+            )
+        elif len(tally.named) < MAX_NAMED:
+            line, where = (unit.row, self.source.where) if isinstance(unit.row, int) else (None, f"{self.source.where} {unit.row}")
+            tally.named.append(InvalidEvent(text, field=field_, line=line, source=where, problems=tuple(unit.problems)))
+
+    def _take(self, unit: Unit, chunk: _Chunk) -> None:
+        tally = self.tally
+        if unit.skipped:
+            tally.skipped.update(unit.skipped)
+        if unit.records:
+            tally.imported += 1
+        for record in unit.records:
+            if type(record) is Line:
+                kind = KINDS[record.type]
+                chunk.stream.append(_STREAMS[kind])
+                chunk.line.append(record.line)
+                chunk.id.append(record.id)
+                chunk.key.append(record.key)
+                chunk.content.append(0)  # its id is its content's digest
+                chunk.kind.append(kind)
+                chunk.keep.append(True)
+                if record.cost_from is not None:
+                    tally.costs[record.cost_from] += 1
+            elif isinstance(record, Opened):
+                self._candidate(record, len(chunk))
+            else:
+                cost_from = getattr(record, "cost_from", None)
+                if cost_from is not None:
+                    tally.costs[cost_from] += 1
+                rendered = render(record, self.source.prefix)
+                chunk.add(self._item(rendered, record.key, dated_by_id=record.id is not None))
+
+    def _item(self, rendered: Rendered, key: str, *, dated_by_id: bool = False) -> _Item:
+        """The spooled form of an event. Its ``content`` (what tells a changed record) is its line's digest,
+        except for ratings and ids derived from the content (``dated_by_id``), where the id tells."""
+        kind = KINDS[rendered.type]
+        content = 0 if kind == RATED or dated_by_id else content64(rendered.line)
+        return _Item(stream_of(rendered.type), rendered.line, rendered.id, key64(key), content, kind)
+
+    def _candidate(self, record: Opened, position: int) -> None:
+        best = self.candidates.get(record.task)
+        if best is None or record.at < best.at:  # normalised times compare as text (years 1000 to 9999)
+            self.candidates[record.task] = _Candidate(record.at, self.chunks, position, record)
+
+    def _flush(self, chunk: _Chunk) -> None:
+        """Compare a chunk with the ledger and spool it."""
+        self._diff(chunk)
+        if not self.options.dry_run:
+            self.spool.add(chunk)
+        self.chunks += 1
+        if self.progress is not None:
+            self.progress(int(1000 * self.source.progress()), 2000)
+
+    def _diff(self, chunk: _Chunk) -> None:
+        """Mark each event an earlier import already appended (or whose change must not be appended)."""
+        if self.ledger.empty or not len(chunk):
+            return
+        import numpy as np
+
+        keys = np.array(chunk.key, dtype=np.uint64)
+        ids = np.array([i[-24:] for i in chunk.id], dtype="S24")
+        kinds = np.array(chunk.kind, dtype=np.uint8)
+        known, same, of_kind = self.ledger.match(keys, ids, np.array(chunk.content, dtype=np.uint64), kinds)
+        rated = known & (kinds == RATED)
+        self.seen_keys.append(keys[rated])
+        self.seen_ids.append(ids[rated])
+        self.tally.unchanged += int(same.sum())
+        for i in np.flatnonzero(same):
+            chunk.keep[i] = False
+        for i in np.flatnonzero(known & ~same & of_kind & (kinds != RATED)):
+            self._changed(chunk.item(i))
+            chunk.keep[i] = False
+
+    def _changed(self, item: _Item) -> None:
+        self.tally.changed += 1
+        self.letters.write(
+            {
+                "source": self.source.where,
+                "row": item.id,
+                "kind": "changed",
+                "field": "-",
+                "reason": "the source changed this record after an earlier import appended it; an event of this "
+                "type cannot be retracted, so the first import stands (this is the version left out)",
+                "raw": item.line.decode("utf-8", "replace").rstrip("\n"),
+            }
+        )
+
+    # ----------------------------------------------------------------- openings and retractions
+    def _openings(self) -> dict[int, list[tuple[int, _Item]]]:
+        """Each task's earliest candidate, compared with the ledger, by chunk: ``chunk -> [(position, item)]``."""
+        import numpy as np
+
+        prefix = self.source.prefix
+        opened_id = getattr(self.source, "opened_id", None)
+        rendered = {}
+        for task, c in self.candidates.items():
+            record = c.record if opened_id is None else c.record._replace(id=opened_id(c.record))
+            rendered[task] = (c, self._item(render(record, prefix), record.key, dated_by_id=record.id is not None))
+        old = {}
+        if not self.ledger.empty and rendered:
+            old = self.ledger.lookup(np.fromiter((i.key for _, i in rendered.values()), np.uint64, len(rendered)))
+        by_chunk: dict[int, list[tuple[int, _Item]]] = {}
+        for candidate, item in rendered.values():
+            records = [r for r in old.get(item.key, []) if r[2] == item.kind]
+            if records:
+                if any(r[0] == _digest(item.id) and r[1] == item.content for r in records):
+                    self.tally.unchanged += 1
+                else:
+                    self._changed(item)
+                continue
+            by_chunk.setdefault(candidate.chunk, []).append((candidate.position, item))
+        return by_chunk
+
+    def _retractions(self) -> list[tuple[int, bytes, _Item]]:
+        """The earlier ratings of every re-imported key that this import no longer holds: retracted."""
+        import numpy as np
+
+        if not self.seen_keys or not sum(len(k) for k in self.seen_keys):
+            return []
+        keys, ids = np.concatenate(self.seen_keys), np.concatenate(self.seen_ids)
+        seen = _pairs(keys, ids)
+        old = self.ledger.lookup(keys)
+        stale = [(k, d) for k, records in old.items() for d, _, kind in records if kind == RATED]
+        if not stale:
+            return []
+        gone = ~np.isin(_pairs(np.array([k for k, _ in stale], np.uint64), np.array([d for _, d in stale], "S24")), seen)
+        prefix = self.source.prefix
+        reason = f"updated at the source ({self.source.format}): replaced by its new version on import"
+        out = []
+        for (key, digest), retract in zip(stale, gone, strict=True):
+            if retract:
+                rendered = retraction(f"{prefix}-{digest.decode()}", prefix, self.clock.now_text, reason)
+                out.append((key, digest, self._item(rendered, f"retract:{digest.decode()}")))
+        return out
+
+    # ----------------------------------------------------------------- 2. append
+    def _append(
+        self, openings: dict[int, list[tuple[int, _Item]]], retractions: list[tuple[int, bytes, _Item]]
+    ) -> Counter[str]:
+        appended = Counter[str]()
+        self.streams = Counter[str]()
+        self._lock()
+        for n, chunk in enumerate(self.spool.chunks()):
+            chunk.with_openings(openings.get(n, []))
+            self._write(chunk, appended)
+            if self.progress is not None:
+                self.progress(1000 + int(1000 * (n + 1) / max(self.chunks, 1)), 2000)
+        last = _Chunk()
+        for _, _, item in retractions:
+            last.add(item)
+        self._write(last, appended)
+        return appended
+
+    def _write(self, chunk: _Chunk, appended: Counter[str]) -> None:
+        keep = chunk.keep
+        rows = [i for i, k in enumerate(keep) if k] if not all(keep) else range(len(keep))
+        if not rows:
+            return
+        lines: dict[str, list[bytes]] = {}
+        stream, line = chunk.stream, chunk.line
+        for i in rows:
+            lines.setdefault(stream[i], []).append(line[i])
+        result = write(self.home, Batch(lines=lines, ids=[chunk.id[i] for i in rows]), self.fsync)
+        self.streams.update(result.streams)
+        appended.update(_TYPES[chunk.kind[i]] for i in rows)
+        if retracted := [i for i in rows if chunk.kind[i] == KINDS["rating.retracted"]]:  # not records of a source
+            rows = [i for i in rows if i not in set(retracted)]
+        self.ledger.append(
+            [chunk.key[i] for i in rows], [chunk.id[i] for i in rows], [chunk.content[i] for i in rows],
+            [chunk.kind[i] for i in rows],
+        )
+
+    # ----------------------------------------------------------------- the summary
+    def _result(self, appended: Counter[str], retracted: int, notes: list[str]) -> ImportResult:
+        tally = self.tally
+        return ImportResult(
+            source=self.source.where.removesuffix(" row"),
+            format=self.source.format,
+            dry_run=self.options.dry_run,
+            rows=tally.rows,
+            rows_by_table=getattr(self.source, "rows_by_table", {}),
+            imported_rows=tally.imported,
+            skipped_blank_score=tally.skipped.get("blank score", 0),
+            bad_rows=tally.bad_rows,
+            tasks=len(self.candidates),
+            appended=sum(appended.values()),
+            streams=dict(getattr(self, "streams", {})),
+            events=dict(appended),
+            unchanged=tally.unchanged,
+            retracted=retracted,
+            changed_kept=tally.changed,
+            skipped=dict(tally.skipped),
+            bad=dict(tally.bad),
+            costs=dict(tally.costs),
+            notes=notes,
+            deadletter=str(self.letters_path) if self.letters.written and self.letters_path else None,
+        )
+
+
+
+class _Spool:
+    """Mapped chunks, pickled: in memory while small, else in a file of the home (deleted at the end)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.blobs: list[bytes] = []
+        self.size = 0
+        self.file: Any = None
+        self.path: Any = None
+
+    def add(self, chunk: _Chunk) -> None:
+        blob = pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
+        if self.file is None and self.size + len(blob) > SPOOL_MEMORY:
+            self.run._lock()
+            home = self.run.home
+            self.path = home.root / "imports" / f".spool-{os.getpid()}-{os.urandom(4).hex()}.tmp"
+            self.file = os.fdopen(home.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL), "w+b")
+            for held in self.blobs:
+                self.file.write(len(held).to_bytes(8, "little") + held)
+            self.blobs = []
+        if self.file is None:
+            self.blobs.append(blob)
+            self.size += len(blob)
+        else:
+            self.file.write(len(blob).to_bytes(8, "little") + blob)
+
+    def chunks(self) -> Iterator[_Chunk]:
+        if self.file is None:
+            for blob in self.blobs:
+                yield pickle.loads(blob)  # noqa: S301  # our own spool
+            return
+        self.file.seek(0)
+        while head := self.file.read(8):
+            yield pickle.loads(self.file.read(int.from_bytes(head, "little")))  # noqa: S301  # our own spool
+
+    def close(self) -> None:
+        self.blobs = []
+        if self.file is not None:
+            self.file.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)

@@ -1,0 +1,162 @@
+"""Typed scalars of a source row, read one way for every source (docs/design.md, Imports).
+
+A missing value is ``None``, an empty or blank string, or a NaN number, in every format (CSV, JSON, Parquet,
+SQLite): NaN means "not measured" everywhere, never an error in one format and a blank in another. Infinity and
+numbers out of the events' bounds are bad values (:class:`Problem`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from ..events import MAX_COST_USD, MAX_COUNT, Timestamp, format_timestamp
+
+#: How far after the moment of the import an event may be dated (a clock error otherwise; ``--allow-future``).
+DEFAULT_FUTURE_SKEW = timedelta(days=1)
+
+
+class Problem(ValueError):
+    """One bad value of a source row: ``field`` and ``reason``."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(field, reason)
+        self.field, self.reason = field, reason
+
+
+def missing(value: Any) -> bool:
+    """None, an empty or blank string, or NaN: a value the source did not measure."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip() or value.strip().lower() == "nan"
+    return isinstance(value, float) and value != value
+
+
+def number(value: Any, field: str, *, low: float = 0.0, high: float | None = None) -> float | None:
+    """A finite number in ``[low, high]`` (None when missing); text is parsed, booleans are refused."""
+    if missing(value):
+        return None
+    if isinstance(value, bool):
+        raise Problem(field, f"{value!r} is a boolean, not a number")
+    if isinstance(value, (int, float)):
+        out = float(value)
+    elif isinstance(value, str):
+        try:
+            out = float(value)
+        except ValueError:
+            raise Problem(field, f"{value.strip()!r} is not a number") from None
+    else:
+        raise Problem(field, f"{type(value).__name__} {value!r} is not a number")
+    if not math.isfinite(out):
+        raise Problem(field, f"{value!r} is not a finite number")
+    if out < low or (high is not None and out > high):
+        bound = f"in [{low:g}, {high:g}]" if high is not None else f">= {low:g}"
+        raise Problem(field, f"{out:g} is not {bound}")
+    return out
+
+
+def cost(value: Any, field: str = "cost_usd") -> float | None:
+    """A cost in USD within the events' bounds (0 to 1e6 per attempt)."""
+    return number(value, field, low=0.0, high=MAX_COST_USD)
+
+
+def count(value: Any, field: str) -> int | None:
+    """A whole count in [0, 1e12] (trace counts, durations in ms, tokens)."""
+    out = number(value, field, low=0.0, high=float(MAX_COUNT))
+    if out is None:
+        return None
+    if out != int(out):
+        raise Problem(field, f"{out:g} is not a whole number")
+    return int(out)
+
+
+def text(value: Any) -> str | None:
+    """A non-blank string (stripped), None when missing; numbers are written as they read."""
+    if missing(value):
+        return None
+    if isinstance(value, float) and value == int(value):
+        return str(int(value))
+    return str(value).strip()
+
+
+@functools.cache
+def _timestamp_adapter() -> TypeAdapter:
+    return TypeAdapter(Timestamp)
+
+
+@functools.lru_cache(maxsize=65536)
+def rfc3339(value: str) -> str:
+    """The events' own rule (RFC 3339 with a zone, normalised to UTC ``Z``); :class:`ValueError` otherwise."""
+    try:
+        return _timestamp_adapter().validate_python(value)
+    except ValidationError as exc:
+        raise ValueError(exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")) from None
+
+
+#: Unix times by magnitude: seconds below 1e11 (until 5138), then milliseconds, microseconds, nanoseconds.
+_UNIX_SCALES = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6), (math.inf, 1e9))
+
+
+def unix(seconds_or_finer: float) -> str:
+    """A unix time (seconds, milliseconds, microseconds or nanoseconds, told apart by magnitude) as a timestamp."""
+    scale = next(s for limit, s in _UNIX_SCALES if abs(seconds_or_finer) < limit)
+    try:
+        return format_timestamp(datetime.fromtimestamp(seconds_or_finer / scale, UTC))
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"{seconds_or_finer:g} is not a unix time this reader can date") from None
+
+
+def moment(value: Any, field: str, *, naive_utc: bool = False, unix_numbers: bool = False) -> str | None:
+    """A time as the events write it (UTC ``...Z``), None when missing.
+
+    RFC 3339 text with a zone always; text without a zone (``2026-01-31 12:00:00.5``) only where the source
+    documents UTC (``naive_utc``); integer or decimal unix times (also as digits in text) where it writes them
+    (``unix_numbers``); a ``datetime`` (Parquet, SQLite adapters), naive meaning UTC.
+    """
+    if missing(value):
+        return None
+    try:
+        if isinstance(value, datetime):
+            return format_timestamp(value if value.tzinfo else value.replace(tzinfo=UTC))
+        if isinstance(value, bool):
+            raise ValueError(f"{value!r} is not a time")
+        if isinstance(value, (int, float)):
+            if not unix_numbers:
+                raise ValueError(f"{value!r} is a number, not an RFC 3339 time")
+            return unix(float(value))
+        raw = str(value).strip()
+        if unix_numbers and raw.lstrip("-").replace(".", "", 1).isdigit():
+            return unix(float(raw))
+        try:
+            return rfc3339(raw)
+        except ValueError:
+            if not naive_utc:
+                raise
+            return rfc3339(raw + "Z")
+    except ValueError as exc:
+        raise Problem(field, str(exc)) from None
+
+
+class Clock:
+    """The moment of the import and the latest time an event may carry (``--allow-future`` lifts the limit)."""
+
+    def __init__(self, *, allow_future: bool = False, now: datetime | None = None) -> None:
+        self.now = now or datetime.now(UTC)
+        self.now_text = format_timestamp(self.now)
+        self.limit = None if allow_future else format_timestamp(self.now + DEFAULT_FUTURE_SKEW)
+
+    def check(self, at: str, field: str) -> str:
+        """``at`` (a normalised time), or :class:`Problem` when it lies beyond the limit. Normalised times compare
+        as text in the years 1000 to 9999."""
+        if self.limit is not None and at > self.limit and len(at) >= 20:
+            raise Problem(
+                field,
+                f"{at} is more than a day after the import ({self.now_text}): a clock error? "
+                "(--allow-future imports it as dated)",
+            )
+        return at
