@@ -207,6 +207,7 @@ class Run:
         self.seen_keys: list[Any] = []  # arrays, per chunk: re-imported ratings (their keys and id digits)
         self.seen_ids: list[Any] = []
         self.chunks = 0
+        self.would = Counter[str]()  # a dry run's count of what it would append
         self.spool: _Spool
 
     # ----------------------------------------------------------------- the whole import
@@ -218,15 +219,21 @@ class Run:
             self._map()
             notes = self.source.finish()
             if self.tally.named:
-                raise InvalidBatch(self.tally.named, total=self.tally.bad_rows)
+                raise InvalidBatch(
+                    self.tally.named,
+                    total=self.tally.bad_rows,
+                    what="bad row(s)",
+                    remedy=f"; fix them, or import the rest with --skip-bad (the bad rows go to {letters_path})",
+                )
             openings = self._openings()
             retractions = self._retractions()
-            appended = Counter[str]()
             if not self.options.dry_run:
                 appended = self._append(openings, retractions)
                 self.ledger.finish(dropped=[(k, d) for k, d, _ in retractions])
-            elif self.progress is not None:
-                self.progress(2, 2)
+            else:  # what would be appended
+                appended = self.would
+                appended.update(_TYPES[item.kind] for items in openings.values() for _, item in items)
+                appended.update("rating.retracted" for _ in retractions)
         return self._result(appended, len(retractions), notes)
 
     @contextlib.contextmanager
@@ -343,6 +350,8 @@ class Run:
         self._diff(chunk)
         if not self.options.dry_run:
             self.spool.add(chunk)
+        else:
+            self.would.update(_TYPES[kind] for kind, keep in zip(chunk.kind, chunk.keep, strict=True) if keep)
         self.chunks += 1
         if self.progress is not None:
             self.progress(int(1000 * self.source.progress()), 2000)
