@@ -95,9 +95,20 @@ def _record_format(record: dict[str, Any]) -> str | None:
         return "otlp"
     if keys & {"run_type", "feedback_source"} or {"key", "run_id"} <= keys or "child_run_ids" in keys:
         return "langsmith"
-    langfuse = {"dataType", "data_type", "traceId", "observationId", "observation_id", "calculatedTotalCost",
-                "usageDetails", "usage_details", "provided_model_name", "startTime", "start_time"}  # fmt: skip
-    if keys & langfuse or {"id", "timestamp", "name"} <= keys and ("sessionId" in keys or "session_id" in keys):
+    langfuse = {
+        "dataType",
+        "data_type",
+        "traceId",
+        "observationId",
+        "observation_id",
+        "calculatedTotalCost",
+        "usageDetails",
+        "usage_details",
+        "provided_model_name",
+        "startTime",
+        "start_time",
+    }
+    if keys & langfuse or ({"id", "timestamp", "name"} <= keys and ("sessionId" in keys or "session_id" in keys)):
         return "langfuse"
     if {"task_id", "config"} <= keys:
         return "long"
@@ -135,7 +146,7 @@ def open_source(paths: list[Path], options: ImportOptions, clock: Clock, home: H
         fmt, detected = found.pop(), True  # type: ignore[assignment]
     else:
         for path, (found_fmt, looks) in seen.items():
-            if found_fmt is not None and found_fmt != fmt or found_fmt is None and fmt == "mini-ork":
+            if (found_fmt is not None and found_fmt != fmt) or (found_fmt is None and fmt == "mini-ork"):
                 hint = f": is it {found_fmt}? try --format {found_fmt} (or auto)" if found_fmt else ""
                 raise InvalidEvent(f"not a {fmt} source: it is {looks}{hint}", source=str(path))
     return _open(fmt, paths, options, clock, home), detected

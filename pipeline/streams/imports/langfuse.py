@@ -28,32 +28,19 @@ from .options import ImportOptions
 from .prices import Pricer
 from .records import field, files_of, json_value, records
 from .traces import Score, Trace, TraceBook
-from .values import Clock, moment
+from .values import Clock, amount, seconds
 
 KINDS = {"ANNOTATION": "human", "EVAL": "reviewer", "API": "gate"}
 
 
-def _seconds(value: Any) -> float | None:
-    at = moment(value, "time", naive_utc=True, unix_numbers=True) if value is not None else None
-    if at is None:
-        return None
-    from datetime import datetime
-
-    return datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
-
-
-def _number(value: Any) -> float | None:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if out == out and abs(out) != float("inf") and out >= 0 else None
-
-
 def kind_of(record: dict[str, Any]) -> str:
     """``score``, ``observation`` or ``trace``, by the fields a Langfuse record of each kind has."""
-    if field(record, "dataType", "data_type") is not None or ("value" in record and "name" in record and (
-        "traceId" in record or "trace_id" in record) and "type" not in record):  # fmt: skip
+    if field(record, "dataType", "data_type") is not None or (
+        "value" in record
+        and "name" in record
+        and ("traceId" in record or "trace_id" in record)
+        and "type" not in record
+    ):
         return "score"
     if field(record, "traceId", "trace_id") is not None:
         return "observation"
@@ -105,7 +92,7 @@ class LangfuseSource:
         trace.first("config", metadata.get("ratings.config"))
         trace.first("agent", field(record, "name"))
         trace.first("provider", metadata.get("provider") or metadata.get("ls_provider"))
-        when = _seconds(field(record, "timestamp"))
+        when = seconds(field(record, "timestamp"))
         if "trace" not in trace.spans:  # the trace itself is the root span (observations hang below it)
             self.book.span(trace, "trace", parent=None, start=when, end=None)
 
@@ -115,9 +102,9 @@ class LangfuseSource:
         usage = usage if isinstance(usage, dict) else {}
         costs = json_value(field(record, "costDetails", "cost_details")) or {}
         costs = costs if isinstance(costs, dict) else {}
-        cost = _number(costs.get("total")) if costs else None
+        cost = amount(costs.get("total")) if costs else None
         if cost is None:
-            cost = _number(field(record, "calculatedTotalCost", "totalCost", "total_cost"))
+            cost = amount(field(record, "calculatedTotalCost", "totalCost", "total_cost"))
         model = field(record, "model", "provided_model_name", "providedModelName")
         kind = str(field(record, "type") or "").upper()
         if kind == "GENERATION":
@@ -128,11 +115,11 @@ class LangfuseSource:
             trace,
             str(field(record, "id")),
             parent=str(parent),
-            start=_seconds(field(record, "startTime", "start_time")),
-            end=_seconds(field(record, "endTime", "end_time")),
+            start=seconds(field(record, "startTime", "start_time")),
+            end=seconds(field(record, "endTime", "end_time")),
             cost=cost,
-            tokens_in=_number(usage.get("input", usage.get("promptTokens"))),
-            tokens_out=_number(usage.get("output", usage.get("completionTokens"))),
+            tokens_in=amount(usage.get("input", usage.get("promptTokens"))),
+            tokens_out=amount(usage.get("output", usage.get("completionTokens"))),
             model=model if kind == "GENERATION" else None,
             tool=kind == "TOOL",
         )
@@ -160,7 +147,7 @@ class LangfuseSource:
                 label=label,
                 kind=self.options.rater_kind or KINDS.get(source, self.rater_kind),
                 span=str(field(record, "observationId", "observation_id") or "") or None,
-                at=_seconds(field(record, "timestamp", "createdAt", "created_at")),
+                at=seconds(field(record, "timestamp", "createdAt", "created_at")),
                 extra={"comment": str(comment)} if comment else None,
             )
         )

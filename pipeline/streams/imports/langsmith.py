@@ -24,13 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidEvent
-from .langfuse import _number, _seconds
 from .mapping import Unit
 from .options import ImportOptions
 from .prices import Pricer
 from .records import field, files_of, json_value, records
 from .traces import Score, TraceBook
-from .values import Clock
+from .values import Clock, amount, seconds
 
 KINDS = {"model": "reviewer", "app": "human", "api": "gate"}
 
@@ -107,11 +106,11 @@ class LangSmithSource:
             trace,
             run_id,
             parent=str(parent) if parent else None,
-            start=_seconds(field(record, "start_time")),
-            end=_seconds(field(record, "end_time")),
-            cost=_number(field(record, "total_cost")),
-            tokens_in=_number(field(record, "prompt_tokens")),
-            tokens_out=_number(field(record, "completion_tokens")),
+            start=seconds(field(record, "start_time")),
+            end=seconds(field(record, "end_time")),
+            cost=amount(field(record, "total_cost")),
+            tokens_in=amount(field(record, "prompt_tokens")),
+            tokens_out=amount(field(record, "completion_tokens")),
             model=model if run_type == "llm" else None,
             failed=str(field(record, "status") or "").lower() == "error",
             tool=run_type == "tool",
@@ -132,7 +131,7 @@ class LangSmithSource:
                 label=field(record, "value"),
                 kind=self.options.rater_kind or KINDS.get(source_type, self.rater_kind),
                 span=run_id or None,
-                at=_seconds(field(record, "modified_at", "created_at")),
+                at=seconds(field(record, "modified_at", "created_at")),
                 extra={"comment": str(comment)} if comment else None,
             )
         )

@@ -11,10 +11,12 @@ read (memory stays bounded whatever the ledger's size)::
 
 A run is written (fsync'd) after the chunk it describes was appended, so a crash leaves the ledger behind the
 streams, never ahead of them: the next import appends the missing events again with the same ids, and compaction
-drops the repeats. An import's runs are merged into one at its end, and all runs when there are many. Why a ledger of our own and not the
-store: the store may be elsewhere (``--store s3://...``) and lags the streams until compaction, while an import
-must know at once what the import before it appended; a fixed-width sorted file is looked up vectorised (numpy
-``searchsorted``), about a microsecond per record where SQLite's B-tree took four.
+drops the repeats. An import's runs are merged into one at its end, and all runs when there are many.
+
+Why a ledger of our own and not the store: the store may be elsewhere (``--store s3://...``) and lags the streams
+until compaction, while an import must know at once what the import before it appended; and a fixed-width sorted
+file is looked up vectorised (numpy ``searchsorted``), about a microsecond per record where SQLite's B-tree took
+four (measured while choosing).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...home import Home, fsync_dir
 
@@ -114,7 +116,9 @@ class Ledger:
                     )
         return found
 
-    def match(self, keys: np.ndarray, ids: np.ndarray, contents: np.ndarray, kinds: np.ndarray) -> tuple[np.ndarray, ...]:
+    def match(
+        self, keys: np.ndarray, ids: np.ndarray, contents: np.ndarray, kinds: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
         """Per event (columns): whether an earlier record has its key (``known``), is exactly it (same kind, id
         and content: ``same``), or has its key and kind (``kind``). Vectorised: a few array passes per run."""
         import numpy as np

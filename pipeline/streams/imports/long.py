@@ -32,10 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ...errors import InvalidBatch, InvalidEvent
-from ..events import MAX_COST_USD, Config, format_timestamp
 from pydantic_core import to_json
 
+from ...errors import InvalidBatch, InvalidEvent
+from ..events import MAX_COST_USD, Config, format_timestamp
 from .ledger import key64
 from .mapping import Cfg, Line, Opened, Unit, canonical, config_of, digest24
 from .options import ConfigColumnFormat, ImportOptions, Maps, ScoreRange
@@ -164,7 +164,9 @@ class ConfigColumn:
         if self.fmt == "model" or (self.fmt == "auto" and len(parts) != 4):
             return _Column("model", config_of(IMPORT_CLI, None, text, None), None)
         if len(parts) != 4:
-            return _Column("bad", None, f"{text!r} is not a config key cli/route/model/effort (found {len(parts)} part(s))")
+            return _Column(
+                "bad", None, f"{text!r} is not a config key cli/route/model/effort (found {len(parts)} part(s))"
+            )
         try:
             config = Config.from_key(text)
         except ValueError as exc:
@@ -453,7 +455,15 @@ def _row_events(row: LongRow, rater: dict[str, str], rater_json: str) -> list[An
     common = {"task": row.task, "config": row.config.obj}
     attempt_id, rating_id = f"imp-{attempted_id}", f"imp-{rated_id}"
     attempt = to_json(
-        {"id": attempt_id, "type": "task.attempted", "at": row.at, "v": 1, **common, "status": status, "cost_usd": row.cost_usd}
+        {
+            "id": attempt_id,
+            "type": "task.attempted",
+            "at": row.at,
+            "v": 1,
+            **common,
+            "status": status,
+            "cost_usd": row.cost_usd,
+        }
     )
     rating = to_json(
         {"id": rating_id, "type": "task.rated", "at": row.at, "v": 1, **common, "rater": rater, "score": row.score}

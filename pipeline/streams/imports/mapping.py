@@ -119,7 +119,8 @@ class Line(NamedTuple):
     cost_from: str | None = None
 
 
-Record = Opened | Attempt | Rating | Rejection | Closure | Line
+Mapped = Opened | Attempt | Rating | Rejection | Closure  # what render() writes
+Record = Mapped | Line
 
 
 class Unit(NamedTuple):
@@ -146,7 +147,7 @@ def digest24(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
-def _body(record: Record) -> tuple[str, dict[str, Any]]:
+def _body(record: Mapped) -> tuple[str, dict[str, Any]]:
     """The event type and its fields (without ``id``, ``type``, ``at``, ``v``), in the order lines are written."""
     if isinstance(record, Attempt):
         body: dict[str, Any] = {
@@ -191,7 +192,7 @@ class Rendered(NamedTuple):
     line: bytes  # with its newline
 
 
-def render(record: Record, prefix: str) -> Rendered:
+def render(record: Mapped, prefix: str) -> Rendered:
     """The event line of ``record``. Its id: the record's own (long tables), else ``<prefix>-<digest>`` of the
     key (and, for a rating, of its content too: Imports, Updates)."""
     kind, body = _body(record)
@@ -209,6 +210,13 @@ def retraction(rating_id: str, prefix: str, at: str, reason: str) -> Rendered:
     """The ``rating.retracted`` of an old rating; its id depends on the rating alone (a repeat is a duplicate)."""
     event_id = f"{prefix}-{digest24(canonical(['rating.retracted', rating_id]))}"
     line = to_json(
-        {"id": event_id, "type": "rating.retracted", "at": at, "v": SCHEMA_VERSION, "rating": rating_id, "reason": reason}
+        {
+            "id": event_id,
+            "type": "rating.retracted",
+            "at": at,
+            "v": SCHEMA_VERSION,
+            "rating": rating_id,
+            "reason": reason,
+        }
     )
     return Rendered("rating.retracted", event_id, line + b"\n")

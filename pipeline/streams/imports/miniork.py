@@ -27,6 +27,7 @@ absent in a store made before it.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import urllib.parse
 from collections.abc import Iterator
@@ -46,15 +47,40 @@ APPROVE = {"approve", "approved", "pass", "passed", "accept", "accepted", "lgtm"
 REQUEST_CHANGES = {"request_changes", "reject", "rejected", "needs_revision", "fail", "failed", "changes_requested"}
 NO_VERDICT = {"escalate", "escalated"}
 _TASK_RUN_COLUMNS = (
-    "id", "task_class", "recipe", "workflow_version", "kickoff_path", "status", "verdict", "created_at",
-    "updated_at", "ended_at", "dispatch_config_json",
-)  # fmt: skip
+    "id",
+    "task_class",
+    "recipe",
+    "workflow_version",
+    "kickoff_path",
+    "status",
+    "verdict",
+    "created_at",
+    "updated_at",
+    "ended_at",
+    "dispatch_config_json",
+)
 _TRACE_COLUMNS = (
-    "trace_id", "run_id", "agent_version_id", "task_class", "prompt_version_hash", "verifier_output",
-    "reviewer_verdict", "cost_usd", "duration_ms", "status", "created_at", "process_reward", "reward_value",
-    "reward_source", "reward_primary_metric", "validity", "route_source", "route_explore", "route_score",
+    "trace_id",
+    "run_id",
+    "agent_version_id",
+    "task_class",
+    "prompt_version_hash",
+    "verifier_output",
+    "reviewer_verdict",
+    "cost_usd",
+    "duration_ms",
+    "status",
+    "created_at",
+    "process_reward",
+    "reward_value",
+    "reward_source",
+    "reward_primary_metric",
+    "validity",
+    "route_source",
+    "route_explore",
+    "route_score",
     "route_margin",
-)  # fmt: skip
+)
 
 
 def open_readonly(path: Path) -> sqlite3.Connection:
@@ -138,15 +164,17 @@ class MiniOrkSource:
         return ", ".join(f'{alias}."{c}" AS "{c}"' if c in have else f'NULL AS "{c}"' for c in columns)
 
     def _count(self, table: str) -> int:
-        return self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] if table in self.tables else 0  # noqa: S608
+        return self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] if table in self.tables else 0
 
     def progress(self) -> float:
         return self.done / max(self.total, 1)
 
     def finish(self) -> list[str]:
         self.con.close()
-        notes = ["mini-ork logs no routing propensity: no route.decided events (route_source, route_explore, "
-                 "route_score and route_margin are kept on each attempt)"]  # fmt: skip
+        notes = [
+            "mini-ork logs no routing propensity: no route.decided events (route_source, route_explore, "
+            "route_score and route_margin are kept on each attempt)"
+        ]
         return notes
 
     def units(self) -> Iterator[Unit]:
@@ -174,7 +202,7 @@ class MiniOrkSource:
     def _runs(self) -> Iterator[Unit]:
         columns = self._select("task_runs", _TASK_RUN_COLUMNS, "r")
         sql = (
-            f'SELECT {columns}, r."{self.task_column}" AS task_key, r."{self.region_column}" AS region_key '  # noqa: S608
+            f'SELECT {columns}, r."{self.task_column}" AS task_key, r."{self.region_column}" AS region_key '
             "FROM task_runs r ORDER BY r.rowid"
         )
         for row in self._rows("task_runs", sql):
@@ -218,15 +246,20 @@ class MiniOrkSource:
         is what follows the last ``:`` of ``feature_name``; a trace's node is the second part of its id,
         ``tr-<node>-<ts>-<pid>``, as mini-ork's own OTLP export pairs them)."""
         if "llm_calls" not in self.tables:
-            return "NULL AS by_trace_cost, NULL AS by_trace_in, NULL AS by_trace_out, NULL AS by_node_cost, " \
-                   "NULL AS by_node_in, NULL AS by_node_out", ""  # fmt: skip
+            return (
+                "NULL AS by_trace_cost, NULL AS by_trace_in, NULL AS by_trace_out, NULL AS by_node_cost, "
+                "NULL AS by_node_in, NULL AS by_node_out",
+                "",
+            )
         suffix = "replace(c.feature_name, rtrim(c.feature_name, replace(c.feature_name, ':', '')), '')"
         calls = (
             "SELECT json_extract(CASE WHEN json_valid(c.metadata_json) THEN c.metadata_json END, '$.trace_id') AS tid, "
             f"CAST(c.run_id AS TEXT) AS rid, {suffix} AS node, sum(c.cost_usd) AS cost, "
             "sum(c.input_tokens) AS tin, sum(c.output_tokens) AS tout FROM llm_calls c GROUP BY 1, 2, 3"
         )
-        node = "CASE WHEN t.trace_id LIKE 'tr-%-%' THEN substr(t.trace_id, 4, instr(substr(t.trace_id, 4), '-') - 1) END"
+        node = (
+            "CASE WHEN t.trace_id LIKE 'tr-%-%' THEN substr(t.trace_id, 4, instr(substr(t.trace_id, 4), '-') - 1) END"
+        )
         select = (
             "bt.cost AS by_trace_cost, bt.tin AS by_trace_in, bt.tout AS by_trace_out, "
             "bn.cost AS by_node_cost, bn.tin AS by_node_in, bn.tout AS by_node_out"
@@ -243,13 +276,14 @@ class MiniOrkSource:
         columns = self._select("execution_traces", _TRACE_COLUMNS, "t")
         counts = ", ".join(
             f"CASE WHEN json_valid(t.{c}) AND json_type(t.{c}) = 'array' THEN json_array_length(t.{c}) END AS n_{c}"
-            if c in self.tables["execution_traces"] else f"NULL AS n_{c}"
+            if c in self.tables["execution_traces"]
+            else f"NULL AS n_{c}"
             for c in ("tool_calls", "files_read", "files_written")
-        )  # fmt: skip
+        )
         snapshot = "r.dispatch_config_json" if "dispatch_config_json" in self.tables["task_runs"] else "NULL"
         calls_select, calls_join = self._calls_join()
         sql = (
-            f'SELECT {columns}, {counts}, {snapshot} AS snapshot, r."{self.task_column}" AS task_key, '  # noqa: S608
+            f'SELECT {columns}, {counts}, {snapshot} AS snapshot, r."{self.task_column}" AS task_key, '
             f"r.id AS run_known, {calls_select} FROM execution_traces t "
             f"LEFT JOIN task_runs r ON r.id = t.run_id {calls_join} ORDER BY t.run_id, t.rowid"
         )
@@ -279,8 +313,13 @@ class MiniOrkSource:
             return Unit(name, [], [], [f"trace {status_text}: imported once it finishes"])
         status = TRACE_STATUSES.get(status_text) or ("escalated" if status_text == "escalated" else None)
         if status is None:
-            problems.append(("status", f"{row['status']!r} is not a status mini-ork writes (success, failure, "
-                                       "vacuous, blocked, pending, running)"))  # fmt: skip
+            problems.append(
+                (
+                    "status",
+                    f"{row['status']!r} is not a status mini-ork writes (success, failure, "
+                    "vacuous, blocked, pending, running)",
+                )
+            )
         task = self._task_of(row)
         if row["run_known"] is None or task is None:
             problems.append(("run_id", f"{row['run_id']!r} names no task run of this database"))
@@ -289,8 +328,13 @@ class MiniOrkSource:
         if lane is None:
             mapped = self.options.maps.config("")
             if mapped is None:
-                problems.append(("agent_version_id", "is empty: no lane to attribute the trace to (map '' with "
-                                                     "--config-map to give such traces a config)"))  # fmt: skip
+                problems.append(
+                    (
+                        "agent_version_id",
+                        "is empty: no lane to attribute the trace to (map '' with "
+                        "--config-map to give such traces a config)",
+                    )
+                )
             config = mapped
         else:
             try:
@@ -306,18 +350,29 @@ class MiniOrkSource:
             problems.append((exc.field, exc.reason))
         if problems:
             return Unit(name, [], problems, [], lambda: dict(row))
-        assert config is not None and task is not None
+        assert config is not None and task is not None and status is not None  # else a problem above
         verifier = _json_object(row["verifier_output"])
         node = text(verifier.get("node_type")) or _node_of(trace_id)
         spent, cost_from = self._cost(row, config)
         ref = f"mini-ork:execution_traces:{trace_id}"
         attempt = Attempt(
-            f"trace:{trace_id}", task, config, status, spent, cost_from, at,  # type: ignore[arg-type]
-            duration_ms=values["duration_ms"], node=node, prompt_version=text(row["prompt_version_hash"]),
-            reviewer_verdict=text(row["reviewer_verdict"]), tool_calls=values["n_tool_calls"],
-            files_read=values["n_files_read"], files_written=values["n_files_written"],
-            extra=values["extra"] or None, ref=ref,
-        )  # fmt: skip
+            f"trace:{trace_id}",
+            task,
+            config,
+            status,
+            spent,
+            cost_from,
+            at,  # type: ignore[arg-type]
+            duration_ms=values["duration_ms"],
+            node=node,
+            prompt_version=text(row["prompt_version_hash"]),
+            reviewer_verdict=text(row["reviewer_verdict"]),
+            tool_calls=values["n_tool_calls"],
+            files_read=values["n_files_read"],
+            files_written=values["n_files_written"],
+            extra=values["extra"] or None,
+            ref=ref,
+        )
         records: list[Any] = [attempt]
         if (text(row["validity"]) or "valid") == "invalid":
             skipped.append("trace marked invalid: its ratings are left out")
@@ -338,7 +393,8 @@ class MiniOrkSource:
         if row["route_explore"] is not None:
             extra["route_explore"] = bool(row["route_explore"])
         for column in ("route_score", "route_margin"):
-            if (value := row[column]) is not None and isinstance(value, (int, float)) and value == value:
+            value = row[column]
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 extra[column] = float(value)
         return {
             "duration_ms": duration or None,  # 0 is mini-ork's default for no duration recorded
@@ -365,9 +421,16 @@ class MiniOrkSource:
         return self.pricer.per_task(config.key)
 
     def _trace_ratings(
-        self, row: sqlite3.Row, trace_id: str, task: str, config: Cfg, at: str, verifier: dict[str, Any],
-        ref: str, skipped: list[str],
-    ) -> list[Rating]:  # fmt: skip
+        self,
+        row: sqlite3.Row,
+        trace_id: str,
+        task: str,
+        config: Cfg,
+        at: str,
+        verifier: dict[str, Any],
+        ref: str,
+        skipped: list[str],
+    ) -> list[Rating]:
         out: list[Rating] = []
         for name, result in sorted(verifier.items()):
             if not isinstance(result, dict) or ("pass" not in result and "score" not in result):
@@ -400,31 +463,44 @@ class MiniOrkSource:
     # ----------------------------------------------------------------- rejections and decisions
     def _trace_lanes(self, trace_ids: list[str]) -> list[tuple[str, str | None]]:
         marks = ", ".join("?" for _ in trace_ids)
-        sql = f"SELECT agent_version_id, run_id FROM execution_traces WHERE trace_id IN ({marks})"  # noqa: S608
+        sql = f"SELECT agent_version_id, run_id FROM execution_traces WHERE trace_id IN ({marks})"
         return [(r[0], r[1]) for r in self.con.execute(sql, trace_ids)]
 
     def _run_info(self, run_id: Any) -> tuple[str | None, dict[str, dict[str, Any]], list[str]]:
         """(task, lane snapshot, the lanes of its traces) of a task run."""
         snapshot = "dispatch_config_json" if "dispatch_config_json" in self.tables["task_runs"] else "NULL"
         found = self.con.execute(
-            f'SELECT "{self.task_column}", {snapshot} FROM task_runs WHERE id = ?', (run_id,)  # noqa: S608
+            f'SELECT "{self.task_column}", {snapshot} FROM task_runs WHERE id = ?',
+            (run_id,),
         ).fetchone()
         if found is None:
             return None, {}, []
-        lanes = [r[0] for r in self.con.execute(
-            "SELECT DISTINCT agent_version_id FROM execution_traces WHERE run_id = ? AND agent_version_id <> ''",
-            (run_id,),
-        )]  # fmt: skip
+        lanes = [
+            r[0]
+            for r in self.con.execute(
+                "SELECT DISTINCT agent_version_id FROM execution_traces WHERE run_id = ? AND agent_version_id <> ''",
+                (run_id,),
+            )
+        ]
         return text(found[0]), _lane_snapshot(found[1]), lanes
 
     def _rejections(self) -> Iterator[Unit]:
         columns = self._select(
             "grounded_rejections",
-            ("id", "ts", "run_id", "gate_name", "verdict", "concern", "evidence_trace_ids", "evidence_summary",
-             "suggestion"),
+            (
+                "id",
+                "ts",
+                "run_id",
+                "gate_name",
+                "verdict",
+                "concern",
+                "evidence_trace_ids",
+                "evidence_summary",
+                "suggestion",
+            ),
             "g",
-        )  # fmt: skip
-        for row in self._rows("grounded_rejections", f"SELECT {columns} FROM grounded_rejections g ORDER BY g.rowid"):  # noqa: S608
+        )
+        for row in self._rows("grounded_rejections", f"SELECT {columns} FROM grounded_rejections g ORDER BY g.rowid"):
             yield self._rejection(row)
 
     def _rejection(self, row: sqlite3.Row) -> Unit:
@@ -451,8 +527,13 @@ class MiniOrkSource:
         chosen = sorted({lane for lane, _ in self._trace_lanes(evidence) if lane}) if evidence else []
         chosen = chosen or run_lanes
         if task is not None and len(chosen) != 1:
-            problems.append(("evidence_trace_ids", f"cannot tell which lane it rejects: its evidence names "
-                                                   f"{len(chosen)} lanes ({', '.join(chosen) or 'none'})"))  # fmt: skip
+            problems.append(
+                (
+                    "evidence_trace_ids",
+                    f"cannot tell which lane it rejects: its evidence names "
+                    f"{len(chosen)} lanes ({', '.join(chosen) or 'none'})",
+                )
+            )
         if problems:
             return Unit(name, [], problems, [], lambda: dict(row))
         config = self.lane_config(chosen[0], lanes)
@@ -468,7 +549,7 @@ class MiniOrkSource:
             ("id", "decided_at", "task_run_id", "chosen_lane_hints", "realized_score", "outcome", "decided_by"),
             "d",
         )
-        for row in self._rows("conductor_decisions", f"SELECT {columns} FROM conductor_decisions d ORDER BY d.rowid"):  # noqa: S608
+        for row in self._rows("conductor_decisions", f"SELECT {columns} FROM conductor_decisions d ORDER BY d.rowid"):
             yield self._decision(row)
 
     def _decision(self, row: sqlite3.Row) -> Unit:
@@ -486,7 +567,9 @@ class MiniOrkSource:
         if lane is None and len({str(v) for v in hints.values()}) == 1:
             lane = str(next(iter(hints.values())))
         if lane is None:
-            problems.append(("chosen_lane_hints", "names no implementer lane: cannot tell which lane the outcome rates"))
+            problems.append(
+                ("chosen_lane_hints", "names no implementer lane: cannot tell which lane the outcome rates")
+            )
         try:
             score = self.options.score(row["realized_score"], "realized_score")
             at = self._moment(row["decided_at"], "decided_at")

@@ -27,7 +27,7 @@ from .options import ImportOptions
 from .prices import Pricer
 from .records import files_of, records
 from .traces import Score, Trace, TraceBook
-from .values import Clock
+from .values import Clock, amount
 
 EVALUATION = "gen_ai.evaluation.result"
 MODEL = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name")
@@ -75,16 +75,8 @@ def _first(attrs: dict[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
-def _number(value: Any) -> float | None:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if out == out and abs(out) != float("inf") and out >= 0 else None
-
-
 def _seconds(nanos: Any) -> float | None:
-    value = _number(nanos)
+    value = amount(nanos)
     return None if not value else value / 1e9
 
 
@@ -157,9 +149,9 @@ class OtlpSource:
             parent=str(span.get("parentSpanId") or "") or None,
             start=_seconds(span.get("startTimeUnixNano")),
             end=_seconds(span.get("endTimeUnixNano")),
-            cost=_number(_first(attrs, COST)),
-            tokens_in=_number(_first(attrs, TOKENS_IN)),
-            tokens_out=_number(_first(attrs, TOKENS_OUT)),
+            cost=amount(_first(attrs, COST)),
+            tokens_in=amount(_first(attrs, TOKENS_IN)),
+            tokens_out=amount(_first(attrs, TOKENS_OUT)),
             model=_first(attrs, MODEL),
             failed=status in (2, "STATUS_CODE_ERROR", "2"),
             tool=operation == "execute_tool",
@@ -196,7 +188,11 @@ class OtlpSource:
         name = str(attrs.get("gen_ai.evaluation.name") or "evaluation")
         nth = sum(1 for s in trace.scores if s.span == span_id and s.name == name)
         explanation = attrs.get("gen_ai.evaluation.explanation")
-        kind = attrs.get("ratings.rater.kind") if attrs.get("ratings.rater.kind") in ("gate", "reviewer", "human") else self.kind
+        kind = (
+            attrs.get("ratings.rater.kind")
+            if attrs.get("ratings.rater.kind") in ("gate", "reviewer", "human")
+            else self.kind
+        )
         trace.scores.append(
             Score(
                 key=f"eval:{trace.id}:{span_id}:{name}:{nth}",

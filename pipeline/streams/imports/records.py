@@ -30,8 +30,10 @@ def files_of(paths: list[Path]) -> list[Path]:
     return out
 
 
-def _text(path: Path) -> io.TextIOBase:
-    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else path.open("rb")
+def _text(path: Path) -> io.TextIOWrapper:
+    """The file as text (UTF-8, a byte order mark skipped), gunzipped when its name ends in ``.gz``; the caller
+    closes it (``with``)."""
+    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else path.open("rb")  # noqa: SIM115
     return io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
 
 
@@ -44,7 +46,7 @@ def records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield from _parquet(path)
         elif name.endswith(".csv"):
             with _text(path) as handle:
-                yield from enumerate(csv.DictReader(handle), start=1)  # type: ignore[arg-type]
+                yield from enumerate(csv.DictReader(handle), start=1)
         else:
             yield from _json(path)
 
@@ -65,7 +67,7 @@ def _json(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         first = handle.read(1)
         while first.isspace():
             first = handle.read(1)
-        if first == "[" or first == "{" and not _is_jsonl(path):
+        if first == "[" or (first == "{" and not _is_jsonl(path)):
             document = json.loads(first + handle.read())
             items = document if isinstance(document, list) else document.get("data", [document])
             if isinstance(document, dict) and not isinstance(items, list):

@@ -104,7 +104,7 @@ class _Chunk:
     """The events of one chunk of source rows, as columns (they pickle and turn into a batch fast); ``keep`` is
     False for each event an earlier import already appended (positions stay, for the task openings)."""
 
-    __slots__ = ("stream", "line", "id", "key", "content", "kind", "keep")
+    __slots__ = ("content", "id", "keep", "key", "kind", "line", "stream")
 
     def __init__(self) -> None:
         self.stream: list[str] = []
@@ -303,7 +303,11 @@ class Run:
                 }
             )
         elif len(tally.named) < MAX_NAMED:
-            line, where = (unit.row, self.source.where) if isinstance(unit.row, int) else (None, f"{self.source.where} {unit.row}")
+            line, where = (
+                (unit.row, self.source.where)
+                if isinstance(unit.row, int)
+                else (None, f"{self.source.where} {unit.row}")
+            )
             tally.named.append(InvalidEvent(text, field=field_, line=line, source=where, problems=tuple(unit.problems)))
 
     def _take(self, unit: Unit, chunk: _Chunk) -> None:
@@ -313,7 +317,7 @@ class Run:
         if unit.records:
             tally.imported += 1
         for record in unit.records:
-            if type(record) is Line:
+            if isinstance(record, Line):
                 kind = KINDS[record.type]
                 chunk.stream.append(_STREAMS[kind])
                 chunk.line.append(record.line)
@@ -373,7 +377,7 @@ class Run:
         for i in np.flatnonzero(same):
             chunk.keep[i] = False
         for i in np.flatnonzero(known & ~same & of_kind & (kinds != RATED)):
-            self._changed(chunk.item(i))
+            self._changed(chunk.item(int(i)))
             chunk.keep[i] = False
 
     def _changed(self, item: _Item) -> None:
@@ -428,7 +432,9 @@ class Run:
         stale = [(k, d) for k, records in old.items() for d, _, kind in records if kind == RATED]
         if not stale:
             return []
-        gone = ~np.isin(_pairs(np.array([k for k, _ in stale], np.uint64), np.array([d for _, d in stale], "S24")), seen)
+        gone = ~np.isin(
+            _pairs(np.array([k for k, _ in stale], np.uint64), np.array([d for _, d in stale], "S24")), seen
+        )
         prefix = self.source.prefix
         reason = f"updated at the source ({self.source.format}): replaced by its new version on import"
         out = []
@@ -471,7 +477,9 @@ class Run:
         if retracted := [i for i in rows if chunk.kind[i] == KINDS["rating.retracted"]]:  # not records of a source
             rows = [i for i in rows if i not in set(retracted)]
         self.ledger.append(
-            [chunk.key[i] for i in rows], [chunk.id[i] for i in rows], [chunk.content[i] for i in rows],
+            [chunk.key[i] for i in rows],
+            [chunk.id[i] for i in rows],
+            [chunk.content[i] for i in rows],
             [chunk.kind[i] for i in rows],
         )
 
@@ -500,7 +508,6 @@ class Run:
             notes=notes,
             deadletter=str(self.letters_path) if self.letters.written and self.letters_path else None,
         )
-
 
 
 class _Spool:
@@ -532,11 +539,11 @@ class _Spool:
     def chunks(self) -> Iterator[_Chunk]:
         if self.file is None:
             for blob in self.blobs:
-                yield pickle.loads(blob)  # noqa: S301  # our own spool
+                yield pickle.loads(blob)  # our own spool
             return
         self.file.seek(0)
         while head := self.file.read(8):
-            yield pickle.loads(self.file.read(int.from_bytes(head, "little")))  # noqa: S301  # our own spool
+            yield pickle.loads(self.file.read(int.from_bytes(head, "little")))  # our own spool
 
     def close(self) -> None:
         self.blobs = []

@@ -129,8 +129,11 @@ class TraceBook:
         if mapped is not None:
             return mapped
         if model is None:
-            raise Problem("model", "no span names a model (gen_ai.request.model or the source's model field): "
-                                   "give the agent a config with --config-map")  # fmt: skip
+            raise Problem(
+                "model",
+                "no span names a model (gen_ai.request.model or the source's model field): "
+                "give the agent a config with --config-map",
+            )
         return config_of(trace.agent or self.source, trace.provider, model, None)
 
     def _times(self, trace: Trace) -> tuple[float, float | None]:
@@ -184,11 +187,20 @@ class TraceBook:
         task = trace.task or trace.id
         ref = f"{self.source}:trace:{trace.id}"
         spent, cost_from = self._cost(trace, config)
-        duration = None if end is None or end < start else int(round((end - start) * 1000))
+        duration = None if end is None or end < start else round((end - start) * 1000)
         attempt = Attempt(
-            f"trace:{trace.id}", task, config, "failure" if trace.failed else "success", spent, cost_from, at,
-            duration_ms=duration, tool_calls=trace.tools, extra=trace.extra or None, ref=ref,
-        )  # fmt: skip
+            f"trace:{trace.id}",
+            task,
+            config,
+            "failure" if trace.failed else "success",
+            spent,
+            cost_from,
+            at,
+            duration_ms=duration,
+            tool_calls=trace.tools,
+            extra=trace.extra or None,
+            ref=ref,
+        )
         opened = Opened(f"task:{task}", task, trace.region or "general", at, None, self.options.thread, ref=ref)
         return Unit(name, [opened, attempt], [], []), (task, config, at, ref)
 

@@ -34,7 +34,7 @@ def missing(value: Any) -> bool:
         return True
     if isinstance(value, str):
         return not value.strip() or value.strip().lower() == "nan"
-    return isinstance(value, float) and value != value
+    return isinstance(value, float) and math.isnan(value)
 
 
 def number(value: Any, field: str, *, low: float = 0.0, high: float | None = None) -> float | None:
@@ -58,6 +58,21 @@ def number(value: Any, field: str, *, low: float = 0.0, high: float | None = Non
         bound = f"in [{low:g}, {high:g}]" if high is not None else f">= {low:g}"
         raise Problem(field, f"{out:g} is not {bound}")
     return out
+
+
+def amount(value: Any) -> float | None:
+    """A finite number >= 0 of an export's numeric field (cost, tokens), or None for anything else."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) and out >= 0 else None
+
+
+def seconds(value: Any) -> float | None:
+    """A time of an export (RFC 3339, UTC text without a zone, or unix numbers) as unix seconds; None if missing."""
+    at = moment(value, "time", naive_utc=True, unix_numbers=True)
+    return None if at is None else datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
 
 
 def cost(value: Any, field: str = "cost_usd") -> float | None:

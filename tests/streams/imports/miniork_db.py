@@ -38,7 +38,8 @@ SNAPSHOT = ", dispatch_config_json TEXT NULL, agents_yaml_sha TEXT NULL"
 TRACES_0019 = """
   trace_id TEXT PRIMARY KEY, run_id INTEGER, workflow_version_id TEXT, agent_version_id TEXT NOT NULL DEFAULT '',
   task_class TEXT NOT NULL, prompt_version_hash TEXT NOT NULL DEFAULT '', context_bundle_hash TEXT NOT NULL DEFAULT '',
-  tool_calls TEXT NOT NULL DEFAULT '[]', files_read TEXT NOT NULL DEFAULT '[]', files_written TEXT NOT NULL DEFAULT '[]',
+  tool_calls TEXT NOT NULL DEFAULT '[]', files_read TEXT NOT NULL DEFAULT '[]',
+  files_written TEXT NOT NULL DEFAULT '[]',
   verifier_output TEXT NOT NULL DEFAULT '{{}}', reviewer_verdict TEXT, cost_usd REAL NOT NULL DEFAULT 0.0,
   duration_ms INTEGER NOT NULL DEFAULT 0, final_artifact_ref TEXT,
   status TEXT NOT NULL CHECK (status IN ('success','failure','pending','running','vacuous'{blocked})),
@@ -110,8 +111,14 @@ LANE_SNAPSHOT = {
     "opus": {"family": "opus", "model_id": "claude-opus-4-7", "provider": "anthropic", "base_url": ""},
 }
 #: Each lane's chance to pass its gate per task class, and its cost per trace.
-PASS_RATE = {("glm", "code_fix"): 0.85, ("opus", "code_fix"): 0.55, ("glm", "research"): 0.35,
-             ("opus", "research"): 0.9, ("glm", "review"): 0.6, ("opus", "review"): 0.65}  # fmt: skip
+PASS_RATE = {
+    ("glm", "code_fix"): 0.85,
+    ("opus", "code_fix"): 0.55,
+    ("glm", "research"): 0.35,
+    ("opus", "research"): 0.9,
+    ("glm", "review"): 0.6,
+    ("opus", "review"): 0.65,
+}
 COST = {"glm": 0.04, "opus": 0.6}
 CLASSES = ("code_fix", "research", "review")
 T0 = 1_780_000_000  # unix seconds: 2026-05-28
@@ -137,15 +144,38 @@ def build_state_db(path: Path, *, traces: int = 120, lanes: tuple[str, ...] = ("
             run_id = f"run-{T0 + k}-{j}"
             created = T0 + 60 * k + j
             passed = rng.random() < PASS_RATE.get((lane, task_class), 0.5)
-            runs.append((run_id, task_class, "code-fix", f"kickoffs/{task_class}-{k}.md", "published", None,
-                         created, created + 30, created + 30, snapshot))  # fmt: skip
+            runs.append(
+                (
+                    run_id,
+                    task_class,
+                    "code-fix",
+                    f"kickoffs/{task_class}-{k}.md",
+                    "published",
+                    None,
+                    created,
+                    created + 30,
+                    created + 30,
+                    snapshot,
+                )
+            )
             verifier = {"node_type": "implementer", "pytest": {"pass": passed, "evidence_path": f"e/{k}.log"}}
-            rows.append((f"tr-implement-{created}-{j}", run_id, lane, task_class, json.dumps(verifier),
-                         "APPROVE" if passed else "REQUEST_CHANGES", round(COST.get(lane, 0.1) * (0.8 + 0.4 * rng.random()), 6),
-                         1000 + rng.randrange(60_000), "success" if passed else "failure",
-                         f"2026-05-28T{(created // 3600) % 24:02d}:{(created // 60) % 60:02d}:{created % 60:02d}.000Z",
-                         json.dumps([{"tool": "bash"}] * rng.randrange(1, 6)), json.dumps(["a.py"]),
-                         json.dumps([{"path": "a.py", "hash": "x"}])))  # fmt: skip
+            rows.append(
+                (
+                    f"tr-implement-{created}-{j}",
+                    run_id,
+                    lane,
+                    task_class,
+                    json.dumps(verifier),
+                    "APPROVE" if passed else "REQUEST_CHANGES",
+                    round(COST.get(lane, 0.1) * (0.8 + 0.4 * rng.random()), 6),
+                    1000 + rng.randrange(60_000),
+                    "success" if passed else "failure",
+                    f"2026-05-28T{(created // 3600) % 24:02d}:{(created // 60) % 60:02d}:{created % 60:02d}.000Z",
+                    json.dumps([{"tool": "bash"}] * rng.randrange(1, 6)),
+                    json.dumps(["a.py"]),
+                    json.dumps([{"path": "a.py", "hash": "x"}]),
+                )
+            )
     con.executemany(
         "INSERT INTO task_runs (id, task_class, recipe, kickoff_path, status, verdict, created_at, updated_at, "
         "ended_at, dispatch_config_json) VALUES (?,?,?,?,?,?,?,?,?,?)",

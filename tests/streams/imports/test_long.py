@@ -263,8 +263,12 @@ def test_too_many_bad_rows_are_counted_and_the_first_hundred_named(home, tmp_pat
     result = CliRunner().invoke(cli, ["import", "--home", str(home), str(_csv(tmp_path, rows))])
     assert result.exit_code == 2
     lines = result.stderr.splitlines()
-    assert len(lines) == 101 and "row:1: score: 2 is not in [0, 1] (give the scale with --score-range LO:HI)" in lines[0]
-    assert lines[-1].startswith("nothing appended: 150 bad row(s) (the first 100 named above); fix them, or import the rest")
+    assert (
+        len(lines) == 101 and "row:1: score: 2 is not in [0, 1] (give the scale with --score-range LO:HI)" in lines[0]
+    )
+    assert lines[-1].startswith(
+        "nothing appended: 150 bad row(s) (the first 100 named above); fix them, or import the rest"
+    )
     assert not (home / "streams").exists()
 
 
