@@ -437,49 +437,51 @@ class LongSource:
 
 
 def _row_events(row: LongRow, rater: dict[str, str], rater_json: str) -> list[Any]:
-    """The row's ``task.attempted`` and ``task.rated``, with the ids every earlier import gave them: the digest
-    of each event's canonical JSON (written here directly for these two fixed shapes)."""
+    """The row's ``task.attempted`` and ``task.rated``, with the ids every earlier import gave them: the digest of
+    each event's canonical JSON. Both the hashed JSON and the lines are written here from templates, fast; the
+    tests check them against the generic digest and against ``to_json`` of the events (the bytes every earlier
+    import wrote)."""
     status = "success" if row.score >= 0.5 else "failure"
-    cost = "null" if row.cost_usd is None else float.__repr__(row.cost_usd)
-    at, task = _quoted(row.at), _quoted(row.task)
-    config_json = _config_json(row.config)
+    cost, score = row.cost_usd, row.score
+    at, task, config = _quoted(row.at), _quoted(row.task), row.config
+    cost_repr = "null" if cost is None else float.__repr__(cost)
     attempted_id = digest24(
-        f'[{{"at":{at},"config":{config_json},"cost_usd":{cost},"status":"{status}","task":{task},'
+        f'[{{"at":{at},"config":{config.canonical},"cost_usd":{cost_repr},"status":"{status}","task":{task},'
         '"type":"task.attempted"}]'
     )
     rated_id = digest24(
-        f'[{{"at":{at},"config":{config_json},"rater":{rater_json},"score":{float.__repr__(row.score)},'
+        f'[{{"at":{at},"config":{config.canonical},"rater":{rater_json},"score":{float.__repr__(score)},'
         f'"task":{task},"type":"task.rated"}}]'
     )
-    key = key64(f"{row.task}\x1f{row.config.key}\x1f{rater['name']}\x1f{row.at}")
-    common = {"task": row.task, "config": row.config.obj}
-    attempt_id, rating_id = f"imp-{attempted_id}", f"imp-{rated_id}"
-    attempt = to_json(
-        {
-            "id": attempt_id,
-            "type": "task.attempted",
-            "at": row.at,
-            "v": 1,
-            **common,
-            "status": status,
-            "cost_usd": row.cost_usd,
-        }
-    )
-    rating = to_json(
-        {"id": rating_id, "type": "task.rated", "at": row.at, "v": 1, **common, "rater": rater, "score": row.score}
-    )
+    key = key64(f"{row.task}\x1f{config.key}\x1f{rater['name']}\x1f{row.at}")
+    head = f'","at":{at},"v":1,"task":{task},"config":{config.line},'
+    attempt = f'{{"id":"imp-{attempted_id}","type":"task.attempted{head}"status":"{status}","cost_usd":{_json_float(cost)}}}\n'
+    rating = f'{{"id":"imp-{rated_id}","type":"task.rated{head}"rater":{_rater_line(rater)},"score":{_json_float(score)}}}\n'
     return [
-        Line("task.attempted", attempt_id, attempt + b"\n", key, "unknown" if row.cost_usd is None else "source"),
-        Line("task.rated", rating_id, rating + b"\n", key),
+        Line("task.attempted", f"imp-{attempted_id}", attempt.encode(), key, "unknown" if cost is None else "source"),
+        Line("task.rated", f"imp-{rated_id}", rating.encode(), key),
     ]
 
 
-_CONFIG_JSON: dict[str, str] = {}
+_FLOATS: dict[float | None, str] = {None: "null"}
 
 
-def _config_json(config: Cfg) -> str:
-    """The canonical JSON of a config (for its row's ids), computed once per config."""
-    text = _CONFIG_JSON.get(config.key)
+def _json_float(value: float | None) -> str:
+    """A number as the lines write it (``to_json``'s form), remembered for the values that repeat."""
+    text = _FLOATS.get(value)
     if text is None:
-        text = _CONFIG_JSON[config.key] = canonical(config.obj)
+        text = to_json(value).decode()
+        if len(_FLOATS) < 65536 and value:  # not 0: 0.0 and -0.0 are one key but two texts
+            _FLOATS[value] = text
+    return text
+
+
+_RATERS: dict[tuple[str, str], str] = {}
+
+
+def _rater_line(rater: dict[str, str]) -> str:
+    key = (rater["kind"], rater["name"])
+    text = _RATERS.get(key)
+    if text is None:
+        text = _RATERS[key] = to_json(rater).decode()
     return text

@@ -27,10 +27,13 @@ from ..events import SCHEMA_VERSION, config_key
 
 
 class Cfg(NamedTuple):
-    """A configuration: its key and its JSON object (``cli, route, model, effort``)."""
+    """A configuration: its key, its JSON object (``cli, route, model, effort``), and that object's JSON twice:
+    as the lines write it (``line``) and canonical (``canonical``, sorted keys: what ids are hashed from)."""
 
     key: str
     obj: dict[str, str | None]
+    line: str
+    canonical: str
 
 
 @functools.lru_cache(maxsize=65536)
@@ -38,7 +41,8 @@ def config_of(cli: str, route: str | None, model: str, effort: str | None) -> Cf
     """A checked configuration; :class:`ValueError` when ``cli`` or ``model`` is blank."""
     if not cli or not cli.strip() or not model or not model.strip():
         raise ValueError(f"a configuration needs a cli and a model (got cli {cli!r}, model {model!r})")
-    return Cfg(config_key(cli, route, model, effort), {"cli": cli, "route": route, "model": model, "effort": effort})
+    obj = {"cli": cli, "route": route, "model": model, "effort": effort}
+    return Cfg(config_key(cli, route, model, effort), obj, to_json(obj).decode(), canonical(obj))
 
 
 class Opened(NamedTuple):

@@ -101,57 +101,47 @@ class _Item(NamedTuple):
 
 
 class _Chunk:
-    """The events of one chunk of source rows, as columns (they pickle and turn into a batch fast); ``keep`` is
-    False for each event an earlier import already appended (positions stay, for the task openings)."""
+    """The events of one chunk of source rows, as plain tuples (fields of :class:`_Item`; they pickle fast), and
+    ``keep``: False for each event an earlier import already appended (positions stay, for the task openings)."""
 
-    __slots__ = ("content", "id", "keep", "key", "kind", "line", "stream")
+    __slots__ = ("items", "keep")
 
     def __init__(self) -> None:
-        self.stream: list[str] = []
-        self.line: list[bytes] = []
-        self.id: list[str] = []
-        self.key: list[int] = []
-        self.content: list[int] = []
-        self.kind: list[int] = []
+        self.items: list[tuple[Any, ...]] = []
         self.keep: list[bool] = []
 
     def __len__(self) -> int:
-        return len(self.id)
+        return len(self.items)
 
     def add(self, item: _Item) -> None:
-        for column, value in zip(_Item._fields, item, strict=True):
-            getattr(self, column).append(value)
+        self.items.append(tuple(item))
         self.keep.append(True)
+
+    def column(self, name: str) -> list[Any]:
+        i = _Item._fields.index(name)
+        return [item[i] for item in self.items]
 
     def with_openings(self, openings: list[tuple[int, _Item]]) -> None:
         """Insert these events, each at its position (positions of the chunk as it was mapped), in one pass."""
         if not openings:
             return
-        openings = sorted(openings, key=lambda x: x[0])
-        for column, values in zip(_Item._fields, zip(*(item for _, item in openings), strict=True), strict=True):
-            old, new, start = getattr(self, column), [], 0
-            for (position, _), value in zip(openings, values, strict=True):
-                new += old[start:position]
-                new.append(value)
-                start = position
-            new += old[start:]
-            setattr(self, column, new)
-        old, new, start = self.keep, [], 0
-        for position, _ in openings:
-            new += old[start:position]
-            new.append(True)
+        items, keep, start = [], [], 0
+        for position, item in sorted(openings, key=lambda x: x[0]):
+            items += self.items[start:position]
+            keep += self.keep[start:position]
+            items.append(tuple(item))
+            keep.append(True)
             start = position
-        self.keep = new + old[start:]
+        self.items, self.keep = items + self.items[start:], keep + self.keep[start:]
 
     def item(self, i: int) -> _Item:
-        return _Item(self.stream[i], self.line[i], self.id[i], self.key[i], self.content[i], self.kind[i])
+        return _Item._make(self.items[i])
 
-    def __getstate__(self) -> tuple[list[Any], ...]:
-        return tuple(getattr(self, column) for column in self.__slots__)
+    def __getstate__(self) -> tuple[list[Any], list[bool]]:
+        return self.items, self.keep
 
-    def __setstate__(self, state: tuple[list[Any], ...]) -> None:
-        for column, values in zip(self.__slots__, state, strict=True):
-            setattr(self, column, values)
+    def __setstate__(self, state: tuple[list[Any], list[bool]]) -> None:
+        self.items, self.keep = state
 
 
 class _Candidate(NamedTuple):
@@ -319,12 +309,7 @@ class Run:
         for record in unit.records:
             if isinstance(record, Line):
                 kind = KINDS[record.type]
-                chunk.stream.append(_STREAMS[kind])
-                chunk.line.append(record.line)
-                chunk.id.append(record.id)
-                chunk.key.append(record.key)
-                chunk.content.append(0)  # its id is its content's digest
-                chunk.kind.append(kind)
+                chunk.items.append((_STREAMS[kind], record.line, record.id, record.key, 0, kind))  # 0: id dates it
                 chunk.keep.append(True)
                 if record.cost_from is not None:
                     tally.costs[record.cost_from] += 1
@@ -355,7 +340,7 @@ class Run:
         if not self.options.dry_run:
             self.spool.add(chunk)
         else:
-            self.would.update(_TYPES[kind] for kind, keep in zip(chunk.kind, chunk.keep, strict=True) if keep)
+            self.would.update(_TYPES[item[5]] for item, keep in zip(chunk.items, chunk.keep, strict=True) if keep)
         self.chunks += 1
         if self.progress is not None:
             self.progress(int(1000 * self.source.progress()), 2000)
@@ -366,10 +351,11 @@ class Run:
             return
         import numpy as np
 
-        keys = np.array(chunk.key, dtype=np.uint64)
-        ids = np.array([i[-24:] for i in chunk.id], dtype="S24")
-        kinds = np.array(chunk.kind, dtype=np.uint8)
-        known, same, of_kind = self.ledger.match(keys, ids, np.array(chunk.content, dtype=np.uint64), kinds)
+        keys = np.array(chunk.column("key"), dtype=np.uint64)
+        ids = np.array([i[-24:] for i in chunk.column("id")], dtype="S24")
+        kinds = np.array(chunk.column("kind"), dtype=np.uint8)
+        contents = np.array(chunk.column("content"), dtype=np.uint64)
+        known, same, of_kind = self.ledger.match(keys, ids, contents, kinds)
         rated = known & (kinds == RATED)
         self.seen_keys.append(keys[rated])
         self.seen_ids.append(ids[rated])
@@ -463,24 +449,20 @@ class Run:
         return appended
 
     def _write(self, chunk: _Chunk, appended: Counter[str]) -> None:
-        keep = chunk.keep
-        rows = [i for i, k in enumerate(keep) if k] if not all(keep) else range(len(keep))
-        if not rows:
+        items = chunk.items if all(chunk.keep) else [t for t, k in zip(chunk.items, chunk.keep, strict=True) if k]
+        if not items:
             return
-        lines: dict[str, list[bytes]] = {}
-        stream, line = chunk.stream, chunk.line
-        for i in rows:
-            lines.setdefault(stream[i], []).append(line[i])
-        result = write(self.home, Batch(lines=lines, ids=[chunk.id[i] for i in rows]), self.fsync)
+        streams, lines, ids, keys, contents, kinds = zip(*items, strict=True)
+        by_stream: dict[str, list[bytes]] = {}
+        for stream, line in zip(streams, lines, strict=True):
+            by_stream.setdefault(stream, []).append(line)
+        result = write(self.home, Batch(lines=by_stream, ids=list(ids)), self.fsync)
         self.streams.update(result.streams)
-        appended.update(_TYPES[chunk.kind[i]] for i in rows)
-        if retracted := [i for i in rows if chunk.kind[i] == KINDS["rating.retracted"]]:  # not records of a source
-            rows = [i for i in rows if i not in set(retracted)]
+        appended.update(_TYPES[kind] for kind in kinds)
+        retracted = KINDS["rating.retracted"]  # not records of a source: not in the ledger
+        source = [i for i, kind in enumerate(kinds) if kind != retracted]
         self.ledger.append(
-            [chunk.key[i] for i in rows],
-            [chunk.id[i] for i in rows],
-            [chunk.content[i] for i in rows],
-            [chunk.kind[i] for i in rows],
+            [keys[i] for i in source], [ids[i] for i in source], [contents[i] for i in source], [kinds[i] for i in source]
         )
 
     # ----------------------------------------------------------------- the summary

@@ -219,7 +219,7 @@ def test_an_unreadable_file_is_bad_input_not_a_traceback(home, tmp_path, name, w
 def test_row_ids_are_the_digests_of_their_events(task, config, score, cost, at, rater):
     """The row events' ids are written from a template, fast: they equal the generic digest of each event, so the
     ids of every earlier import stay the same (re-importing adds nothing after compaction)."""
-    from pipeline.streams.events import parse_line
+    from pipeline.streams.events import encode_line, parse_line, with_head
     from pipeline.streams.imports import long
     from pipeline.streams.imports.mapping import canonical, digest24
 
@@ -229,10 +229,16 @@ def test_row_ids_are_the_digests_of_their_events(task, config, score, cost, at, 
     table.column, table.clock = long.ConfigColumn("auto", long.Maps()), long.Clock(allow_future=True)
     row, problems = table.check(1, cells)
     assert not problems
+    rater = {"kind": rater["kind"], "name": rater["name"]}  # as every source builds it
     for line in long._row_events(row, rater, canonical(rater)):
         event = parse_line(line.line)
         body = event.model_dump(mode="json", exclude_unset=True, exclude={"id", "v"})
         assert line.id == event.id == f"imp-{digest24(canonical([{**body, 'type': event.type}]))}"
+        # the bytes every earlier import wrote: the event rendered as append renders a mapping
+        fields = {"task": event.task, "config": event.config.model_dump(), **body}
+        fields.pop("type")
+        expected = encode_line(with_head(fields, type=event.type, v=1, id=event.id, at=event.at))
+        assert line.line == expected
 
 
 def test_a_table_is_appended_in_chunks_each_a_framed_batch(home, tmp_path, monkeypatch):
