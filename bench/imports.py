@@ -49,7 +49,7 @@ def long_table(path: Path, rows: int, tasks: int) -> None:
                     rng.choice(("0.0", "1.0", "0.5", "0.25")),
                     f"{rng.random() * 0.05:.6f}",
                     f"region-{task % 8}",
-                    f"2026-0{1 + task % 9}-{1 + task % 28:02d}T{task % 24:02d}:{i % 60:02d}:00Z",
+                    f"2026-0{1 + i * 9 // rows}-{1 + (i // 97) % 28:02d}T{(i // 7) % 24:02d}:{i % 60:02d}:00Z",
                     f"s{task % 5}",
                 ]
             )

@@ -142,6 +142,20 @@ class Unit(NamedTuple):
         return bool(self.problems)
 
 
+class Prepared(NamedTuple):
+    """A chunk of rows a source checked and rendered itself, in bulk (long tables, for speed): the events as the
+    run spools them (``(stream, line, id, ledger key, content, ledger kind)``), each task-opening candidate at its
+    position among them, and the rows that are bad, as units of their own. ``rows`` counts every row it covers."""
+
+    rows: int
+    imported: int
+    items: list[tuple[Any, ...]]
+    opened: list[tuple[int, Opened]]
+    bad: list[Unit]
+    skipped: dict[str, int]
+    costs: dict[str, int]
+
+
 def canonical(value: Any) -> str:
     """The JSON text ids are hashed from: sorted keys, no spaces, UTF-8 as is."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)

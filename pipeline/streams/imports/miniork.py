@@ -285,7 +285,7 @@ class MiniOrkSource:
         sql = (
             f'SELECT {columns}, {counts}, {snapshot} AS snapshot, r."{self.task_column}" AS task_key, '
             f"r.id AS run_known, {calls_select} FROM execution_traces t "
-            f"LEFT JOIN task_runs r ON r.id = t.run_id {calls_join} ORDER BY t.run_id, t.rowid"
+            f"LEFT JOIN task_runs r ON r.id = CAST(t.run_id AS TEXT) {calls_join} ORDER BY t.run_id, t.rowid"
         )
         last_run, lanes = None, {}
         for row in self._rows("execution_traces", sql):

@@ -34,7 +34,7 @@ from ..events import stream_of
 from ..log import FsyncPolicy, write
 from .deadletters import DeadLetters
 from .ledger import KINDS, RATED, Ledger, content64, key64
-from .mapping import Line, Opened, Rendered, Unit, render, retraction
+from .mapping import Line, Opened, Prepared, Rendered, Unit, render, retraction
 from .options import ImportOptions
 from .values import Clock
 
@@ -55,7 +55,7 @@ class Source(Protocol):
     where: str  # how messages name its rows: "<path> row"
     rater_kind: str  # the default kind of its ratings
 
-    def units(self) -> Iterator[Unit]: ...
+    def units(self) -> Iterator[Unit | Prepared]: ...
     def progress(self) -> float: ...  # the share of the source read, 0 to 1
     def finish(self) -> list[str]: ...  # after the last unit: notes, or InvalidEvent for a whole-source refusal
 
@@ -263,6 +263,11 @@ class Run:
     def _map(self) -> None:
         chunk = _Chunk()
         for unit in self.source.units():
+            if isinstance(unit, Prepared):  # a whole chunk of rows at once (it ends where a chunk ends)
+                self._prepared(unit, chunk)
+                self._flush(chunk)
+                chunk = _Chunk()
+                continue
             self.tally.rows += 1
             if unit.problems:
                 self._bad(unit)
@@ -272,6 +277,20 @@ class Run:
                 self._flush(chunk)
                 chunk = _Chunk()
         self._flush(chunk)
+
+    def _prepared(self, prepared: Prepared, chunk: _Chunk) -> None:
+        tally = self.tally
+        tally.rows += prepared.rows
+        tally.imported += prepared.imported
+        tally.skipped.update(prepared.skipped)
+        tally.costs.update(prepared.costs)
+        for unit in prepared.bad:
+            self._bad(unit)
+        base = len(chunk)
+        chunk.items += prepared.items
+        chunk.keep += [True] * len(prepared.items)
+        for position, record in prepared.opened:
+            self._candidate(record, base + position)
 
     def _bad(self, unit: Unit) -> None:
         tally = self.tally
@@ -386,11 +405,13 @@ class Run:
         import numpy as np
 
         prefix = self.source.prefix
-        opened_id = getattr(self.source, "opened_id", None)
+        own = getattr(self.source, "render_opened", None)  # a source's own rendering (long tables: their ids)
         rendered = {}
         for task, c in self.candidates.items():
-            record = c.record if opened_id is None else c.record._replace(id=opened_id(c.record))
-            rendered[task] = (c, self._item(render(record, prefix), record.key, dated_by_id=record.id is not None))
+            if own is not None:
+                rendered[task] = (c, self._item(own(c.record), c.record.key, dated_by_id=True))
+            else:
+                rendered[task] = (c, self._item(render(c.record, prefix), c.record.key))
         old = {}
         if not self.ledger.empty and rendered:
             old = self.ledger.lookup(np.fromiter((i.key for _, i in rendered.values()), np.uint64, len(rendered)))
@@ -460,9 +481,9 @@ class Run:
         self.streams.update(result.streams)
         appended.update(_TYPES[kind] for kind in kinds)
         retracted = KINDS["rating.retracted"]  # not records of a source: not in the ledger
-        source = [i for i, kind in enumerate(kinds) if kind != retracted]
+        of = [i for i, kind in enumerate(kinds) if kind != retracted]
         self.ledger.append(
-            [keys[i] for i in source], [ids[i] for i in source], [contents[i] for i in source], [kinds[i] for i in source]
+            [keys[i] for i in of], [ids[i] for i in of], [contents[i] for i in of], [kinds[i] for i in of]
         )
 
     # ----------------------------------------------------------------- the summary
@@ -493,42 +514,43 @@ class Run:
 
 
 class _Spool:
-    """Mapped chunks, pickled: in memory while small, else in a file of the home (deleted at the end)."""
+    """Mapped chunks: held as they are while their lines total under :data:`SPOOL_MEMORY` bytes, then pickled to a
+    file of the home (``imports/.spool-*.tmp``, deleted at the end)."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.blobs: list[bytes] = []
+        self.held: list[_Chunk] = []
         self.size = 0
         self.file: Any = None
         self.path: Any = None
 
     def add(self, chunk: _Chunk) -> None:
-        blob = pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
-        if self.file is None and self.size + len(blob) > SPOOL_MEMORY:
+        if self.file is None:
+            self.size += sum(len(item[1]) for item in chunk.items) + 64 * len(chunk.items)
+            self.held.append(chunk)
+            if self.size <= SPOOL_MEMORY:
+                return
             self.run._lock()
             home = self.run.home
             self.path = home.root / "imports" / f".spool-{os.getpid()}-{os.urandom(4).hex()}.tmp"
             self.file = os.fdopen(home.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL), "w+b")
-            for held in self.blobs:
-                self.file.write(len(held).to_bytes(8, "little") + held)
-            self.blobs = []
-        if self.file is None:
-            self.blobs.append(blob)
-            self.size += len(blob)
+            chunks, self.held = self.held, []
         else:
+            chunks = [chunk]
+        for held in chunks:
+            blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
             self.file.write(len(blob).to_bytes(8, "little") + blob)
 
     def chunks(self) -> Iterator[_Chunk]:
         if self.file is None:
-            for blob in self.blobs:
-                yield pickle.loads(blob)  # our own spool
+            yield from self.held
             return
         self.file.seek(0)
         while head := self.file.read(8):
             yield pickle.loads(self.file.read(int.from_bytes(head, "little")))  # our own spool
 
     def close(self) -> None:
-        self.blobs = []
+        self.held = []
         if self.file is not None:
             self.file.close()
             with contextlib.suppress(FileNotFoundError):

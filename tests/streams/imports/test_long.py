@@ -282,14 +282,14 @@ def test_a_file_changed_while_it_is_read_is_named(home, tmp_path, monkeypatch):
     from pipeline.streams.imports import long
 
     path = _csv(tmp_path, "T0,m,1,0.1,code,2026-01-01T00:00:00Z\n")
-    real = long.LongTable.rows
+    real = long._cells
 
-    def then_change(self):  # type: ignore[no-untyped-def]
-        yield from real(self)
+    def then_change(*args):  # type: ignore[no-untyped-def]
+        yield from real(*args)
         with open(path, "a") as handle:
             handle.write("T1,m,1,0.1,code,2026-01-01T00:00:00Z\n")
 
-    monkeypatch.setattr(long.LongTable, "rows", then_change)
+    monkeypatch.setattr(long, "_cells", then_change)
     with pytest.raises(InvalidEvent, match=r"the file changed while it was imported \(nothing was appended\)"):
         import_table(home, path)
     assert not (home / "streams").exists()
