@@ -27,6 +27,7 @@ SECTIONS = (
     "Layout",
     "Events",
     "Streams",
+    "Imports",
     "Storage",
     "Fit",
     "Evidence gate",

@@ -311,7 +311,8 @@ def summary_lines(result: Any) -> list[str]:
             f"(retracted and replaced); {result.changed_kept} other record(s) changed (the first import stands)"
         )
     if result.costs:
-        lines.append("costs: " + ", ".join(f"{n} from {k}" for k, n in sorted(result.costs.items())))
+        where = {"source": "from the source", "tokens": "from tokens at prices", "price": "per-task prices"}
+        lines.append("costs: " + ", ".join(f"{n} {where.get(k, k)}" for k, n in sorted(result.costs.items())))
     for reason, n in sorted(result.skipped.items()):
         lines.append(f"left out: {n} {reason}")
     if result.bad_rows:

@@ -51,7 +51,7 @@ TEMPLATE: dict[str, Any] = {
     "prices": [{"selector": "<cli>/<route>/<model>", "input_usd_per_mtok": None, "output_usd_per_mtok": None}],
 }
 
-#: Bounds of a price (docs/design.md, fits/shipped.json): no attempt costs more than the events allow
+#: Bounds of a price (docs/design.md, Routing table: fits/shipped.json): no attempt costs more than the events allow
 #: (``cost_usd`` <= 1e6), and no token price is above a million dollars per million tokens.
 MAX_PRICE_USD = 1e6
 
@@ -75,8 +75,8 @@ class Prior(BaseModel):
 
 
 class Price(BaseModel):
-    """What a config costs before its own attempts say (docs/design.md, fits/shipped.json): per task, or per
-    million input and output tokens. ``selector`` is 1 to 4 segments of a config key, like a prior's; the most
+    """What a config costs before its own attempts say (docs/design.md, Routing table: fits/shipped.json): per task,
+    or per million input and output tokens. ``selector`` is 1 to 4 segments of a config key, like a prior's; the most
     specific selector that matches a key wins (then the earlier entry). Used by ``ratings import`` to turn
     token counts into costs, and as the cost prior of configs not yet run."""
 
@@ -117,7 +117,7 @@ class Price(BaseModel):
 
 def price_for(key: str, prices: Sequence[Price]) -> Price | None:
     """The price of config ``key``: the entry whose selector equals the most leading segments of the key, the
-    earlier entry on a tie; None when no selector matches (docs/design.md, fits/shipped.json)."""
+    earlier entry on a tie; None when no selector matches (docs/design.md, Routing table: fits/shipped.json)."""
     parts = key.split("/")
     best: Price | None = None
     for price in prices:

@@ -334,3 +334,32 @@ def open_store_after_compaction(home: Path):
     with open_store(home) as store:
         counts = store.event_counts()
     yield {k: v for k, v in counts.items() if k in ("tasks", "attempts", "ratings")}
+
+
+SAMPLES = ["", " ", "nan", "NaN", "inf", "-0", "0", "1", "0.5", " 0.25 ", "1e308", "1e-7", "7", "-1", "x", "m"]
+SAMPLES += ["2026-01-01T00:00:00Z", "2026-01-01T02:00:00+02:00", "2026-01-01t00:00:00z", "2026-02-30T00:00:00Z"]
+SAMPLES += ["2999-01-01T00:00:00Z", "c/r/m/-", "/r/m/-", "a/b/c", 'é/ü/"q"/\\\\', "T1", " T1 "]
+CELLS = st.one_of(st.sampled_from(SAMPLES), st.text(max_size=5))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(cells=st.lists(CELLS, min_size=6, max_size=6), score_range=st.sampled_from([None, "1:5"]))
+def test_the_bulk_lane_accepts_and_renders_exactly_what_the_row_check_does(tmp_path_factory, cells, score_range):
+    """The bulk lane reads each distinct cell once and renders from templates; any row it is not sure of goes to
+    the row check. Row by row, both give the same verdict (bad, blank, good) and the same events."""
+    from pipeline.streams.imports import long
+    from pipeline.streams.imports.options import ImportOptions, ScoreRange
+
+    path = tmp_path_factory.mktemp("bulk") / "t.csv"
+    path.write_text(HEADER + "\n")
+    options = ImportOptions(score_range=ScoreRange.parse(score_range) if score_range else None)
+    source = long.LongSource(path, options, long.Clock())
+    row, problems = source.table.check(1, cells)
+    prepared = long._Fast(source).chunk(1, [cells])
+    if problems:
+        assert [u.problems for u in prepared.bad] == [problems] and not prepared.items
+    elif row is None:
+        assert prepared.skipped == {"blank score": 1} and not prepared.items
+    else:
+        expected = long._row_events(row, source.rater, source.rater_json)
+        assert [(i[2], i[1], i[3]) for i in prepared.items] == [(e.id, e.line, e.key) for e in expected]
