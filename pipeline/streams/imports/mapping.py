@@ -8,8 +8,8 @@ imports/values.py checks them against the events' bounds), so their lines are re
 validation; ``tests/streams/imports`` parses every line a source renders with the events' own parser.
 
 Ids are ``<prefix>-<24 hex digits>`` (never the reserved ``<writer>:<stream>@<offset>`` form): the SHA-256 of
-the record's *key* (the source's own identifier of what it describes, e.g. a trace id) for events an update
-replaces in place, and of the key and the event's content for ratings, so that a rating edited at the source
+the JSON of the record's type and *key* (the source's own identifier of what it describes, e.g. a trace id), and
+for a rating of its fields too (written in one fixed order), so that a rating edited at the source
 gets a new id and the old one is retracted (Imports, Updates). Long tables keep the ids they always had (the
 digest of the row's content: pipeline/streams/imports/long.py).
 """
@@ -217,9 +217,9 @@ def render(record: Mapped, prefix: str) -> Rendered:
     if record.ref is not None:
         body["source_ref"] = record.ref
     event_id = record.id
-    if event_id is None:
-        hashed = [kind, record.key, body] if kind == "task.rated" else [kind, record.key]
-        event_id = f"{prefix}-{digest24(canonical(hashed))}"
+    if event_id is None:  # the JSON of [type, key(, fields)]: fields in the fixed order of _body, so deterministic
+        hashed = to_json([kind, record.key, body] if kind == "task.rated" else [kind, record.key])
+        event_id = f"{prefix}-{hashlib.sha256(hashed).hexdigest()[:24]}"
     line = to_json({"id": event_id, "type": kind, "at": record.at, "v": SCHEMA_VERSION, **body}) + b"\n"
     return Rendered(kind, event_id, line)
 
