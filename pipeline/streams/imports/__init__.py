@@ -17,14 +17,18 @@ from typing import Any
 from ...home import Home
 from ..log import FsyncPolicy
 from .long import REQUIRED, LongRow, LongTable, read_long_table
-from .options import FORMATS, ImportOptions, Maps, ScoreRange, load_maps
+from .options import FORMATS, ConfigColumnFormat, ImportOptions, Maps, ScoreRange, load_maps
 from .run import CHUNK_ROWS, ImportResult, Run
 from .values import Clock
+
+#: How a long table's ``config`` cells are read (``--config-column-format``; the name other commands use).
+ConfigFormat = ConfigColumnFormat
 
 __all__ = [
     "CHUNK_ROWS",
     "FORMATS",
     "REQUIRED",
+    "ConfigFormat",
     "ImportOptions",
     "ImportResult",
     "LongRow",
@@ -68,10 +72,13 @@ def import_table(
     skip_bad: bool = False,
     fsync: FsyncPolicy = "batch",
     progress: Callable[[int, int], None] | None = None,
+    config_format: ConfigColumnFormat = "auto",
     **more: Any,
 ) -> ImportResult:
-    """A long table (or another source, ``fmt``) imported with these options: the library's short form."""
+    """A long table (or another source, ``fmt``) imported with these options: the library's short form
+    (``config_format`` is ``--config-column-format``)."""
     options = ImportOptions(
+        config_column_format=config_format,
         fmt=fmt,  # type: ignore[arg-type]  # ImportOptions checks it
         rater_kind=rater_kind,  # type: ignore[arg-type]
         rater_name=rater_name,

@@ -43,6 +43,9 @@ from .options import ConfigColumnFormat, ImportOptions, Maps, ScoreRange
 from .values import Clock, Problem, rfc3339
 
 REQUIRED = ("task_id", "config", "score", "cost_usd", "region", "at")
+#: Optional columns that describe the row's attempt, not its task: each becomes a field of its task.attempted (and
+#: enters its id; a row without one keeps the id it always had). Terminal-Bench's ``failure_mode`` (agent_timeout...).
+ATTEMPT_COLUMNS = ("failure_mode",)
 IMPORT_CLI = "import"
 CHUNK_ROWS = 10_000  # rows per chunk read (and per Parquet batch)
 DELIMITERS = (",", ";", "\t", "|")
@@ -62,6 +65,7 @@ class LongRow(NamedTuple):
     region: str
     at: str
     labels: dict[str, str]
+    attempt: dict[str, str] | None = None  # ATTEMPT_COLUMNS present and not blank
 
 
 # What reading a file that is not the table it claims to be raises: gzip's BadGzipFile (an OSError), a
@@ -233,7 +237,8 @@ class LongTable:
                 source=str(self.path),
             )
         self.positions = tuple(self.names.index(name) for name in REQUIRED)
-        self.extra = [(name, i) for i, name in enumerate(self.names) if name not in REQUIRED]
+        self.extra = [(name, i) for i, name in enumerate(self.names) if name not in (*REQUIRED, *ATTEMPT_COLUMNS)]
+        self.attempt_columns = [(name, i) for i, name in enumerate(self.names) if name in ATTEMPT_COLUMNS]
         self.column = ConfigColumn(config_column_format, maps or Maps())
         self.score_range = score_range
         self.clock = clock or Clock()
@@ -291,7 +296,8 @@ class LongTable:
             return None, problems
         labels = {name: value for name, i in self.extra if (value := cells[i]) not in (None, "")} if self.extra else {}
         region = (cells[i_region] or "").strip() or "general"
-        return LongRow(number, task, config, score, cost, region, at, labels), []  # type: ignore[arg-type]
+        attempt = {n: v.strip() for n, i in self.attempt_columns if (v := cells[i]) and v.strip()} or None
+        return LongRow(number, task, config, score, cost, region, at, labels, attempt), []  # type: ignore[arg-type]
 
     def finish(self) -> list[str]:
         """After the last row: the column's notes; :class:`InvalidEvent` when the file changed meanwhile or the
@@ -537,12 +543,21 @@ class _Fast:
             config = configs.get(text) or remember(configs, text, self._config(text, number))
             text = cells[i_task]
             task = tasks.get(text) or remember(tasks, text, self._task(text))
-            if score is _SLOW or cost is _SLOW or at is _SLOW or config is _SLOW or task is _SLOW:
+            attempt = table.attempt_columns and any((cells[i] or "").strip() for _, i in table.attempt_columns)
+            if attempt or score is _SLOW or cost is _SLOW or at is _SLOW or config is _SLOW or task is _SLOW:
                 row, problems = table.check(number, cells)
                 if problems:
                     bad.append(Unit(number, [], problems, [], functools.partial(table.record, cells)))
                     continue
                 assert row is not None  # a blank score was read above
+                if row.attempt:  # an attempt column: the row's own path (rare: such tables are small)
+                    self._candidate(row, cells, items, opened)
+                    items += [
+                        (_STREAM[e.type], e.line, e.id, e.key, 0, KINDS[e.type])
+                        for e in _row_events(row, self.rater, self.rater_json)
+                    ]
+                    unknown += row.cost_usd is None
+                    continue
                 score, cost = self._score(cells[i_score]), self._cost(cells[i_cost])
                 at, config, task = _part(row.at), row.config, _part(row.task)
             best = earliest.get(task[0])
@@ -559,6 +574,15 @@ class _Fast:
         costs_from = {"unknown": unknown, "source": imported - unknown}
         return Prepared(rows, imported, items, opened, bad, {"blank score": blank} if blank else {},
                         {k: v for k, v in costs_from.items() if v})  # fmt: skip
+
+    def _candidate(self, row: LongRow, cells: Sequence[str | None], items: list[Any], opened: list[Any]) -> None:
+        """The row's task opening, when it is the earliest row of its task so far."""
+        best = self.source.earliest.get(row.task)
+        if best is None or row.at < best:
+            self.source.earliest[row.task] = row.at
+            opened.append(
+                (len(items), Opened(row.task, row.task, row.region, row.at, row.labels or None, self.source.thread))
+            )
 
     def _render(self, items: list[tuple[Any, ...]], task: Any, config: Cfg, score: Any, cost: Any, at: Any) -> None:
         """The row's ``task.attempted`` and ``task.rated``, with the ids every earlier import gave them: the digest
@@ -584,6 +608,7 @@ class _Fast:
 
 
 _SLOW, _BLANK = object(), object()
+_STREAM = {"task.attempted": "tasks", "task.rated": "ratings"}
 _MASK = (1 << 64) - 1
 
 
@@ -610,7 +635,8 @@ _ATTEMPTED, _RATED = KINDS["task.attempted"], KINDS["task.rated"]
 
 
 def _row_events(row: LongRow, rater: dict[str, str], rater_json: str) -> list[Any]:
-    """The events of one checked row, as the bulk lane renders them (for callers with one row at a time)."""
+    """The events of one checked row, as the bulk lane renders them (for callers with one row at a time); a row
+    with attempt columns (:data:`ATTEMPT_COLUMNS`) has them in its attempt and its attempt's id."""
     fake = _Fast.__new__(_Fast)
     fake.rater, fake.rater_json, fake.rater_line = rater, rater_json, to_json(rater).decode()
     fake.rater_hash = _hash(rater["name"])
@@ -624,7 +650,11 @@ def _row_events(row: LongRow, rater: dict[str, str], rater_json: str) -> list[An
     score = (row.score, float.__repr__(row.score), to_json(row.score).decode())
     fake._render(items, _part(row.task), row.config, score, cost, _part(row.at))
     cost_from = "unknown" if row.cost_usd is None else "source"
-    return [
-        Line("task.attempted", items[0][2], items[0][1], items[0][3], cost_from),
-        Line("task.rated", items[1][2], items[1][1], items[1][3]),
-    ]
+    attempt = Line("task.attempted", items[0][2], items[0][1], items[0][3], cost_from)
+    if row.attempt:
+        status = "success" if row.score >= 0.5 else "failure"
+        body = {"task": row.task, "config": row.config.obj, "status": status, "cost_usd": row.cost_usd}
+        digest = digest24(canonical([{**body, "at": row.at, "type": "task.attempted", **row.attempt}]))
+        line = to_json({"id": f"imp-{digest}", "type": "task.attempted", "at": row.at, "v": 1, **body, **row.attempt})
+        attempt = attempt._replace(id=f"imp-{digest}", line=line + b"\n")
+    return [attempt, Line("task.rated", items[1][2], items[1][1], items[1][3])]

@@ -225,7 +225,7 @@ def test_row_ids_are_the_digests_of_their_events(task, config, score, cost, at, 
 
     cells = [task.strip(), config, repr(score), "" if cost is None else repr(cost), "r", at]
     table = long.LongTable.__new__(long.LongTable)
-    table.positions, table.extra, table.score_range = tuple(range(6)), [], None
+    table.positions, table.extra, table.attempt_columns, table.score_range = tuple(range(6)), [], [], None
     table.column, table.clock = long.ConfigColumn("auto", long.Maps()), long.Clock(allow_future=True)
     row, problems = table.check(1, cells)
     assert not problems
@@ -363,3 +363,24 @@ def test_the_bulk_lane_accepts_and_renders_exactly_what_the_row_check_does(tmp_p
     else:
         expected = long._row_events(row, source.rater, source.rater_json)
         assert [(i[2], i[1], i[3]) for i in prepared.items] == [(e.id, e.line, e.key) for e in expected]
+
+
+def test_an_attempt_column_goes_with_the_attempt_and_into_its_id(home, tmp_path):
+    """Terminal-Bench's failure_mode: a field of the row's task.attempted (in its id), not a task label; a row
+    without one keeps the id it always had."""
+    from pipeline.streams.events import parse_line
+    from pipeline.streams.imports.mapping import canonical, digest24
+
+    path = _csv(
+        tmp_path,
+        "T1,m,0,,r,2026-01-01T00:00:00Z,agent_timeout\nT2,m,1,,r,2026-01-01T00:00:00Z,\n",
+        header=HEADER + ",failure_mode",
+    )
+    import_table(home, path)
+    lines = [parse_line(x) for x in (home / "streams" / "tasks.jsonl").read_bytes().splitlines() if b'"batch.' not in x]
+    attempts = {e.task: e for e in lines if e.type == "task.attempted"}
+    assert attempts["T1"].extra == {"failure_mode": "agent_timeout"} and attempts["T2"].extra == {}
+    for event in attempts.values():
+        body = event.model_dump(mode="json", exclude_unset=True, exclude={"id", "v"})
+        assert event.id == f"imp-{digest24(canonical([body]))}"
+    assert all(e.labels is None for e in lines if e.type == "task.opened")
