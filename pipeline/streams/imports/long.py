@@ -462,7 +462,7 @@ class _Fast:
     not all plainly valid goes to :meth:`LongTable.check`, the reference, which names its problems (or reads a
     blank score): this lane only ever accepts what the reference accepts (tested row by row)."""
 
-    LIMIT = 200_000  # distinct texts remembered per cache
+    LIMIT = 65_536  # distinct texts remembered per cache (then it starts again: memory stays bounded)
 
     def __init__(self, source: LongSource) -> None:
         self.source, self.table = source, source.table

@@ -216,12 +216,15 @@ def render(record: Mapped, prefix: str) -> Rendered:
     kind, body = _body(record)
     if record.ref is not None:
         body["source_ref"] = record.ref
+    fields = to_json(body)  # '{"task":...}': written once, hashed and spliced into the line
     event_id = record.id
     if event_id is None:  # the JSON of [type, key(, fields)]: fields in the fixed order of _body, so deterministic
-        hashed = to_json([kind, record.key, body] if kind == "task.rated" else [kind, record.key])
+        head = to_json([kind, record.key])
+        hashed = head[:-1] + b"," + fields + b"]" if kind == "task.rated" else head
         event_id = f"{prefix}-{hashlib.sha256(hashed).hexdigest()[:24]}"
-    line = to_json({"id": event_id, "type": kind, "at": record.at, "v": SCHEMA_VERSION, **body}) + b"\n"
-    return Rendered(kind, event_id, line)
+    # the line as to_json of {"id", "type", "at", "v", **fields} writes it
+    start = to_json({"id": event_id, "type": kind, "at": record.at, "v": SCHEMA_VERSION})
+    return Rendered(kind, event_id, start[:-1] + b"," + fields[1:] + b"\n")
 
 
 def retraction(rating_id: str, prefix: str, at: str, reason: str) -> Rendered:

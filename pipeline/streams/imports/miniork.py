@@ -178,14 +178,19 @@ class MiniOrkSource:
         return notes
 
     def units(self) -> Iterator[Unit]:
-        self.total = sum(self._count(t) for t in ("task_runs", "execution_traces", "grounded_rejections"))
-        self.total += self._count("conductor_decisions")
-        yield from self._runs()
-        yield from self._traces()
-        if "grounded_rejections" in self.tables:
-            yield from self._rejections()
-        if "conductor_decisions" in self.tables:
-            yield from self._decisions()
+        try:
+            self.total = sum(self._count(t) for t in ("task_runs", "execution_traces", "grounded_rejections"))
+            self.total += self._count("conductor_decisions")
+            yield from self._runs()
+            yield from self._traces()
+            if "grounded_rejections" in self.tables:
+                yield from self._rejections()
+            if "conductor_decisions" in self.tables:
+                yield from self._decisions()
+        except sqlite3.DatabaseError as exc:  # a damaged file, or one a writer holds exclusively
+            raise InvalidEvent(
+                f"cannot read the database: {exc} (nothing was appended)", source=str(self.path)
+            ) from None
 
     def _rows(self, table: str, sql: str) -> Iterator[sqlite3.Row]:
         n = 0

@@ -270,6 +270,11 @@ def test_wrong_files_and_options_are_one_clear_line(tmp_path, store):
         import_source(tmp_path / "h", [other], ImportOptions())
     with pytest.raises(InvalidEvent, match="--task-key 'nope' is not a column of task_runs"):
         import_source(tmp_path / "h", [store], ImportOptions(task_key="nope"))
+    build_state_db(big := tmp_path / "big.db", traces=400)
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(big.read_bytes()[: big.stat().st_size // 2])  # a copy cut short: its pages end mid-table
+    with pytest.raises(InvalidEvent, match=r"cannot read the database|SQLite database"):
+        import_source(tmp_path / "h", [cut], ImportOptions())
 
 
 def test_read_only_even_for_a_locked_or_read_only_file(home, store):
