@@ -138,7 +138,7 @@ def moment(value: Any, field: str, *, naive_utc: bool = False, unix_numbers: boo
             return unix(value)
         raw = str(value).strip()
         if unix_numbers and raw.lstrip("-").replace(".", "", 1).isdigit():
-            return unix(float(raw))
+            return unix(int(raw) if raw.lstrip("-").isdigit() else float(raw))
         try:
             return rfc3339(raw)
         except ValueError:
