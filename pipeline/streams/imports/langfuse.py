@@ -18,17 +18,12 @@ UTC). A record's kind is told by its fields, so one file or several, in any orde
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import InvalidEvent
-from .mapping import Unit
-from .options import ImportOptions
-from .prices import Pricer
-from .records import field, files_of, json_value, records
-from .traces import Score, Trace, TraceBook
-from .values import Clock, amount, seconds
+from .records import field, json_value, records
+from .traces import ExportSource, Score, Trace
+from .values import amount, seconds
 
 KINDS = {"ANNOTATION": "human", "EVAL": "reviewer", "API": "gate"}
 
@@ -47,38 +42,18 @@ def kind_of(record: dict[str, Any]) -> str:
     return "trace"
 
 
-class LangfuseSource:
+class LangfuseSource(ExportSource):
     """A Langfuse export as an import source (pipeline/streams/imports/run.py, Source)."""
 
     format = "langfuse"
     prefix = "lf"
-    rater_kind = "reviewer"
+    tables = ("traces", "observations", "scores")
 
-    def __init__(self, paths: list[Path], options: ImportOptions, clock: Clock, pricer: Pricer) -> None:
-        self.files = files_of(paths)
-        if not self.files:
-            raise InvalidEvent("no Langfuse export file to read", source=str(paths[0]))
-        self.options = options
-        self.name = paths[0].name
-        self.where = str(paths[0])
-        self.book = TraceBook("langfuse", self.prefix, options, pricer, clock)
-        self.rows_by_table: dict[str, int] = {"traces": 0, "observations": 0, "scores": 0}
-        self.done = 0
-
-    def progress(self) -> float:
-        return self.done / len(self.files)
-
-    def finish(self) -> list[str]:
-        return ["Langfuse exports carry no routing decisions and no rejections: none are written"]
-
-    def units(self) -> Iterator[Unit]:
-        for path in self.files:
-            for _, record in records(path):
-                kind = kind_of(record)
-                self.rows_by_table[f"{kind}s"] += 1
-                getattr(self, f"_{kind}")(record)
-            self.done += 1
-        yield from self.book.units()
+    def read(self, path: Path) -> None:
+        for _, record in records(path):
+            kind = kind_of(record)
+            self.rows_by_table[f"{kind}s"] += 1
+            getattr(self, f"_{kind}")(record)
 
     def _trace(self, record: dict[str, Any]) -> None:
         trace_id = str(field(record, "id") or "")

@@ -23,12 +23,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import InvalidEvent
 from .mapping import Unit
 from .options import ImportOptions
 from .prices import Pricer
-from .records import field, files_of, json_value, records
-from .traces import Score, TraceBook
+from .records import field, json_value, records
+from .traces import ExportSource, Score
 from .values import Clock, amount, seconds
 
 KINDS = {"model": "reviewer", "app": "human", "api": "gate"}
@@ -42,41 +41,30 @@ def _metadata(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return (metadata if isinstance(metadata, dict) else {}), (params if isinstance(params, dict) else {})
 
 
-class LangSmithSource:
+class LangSmithSource(ExportSource):
     """A LangSmith export as an import source (pipeline/streams/imports/run.py, Source)."""
 
     format = "langsmith"
     prefix = "ls"
-    rater_kind = "reviewer"
+    tables = ("runs", "feedback")
 
     def __init__(self, paths: list[Path], options: ImportOptions, clock: Clock, pricer: Pricer) -> None:
-        self.files = files_of(paths)
-        if not self.files:
-            raise InvalidEvent("no LangSmith export file to read", source=str(paths[0]))
-        self.options = options
-        self.name = paths[0].name
-        self.where = str(paths[0])
-        self.book = TraceBook("langsmith", self.prefix, options, pricer, clock)
-        self.rows_by_table: dict[str, int] = {"runs": 0, "feedback": 0}
-        self.done = 0
+        super().__init__(paths, options, clock, pricer)
         self.run_trace: dict[str, str] = {}  # run id -> trace id (feedback may name only its run)
         self.pending: list[dict[str, Any]] = []
 
-    def progress(self) -> float:
-        return self.done / len(self.files)
-
-    def finish(self) -> list[str]:
-        return ["LangSmith exports carry no routing decisions and no rejections: none are written"]
+    def read(self, path: Path) -> None:
+        for _, record in records(path):
+            if field(record, "key") is not None and ("run_id" in record or "feedback_source" in record):
+                self.rows_by_table["feedback"] += 1
+                self.pending.append(record)  # after every run: feedback may come before its run
+            else:
+                self.rows_by_table["runs"] += 1
+                self._run(record)
 
     def units(self) -> Iterator[Unit]:
         for path in self.files:
-            for _, record in records(path):
-                if field(record, "key") is not None and ("run_id" in record or "feedback_source" in record):
-                    self.rows_by_table["feedback"] += 1
-                    self.pending.append(record)
-                else:
-                    self.rows_by_table["runs"] += 1
-                    self._run(record)
+            self.read(path)
             self.done += 1
         for record in self.pending:
             self._feedback(record)

@@ -17,16 +17,14 @@ export (``llm.model_name``, ``llm.token_count.prompt`` / ``.completion``, ``llm.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidEvent
-from .mapping import Unit
 from .options import ImportOptions
 from .prices import Pricer
-from .records import files_of, records
-from .traces import Score, Trace, TraceBook
+from .records import records
+from .traces import ExportSource, Score, Trace
 from .values import Clock, amount
 
 EVALUATION = "gen_ai.evaluation.result"
@@ -80,27 +78,16 @@ def _seconds(nanos: Any) -> float | None:
     return None if not value else value / 1e9
 
 
-class OtlpSource:
+class OtlpSource(ExportSource):
     """OTLP/JSON files as an import source (pipeline/streams/imports/run.py, Source)."""
 
     format = "otlp"
     prefix = "otel"
-    rater_kind = "reviewer"
+    tables = ("spans", "evaluations")
 
     def __init__(self, paths: list[Path], options: ImportOptions, clock: Clock, pricer: Pricer) -> None:
-        self.files = files_of(paths)
-        if not self.files:
-            raise InvalidEvent("no OTLP file to read", source=str(paths[0]))
-        self.options = options
-        self.name = paths[0].name
-        self.where = str(paths[0])
-        self.book = TraceBook("otlp", self.prefix, options, pricer, clock)
+        super().__init__(paths, options, clock, pricer)
         self.kind = options.rater_kind or self.rater_kind
-        self.rows_by_table: dict[str, int] = {"spans": 0, "evaluations": 0}
-        self.done = 0
-
-    def progress(self) -> float:
-        return self.done / len(self.files)
 
     def finish(self) -> list[str]:
         return [
@@ -108,22 +95,19 @@ class OtlpSource:
             f"evaluations are ratings of kind {self.kind} (--rater-kind to change it)"
         ]
 
-    def units(self) -> Iterator[Unit]:
-        for path in self.files:
-            seen = False
-            for n, request in records(path):
-                for resource in request.get("resourceSpans") or request.get("resource_spans") or []:
-                    seen = True
-                    self._resource_spans(resource)
-                for resource in request.get("resourceLogs") or []:
-                    seen = True
-                    self._resource_logs(resource)
-                if not seen and n == 1:
-                    raise InvalidEvent(
-                        "not OTLP/JSON: no resourceSpans or resourceLogs in its first object", source=str(path)
-                    )
-            self.done += 1
-        yield from self.book.units()
+    def read(self, path: Path) -> None:
+        seen = False
+        for n, request in records(path):
+            for resource in request.get("resourceSpans") or request.get("resource_spans") or []:
+                seen = True
+                self._resource_spans(resource)
+            for resource in request.get("resourceLogs") or []:
+                seen = True
+                self._resource_logs(resource)
+            if not seen and n == 1:
+                raise InvalidEvent(
+                    "not OTLP/JSON: no resourceSpans or resourceLogs in its first object", source=str(path)
+                )
 
     def _resource_spans(self, resource: dict[str, Any]) -> None:
         shared = attributes((resource.get("resource") or {}).get("attributes"))

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from ...errors import InvalidEvent
 from ..events import Config
 from .mapping import Attempt, Cfg, Opened, Rating, Unit, config_of
 from .options import ImportOptions
 from .prices import Pricer
+from .records import files_of
 from .values import Clock, Problem
 
 
@@ -74,6 +77,42 @@ class Trace:
         """Set ``name`` from the first span that carries it."""
         if value is not None and value != "" and getattr(self, name) is None:
             setattr(self, name, str(value))
+
+
+class ExportSource:
+    """What the sources of export files (OTLP, Langfuse, LangSmith) share: their files, names, the book of their
+    traces, and progress by files read. A subclass sets ``format``, ``prefix``, ``tables`` and its ``read``."""
+
+    format: str
+    prefix: str
+    rater_kind = "reviewer"
+    tables: tuple[str, ...] = ()
+
+    def __init__(self, paths: list[Path], options: ImportOptions, clock: Clock, pricer: Pricer) -> None:
+        self.files = files_of(paths)
+        if not self.files:
+            raise InvalidEvent(f"no {self.format} export file to read", source=str(paths[0]))
+        self.options = options
+        self.name = paths[0].name
+        self.where = str(paths[0])
+        self.book = TraceBook(self.format, self.prefix, options, pricer, clock)
+        self.rows_by_table: dict[str, int] = dict.fromkeys(self.tables, 0)
+        self.done = 0
+
+    def progress(self) -> float:
+        return self.done / len(self.files)
+
+    def finish(self) -> list[str]:
+        return [f"{self.format} exports carry no routing decisions and no rejections: none are written"]
+
+    def units(self) -> Iterator[Unit]:
+        for path in self.files:
+            self.read(path)
+            self.done += 1
+        yield from self.book.units()
+
+    def read(self, path: Path) -> None:
+        raise NotImplementedError
 
 
 class TraceBook:
