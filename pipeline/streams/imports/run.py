@@ -197,6 +197,7 @@ class Run:
         self.seen_keys: list[Any] = []  # arrays, per chunk: re-imported ratings (their keys and id digits)
         self.seen_ids: list[Any] = []
         self.chunks = 0
+        self.tasks = 0
         self.would = Counter[str]()  # a dry run's count of what it would append
         self.spool: _Spool
 
@@ -222,7 +223,8 @@ class Run:
                 self.ledger.finish(dropped=[(k, d) for k, d, _ in retractions])
             else:  # what would be appended
                 appended = self.would
-                appended.update(_TYPES[item.kind] for items in openings.values() for _, item in items)
+                for n in sorted(openings):
+                    appended.update(_TYPES[item.kind] for _, item in self._opened(openings[n]))
                 appended.update("rating.retracted" for _ in retractions)
         return self._result(appended, len(retractions), notes)
 
@@ -400,32 +402,39 @@ class Run:
         )
 
     # ----------------------------------------------------------------- openings and retractions
-    def _openings(self) -> dict[int, list[tuple[int, _Item]]]:
-        """Each task's earliest candidate, compared with the ledger, by chunk: ``chunk -> [(position, item)]``."""
+    def _openings(self) -> dict[int, list[_Candidate]]:
+        """Each task's earliest candidate, by the chunk it goes to (rendered only when that chunk is appended)."""
+        by_chunk: dict[int, list[_Candidate]] = {}
+        for candidate in self.candidates.values():
+            by_chunk.setdefault(candidate.chunk, []).append(candidate)
+        self.tasks, self.candidates = len(self.candidates), {}
+        return by_chunk
+
+    def _opened(self, candidates: list[_Candidate]) -> list[tuple[int, _Item]]:
+        """The openings of one chunk, rendered and compared with the ledger: ``[(position, item)]`` to append."""
         import numpy as np
 
         prefix = self.source.prefix
         own = getattr(self.source, "render_opened", None)  # a source's own rendering (long tables: their ids)
-        rendered = {}
-        for task, c in self.candidates.items():
-            if own is not None:
-                rendered[task] = (c, self._item(own(c.record), c.record.key, dated_by_id=True))
-            else:
-                rendered[task] = (c, self._item(render(c.record, prefix), c.record.key))
-        old = {}
-        if not self.ledger.empty and rendered:
-            old = self.ledger.lookup(np.fromiter((i.key for _, i in rendered.values()), np.uint64, len(rendered)))
-        by_chunk: dict[int, list[tuple[int, _Item]]] = {}
-        for candidate, item in rendered.values():
+        rendered = [
+            (c.position, self._item(own(c.record), c.record.key, dated_by_id=True))
+            if own is not None
+            else (c.position, self._item(render(c.record, prefix), c.record.key))
+            for c in candidates
+        ]
+        if self.ledger.empty or not rendered:
+            return rendered
+        old = self.ledger.lookup(np.fromiter((i.key for _, i in rendered), np.uint64, len(rendered)))
+        out = []
+        for position, item in rendered:
             records = [r for r in old.get(item.key, []) if r[2] == item.kind]
-            if records:
-                if any(r[0] == _digest(item.id) and r[1] == item.content for r in records):
-                    self.tally.unchanged += 1
-                else:
-                    self._changed(item)
-                continue
-            by_chunk.setdefault(candidate.chunk, []).append((candidate.position, item))
-        return by_chunk
+            if not records:
+                out.append((position, item))
+            elif any(r[0] == _digest(item.id) and r[1] == item.content for r in records):
+                self.tally.unchanged += 1
+            else:
+                self._changed(item)
+        return out
 
     def _retractions(self) -> list[tuple[int, bytes, _Item]]:
         """The earlier ratings of every re-imported key that this import no longer holds: retracted."""
@@ -453,13 +462,13 @@ class Run:
 
     # ----------------------------------------------------------------- 2. append
     def _append(
-        self, openings: dict[int, list[tuple[int, _Item]]], retractions: list[tuple[int, bytes, _Item]]
+        self, openings: dict[int, list[_Candidate]], retractions: list[tuple[int, bytes, _Item]]
     ) -> Counter[str]:
         appended = Counter[str]()
         self.streams = Counter[str]()
         self._lock()
         for n, chunk in enumerate(self.spool.chunks()):
-            chunk.with_openings(openings.get(n, []))
+            chunk.with_openings(self._opened(openings.pop(n, [])))
             self._write(chunk, appended)
             if self.progress is not None:
                 self.progress(1000 + int(1000 * (n + 1) / max(self.chunks, 1)), 2000)
@@ -498,7 +507,7 @@ class Run:
             imported_rows=tally.imported,
             skipped_blank_score=tally.skipped.get("blank score", 0),
             bad_rows=tally.bad_rows,
-            tasks=len(self.candidates),
+            tasks=self.tasks,
             appended=sum(appended.values()),
             streams=dict(getattr(self, "streams", {})),
             events=dict(appended),
