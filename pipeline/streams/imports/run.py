@@ -482,18 +482,18 @@ class Run:
         items = chunk.items if all(chunk.keep) else [t for t, k in zip(chunk.items, chunk.keep, strict=True) if k]
         if not items:
             return
-        streams, lines, ids, keys, contents, kinds = zip(*items, strict=True)
+        ids, keys, contents, kinds = ([t[i] for t in items] for i in (2, 3, 4, 5))  # columns (zip(*items) is slow)
         by_stream: dict[str, list[bytes]] = {}
-        for stream, line in zip(streams, lines, strict=True):
-            by_stream.setdefault(stream, []).append(line)
-        result = write(self.home, Batch(lines=by_stream, ids=list(ids)), self.fsync)
+        for item in items:
+            by_stream.setdefault(item[0], []).append(item[1])
+        result = write(self.home, Batch(lines=by_stream, ids=ids), self.fsync)
         self.streams.update(result.streams)
         appended.update(_TYPES[kind] for kind in kinds)
         retracted = KINDS["rating.retracted"]  # not records of a source: not in the ledger
-        of = [i for i, kind in enumerate(kinds) if kind != retracted]
-        self.ledger.append(
-            [keys[i] for i in of], [ids[i] for i in of], [contents[i] for i in of], [kinds[i] for i in of]
-        )
+        if retracted in kinds:
+            of = [i for i, kind in enumerate(kinds) if kind != retracted]
+            keys, ids, contents, kinds = ([column[i] for i in of] for column in (keys, ids, contents, kinds))
+        self.ledger.append(keys, ids, contents, kinds)
 
     # ----------------------------------------------------------------- the summary
     def _result(self, appended: Counter[str], retracted: int, notes: list[str]) -> ImportResult:
