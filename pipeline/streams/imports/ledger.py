@@ -116,6 +116,14 @@ class Ledger:
                     )
         return found
 
+    def ratings_of(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The (keys, id digits) of every earlier rating of these keys, vectorised (for the retractions)."""
+        import numpy as np
+
+        found = [run[np.isin(run["key"], keys) & (run["kind"] == RATED)] for run in self.runs if len(run)]
+        both = np.concatenate(found) if found else np.empty(0, dtype=dtype())
+        return both["key"], both["id"]
+
     def match(
         self, keys: np.ndarray, ids: np.ndarray, contents: np.ndarray, kinds: np.ndarray
     ) -> tuple[np.ndarray, ...]:

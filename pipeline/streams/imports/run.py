@@ -171,10 +171,14 @@ def _digest(event_id: str) -> bytes:
 
 def _pairs(keys: Any, ids: Any) -> Any:
     """(key, id digits) pairs folded into one uint64 each, for vectorised membership (``ids``: an S24 array; its
-    first 16 hex digits are 64 bits of the id's digest)."""
+    first 16 hex digits, parsed vectorised, are 64 bits of the id's digest)."""
     import numpy as np
 
-    head = np.array([int(d[:16], 16) for d in ids.tolist()], dtype=np.uint64)
+    digits = np.frombuffer(np.ascontiguousarray(ids, dtype="S24").tobytes(), dtype=np.uint8).reshape(-1, 24)[:, :16]
+    nibbles = (digits - 48 - 39 * (digits > 57)).astype(np.uint64)  # '0'-'9' -> 0-9, 'a'-'f' -> 10-15
+    head = np.zeros(len(digits), dtype=np.uint64)
+    for column in range(16):
+        head = (head << np.uint64(4)) | nibbles[:, column]
     return np.asarray(keys, dtype=np.uint64) ^ (head * np.uint64(_MIX))
 
 
@@ -440,24 +444,18 @@ class Run:
         """The earlier ratings of every re-imported key that this import no longer holds: retracted."""
         import numpy as np
 
-        if not self.seen_keys or not sum(len(k) for k in self.seen_keys):
+        if not sum(len(k) for k in self.seen_keys):
             return []
         keys, ids = np.concatenate(self.seen_keys), np.concatenate(self.seen_ids)
-        seen = _pairs(keys, ids)
-        old = self.ledger.lookup(keys)
-        stale = [(k, d) for k, records in old.items() for d, _, kind in records if kind == RATED]
-        if not stale:
-            return []
-        gone = ~np.isin(
-            _pairs(np.array([k for k, _ in stale], np.uint64), np.array([d for _, d in stale], "S24")), seen
-        )
+        old_keys, old_ids = self.ledger.ratings_of(np.unique(keys))
+        gone = np.flatnonzero(~np.isin(_pairs(old_keys, old_ids), _pairs(keys, ids)))
         prefix = self.source.prefix
         reason = f"updated at the source ({self.source.format}): replaced by its new version on import"
         out = []
-        for (key, digest), retract in zip(stale, gone, strict=True):
-            if retract:
-                rendered = retraction(f"{prefix}-{digest.decode()}", prefix, self.clock.now_text, reason)
-                out.append((key, digest, self._item(rendered, f"retract:{digest.decode()}")))
+        for i in gone:
+            key, digest = int(old_keys[i]), bytes(old_ids[i])
+            rendered = retraction(f"{prefix}-{digest.decode()}", prefix, self.clock.now_text, reason)
+            out.append((key, digest, self._item(rendered, f"retract:{digest.decode()}")))
         return out
 
     # ----------------------------------------------------------------- 2. append
