@@ -57,7 +57,7 @@ def import_source(
     home = Home.resolve(home)
     clock = Clock(allow_future=options.allow_future)
     source, detected = open_source([Path(p) for p in paths], options, clock, home)
-    result = Run(home, source, options, fsync=fsync, progress=progress).execute()
+    result = Run(home, source, options, fsync=fsync, progress=progress, clock=clock).execute()
     return result.model_copy(update={"detected": detected})
 
 

@@ -10,7 +10,7 @@
    then its ledger run; the retractions last. A crash leaves whole chunks and a ledger that lags them: run the
    import again and compaction keeps each event once.
 
-Memory is bounded by the chunk, plus one opening per task and, when re-importing, 20 bytes per re-imported
+Memory is bounded by the chunk, plus one opening per task and, when re-importing, 32 bytes per re-imported
 rating (to find the ratings the source no longer holds).
 """
 
@@ -193,9 +193,10 @@ class Run:
         *,
         fsync: FsyncPolicy = "batch",
         progress: Callable[[int, int], None] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.home, self.source, self.options, self.fsync, self.progress = home, source, options, fsync, progress
-        self.clock = Clock(allow_future=options.allow_future)
+        self.clock = clock or Clock(allow_future=options.allow_future)  # the source's: one "now" per import
         self.tally = _Tally()
         self.candidates: dict[str, _Candidate] = {}
         self.seen_keys: list[Any] = []  # arrays, per chunk: re-imported ratings (their keys and id digits)

@@ -71,7 +71,6 @@ class Trace:
     spans: dict[str, _Span] = field(default_factory=dict)
     scores: list[Score] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def first(self, name: str, value: Any) -> None:
         """Set ``name`` from the first span that carries it."""
@@ -237,7 +236,6 @@ class TraceBook:
             at,
             duration_ms=duration,
             tool_calls=trace.tools,
-            extra=trace.extra or None,
             ref=ref,
         )
         opened = Opened(f"task:{task}", task, trace.region or "general", at, None, self.options.thread, ref=ref)
