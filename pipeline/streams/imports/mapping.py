@@ -46,7 +46,8 @@ def config_of(cli: str, route: str | None, model: str, effort: str | None) -> Cf
 
 
 class Opened(NamedTuple):
-    """A task: the earliest candidate of each task is its one ``task.opened`` (ties: the first)."""
+    """A task: the earliest candidate of each task is its one ``task.opened`` (ties: the first). ``final``: the
+    source knows no other candidate can come (its task is the row itself): written at once, not held to the end."""
 
     key: str
     task: str
@@ -57,6 +58,7 @@ class Opened(NamedTuple):
     title: str | None = None
     ref: str | None = None
     id: str | None = None
+    final: bool = False
 
 
 class Attempt(NamedTuple):

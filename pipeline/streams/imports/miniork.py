@@ -230,8 +230,9 @@ class MiniOrkSource:
             return Unit(f"task_runs:{row['id']}", [], problems, [], dict(row))
         labels = {k: v for k in ("recipe", "workflow_version") if (v := text(row[k])) is not None}
         region = text(row["region_key"]) or "general"
+        final = self.options.task_key is None  # each run is its own task: no other candidate can come
         records: list[Any] = [
-            Opened(f"run:{task}", task, region, at, labels or None, self.options.thread, ref=ref)  # type: ignore[arg-type]
+            Opened(f"run:{task}", task, region, at, labels or None, self.options.thread, ref=ref, final=final)  # type: ignore[arg-type]
         ]
         outcome = _outcome(text(row["status"]), text(row["verdict"]))
         skipped = []

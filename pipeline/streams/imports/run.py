@@ -339,12 +339,13 @@ class Run:
                 chunk.keep.append(True)
                 if record.cost_from is not None:
                     tally.costs[record.cost_from] += 1
-            elif isinstance(record, Opened):
+            elif isinstance(record, Opened) and not record.final:
                 self._candidate(record, len(chunk))
             else:
                 cost_from = getattr(record, "cost_from", None)
                 if cost_from is not None:
                     tally.costs[cost_from] += 1
+                self.tasks += isinstance(record, Opened)  # a final opening: counted here, never held
                 rendered = render(record, self.source.prefix)
                 chunk.add(self._item(rendered, record.key, dated_by_id=record.id is not None))
 
@@ -412,7 +413,7 @@ class Run:
         by_chunk: dict[int, list[_Candidate]] = {}
         for candidate in self.candidates.values():
             by_chunk.setdefault(candidate.chunk, []).append(candidate)
-        self.tasks, self.candidates = len(self.candidates), {}
+        self.tasks, self.candidates = self.tasks + len(self.candidates), {}
         return by_chunk
 
     def _opened(self, candidates: list[_Candidate]) -> list[tuple[int, _Item]]:

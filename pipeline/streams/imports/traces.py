@@ -238,7 +238,10 @@ class TraceBook:
             tool_calls=trace.tools,
             ref=ref,
         )
-        opened = Opened(f"task:{task}", task, trace.region or "general", at, None, self.options.thread, ref=ref)
+        final = trace.task is None  # the trace is its own task: no other candidate can come
+        opened = Opened(
+            f"task:{task}", task, trace.region or "general", at, None, self.options.thread, ref=ref, final=final
+        )
         return Unit(name, [opened, attempt], [], []), (task, config, at, ref)
 
     def score_unit(self, trace: Trace, score: Score, unit: Unit, context: tuple[str, Cfg, str, str] | None) -> Unit:
