@@ -192,16 +192,20 @@ class MiniOrkSource:
                 f"cannot read the database: {exc} (nothing was appended)", source=str(self.path)
             ) from None
 
-    def _rows(self, table: str, sql: str) -> Iterator[sqlite3.Row]:
+    def _rows(self, table: str, sql: str) -> Iterator[dict[str, Any]]:
+        """The rows of ``sql`` as dicts (a sqlite3.Row finds a column by name with a scan over its names)."""
+        cursor = self.con.execute(sql)
+        cursor.row_factory = None
+        names = [d[0] for d in cursor.description]
         n = 0
-        for row in self.con.execute(sql):
+        for values in cursor:
             n += 1
             self.done += 1
-            yield row
+            yield dict(zip(names, values, strict=True))
         self.rows_by_table[table] = n
 
     # ----------------------------------------------------------------- task runs
-    def _task_of(self, row: sqlite3.Row | dict[str, Any], column: str = "task_key") -> str | None:
+    def _task_of(self, row: dict[str, Any], column: str = "task_key") -> str | None:
         return text(row[column])
 
     def _runs(self) -> Iterator[Unit]:
@@ -213,7 +217,7 @@ class MiniOrkSource:
         for row in self._rows("task_runs", sql):
             yield self._run(row)
 
-    def _run(self, row: sqlite3.Row) -> Unit:
+    def _run(self, row: dict[str, Any]) -> Unit:
         ref = f"mini-ork:task_runs:{row['id']}"
         problems: list[tuple[str, str]] = []
         task = self._task_of(row)
@@ -309,7 +313,7 @@ class MiniOrkSource:
         model = text(snap.get("model_id")) or text(snap.get("model")) or lane
         return config_of(lane, text(snap.get("provider")), model, None)
 
-    def _trace(self, row: sqlite3.Row, lanes: dict[str, dict[str, Any]]) -> Unit:
+    def _trace(self, row: dict[str, Any], lanes: dict[str, dict[str, Any]]) -> Unit:
         trace_id = row["trace_id"]
         name = f"execution_traces:{trace_id}"
         problems: list[tuple[str, str]] = []
@@ -355,7 +359,7 @@ class MiniOrkSource:
         except Problem as exc:
             problems.append((exc.field, exc.reason))
         if problems:
-            return Unit(name, [], problems, [], lambda: dict(row))
+            return Unit(name, [], problems, [], row)
         assert config is not None and task is not None and status is not None  # else a problem above
         verifier = _json_object(row["verifier_output"])
         node = text(verifier.get("node_type")) or _node_of(trace_id)
@@ -386,10 +390,10 @@ class MiniOrkSource:
         try:
             records += self._trace_ratings(row, trace_id, task, config, at, verifier, ref, skipped)  # type: ignore[arg-type]
         except Problem as exc:
-            return Unit(name, [], [(exc.field, exc.reason)], [], lambda: dict(row))
+            return Unit(name, [], [(exc.field, exc.reason)], [], row)
         return Unit(name, records, [], skipped)
 
-    def _trace_values(self, row: sqlite3.Row) -> dict[str, Any]:
+    def _trace_values(self, row: dict[str, Any]) -> dict[str, Any]:
         duration = count(row["duration_ms"], "duration_ms")
         extra: dict[str, Any] = {}
         if (reward := row["process_reward"]) is not None:
@@ -410,7 +414,7 @@ class MiniOrkSource:
             "extra": extra,
         }
 
-    def _cost(self, row: sqlite3.Row, config: Cfg) -> tuple[float | None, str]:
+    def _cost(self, row: dict[str, Any], config: Cfg) -> tuple[float | None, str]:
         """(cost, where it came from): the trace's, its calls', their tokens at the prices, a per-task price."""
         own = cost(row["cost_usd"])
         if own:
@@ -428,7 +432,7 @@ class MiniOrkSource:
 
     def _trace_ratings(
         self,
-        row: sqlite3.Row,
+        row: dict[str, Any],
         trace_id: str,
         task: str,
         config: Cfg,
@@ -509,7 +513,7 @@ class MiniOrkSource:
         for row in self._rows("grounded_rejections", f"SELECT {columns} FROM grounded_rejections g ORDER BY g.rowid"):
             yield self._rejection(row)
 
-    def _rejection(self, row: sqlite3.Row) -> Unit:
+    def _rejection(self, row: dict[str, Any]) -> Unit:
         name = f"grounded_rejections:{row['id']}"
         verdict = (text(row["verdict"]) or "").lower()
         if verdict == "indeterminate":
@@ -541,7 +545,7 @@ class MiniOrkSource:
                 )
             )
         if problems:
-            return Unit(name, [], problems, [], lambda: dict(row))
+            return Unit(name, [], problems, [], row)
         config = self.lane_config(chosen[0], lanes)
         items = [*evidence, *(f"{k}: {v}" for k in ("evidence_summary", "suggestion") if (v := text(row[k])))]
         rater = {"kind": "gate", "name": text(row["gate_name"]) or "mini-ork:gate"}
@@ -558,7 +562,7 @@ class MiniOrkSource:
         for row in self._rows("conductor_decisions", f"SELECT {columns} FROM conductor_decisions d ORDER BY d.rowid"):
             yield self._decision(row)
 
-    def _decision(self, row: sqlite3.Row) -> Unit:
+    def _decision(self, row: dict[str, Any]) -> Unit:
         name = f"conductor_decisions:{row['id']}"
         if row["task_run_id"] is None:
             return Unit(name, [], [], ["conductor decision names no task run (written before migration 0050)"])
@@ -584,7 +588,7 @@ class MiniOrkSource:
         except Problem as exc:
             problems.append((exc.field, exc.reason))
         if problems:
-            return Unit(name, [], problems, [], lambda: dict(row))
+            return Unit(name, [], problems, [], row)
         config = self.lane_config(lane, lanes)  # type: ignore[arg-type]
         rater = {"kind": "gate", "name": "mini-ork:realized"}
         ref = f"mini-ork:conductor_decisions:{row['id']}"
