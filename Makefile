@@ -31,7 +31,7 @@ bench: setup
 	$(BIN)/python -m bench
 
 schema: setup
-	$(BIN)/python -m pipeline.streams.events streams
+	$(BIN)/python -m pipeline.streams.events .
 	$(BIN)/python -m pipeline.nightly.stats .
 
 default-data: setup

@@ -29,9 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.home import Home
 from pipeline.streams import batch, framing
 from pipeline.streams.log import append, prepare
+from pipeline.workspace import Workspace
 
 CONFIGS = [
     {"cli": "claude-code", "route": "anthropic", "model": m, "effort": e}
@@ -122,7 +122,7 @@ def stages(home: Path, sample: int) -> dict[str, float]:
         timed("fast validator (pydantic-core)", lambda: [validator.validate_json(chunk) for chunk in chunks])
     prepared = timed("whole validation + rendering", lambda: prepare(items))
     out["  of which the rest"] = out["whole validation + rendering"] - out["fast validator (pydantic-core)"]
-    home_ = Home.resolve(home)
+    home_ = Workspace.of(home)
 
     def write():
         with framing.hold(home_, ["ratings"]) as held:

@@ -250,7 +250,7 @@ def loop_value(inputs: Any, constants: Any, shipped: Any, sc: Scenario, seed: in
     at its mean cost) and refits as it goes (:func:`pipeline.evaluate.replay.replay_runs`). Mean over
     :data:`CONTINUATIONS` continuations of :data:`PATHS` exploration paths; the continuations and the paths' draws
     depend on ``seed`` only, so two constant sets meet the same tasks, outcomes and draws."""
-    from pipeline.evaluate.replay import Run, replay_runs, start_from
+    from pipeline.evaluate.replay import ReplayRun, replay_runs, start_from
     from pipeline.fit.inputs import task_values
     from pipeline.fit.model import fit_model
 
@@ -277,7 +277,7 @@ def loop_value(inputs: Any, constants: Any, shipped: Any, sc: Scenario, seed: in
             }
         ).with_columns(weight=pl.lit(1.0), unknown_cost=pl.lit(0, pl.Int64))
         frame = pl.DataFrame({"task": ids, "region": np.array(names)[region], "first_at": np.arange(tasks)})
-        runs = [Run(float(constants.exploration), (seed, 78, i, j)) for j in range(PATHS)]
+        runs = [ReplayRun(float(constants.exploration), (seed, 78, i, j)) for j in range(PATHS)]
         values += [r.realized_value for r in replay_runs(start, frame, outcomes, runs) if r.realized_value is not None]
     return float(np.mean(values))
 

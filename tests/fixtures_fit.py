@@ -1,6 +1,6 @@
 """Fit test helpers: tiny hand-made stores as in-memory DuckDB tables with the store's columns.
 
-``memory_store(*events)`` builds one table per family (columns of :mod:`pipeline.families`, defaults
+``memory_store(*events)`` builds one table per family (columns of :mod:`pipeline.store.families`, defaults
 filled in: docs/design.md, Events), which is what :func:`pipeline.fit.inputs.load_inputs` queries; so hand-made
 inputs go through the same SQL as a compacted store. Event helpers return ``(family, row)``.
 Times are hours after ``T0``. Plain helpers (no fixtures): tests import them with
@@ -15,9 +15,10 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from pipeline import families
 from pipeline.fit.inputs import FitInputs, load_inputs
-from pipeline.streams.events import Config, format_timestamp
+from pipeline.store import families
+from pipeline.streams.events import Config
+from pipeline.utc import format_timestamp
 
 T0 = datetime(2026, 1, 1)
 A = "a/-/m1/-"

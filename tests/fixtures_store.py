@@ -57,8 +57,8 @@ def opened(i: int, *, day: int = 1, **extra: Any) -> dict[str, Any]:
 
 def store_snapshot(home: Path) -> dict[str, Any]:
     """Every view's rows ordered by id, the event counts and the dead letters: equal snapshots, equal stores."""
-    from pipeline.families import VIEWS
     from pipeline.store import open_store
+    from pipeline.store.families import VIEWS
 
     with open_store(home) as store:
         views = {v: store.con.execute(f'SELECT * FROM "{v}" ORDER BY id').fetchall() for v in VIEWS}
@@ -74,10 +74,10 @@ def snapshot():
 
 def table_version(home: Path) -> int | None:
     """The newest version of the home's events table (None when there is none)."""
-    from pipeline.store.location import resolve
     from pipeline.store.table import open_table
+    from pipeline.workspace import Workspace
 
-    table = open_table(resolve(home))
+    table = open_table(Workspace.of(home).store)
     return table.version() if table is not None else None
 
 

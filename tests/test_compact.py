@@ -6,11 +6,10 @@ import base64
 import json
 
 from pipeline.compact import compact
-from pipeline.compact.run import txn_ids
 from pipeline.store import open_store
-from pipeline.store.location import StoreConfig, resolve
-from pipeline.store.table import commits, open_table
+from pipeline.store.table import commits, open_table, txn_ids
 from pipeline.streams.log import append
+from pipeline.workspace import Workspace
 from tests.fixtures_store import CONFIG, live_files, opened, rating, table_version
 
 
@@ -19,7 +18,7 @@ def _files(home):
 
 
 def _table(home):
-    return open_table(resolve(home))
+    return open_table(Workspace.of(home).store)
 
 
 def test_compact_twice_without_new_input_commits_nothing(home):
@@ -64,7 +63,7 @@ def test_id_less_lines_get_writer_qualified_ids(home):
     offset = stream.stat().st_size
     with open(stream, "ab") as handle:
         handle.write(b'{"type":"task.opened","task":"T-2"}\n')
-    result = compact(home, config=StoreConfig(writer="host-a"))
+    result = compact(Workspace.resolve(home, writer="host-a"))
     with open_store(home) as store:
         ids = [r[0] for r in store.con.execute("SELECT id FROM tasks ORDER BY id").fetchall()]
     assert result.writer == "host-a" and ids == ["O-1", f"host-a:tasks@{offset}"]
@@ -542,7 +541,7 @@ def test_racing_compactors_take_turns_on_the_lock(base, tmp_path, snapshot):
 def test_without_the_lock_a_second_compaction_of_one_writer_is_refused(base, tmp_path, monkeypatch, snapshot):
     home_base, reference = base
     home = _fresh(home_base, tmp_path, "nolock")
-    monkeypatch.setattr(run_module, "compact_lock", lambda home: nullcontext())
+    monkeypatch.setattr(Workspace, "lock", lambda ws, path, busy=None: nullcontext())
     original = run_module.fault_hook
     raced = []
 
@@ -562,15 +561,15 @@ def test_without_the_lock_a_second_compaction_of_one_writer_is_refused(base, tmp
 
 
 def test_a_second_home_claiming_the_writer_name_is_refused(tmp_path):
-    shared = StoreConfig(uri=str(tmp_path / "shared"), writer="same")
+    shared = str(tmp_path / "shared")
     first, second = tmp_path / "a", tmp_path / "b"
     append(first, [rating(1)])
     append(second, [rating(2)])
-    compact(first, config=shared)
+    compact(Workspace.resolve(first, store=shared, writer="same"))
     with pytest.raises(StoreConflict, match=r"writer 'same' already commits to .* from another home"):
-        compact(second, config=shared)
-    other = compact(second, config=StoreConfig(uri=str(tmp_path / "shared"), writer="other"))
-    with open_store(second, config=shared) as store:
+        compact(Workspace.resolve(second, store=shared, writer="same"))
+    other = compact(Workspace.resolve(second, store=shared, writer="other"))
+    with open_store(Workspace.resolve(second, store=shared)) as store:
         assert other.created and store.con.execute("SELECT id FROM ratings ORDER BY id").fetchall() == [
             ("R-1",),
             ("R-2",),
@@ -581,12 +580,12 @@ def test_a_home_remembers_its_writer_name(home, monkeypatch):
     from pipeline.errors import PipelineError
 
     append(home, [rating(1)])
-    assert compact(home, config=StoreConfig(writer="first-name")).writer == "first-name"
+    assert compact(Workspace.resolve(home, writer="first-name")).writer == "first-name"
     append(home, [rating(2)])
     monkeypatch.setattr("socket.gethostname", lambda: "renamed-host")
     assert compact(home).writer == "first-name"  # a renamed host is not a second writer
     with pytest.raises(PipelineError, match="this home writes to the store as 'first-name'"):
-        compact(home, config=StoreConfig(writer="another"))
+        compact(Workspace.resolve(home, writer="another"))
 
 
 def test_duplicates_are_counted_once_across_files_runs_and_reimports(home, tmp_path):

@@ -1,5 +1,5 @@
 """Compaction consumes whole batches only, and decides every line as the reference scanner does
-(``pipeline.streams.framing.StreamScan``): frames of whole parts are not events, lines of broken parts are dead letters
+(``pipeline.streams.scan.StreamScan``): frames of whole parts are not events, lines of broken parts are dead letters
 with the reason, an unfinished part ends the range before its begin."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pipeline.commands.verify import verify
 from pipeline.compact import compact
 from pipeline.compact.frames import plan_frames
 from pipeline.store import open_store
-from pipeline.streams.framing import BatchBegin, BatchEnd, Verdict, scan_bytes
+from pipeline.streams.scan import BatchBegin, BatchEnd, Verdict, scan_bytes
 
 
 def _event(n: int) -> bytes:

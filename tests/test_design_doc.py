@@ -10,6 +10,9 @@ The SQL the document gives an operator is run against a fitted store and must gi
 
 from __future__ import annotations
 
+import ast
+import builtins
+import importlib
 import re
 from pathlib import Path
 
@@ -252,3 +255,114 @@ def test_no_file_cites_the_brief() -> None:
         for m in BRIEF.finditer(text_of(path))
     ]
     assert not cites, "\n".join(cites)
+
+
+# --------------------------------------------------------------------------- every other pointer, in every docstring
+#: A path into the repository that a docstring, a comment or a document names (``tests/test_compact.py``).
+PATH = re.compile(r"(?<![\w/.])((?:pipeline|tests|bench|docs)/[A-Za-z0-9_/.-]+\.(?:py|md|json))\b")
+#: A Sphinx cross-reference in a docstring or a ``#:`` comment (``:func:`pipeline.streams.append```).
+ROLE = re.compile(r":(?:func|mod|class|meth|data|attr|exc|obj):`~?([^`<>]+)`")
+
+
+def dangling_paths(files: list[Path], *, root: Path = ROOT) -> list[str]:
+    """``file:line: path`` for every repository path a file names that does not exist."""
+    return [
+        f"{path.relative_to(root)}:{text_of(path).count(chr(10), 0, m.start()) + 1}: {m.group(1)}"
+        for path in files
+        for m in PATH.finditer(text_of(path))
+        if not (root / m.group(1)).exists()
+    ]
+
+
+def _names_in(tree: ast.Module) -> set[str]:
+    """Every name a module defines or imports (under ``if TYPE_CHECKING`` too)."""
+    names = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names
+
+
+def _importable(dotted: str) -> bool:
+    """Whether ``dotted`` names a module, or an attribute (or model field) reached from one."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            fields = getattr(obj, "model_fields", None) or getattr(obj, "__dataclass_fields__", None) or {}
+            if attr in fields:
+                return True
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def dangling_references(path: Path, module: str, *, root: Path = ROOT) -> list[str]:
+    """``file:line: :role:`target``` for every cross-reference in ``path`` that names nothing: a dotted name that
+    does not import, a relative one (``.views``) that is no module of the package, a bare name the module
+    neither defines nor imports."""
+    source = text_of(path)
+    tree = ast.parse(source)
+    local = _names_in(tree)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    bad = []
+    for m in ROLE.finditer(source):
+        target = m.group(1).strip().rstrip("()")
+        if target.startswith("."):
+            ok = _importable(f"{package}{target}")
+        elif "." in target and target.split(".")[0] == "pipeline":
+            ok = _importable(target)
+        else:
+            ok = target.split(".")[0] in local
+        if not ok:
+            bad.append(f"{path.relative_to(root)}:{source.count(chr(10), 0, m.start()) + 1}: {m.group(0)}")
+    return bad
+
+
+def test_every_path_a_file_names_exists() -> None:
+    files = [*scanned_files(), DOC]
+    assert sum(len(PATH.findall(text_of(p))) for p in files) > 10  # the scan finds the paths the files name
+    assert dangling_paths(files) == []
+
+
+def test_every_cross_reference_in_the_package_names_something() -> None:
+    bad = [
+        ref
+        for path in sorted((ROOT / "pipeline").rglob("*.py"))
+        for ref in dangling_references(
+            path, ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        )
+    ]
+    assert bad == []
+
+
+def test_a_dangling_path_or_reference_is_named_with_its_file_and_line(tmp_path: Path) -> None:
+    source = ROOT / "pipeline" / "streams" / "log.py"  # a real module: its imports resolve
+    copy = tmp_path / "pipeline" / "streams" / "log.py"
+    copy.parent.mkdir(parents=True)
+    gone = "tests/" + "test_gone.py"  # pieced together, so that this file names no missing file of its own
+    copy.write_text(
+        f'"""See tests/streams/test_log.py and {gone}.\n\n'
+        ":func:`append` :func:`gone` :mod:`pipeline.streams.framing` :mod:`pipeline.store.location` "
+        ':func:`.framing.consistent_cut` :class:`ValueError`."""\nfrom .log import append\n',
+        encoding="utf-8",
+    )
+    assert dangling_paths([copy], root=tmp_path) == [
+        "pipeline/streams/log.py:1: tests/streams/test_log.py",  # under tmp_path: missing there
+        f"pipeline/streams/log.py:1: {gone}",
+    ]
+    assert dangling_references(copy, "pipeline.streams.log", root=tmp_path) == [
+        "pipeline/streams/log.py:3: :func:`gone`",
+        "pipeline/streams/log.py:3: :mod:`pipeline.store.location`",
+    ]
+    assert source.exists() and dangling_references(source, "pipeline.streams.log") == []

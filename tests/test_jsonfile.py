@@ -70,10 +70,11 @@ def test_cli_names_the_first_problem_of_a_broken_file_on_one_line(tmp_path, comm
 
 
 def test_a_broken_pin_record_is_one_line(tmp_path):
-    from pipeline.commands.pin import read_pin
+    from pipeline.nightly.publish import read_pin
+    from pipeline.workspace import Workspace
 
     (tmp_path / "fits").mkdir()
     (tmp_path / "fits" / "pin.json").write_text('{"pinned": 3}')
     with pytest.raises(TableSchemaError) as info:
-        read_pin(tmp_path)
+        read_pin(Workspace.of(tmp_path))
     assert str(info.value) == f"{tmp_path}/fits/pin.json: not a valid pin record: version: Field required"

@@ -1,4 +1,5 @@
-"""The package's layout holds: no import cycle inside ``pipeline/``, and each layer imports only the ones below it.
+"""The package's layout holds: no import cycle inside ``pipeline/``, each stage imports only the stages below it, and
+no module but the workspace names a file of the home.
 
 The imports are read with ``ast`` from the source (nothing is imported), every import statement counts: at module
 level, inside a function (a lazy import still ties the two modules) or under ``if TYPE_CHECKING``.
@@ -13,14 +14,37 @@ import pytest
 
 PIPELINE = Path(__file__).resolve().parents[1] / "pipeline"
 
-#: (layer, a layer it must never reach, directly or through other modules).
-FORBIDDEN = [
-    ("pipeline.fit", "pipeline.evaluate"),  # the model never depends on its judging
-    ("pipeline.fit", "pipeline.nightly"),
-    ("pipeline.routing", "pipeline.fit"),  # the router reads a table, not the fit that made it
-    ("pipeline.routing", "pipeline.evaluate"),
-    ("pipeline.routing", "pipeline.nightly"),
-    ("pipeline.evaluate", "pipeline.nightly"),  # the job runs the judging, not the other way round
+#: The stages, lowest first (docs/design.md, Layout): a module imports modules of its own stage and of the stages
+#: before it, never of one after it. Each entry is a package or module; a module belongs to the longest entry it
+#: lies under. A compatibility shim (``pipeline/compat``) sits in the stage of the code it serves.
+STAGES: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "base",
+        (
+            "pipeline",
+            "pipeline.errors",
+            "pipeline.confine",
+            "pipeline.workspace",
+            "pipeline.utc",
+            "pipeline.jsonfile",
+            "pipeline.money",
+            "pipeline.rounding",
+            "pipeline.scalars",
+            "pipeline.compat",
+            "pipeline.compat.table_v1",
+        ),
+    ),
+    ("streams", ("pipeline.streams",)),  # events and the append-only streams
+    ("store", ("pipeline.store", "pipeline.compat.manifest_store")),  # the table's format and views; no writing
+    ("compact", ("pipeline.compact",)),  # stream bytes -> one commit of the store
+    ("routing", ("pipeline.routing", "pipeline.compat.routing_v1")),  # the table and the router: no fit in it
+    ("fit", ("pipeline.fit",)),  # the model: never its judging or the job
+    ("evaluate", ("pipeline.evaluate",)),  # judging the model: never the job
+    ("nightly", ("pipeline.nightly",)),  # the job: compact, fit, evaluate, publish
+    ("casestudy", ("pipeline.casestudy",)),  # the page, from stats.json alone: a stage after the job
+    ("simulate", ("pipeline.simulate",)),  # data with known truth
+    ("commands", ("pipeline.commands",)),  # the user commands over the stages
+    ("cli", ("pipeline.cli",)),  # nothing below imports the CLI
 ]
 
 
@@ -114,6 +138,27 @@ def in_layer(module: str, layer: str) -> bool:
     return module == layer or module.startswith(layer + ".")
 
 
+def stage_of(module: str) -> int:
+    """The index in :data:`STAGES` of the longest entry ``module`` lies under (-1 when none)."""
+    best, found = -1, -1
+    for i, (_, entries) in enumerate(STAGES):
+        for entry in entries:
+            under = module == entry if entry == "pipeline" else in_layer(module, entry)  # the package's own __init__
+            if under and len(entry) > best:
+                best, found = len(entry), i
+    return found
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``module (stage) -> target (stage)`` for every import of a module of a later stage."""
+    return sorted(
+        f"{module} ({STAGES[stage_of(module)][0]}) -> {target} ({STAGES[stage_of(target)][0]})"
+        for module, targets in graph.items()
+        for target in targets
+        if stage_of(target) > stage_of(module)
+    )
+
+
 @pytest.fixture(scope="module")
 def graph() -> dict[str, set[str]]:
     return import_graph(PIPELINE)
@@ -130,15 +175,54 @@ def test_no_import_cycle_inside_pipeline(graph):
     assert cycles(graph) == []
 
 
-@pytest.mark.parametrize(("layer", "never"), FORBIDDEN)
-def test_a_layer_never_reaches_the_layers_above_it(graph, layer, never):
-    offenders = sorted(
-        f"{module} -> {target}"
-        for module in graph
-        if in_layer(module, layer)
-        for target in reachable(graph, module)
-        if in_layer(target, never)
-    )
+def test_every_module_is_in_a_stage(graph):
+    assert sorted(m for m in graph if stage_of(m) < 0) == []
+
+
+def test_no_stage_imports_a_later_stage(graph):
+    """streams < store < compact < routing < fit < evaluate < nightly < casestudy < simulate < commands < cli:
+    the store never imports compaction, the router never the fit, the fit never its judging or the job, the job
+    never the case study, nothing below the commands imports them and nothing below the CLI imports it."""
+    assert upward_imports(graph) == []
+
+
+#: What the workspace alone may spell: a path built from a name (``x / "name"``, ``x / f"..."``) or a name put
+#: beside one (``with_name("...")``); its confinement module names the temporary files beside a target. The
+#: compatibility shims read old layouts by their old names.
+NAMING_ALLOWED = ("pipeline/workspace.py", "pipeline/confine.py", "pipeline/compat/")
+
+
+def names_a_path(tree: ast.AST) -> list[int]:
+    """Lines where ``tree`` joins a path with a literal name or puts a literal name beside one."""
+
+    def literal(node: ast.AST) -> bool:
+        return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+    def joins(node: ast.AST) -> bool:  # x / "name"
+        return (
+            isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and (literal(node.left) or literal(node.right))
+        )
+
+    def beside(node: ast.AST) -> bool:  # x.with_name("name")
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "with_name"
+            and bool(node.args)
+            and literal(node.args[0])
+        )
+
+    lines = [node.lineno for node in ast.walk(tree) if joins(node) or beside(node)]
+    return lines
+
+
+def test_no_module_but_the_workspace_names_a_file_of_the_home():
+    offenders = [
+        f"{path.relative_to(PIPELINE.parent)}:{line}"
+        for path in sorted(PIPELINE.rglob("*.py"))
+        if not path.relative_to(PIPELINE.parent).as_posix().startswith(NAMING_ALLOWED)
+        for line in names_a_path(ast.parse(path.read_text(encoding="utf-8")))
+    ]
     assert offenders == []
 
 
@@ -160,3 +244,9 @@ def test_the_walk_finds_a_cycle_and_a_forbidden_import(tmp_path):
         ["pipeline.routing.policies", "pipeline.routing.router"],
     ]
     assert "pipeline.evaluate.split" in reachable(graph, "pipeline.fit.learning")
+    assert upward_imports(graph) == ["pipeline.fit.learning (fit) -> pipeline.evaluate.split (evaluate)"]
+
+
+def test_the_naming_check_sees_a_literal_name_and_only_that():
+    tree = ast.parse('a = home / "fits" / f"{v}.json"\nb = p.with_name("x.tmp")\nc = home / name\nd = 6 / 3\n')
+    assert sorted(names_a_path(tree)) == [1, 1, 2]

@@ -12,8 +12,8 @@ import duckdb
 import pytest
 
 from pipeline.compact import compact
-from pipeline.families import COLUMNS, VIEWS
 from pipeline.store import open_store
+from pipeline.store.families import COLUMNS, VIEWS
 from pipeline.streams.log import append
 from tests.fixtures_store import CONFIG, live_files, opened, rating, table_version
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from pipeline.cli import cli
 from pipeline.commands.verify import verify
 from pipeline.compact import compact
-from pipeline.families import COLUMNS
+from pipeline.store.families import COLUMNS
 from pipeline.store.upkeep import vacuum
 from pipeline.streams.log import append
 from tests.fixtures_store import CONFIG, opened, rating

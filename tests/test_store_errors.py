@@ -184,7 +184,7 @@ def test_every_example_in_sql_help_runs_as_printed(store_home):
 
 
 def test_sql_schema_lists_every_view_and_column_without_a_store(tmp_path):
-    from pipeline.families import COLUMNS, VIEWS
+    from pipeline.store.families import COLUMNS, VIEWS
 
     code, output = _run(["sql", "--home", str(tmp_path), "--schema", "--json"])
     assert code == 0

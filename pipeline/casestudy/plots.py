@@ -98,26 +98,9 @@ def grid_heatmap(stats: Stats) -> Plot | None:
     sizes = mark_sizes(stats)
 
     def mark(ax: Axes, source: str, consts: ConstantSet, color: str, style: str, label: str) -> None:
-        if consts.prior_source != source or consts.prior_weight not in weights:
-            return
-        if consts.exploration not in explorations:
-            return
-        from matplotlib.patches import Rectangle
-
-        x, y = weights.index(consts.prior_weight), explorations.index(consts.exploration)
-        size = sizes[label]
-        ax.add_patch(
-            Rectangle(
-                (x - size / 2, y - size / 2),
-                size,
-                size,
-                fill=False,
-                edgecolor=color,
-                linewidth=2.6,
-                linestyle=style,
-                label=label,
-            )
-        )
+        if consts.prior_source == source and consts.prior_weight in weights and consts.exploration in explorations:
+            at = (weights.index(consts.prior_weight), explorations.index(consts.exploration))
+            _outline(ax, at, sizes[label], color, style, label)
 
     def draw(fig: Figure) -> None:
         import numpy as np
@@ -133,20 +116,7 @@ def grid_heatmap(stats: Stats) -> Plot | None:
             image = ax.imshow(
                 np.ma.masked_invalid(grid), cmap="viridis", vmin=lo, vmax=hi, aspect="auto", origin="lower"
             )
-            for y in range(len(explorations)):
-                for x in range(len(weights)):
-                    v = grid[y, x]
-                    if not math.isnan(v):
-                        dark = (v - lo) / ((hi - lo) or 1) < 0.6
-                        ax.text(
-                            x,
-                            y,
-                            f"{100 * v:.0f}",
-                            ha="center",
-                            va="center",
-                            fontsize=9,
-                            color="white" if dark else "black",
-                        )
+            _cell_labels(ax, grid, lo, hi)
             mark(ax, source, shipped, SHIPPED_COLOR, "--", "shipped")
             mark(ax, source, fitted, FITTED_COLOR, "-", "fitted")
             ax.set_xticks(range(len(weights)), [fmt.constant("prior_weight", w) for w in weights])
@@ -185,6 +155,38 @@ def grid_heatmap(stats: Stats) -> Plot | None:
         + ("The shipped cell is the same one." if same_cell(stats) else f"Shipped cell: {fmt.pct(shipped_cell)}.")
     )
     return _draw("grid.svg", alt, draw)
+
+
+def _outline(ax: Axes, at: tuple[int, int], size: float, color: str, style: str, label: str) -> None:
+    """A square outline of side ``size`` around the heat-map cell ``at`` (x, y): the shipped or fitted mark."""
+    from matplotlib.patches import Rectangle
+
+    x, y = at
+    ax.add_patch(
+        Rectangle(
+            (x - size / 2, y - size / 2),
+            size,
+            size,
+            fill=False,
+            edgecolor=color,
+            linewidth=2.6,
+            linestyle=style,
+            label=label,
+        )
+    )
+
+
+def _cell_labels(ax: Axes, grid: Any, lo: float, hi: float) -> None:
+    """Each cell's hit rate in percent, white on the darker cells."""
+    rows, columns = grid.shape
+    for y in range(rows):
+        for x in range(columns):
+            v = grid[y, x]
+            if not math.isnan(v):
+                dark = (v - lo) / ((hi - lo) or 1) < 0.6
+                ax.text(
+                    x, y, f"{100 * v:.0f}", ha="center", va="center", fontsize=9, color="white" if dark else "black"
+                )
 
 
 def same_cell(stats: Stats) -> bool:

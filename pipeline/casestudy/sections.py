@@ -1,4 +1,4 @@
-"""The body of a case study: data, constants, baselines, figures, ladders, policies, signals, how to reproduce."""
+"""The sections of a case study: data, constants, baselines, figures, priors, policies, how to reproduce."""
 
 from __future__ import annotations
 
@@ -6,22 +6,17 @@ from ..fit.shipped import defaults_note
 from ..nightly.stats import Stats
 from ..routing.table import CONSTANT_NAMES
 from . import fmt
-from .doc import Block, Bullets, Code, Figure, Heading, Inline, Note, para, table
-from .glossary import glossary_section, see_glossary
+from .doc import Block, Bullets, Code, Figure, Heading, Inline, para, table
+from .glossary import see_glossary
 from .optional import (
-    config_keys,
     first,
     frontier_aiq,
     frontier_points,
-    ladder_regions,
     ladder_summary,
     policy_rows,
-    rungs,
     short_config,
-    short_configs_in,
 )
 from .plots import Plot, same_cell
-from .signals import signals_section
 
 #: What sequential replay's realized value measures, per objective (docs/design.md, Sequential replay).
 REALIZED = {
@@ -91,7 +86,7 @@ def uniform_or_table(
     return para(f"{caption} The same at every {what} tried ({', '.join(r[0] for r in rows)}): {same}.")
 
 
-def _not_computed(key: str) -> Block:
+def not_computed(key: str) -> Block:
     return para("Not computed: the stats file has no ", Code(key), " section (the stage that writes it did not run).")
 
 
@@ -248,66 +243,78 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
             )
         )
     else:
-        drawn = {p.kind for p in frontier_points(stats) if p.cost is not None and p.quality is not None}
-        names = [
-            text
-            for kind, text in (
-                ("single", "single configurations"),
-                ("router", "the router over the lambda sweep"),
-                ("ladder", "the published ladders"),
-                ("shipped", "the shipped constants"),
-                ("fitted", "the fitted constants"),
-                ("oracle", "the oracle"),
-            )
-            if kind in drawn
-        ]
-        caption = [
-            "Mean held-out quality against mean cost per task: "
-            + ", ".join(names[:-1])
-            + (" and " if len(names) > 1 else "")
-            + names[-1]
-            + "."
-        ]
-        summary = ladder_summary(stats)
-        if summary and summary.get("gate_is_target"):
-            caption.append(" The ladder point is an upper bound for a perfect verifier (its gate is the target).")
-        if summary:
-            caption.append(
-                " The ladder is measured on the fully observed tasks only "
-                f"({fmt.pct(first(summary, 'coverage'))} coverage)."
-            )
-        fig = figure(stats, plots, "frontier.svg", *caption)
-        out.append(fig or para("No cost figures to draw."))
+        out.append(_frontier_figure(stats, plots))
+    singles = _singles_table(stats)
+    return out + ([singles] if singles is not None else []) + _aiq(stats)
+
+
+def _frontier_figure(stats: Stats, plots: dict[str, Plot]) -> Block:
+    drawn = {p.kind for p in frontier_points(stats) if p.cost is not None and p.quality is not None}
+    names = [
+        text
+        for kind, text in (
+            ("single", "single configurations"),
+            ("router", "the router over the lambda sweep"),
+            ("ladder", "the published ladders"),
+            ("shipped", "the shipped constants"),
+            ("fitted", "the fitted constants"),
+            ("oracle", "the oracle"),
+        )
+        if kind in drawn
+    ]
+    caption = [
+        "Mean held-out quality against mean cost per task: "
+        + ", ".join(names[:-1])
+        + (" and " if len(names) > 1 else "")
+        + names[-1]
+        + "."
+    ]
+    summary = ladder_summary(stats)
+    if summary and summary.get("gate_is_target"):
+        caption.append(" The ladder point is an upper bound for a perfect verifier (its gate is the target).")
+    if summary:
+        caption.append(
+            " The ladder is measured on the fully observed tasks only "
+            f"({fmt.pct(first(summary, 'coverage'))} coverage)."
+        )
+    return figure(stats, plots, "frontier.svg", *caption) or para("No cost figures to draw.")
+
+
+def _singles_table(stats: Stats) -> Block | None:
+    """Each configuration alone on the held-out tasks (with the SNIPS estimate when decisions were logged)."""
     singles = sorted(
         (p for p in frontier_points(stats) if p.kind == "single"),
         key=lambda p: (p.cost or 0.0, p.label) if stats.cost_known else (-(p.quality or 0.0), p.label),
     )
-    if singles:
-        extra = {s["config"]: s for s in (stats.frontier or {}).get("singles") or [] if isinstance(s, dict)}
-        snips = any("snips_quality" in s for s in extra.values())
-        columns = ["single configuration", "mean quality", "mean cost", "coverage"]
-        columns += ["SNIPS quality", "SNIPS cost"] if snips else []
-        rows = []
-        for p in singles:
-            row = extra.get(p.label, {})
-            cells = [short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost), fmt.pct(row.get("coverage"))]
-            if snips:
-                cells += [fmt.num(row.get("snips_quality"), 3), fmt.usd(row.get("snips_cost_usd"))]
-            rows.append(cells)
-        out.append(
-            costed_table(
-                stats,
-                columns,
-                rows,
-                "Each configuration alone, over the eligible held-out tasks it did"
-                + (
-                    "; beside it, the SNIPS estimate from the logged routing decisions: what it would do on every task."
-                    if snips
-                    else "."
-                ),
-                [False, True, True, True, True, True][: len(columns)],
-            )
-        )
+    if not singles:
+        return None
+    extra = {s["config"]: s for s in (stats.frontier or {}).get("singles") or [] if isinstance(s, dict)}
+    snips = any("snips_quality" in s for s in extra.values())
+    columns = ["single configuration", "mean quality", "mean cost", "coverage"]
+    columns += ["SNIPS quality", "SNIPS cost"] if snips else []
+    rows = []
+    for p in singles:
+        row = extra.get(p.label, {})
+        cells = [short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost), fmt.pct(row.get("coverage"))]
+        if snips:
+            cells += [fmt.num(row.get("snips_quality"), 3), fmt.usd(row.get("snips_cost_usd"))]
+        rows.append(cells)
+    return costed_table(
+        stats,
+        columns,
+        rows,
+        "Each configuration alone, over the eligible held-out tasks it did"
+        + (
+            "; beside it, the SNIPS estimate from the logged routing decisions: what it would do on every task."
+            if snips
+            else "."
+        ),
+        [False, True, True, True, True, True][: len(columns)],
+    )
+
+
+def _aiq(stats: Stats) -> list[Block]:
+    out: list[Block] = []
     aiq = frontier_aiq(stats)
     if aiq:
         out.append(
@@ -321,7 +328,7 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         if note:
             out.append(para(fmt.sentence(note)))
     elif stats.frontier is None:
-        out.append(_not_computed("frontier"))
+        out.append(not_computed("frontier"))
     elif stats.frontier.get("reason"):
         out.append(para(f"No AIQ: {stats.frontier['reason']}."))
     return out
@@ -379,145 +386,6 @@ def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
     return out
 
 
-def ladders_section(stats: Stats) -> list[Block]:
-    out: list[Block] = [Heading(2, "Escalation ladders", "ladders")]
-    if stats.ladders is None:
-        return [*out, _not_computed("ladders")]
-    rule = stats.ladders.get("rule") or {}
-    if rule.get("reason"):
-        out.append(para("The rule: ", short_configs_in(fmt.sentence(rule["reason"]), config_keys(stats))))
-    regions = ladder_regions(stats)
-    rows = [
-        [
-            region,
-            " → ".join(short_config(k) for k in rungs(row)),
-            fmt.num(first(row, "validated_quality"), 3),
-            fmt.usd(first(row, "validated_cost_usd")),
-            fmt.num(first(row, "held_out_quality"), 3),
-            fmt.usd(first(row, "held_out_cost_usd")),
-            fmt.pct(first(row, "coverage")),
-        ]
-        for region, row in regions.items()
-    ]
-    if rows:
-        out.append(
-            costed_table(
-                stats,
-                [
-                    "region",
-                    "ladder",
-                    "cross-validated quality",
-                    "cross-validated cost",
-                    "held-out quality",
-                    "held-out cost",
-                    "coverage",
-                ],
-                rows,
-                "Cross-validated: what the rule's choices did on the validation blocks of the learned tasks (its "
-                "promise); held-out: the published ladder on the eligible held-out tasks it covered.",
-                numeric=[False, False, True, True, True, True, True],
-            )
-        )
-    kappas = [k for k in rule.get("kappas") or [] if isinstance(k, dict)]
-    if kappas:
-        out.append(
-            uniform_or_table(
-                stats,
-                ["kappa", "choices that were ladders", "quality vs best single", "95% lower bound", "cost difference"],
-                [
-                    [
-                        f"{k['kappa']:g}",
-                        f"{k['ladders']} of {rule.get('folds', 0)} folds",
-                        fmt.signed(k.get("difference"), 4),
-                        fmt.signed(k.get("lower"), 4),
-                        fmt.signed(k.get("spend_difference"), 6),
-                    ]
-                    for k in kappas
-                ],
-                "The cross-validation that chose kappa (the standard errors a ladder's gain must clear): the rule's "
-                "choices against each fold's best single on its validation block, pooled"
-                + ("" if stats.cost_known else "; without costs, the cost difference is in calls")
-                + ".",
-                [True, False, True, True, True],
-                "kappa",
-            )
-        )
-    out += _hindsight(stats)
-    out.append(_why_ladders(stats))
-    summary = ladder_summary(stats)
-    if summary and summary.get("gate_is_target"):
-        out.append(
-            Note(
-                (
-                    "The gate ratings are the ratings that measure quality: these ladder figures are an upper "
-                    "bound for a perfect verifier.",
-                )
-            )
-        )
-    out.append(see_glossary("gate", "coverage", "best single", "eligible task"))
-    return out
-
-
-def _hindsight(stats: Stats) -> list[Block]:
-    """The held-out ladder frontier, chosen with hindsight: how far the rule's choice is from the limit."""
-    h = (stats.ladders or {}).get("hindsight")
-    summary = ladder_summary(stats)
-    if not isinstance(h, dict) or not summary:
-        return []
-    unit = "cost_usd" if stats.cost_known else "calls"
-    spend = (lambda x: fmt.usd(x.get(unit))) if stats.cost_known else (lambda x: f"{fmt.num(x.get(unit), 2)} calls")
-    near, reach = h.get("frontier_at_cost") or {}, h.get("cheapest_reaching_best_single") or {}
-    parts = []
-    if near.get("ladder"):
-        parts.append(
-            f"the best any ladder of up to three rungs reached at no more than the published ladders' spend was "
-            f"{fmt.num(near.get('quality'), 3)} ({' → '.join(short_config(c) for c in near['ladder'])}, "
-            f"{spend(near)}), {fmt.signed(near.get('gap'), 3)} above them"
-        )
-    if reach.get("ladder"):
-        parts.append(
-            f"the cheapest one reaching the best single's quality was "
-            f"{' → '.join(short_config(c) for c in reach['ladder'])} at {spend(reach)}"
-            + (f" ({fmt.pct(reach.get('cost_ratio'))} of the best single's spend)" if reach.get("cost_ratio") else "")
-        )
-    if not parts:
-        return []
-    return [
-        para(
-            "Diagnostic, chosen with hindsight on the held-out tasks (never used to choose): "
-            + "; ".join(parts)
-            + f" ({fmt.count(h.get('ladders_scored'))} ladders scored)."
-        )
-    ]
-
-
-def _why_ladders(stats: Stats) -> Block:
-    """Whether a ladder pays here, and why, in words."""
-    summary = ladder_summary(stats) or {}
-    rule = (stats.ladders or {}).get("rule") or {}
-    best = short_config(str(summary.get("best_single_config") or "the best single"))
-    if rule.get("name") == "best-single" and rule.get("kappa") is None:
-        coverage = summary.get("coverage")
-        return para(
-            f"Here a ladder does not pay: at no confidence level did the rule's ladders beat {best} on the "
-            "validation blocks with a lower bound at or above 0, so the published ladder is that configuration "
-            "alone. "
-            + (
-                f"Gates are sparse or noisy here: every rung a ladder runs must carry a gate rating, and only "
-                f"{fmt.pct(coverage)} of the eligible held-out tasks had one for each, so a ladder is judged on few "
-                "tasks, and a gate that passes a failure stops the ladder on it."
-                if coverage is not None and coverage < 0.8
-                else "The cheaper configurations rarely solve what the best single fails, so escalating buys little."
-            )
-        )
-    ratio, cost_ratio = summary.get("quality_ratio"), summary.get("cost_ratio")
-    spent = f" for {fmt.pct(cost_ratio)} of its cost" if cost_ratio is not None else ""
-    return para(
-        f"Here a ladder pays: on the held-out tasks it reached {fmt.pct(ratio)} of {best}'s quality{spent}, "
-        "because cheap first rungs solve most tasks and their gates send the rest up."
-    )
-
-
 #: What each built-in routing policy does (pipeline.routing.policies), for the reader of the policies table.
 POLICY_MEANING = {
     "learning_governed": "the learned choice where the evidence gate lets it override the static choice (default)",
@@ -535,7 +403,7 @@ def policies_section(stats: Stats) -> list[Block]:
     out: list[Block] = [Heading(2, "Routing policies on the held-out tasks", "policies")]
     rows = policy_rows(stats)
     if not rows:
-        return [*out, _not_computed("policies")]
+        return [*out, not_computed("policies")]
     protocol = (stats.policies or {}).get("protocol")
     if isinstance(protocol, str):
         out.append(para(fmt.sentence(protocol)))
@@ -577,20 +445,3 @@ def closing_section(stats: Stats) -> list[Block]:
     steps.append(("Compare shipped and fitted constants: ", Code(with_home(stats, "ratings compare"))))
     out.append(Bullets(tuple(steps)))
     return out
-
-
-def body(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
-    blocks = (
-        data_section(stats)
-        + constants_section(stats)
-        + baselines_section(stats)
-        + grid_section(stats, plots)
-        + frontier_section(stats, plots)
-        + priors_section(stats, plots)
-        + ladders_section(stats)
-        + policies_section(stats)
-        + signals_section(stats)
-        + glossary_section()
-        + closing_section(stats)
-    )
-    return [b for b in blocks if b is not None]

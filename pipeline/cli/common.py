@@ -3,6 +3,7 @@ the mapping of library errors to one line and an exit code, the progress bar."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -16,13 +17,6 @@ import click
 from ..errors import InvalidBatch, PipelineError
 
 # --------------------------------------------------------------------------- shared options
-home_option = click.option(
-    "--home",
-    "home",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Home directory (default: $RATINGS_HOME, else the current directory).",
-)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of a table.")
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 table_option = click.option(
@@ -46,64 +40,77 @@ def seed_option(default: int | None, help: str) -> Callable[[Callable[..., Any]]
     return click.option("--seed", type=int, default=default, show_default=default is not None, help=help)
 
 
-def store_options(*, writer: bool = False, as_of: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--store URI`` and ``--storage-option KEY=VALUE`` (plus ``--writer`` / ``--as-of`` where asked) for a command
-    that reads or writes the store; the command body runs with that store configured (pipeline.store.location)."""
+#: The options that name a workspace (pipeline.workspace.Workspace.resolve), by what a command asks for.
+_HOME = click.option(
+    "--home",
+    "home",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Home directory (default: $RATINGS_HOME, else the current directory).",
+)
+_STORE = (
+    click.option(
+        "--store",
+        "store_uri",
+        default=None,
+        envvar="RATINGS_STORE",
+        metavar="URI",
+        help="The store: a local path or s3://, gs://, az:// URI (default: $RATINGS_STORE, else <home>/store).",
+    ),
+    click.option(
+        "--storage-option",
+        "storage_option",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="An object-store setting for delta-rs (repeat), e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000.",
+    ),
+)
+_WRITER = click.option(
+    "--writer",
+    default=None,
+    metavar="NAME",
+    help="This home's name in the store (default: the name it first used, else the host name).",
+)
+_AS_OF = click.option(
+    "--as-of",
+    "as_of",
+    default=None,
+    metavar="VERSION|TIME",
+    help="Read the store as it was at this table version or time (RFC 3339 or a date).",
+)
+
+
+def workspace(
+    *, store: bool = False, writer: bool = False, as_of: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--home`` (plus ``--store URI`` and ``--storage-option KEY=VALUE``, ``--writer``, ``--as-of`` where asked):
+    the command receives the :class:`~pipeline.workspace.Workspace` they name as ``ws``, resolved once here (and
+    ``home``, the option as given, when it has a parameter of that name: the fit records it)."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        wants_home = "home" in inspect.signature(fn).parameters
+
         @wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            from ..store.location import StoreConfig, configured, parse_storage_options
+            from ..workspace import Workspace, parse_storage_options
 
+            home = kwargs.pop("home")
             try:
-                config = StoreConfig(
-                    uri=kwargs.pop("store_uri"),
-                    storage_options=parse_storage_options(kwargs.pop("storage_option")),
+                kwargs["ws"] = Workspace.resolve(
+                    home,
+                    store=kwargs.pop("store_uri") if store else None,
+                    storage_options=parse_storage_options(kwargs.pop("storage_option")) if store else None,
                     writer=kwargs.pop("writer") if writer else None,
                     as_of=kwargs.pop("as_of") if as_of else None,
                 )
             except PipelineError as exc:
                 click.echo(f"error: {exc}", err=True)
                 sys.exit(exc.exit_code)
-            with configured(config):
-                return fn(*args, **kwargs)
+            if wants_home:
+                kwargs["home"] = home
+            return fn(*args, **kwargs)
 
-        options = [
-            click.option(
-                "--store",
-                "store_uri",
-                default=None,
-                envvar="RATINGS_STORE",
-                metavar="URI",
-                help="The store: a local path or s3://, gs://, az:// URI (default: $RATINGS_STORE, else <home>/store).",
-            ),
-            click.option(
-                "--storage-option",
-                "storage_option",
-                multiple=True,
-                metavar="KEY=VALUE",
-                help="An object-store setting for delta-rs (repeat), e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000.",
-            ),
-        ]
-        if writer:
-            options.append(
-                click.option(
-                    "--writer",
-                    default=None,
-                    metavar="NAME",
-                    help="This home's name in the store (default: the name it first used, else the host name).",
-                )
-            )
-        if as_of:
-            options.append(
-                click.option(
-                    "--as-of",
-                    "as_of",
-                    default=None,
-                    metavar="VERSION|TIME",
-                    help="Read the store as it was at this table version or time (RFC 3339 or a date).",
-                )
-            )
+        options = [_HOME, *(_STORE if store else ()), *([_WRITER] if writer else []), *([_AS_OF] if as_of else [])]
         for option in reversed(options):
             wrapper = option(wrapper)
         return wrapper

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
-from typing import Literal
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from ..errors import PipelineError
+from ..workspace import Workspace
 from .common import (
     cli,
     emit_json,
     handle_errors,
-    home_option,
     json_option,
     quiet_option,
     seed_option,
-    store_options,
     table_option,
+    workspace,
 )
+
+if TYPE_CHECKING:
+    from ..nightly.job import FitResult
 
 
 # --------------------------------------------------------------------------- fit (fit-routing)
@@ -38,15 +42,16 @@ def _half_life(ctx: click.Context, param: click.Parameter, value: str | None) ->
 def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
     if value is None:
         return None
+    from ..utc import parse_time
+
     try:
-        moment = datetime.fromisoformat(value)
+        return parse_time(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD) or an RFC 3339 time") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from ..home import case_study_name
+    from ..workspace import case_study_name
 
     try:
         return case_study_name(value)
@@ -55,7 +60,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 @cli.command("fit")
-@home_option
+@workspace(store=True, writer=True, as_of=True)
 @click.option(
     "--split",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
@@ -93,7 +98,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--cost-floor",
-    "cost_floor",
+    "cost_floor_usd",
     type=click.FloatRange(0, min_open=True),
     default=0.000001,
     show_default=True,
@@ -112,7 +117,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--half-life-days",
-    "half_life",
+    "half_life_days",
     default=None,
     metavar="H|inf",
     callback=_half_life,
@@ -136,7 +141,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--since", default=None, metavar="DATE", callback=_since, help="Fit only tasks opened since DATE.")
 @click.option("--no-compact", is_flag=True, help="Do not compact the streams first.")
 @click.option("--wait", is_flag=True, help="Wait for a running fit on this home instead of exiting.")
-@click.option("--no-prm", is_flag=True, help="No PRM fill-in ratings from attempt traces.")
+@click.option("--no-prm", "prm", flag_value=False, default=True, help="No PRM fill-in ratings from attempt traces.")
 @click.option(
     "--pass-threshold",
     type=click.FloatRange(0, 1),
@@ -152,47 +157,32 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--ladder-budget",
+    "ladder_budget_usd",
     type=click.FloatRange(0, min_open=True),
     default=None,
     metavar="USD",
     help="Instead: the best validated quality within this mean cost per task.",
 )
-@click.option("--no-writeback", is_flag=True, help="Ignore logged route.decided events (no decision writeback).")
+@click.option(
+    "--no-writeback",
+    "writeback",
+    flag_value=False,
+    default=True,
+    help="Ignore logged route.decided events (no decision writeback).",
+)
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
-@store_options(writer=True, as_of=True)
 @quiet_option
 @json_option
 @handle_errors
 def fit(
+    ws: Workspace,
     home: str | None,
-    split: float,
-    seed: int,
-    case_study: str,
-    shipped: str | None,
-    objective: Literal["quality_per_dollar", "utility", "quality"] | None,
-    lambda_: float | None,
-    cost_floor: float,
-    prior_source: Literal["shipped", "measured"] | None,
-    prior_weight: float | None,
-    exploration: float | None,
-    min_exploration: float,
-    half_life: float | Literal["inf"] | None,
-    min_samples: int | None,
-    min_quality: float | None,
-    thread: str | None,
-    since: datetime | None,
-    no_compact: bool,
-    wait: bool,
-    no_prm: bool,
-    pass_threshold: float,
     ladder_target: str | None,
-    ladder_budget: float | None,
-    no_writeback: bool,
     no_render: bool,
-    credit: str | None,
     quiet: bool,
     as_json: bool,
+    **fit_options: Any,
 ) -> None:
     """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
 
@@ -215,39 +205,15 @@ def fit(
     from ..nightly.job import run_fit
     from ..nightly.options import FitOptions
 
-    if ladder_target is not None and ladder_budget is not None:
+    if ladder_target is not None and fit_options["ladder_budget_usd"] is not None:
         raise click.UsageError("--ladder-target best-single and --ladder-budget USD exclude each other")
-    options = FitOptions(
-        split=split,
-        seed=seed,
-        case_study=case_study,
-        shipped=shipped,
-        objective=objective,
-        lambda_=lambda_,
-        cost_floor_usd=cost_floor,
-        prior_source=prior_source,
-        prior_weight=prior_weight,
-        exploration=exploration,
-        min_exploration=min_exploration,
-        half_life_days=half_life,
-        min_samples=min_samples,
-        min_quality=min_quality,
-        thread=thread,
-        since=since,
-        no_compact=no_compact,
-        wait=wait,
-        prm=not no_prm,
-        pass_threshold=pass_threshold,
-        ladder_budget_usd=ladder_budget,
-        writeback=not no_writeback,
-        credit=credit,
-    )
+    options = FitOptions(**fit_options)  # every other option is named as the FitOptions field it sets
     result = run_fit(
-        home,
+        ws,
         options,
         progress=not quiet and not as_json and sys.stderr.isatty(),
         command=options.command_line(home),
-        render=not no_render,
+        then=None if no_render else _render_case_study(options.case_study, quiet=quiet or as_json),
     )
     if as_json:
         emit_json(result.stats.to_json_dict())
@@ -256,13 +222,26 @@ def fit(
         click.echo(line)
 
 
+def _render_case_study(name: str, *, quiet: bool) -> Callable[[Workspace, FitResult], None]:
+    """The step after the fit (still under its lock): render the case-study page from the stats it wrote."""
+
+    def render(ws: Workspace, result: FitResult) -> None:
+        from ..casestudy import render_case_study
+
+        if not quiet and sys.stderr.isatty():
+            click.echo("fit: rendering the case study...", err=True)
+        render_case_study(ws, name)
+
+    return render
+
+
 # --------------------------------------------------------------------------- case-study / compare
 @cli.command("case-study")
-@home_option
+@workspace()
 @json_option
 @click.argument("name")
 @handle_errors
-def case_study(home: str | None, as_json: bool, name: str) -> None:
+def case_study(ws: Workspace, as_json: bool, name: str) -> None:
     """Render case-studies/NAME/index.html and README.md (and SVG figures) from its stats.json alone.
 
     \b
@@ -272,15 +251,15 @@ def case_study(home: str | None, as_json: bool, name: str) -> None:
     """
     from ..casestudy import render_case_study
 
-    rendered = render_case_study(home, name)
+    rendered = render_case_study(ws, name)
     if as_json:
         emit_json(rendered.summary())
     else:
-        click.echo(f"wrote {rendered.directory / 'index.html'} ({', '.join(rendered.files[1:])})")
+        click.echo(f"wrote {rendered.directory / rendered.files[0]} ({', '.join(rendered.files[1:])})")
 
 
 @cli.command()
-@home_option
+@workspace()
 @click.option(
     "--shipped",
     type=click.Path(dir_okay=False),
@@ -298,7 +277,7 @@ def case_study(home: str | None, as_json: bool, name: str) -> None:
 @json_option
 @handle_errors
 def compare(
-    home: str | None, shipped: str | None, table: str | None, stats: str | None, previous: bool, as_json: bool
+    ws: Workspace, shipped: str | None, table: str | None, stats: str | None, previous: bool, as_json: bool
 ) -> None:
     """Shipped against fitted constants: held-out hit rates, the published choice, disagreeing priors.
 
@@ -308,9 +287,10 @@ def compare(
       ratings compare --previous --json
     """
     from ..commands.compare import compare as run_compare
+    from ..commands.compare_text import comparison_text
 
-    result = run_compare(home, shipped=shipped, table=table, stats=stats, previous=previous)
+    result = run_compare(ws, shipped=shipped, table=table, stats=stats, previous=previous)
     if as_json:
         emit_json(result.to_json_dict())
     else:
-        click.echo(result.text())
+        click.echo(comparison_text(result))

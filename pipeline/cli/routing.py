@@ -6,21 +6,21 @@ import sys
 
 import click
 
+from ..workspace import Workspace
 from .common import (
     cli,
     emit_json,
     handle_errors,
-    home_option,
     json_option,
     seed_option,
-    store_options,
     table_option,
+    workspace,
 )
 
 
 # --------------------------------------------------------------------------- route
 @cli.command()
-@home_option
+@workspace()
 @click.option("--region", required=True, help="The task's region (unknown regions use the global pool '*').")
 @click.option(
     "--pool",
@@ -42,7 +42,7 @@ from .common import (
 @json_option
 @handle_errors
 def route(
-    home: str | None,
+    ws: Workspace,
     region: str,
     pool: tuple[str, ...],
     role: str | None,
@@ -76,7 +76,7 @@ def route(
     if log and not task:
         raise click.UsageError("--log needs --task ID (the task the decision is logged for)")
     out = decide(
-        home,
+        ws,
         region=region,
         pool=pool,
         role=role,
@@ -97,11 +97,11 @@ def route(
 
 
 @cli.command("table")
-@home_option
+@workspace()
 @table_option
 @json_option
 @handle_errors
-def table_(home: str | None, table: str | None, as_json: bool) -> None:
+def table_(ws: Workspace, table: str | None, as_json: bool) -> None:
     """Print the published routing table for people: per region the choice, its quality, cost and n, the
     runner-up, the ladder, and why (the evidence gate's reason, with its numbers).
 
@@ -115,7 +115,7 @@ def table_(home: str | None, table: str | None, as_json: bool) -> None:
     from ..routing.table import load
     from ..routing.words import table_lines
 
-    summary = summarize(load(table_path(home, table)))
+    summary = summarize(load(table_path(ws, table)))
     if as_json:
         emit_json(summary.model_dump(mode="json"))
         return
@@ -125,11 +125,10 @@ def table_(home: str | None, table: str | None, as_json: bool) -> None:
 
 # --------------------------------------------------------------------------- doctor / pin
 @cli.command()
-@home_option
-@store_options()
+@workspace(store=True)
 @json_option
 @handle_errors
-def doctor(home: str | None, as_json: bool) -> None:
+def doctor(ws: Workspace, as_json: bool) -> None:
     """Check that the learning loop is closed: code defaults [CODE] and this home [LIVE].
 
     Prints every check, then LOOP: CLOSED, or LOOP: OPEN with the reasons (exit 1).
@@ -141,7 +140,7 @@ def doctor(home: str | None, as_json: bool) -> None:
     """
     from ..commands.doctor import doctor as run_doctor
 
-    report = run_doctor(home)
+    report = run_doctor(ws)
     if as_json:
         emit_json(report.model_dump(mode="json"))
     else:
@@ -155,12 +154,12 @@ def doctor(home: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@home_option
+@workspace()
 @click.option("--latest", is_flag=True, help="Remove the pin and publish the newest fit in fits/history/ again.")
 @json_option
 @click.argument("version", required=False)
 @handle_errors
-def pin(home: str | None, latest: bool, as_json: bool, version: str | None) -> None:
+def pin(ws: Workspace, latest: bool, as_json: bool, version: str | None) -> None:
     """Pin the published routing table to a past fit in fits/history/, or follow the newest fit again.
 
     The pin is recorded in fits/pin.json; `ratings doctor` reports the table as pinned, not stale.
@@ -174,7 +173,7 @@ def pin(home: str | None, latest: bool, as_json: bool, version: str | None) -> N
 
     if latest == (version is not None):
         raise click.UsageError("give either VERSION or --latest")
-    result = pin_table(home, version, latest=latest)
+    result = pin_table(ws, version, latest=latest)
     if as_json:
         emit_json(result)
     elif result["pinned"]:

@@ -6,21 +6,21 @@ import sys
 
 import click
 
+from ..workspace import Workspace
 from .common import (
     cli,
     emit_json,
     handle_errors,
-    home_option,
     json_option,
     print_table,
     quiet_option,
-    store_options,
+    workspace,
 )
 
 
 # --------------------------------------------------------------------------- compact / sql / verify / vacuum / import
 @cli.command()
-@home_option
+@workspace(store=True, writer=True)
 @click.option(
     "--merge-threshold",
     type=click.IntRange(min=2),
@@ -33,11 +33,10 @@ from .common import (
     is_flag=True,
     help="Move the local table aside and rebuild it from the streams (after `ratings verify` found damage).",
 )
-@store_options(writer=True)
 @json_option
 @quiet_option
 @handle_errors
-def compact(home: str | None, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool) -> None:
+def compact(ws: Workspace, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool) -> None:
     """Compact the new lines of the streams into the store's events table: one Delta commit per run.
 
     Incremental and idempotent: a run with no new input commits nothing, and a
@@ -55,7 +54,7 @@ def compact(home: str | None, merge_threshold: int, rebuild: bool, as_json: bool
     from ..compact import compact as compact_store
 
     result = compact_store(
-        home, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild
+        ws, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild
     )
     for note in result.notes:
         click.echo(note, err=True)
@@ -72,13 +71,12 @@ def compact(home: str | None, merge_threshold: int, rebuild: bool, as_json: bool
 
 
 @cli.command()
-@home_option
-@store_options(as_of=True)
+@workspace(store=True, as_of=True)
 @click.option("--schema", "schema", is_flag=True, help="List the views and their columns instead of running a query.")
 @json_option
 @click.argument("query", required=False)
 @handle_errors
-def sql(home: str | None, schema: bool, as_json: bool, query: str | None) -> None:
+def sql(ws: Workspace, schema: bool, as_json: bool, query: str | None) -> None:
     """Run a read-only SQL query on the store's views, at one table version.
 
     Views: tasks, attempts, ratings, rejections, retractions, decisions,
@@ -97,13 +95,13 @@ def sql(home: str | None, schema: bool, as_json: bool, query: str | None) -> Non
     if schema == (query is not None):
         raise click.UsageError("give either a QUERY or --schema")
     if schema:
-        from ..families import schema_rows
+        from ..store.families import schema_rows
 
         rows = schema_rows()
     else:
         from ..store import run_sql
 
-        rows = run_sql(home, query or "")
+        rows = run_sql(ws, query or "")
     if as_json:
         emit_json(rows)
     else:
@@ -111,11 +109,10 @@ def sql(home: str | None, schema: bool, as_json: bool, query: str | None) -> Non
 
 
 @cli.command()
-@home_option
-@store_options(as_of=True)
+@workspace(store=True, as_of=True)
 @json_option
 @handle_errors
-def verify(home: str | None, as_json: bool) -> None:
+def verify(ws: Workspace, as_json: bool) -> None:
     """Check the store against its commit log and this home's streams (exit 1 naming each problem).
 
     Every live file exists with the size and rows the log records; this
@@ -130,7 +127,7 @@ def verify(home: str | None, as_json: bool) -> None:
     """
     from ..commands.verify import verify as verify_store
 
-    result = verify_store(home)
+    result = verify_store(ws)
     if as_json:
         emit_json(result.summary())
     else:
@@ -154,7 +151,7 @@ def verify(home: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@home_option
+@workspace(store=True)
 @click.option(
     "--retain-hours",
     type=click.IntRange(min=0),
@@ -162,10 +159,9 @@ def verify(home: str | None, as_json: bool) -> None:
     show_default=True,
     help="Keep the files every version of the last H hours needs (time travel that far back keeps working).",
 )
-@store_options()
 @json_option
 @handle_errors
-def vacuum(home: str | None, retain_hours: int, as_json: bool) -> None:
+def vacuum(ws: Workspace, retain_hours: int, as_json: bool) -> None:
     """Remove files of the store no retained version needs, and files no version references.
 
     Prints the store's size before and after.
@@ -177,7 +173,7 @@ def vacuum(home: str | None, retain_hours: int, as_json: bool) -> None:
     """
     from ..store.upkeep import vacuum as vacuum_store
 
-    result = vacuum_store(home, retain_hours=retain_hours)
+    result = vacuum_store(ws, retain_hours=retain_hours)
     if as_json:
         emit_json(result.summary())
     else:

@@ -7,22 +7,23 @@ from typing import Any
 
 import click
 
+from ..workspace import Workspace
 from .common import (
     cli,
     emit_json,
     fsync_option,
     handle_errors,
-    home_option,
     json_errors,
     json_option,
     progress_bar,
     quiet_option,
+    workspace,
 )
 
 
 # --------------------------------------------------------------------------- append / repair
 @cli.command()
-@home_option
+@workspace()
 @fsync_option
 @click.option(
     "--max-line-bytes",
@@ -42,7 +43,7 @@ from .common import (
 @click.argument("events", nargs=-1)
 @handle_errors
 def append(
-    home: str | None,
+    ws: Workspace,
     fsync: str,
     max_line_bytes: int,
     allow_types: tuple[str, ...],
@@ -75,7 +76,7 @@ def append(
             lines.pop()
     with json_errors(as_json, appended=0):
         result = append_events(
-            home,
+            ws,
             lines,
             fsync=fsync,  # type: ignore[arg-type]  # click.Choice checked it
             source=source,
@@ -98,10 +99,10 @@ def append(
 
 
 @cli.command()
-@home_option
+@workspace()
 @json_option
 @handle_errors
-def repair(home: str | None, as_json: bool) -> None:
+def repair(ws: Workspace, as_json: bool) -> None:
     """Recover every stream: move torn tails and batches cut short to quarantine/.
 
     A batch whose writer died is completed when all of it is on disk (only
@@ -113,7 +114,7 @@ def repair(home: str | None, as_json: bool) -> None:
     """
     from ..streams.log import repair as repair_streams
 
-    done = repair_streams(home)
+    done = repair_streams(ws)
     if as_json:
         emit_json({"quarantined": done.quarantined, "completed": done.completed})
         return
@@ -126,10 +127,10 @@ def repair(home: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@home_option
+@workspace()
 @json_option
 @handle_errors
-def init(home: str | None, as_json: bool) -> None:
+def init(ws: Workspace, as_json: bool) -> None:
     """Start a home of your own: its folders and a fits/shipped.json template.
 
     Every field of the template is present: the constants at the code
@@ -144,7 +145,7 @@ def init(home: str | None, as_json: bool) -> None:
     """
     from ..commands.init_home import init_home
 
-    result = init_home(home)
+    result = init_home(ws)
     if as_json:
         emit_json(result.summary())
     else:
@@ -152,7 +153,7 @@ def init(home: str | None, as_json: bool) -> None:
 
 
 @cli.command(name="import")
-@home_option
+@workspace()
 @click.option(
     "--format",
     "fmt",
@@ -230,7 +231,7 @@ def init(home: str | None, as_json: bool) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @handle_errors
 def import_(
-    home: str | None,
+    ws: Workspace,
     fmt: str,
     task_key: str | None,
     region_key: str | None,
@@ -266,6 +267,7 @@ def import_(
       ratings import traces.jsonl --format otlp --task-key app.task.id --region-key app.task.kind
       ratings import langfuse-export/ --label-map labels.json --json
     """
+    from ..fit.shipped import load_shipped
     from ..streams.imports import ImportOptions, ScoreRange, import_source, load_maps
 
     with json_errors(as_json, appended=0), progress_bar("importing", quiet or as_json) as advance:
@@ -283,7 +285,8 @@ def import_(
             dry_run=dry_run,
             allow_future=allow_future,
         )
-        result = import_source(home, files, options, fsync=fsync, progress=advance)  # type: ignore[arg-type]
+        prices = lambda: load_shipped(ws.shipped).prices  # noqa: E731  # tokens to costs (docs/design.md, Imports)
+        result = import_source(ws, files, options, prices=prices, fsync=fsync, progress=advance)  # type: ignore[arg-type]
     if as_json:
         emit_json(result.summary())
         return

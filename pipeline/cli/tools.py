@@ -107,9 +107,9 @@ def smoke(tasks: int, evidence_tasks: int | None, seed: int, keep: str | None, a
 @click.option(
     "--truth",
     "truth_path",
-    default="truth.json",
+    default=None,
     show_default=True,
-    help="Where to write the truth, relative to --out (never read by the fitter).",
+    help="Where to write the truth, relative to --out (default: truth.json; never read by the fitter).",
 )
 @click.option("--force", is_flag=True, help="Replace existing non-empty streams in --out.")
 @json_option
@@ -122,7 +122,7 @@ def simulate(
     seed: int,
     corrupt: float,
     gate_noise: float | None,
-    truth_path: str,
+    truth_path: str | None,
     force: bool,
     as_json: bool,
 ) -> None:

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Container
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from ..casestudy import fmt
+from ..compat import table_v1
 from ..errors import PipelineError
 from ..fit.shipped import Shipped, defaults_note, load_shipped
-from ..home import Home
 from ..jsonfile import first_problem
 from ..nightly.publish import stats_path_of
 from ..nightly.stats import HitRate, Stats, load_stats
 from ..routing.table import CONSTANT_NAMES, Constants, RoutingTable, load
+from ..workspace import StrPath, Workspace
 
 #: A prior disagrees when it differs from the measured quality by more than this (docs/design.md, Case studies).
 DISAGREE_BY = 0.1
@@ -158,14 +158,10 @@ class Comparison(BaseModel):
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
 
-    def text(self) -> str:
-        """The comparison for people: aligned tables and sentences."""
-        return _text(self)
-
 
 # --------------------------------------------------------------------------- building
 def compare(
-    home: str | os.PathLike | Home | None = None,
+    home: Workspace | StrPath | None = None,
     *,
     shipped: str | os.PathLike | None = None,
     table: str | os.PathLike | None = None,
@@ -173,10 +169,10 @@ def compare(
     previous: bool = False,
 ) -> Comparison:
     """Compare shipped and fitted constants of ``home`` (files default to the home's ``fits/`` and case study)."""
-    h = Home.resolve(home)
-    table_path = Path(table) if table is not None else h.fits / "routing-table.json"
+    ws = Workspace.of(home)
+    table_path = Path(table) if table is not None else ws.table
     routing_table = load(table_path) if table is not None or table_path.exists() else None
-    stats_path = Path(stats) if stats is not None else stats_path_of(h, routing_table)
+    stats_path = Path(stats) if stats is not None else stats_path_of(ws, routing_table)
     case = _load_stats(stats_path) if stats is not None or stats_path.exists() else None
     if case is not None:
         objective = case.objective
@@ -187,7 +183,7 @@ def compare(
             f"nothing to compare: no stats at {stats_path} and no routing table at {table_path}; "
             "run `fit-routing` first"
         )
-    shipped_path = Path(shipped) if shipped is not None else h.fits / "shipped.json"
+    shipped_path = Path(shipped) if shipped is not None else ws.shipped
     if shipped is not None and not shipped_path.exists():
         raise PipelineError(f"{shipped_path}: no such shipped file")
     owner = load_shipped(shipped_path) if shipped_path.exists() else None
@@ -226,7 +222,7 @@ def compare(
         disagreements=sum(p.disagrees for p in priors),
         policies=_policies(case),
         notes=notes,
-        previous=_previous(h, routing_table, table_path) if previous else None,
+        previous=_previous(ws, routing_table, table_path) if previous else None,
     )
 
 
@@ -392,17 +388,16 @@ def _shipped_drift(case: Stats | None, owner: Shipped | None) -> list[str]:
 
 # --------------------------------------------------------------------------- previous fit
 def _history_key(table: dict[str, Any], written_ns: int) -> tuple:
-    """Order of fits: data time, then store version (older tables: manifest), then when the history copy was
-    written (refits of one store)."""
-    source = table.get("source") or {}
-    snapshot = source.get("version", source.get("manifest"))
+    """Order of fits: data time, then store version, then when the history copy was written (refits of one
+    store)."""
+    snapshot = table_v1.store_version(table.get("source") or {})
     return (table.get("fitted_at") or "", -1 if snapshot is None else snapshot, written_ns)
 
 
-def _previous(home: Home, current: RoutingTable | None, table_path: Path) -> PreviousFit:
+def _previous(ws: Workspace, current: RoutingTable | None, table_path: Path) -> PreviousFit:
     if current is None:
         raise PipelineError(f"{table_path}: no routing table to compare with its previous fit")
-    directory = home.fits / "history"
+    directory = ws.history
     here = _history_key(current.to_json_dict(), table_path.stat().st_mtime_ns)
     candidates = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
@@ -457,141 +452,3 @@ def _region_change(region: str, before: RoutingTable, after: RoutingTable) -> Re
         value_delta=delta,
         changed=(c0, l0) != (c1, l1),
     )
-
-
-# --------------------------------------------------------------------------- text
-def _aligned(columns: list[str], rows: list[list[str]], right: Container[int] = frozenset()) -> list[str]:
-    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return [line(columns), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
-
-
-def _hit(h: HitFigures) -> list[str]:
-    counted = f"{fmt.count(h.hits)} of {fmt.count(h.n)}" if h.hits is not None else f"n = {fmt.count(h.n)}"
-    return [fmt.pct(h.hit_rate), counted, fmt.interval(h.ci95)]
-
-
-def _text(c: Comparison) -> str:
-    out = [
-        f"Constants (the published table uses the {c.published or 'n/a'} constants"
-        + (f", from {c.published_from})" if c.published_from else ")")
-    ]
-    published = ["published"] if c.table_file else []
-    out += _aligned(
-        ["constant", "shipped", "fitted", *published, "fitted chosen on"],
-        [
-            [
-                r.name,
-                fmt.constant(r.name, r.shipped),
-                fmt.constant(r.name, r.fitted),
-                *([fmt.constant(r.name, r.published)] if published else []),
-                r.selected_on,
-            ]
-            for r in c.constants
-        ],
-    )
-    r = c.routing
-    out += ["", "Held-out hit rate (greedy, routed to a best configuration)"]
-    out += _aligned(
-        ["constants", "hit rate", "hits", "95% CI"],
-        [["shipped", *_hit(r.shipped)], ["fitted", *_hit(r.fitted)]],
-        right={1},
-    )
-    out.append(f"Fitted minus shipped: {fmt.points(r.difference)} (95% CI {fmt.points_interval(r.difference_ci95)})")
-    if r.shipped_expected_with_exploration is not None:
-        out.append(f"Shipped under its exploration, expected: {fmt.pct(r.shipped_expected_with_exploration)}")
-    out += ["", f"Prior family (greedy hit rate): {c.recommendation or 'n/a'}. {c.reason or ''}".rstrip()]
-    x = c.exploration
-    if x is not None:
-        out += [
-            "",
-            f"Exploration (held-out replay, mean of {x.seeds} seeds): shipped {x.shipped_exploration:g} realized "
-            f"{fmt.num(x.shipped_value)}, fitted {x.fitted_exploration:g} realized {fmt.num(x.fitted_value)}; "
-            f"fitted minus shipped {fmt.signed(x.difference)} (95% CI {_span(x.difference_ci95)})",
-            f"Exploration: {x.recommendation}. {x.reason}",
-        ]
-    if c.provenance:
-        out.append(f"Published: {c.published} (" + ", ".join(f"{k} {v}" for k, v in sorted(c.provenance.items())) + ")")
-    if c.calibration_recommendation:
-        out.append(
-            f"Calibration against the plain mean: {c.calibration_recommendation}. {c.calibration_reason or ''}".rstrip()
-        )
-    out += ["", f"Priors: {c.disagreements} of {len(c.priors)} disagree with the ratings"]
-    for p in c.priors:
-        if p.disagrees:
-            out.append(
-                f"The ratings disagree with the prior {p.selector} in {p.region}: shipped "
-                f"{fmt.num(p.shipped, 2)}, measured {fmt.num(p.measured, 3)}, weight {fmt.num(p.weight, 2)}, "
-                f"n {fmt.count(p.n)}."
-            )
-    if c.priors:
-        out += _aligned(
-            ["selector", "region", "shipped", "measured", "weight", "n", "disagrees"],
-            [
-                [
-                    p.selector,
-                    p.region,
-                    fmt.num(p.shipped, 2),
-                    fmt.num(p.measured, 3),
-                    fmt.num(p.weight, 2),
-                    fmt.count(p.n),
-                    "yes" if p.disagrees else "no",
-                ]
-                for p in c.priors
-            ],
-            right={2, 3, 4, 5},
-        )
-    if c.policies:
-        costed = any(x.mean_cost_usd is not None for x in c.policies)
-        out += ["", "Routing policies on the held-out tasks (a table fitted on the learned tasks only)"]
-        out += _aligned(
-            ["policy", "hit rate", "mean quality", *(["mean cost"] if costed else []), "configs run", "n"],
-            [
-                [
-                    x.policy + (" (default)" if x.policy == "learning_governed" else ""),
-                    fmt.pct(x.hit_rate),
-                    fmt.num(x.mean_quality, 3),
-                    *([fmt.usd(x.mean_cost_usd)] if costed else []),
-                    fmt.num(x.mean_configs_run, 2),
-                    fmt.count(x.n),
-                ]
-                for x in c.policies
-            ],
-            right=set(range(1, 6 if costed else 5)),
-        )
-    if c.notes:
-        out += ["", *(f"Note: {n}" for n in c.notes)]
-    if c.previous:
-        prev = c.previous
-        out += [
-            "",
-            f"Against the previous fit {prev.previous_version} ({prev.previous_fitted_at or 'n/a'}) -> "
-            f"{prev.current_version} ({prev.current_fitted_at or 'n/a'}): {prev.changed} region(s) changed",
-        ]
-        out += _aligned(
-            ["region", "choice before", "choice after", "ladder", "value before", "value after", "moved"],
-            [
-                [
-                    x.region,
-                    x.choice_before or "",
-                    x.choice_after or "",
-                    "changed" if x.ladder_before != x.ladder_after else "same",
-                    fmt.num(x.value_before),
-                    fmt.num(x.value_after),
-                    fmt.signed(x.value_delta),
-                ]
-                for x in prev.regions
-            ],
-            right={4, 5, 6},
-        )
-    return "\n".join(out)
-
-
-def _span(ci: tuple[float, float] | None) -> str:
-    """A 95% interval of a difference of replay values: ``[-0.0123, +0.2000]``."""
-    return fmt.NA if ci is None else f"[{fmt.signed(ci[0])}, {fmt.signed(ci[1])}]"

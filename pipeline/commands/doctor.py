@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import InvalidEvent, PipelineError
-from ..home import STREAMS, Home
+from ..workspace import STREAMS, StrPath, Workspace
 
 Status = Literal["ok", "fail", "pinned"]
 
@@ -74,24 +73,24 @@ def _code_checks() -> list[Check]:
 
 
 # ---------------------------------------------------------------------------------------------- [LIVE]
-def _consumed_offsets(home: Home, table: Any) -> dict[str, int]:
+def _consumed_offsets(ws: Workspace, table: Any) -> dict[str, int]:
     """Per stream, the byte offset up to which this home's writer committed it (0 when never)."""
     from ..store.table import consumed_offsets
 
-    return (consumed_offsets(home, table) or {}) if table is not None else {}
+    return (consumed_offsets(ws, table) or {}) if table is not None else {}
 
 
-def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
+def _stream_check(ws: Workspace, offsets: dict[str, int]) -> tuple[Check, int]:
     """Parse every line not yet compacted; count dead letters and torn tails. Returns (check, pending lines)."""
     from ..streams.events import parse_line
     from ..streams.log import read_lines
 
     pending, bad, notes = 0, [], []
     for stream in STREAMS:
-        path = home.stream(stream)
+        path = ws.stream(stream)
         if not path.exists():
             continue
-        for line in read_lines(home, stream, start=offsets.get(stream, 0)):
+        for line in read_lines(ws, stream, start=offsets.get(stream, 0)):
             pending += 1
             try:
                 parse_line(line.raw, line=line.line_no, source=str(path))
@@ -102,7 +101,7 @@ def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
             handle.seek(max(0, size - 1))
             if size and handle.read(1) != b"\n":
                 notes.append(f"{stream}: torn tail (the next append or `ratings repair` quarantines it)")
-        letters = home.deadletter / f"{stream}.jsonl"
+        letters = ws.dead_letters(stream)
         if letters.exists():
             with open(letters, "rb") as handle:
                 count = sum(1 for _ in handle)
@@ -117,13 +116,13 @@ def _stream_check(home: Home, offsets: dict[str, int]) -> tuple[Check, int]:
     return _check("LIVE", "streams parse", not bad, detail), pending
 
 
-def _store_checks(home: Home) -> list[Check]:
-    from ..families import VIEWS
+def _store_checks(ws: Workspace) -> list[Check]:
     from ..store import open_store
+    from ..store.families import VIEWS
     from ..store.views import reading
 
     try:
-        store = open_store(home, read_only=True)
+        store = open_store(ws, read_only=True)
     except PipelineError as exc:
         return [_check("LIVE", "store views exist", False, str(exc))]
     with store:
@@ -153,7 +152,7 @@ def _store_checks(home: Home) -> list[Check]:
 
 def _rows_at(table: Any, version: int | None) -> int:
     """Rows of the table at ``version`` by the commit statistics (0 when None or unknown)."""
-    from ..compact.run import family_rows
+    from ..store.table import family_rows
 
     if table is None or version is None:
         return 0
@@ -166,13 +165,12 @@ def _rows_at(table: Any, version: int | None) -> int:
     return sum(family_rows(old).values())
 
 
-def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], int | None]:
-    from ..compact.run import family_rows
-    from ..nightly.publish import consistency
+def _table_checks(ws: Workspace, pending: int, table: Any) -> tuple[list[Check], int | None]:
+    from ..nightly.publish import consistency, read_pin
     from ..routing.table import canonical_json, load, table_json_schema
-    from .pin import read_pin
+    from ..store.table import family_rows
 
-    path = home.fits / "routing-table.json"
+    path = ws.table
     if not path.exists():
         return [_check("LIVE", "routing table exists", False, f"{path} is missing; run `fit-routing`")], None
     checks = [_check("LIVE", "routing table exists", True, str(path))]
@@ -181,7 +179,7 @@ def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], in
     except PipelineError as exc:
         return [*checks, _check("LIVE", "routing table loads", False, str(exc))], None
     checks.append(_check("LIVE", "routing table loads", True, f"{routing.schema_} version {routing.version}"))
-    schema_path = path.with_name("routing-table.schema.json")
+    schema_path = ws.table_schema
     expected = json.loads(canonical_json(table_json_schema()))
     try:
         schema_ok = json.loads(schema_path.read_text(encoding="utf-8")) == expected
@@ -207,8 +205,8 @@ def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], in
             ),
         )
     )
-    pin = read_pin(home)
-    agree = consistency(home, routing, pinned=pin.version if pin else None)
+    pin = read_pin(ws)
+    agree = consistency(ws, routing, pinned=pin.version if pin else None)
     checks.append(_check("LIVE", "table, stats and history agree", agree.ok, agree.detail))
     newest = table.version() if table is not None else None
     newest_rows = sum(family_rows(table).values()) if table is not None else 0
@@ -242,27 +240,26 @@ def _table_checks(home: Home, pending: int, table: Any) -> tuple[list[Check], in
     return checks, stale
 
 
-def _newest_table(home: Home) -> Any:
+def _newest_table(ws: Workspace) -> Any:
     """The events table at its newest version (None when there is none or it cannot be opened)."""
-    from ..store.location import resolve
     from ..store.table import open_table
 
     try:
-        return open_table(resolve(home))
+        return open_table(ws.store)
     except PipelineError:
         return None
 
 
-def doctor(home: str | os.PathLike | Home | None = None) -> DoctorReport:
+def doctor(home: Workspace | StrPath | None = None) -> DoctorReport:
     """Run every check; the loop is CLOSED when none fails."""
-    home = Home.resolve(home)
+    ws = Workspace.of(home)
     checks = _code_checks()
-    table = _newest_table(home)
-    offsets = _consumed_offsets(home, table)
-    stream_check, pending = _stream_check(home, offsets)
+    table = _newest_table(ws)
+    offsets = _consumed_offsets(ws, table)
+    stream_check, pending = _stream_check(ws, offsets)
     checks.append(stream_check)
-    checks.extend(_store_checks(home))
-    table_checks, stale = _table_checks(home, pending, table)
+    checks.extend(_store_checks(ws))
+    table_checks, stale = _table_checks(ws, pending, table)
     checks.extend(table_checks)
     reasons = [f"[{c.kind}] {c.name}: {c.detail}" for c in checks if not c.ok]
     return DoctorReport(checks=checks, closed=not reasons, reasons=reasons, stale_events=stale)

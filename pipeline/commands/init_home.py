@@ -9,15 +9,11 @@ twice is harmless.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..home import Home
-
-#: The folders of a home, in the order they are reported (``store/`` appears with the first compaction).
-FOLDERS = ("streams", "quarantine", "deadletter", "fits", "case-studies")
+from ..workspace import StrPath, Workspace
 
 
 class InitResult(BaseModel):
@@ -45,23 +41,21 @@ class InitResult(BaseModel):
         )
 
 
-def init_home(home: str | os.PathLike[str] | Home | None = None) -> InitResult:
+def init_home(home: Workspace | StrPath | None = None) -> InitResult:
     """Create the home's folders and, unless one exists, the ``fits/shipped.json`` template."""
     from ..fit.shipped import TEMPLATE
 
-    home = Home.resolve(home)
-    home.root.mkdir(parents=True, exist_ok=True)
+    ws = Workspace.of(home)
+    ws.root.mkdir(parents=True, exist_ok=True)
     created = []
-    for name in FOLDERS:
-        path = home.root / name
+    for path in ws.folders:
         if not path.is_dir():
-            created.append(name)
-        home.folder(path)  # creates it, refusing a link that leaves the home
-    shipped_path: Path = home.fits / "shipped.json"
-    home.confine(shipped_path)
+            created.append(path.name)
+        ws.folder(path)  # creates it, refusing a link that leaves the home
+    shipped_path: Path = ws.confine(ws.shipped)
     if shipped_path.exists():
         state = "kept"
     else:
-        home.write(shipped_path, (json.dumps(TEMPLATE, indent=2) + "\n").encode("utf-8"))
+        ws.write(shipped_path, (json.dumps(TEMPLATE, indent=2) + "\n").encode("utf-8"))
         state = "written"
-    return InitResult(home=str(home.root), created=created, shipped=state)
+    return InitResult(home=str(ws.root), created=created, shipped=state)

@@ -2,64 +2,26 @@
 
 A pin is recorded in ``fits/pin.json`` (``{"version", "pinned_at", "history"}``);
 ``ratings doctor`` reports a pinned table as pinned, not stale, and
-:func:`pinned_version` lets the fitter keep a pinned table in place (a fit
-still writes its history copy). ``--latest`` removes the pin and publishes the
+:func:`pipeline.nightly.publish.pinned_version` lets the fitter keep a pinned
+table in place (a fit still writes its history copy). ``--latest`` removes the pin and publishes the
 newest table in the history (the most recently written file, ties by name).
 """
 
 from __future__ import annotations
 
 import json
-import os
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from ..errors import PipelineError, TableSchemaError
-from ..home import Home, fsync_dir
-from ..jsonfile import first_problem
+from ..errors import PipelineError
+from ..nightly.publish import Pin
 from ..routing.table import canonical_json, load, table_json_schema
-from ..streams.events import format_timestamp
-
-PIN_FILE = "pin.json"
-TABLE_FILE = "routing-table.json"
+from ..utc import format_timestamp, now
+from ..workspace import StrPath, Workspace, fsync_dir
 
 
-class Pin(BaseModel):
-    """What ``fits/pin.json`` records."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-
-    version: str
-    pinned_at: str
-    history: str  # the history file the table came from, relative to fits/
-
-
-def history_dir(home: Home) -> Path:
-    return home.fits / "history"
-
-
-def read_pin(home: str | os.PathLike | Home | None) -> Pin | None:
-    """The recorded pin, or None when the table follows the newest fit."""
-    path = Home.resolve(home).fits / PIN_FILE
-    try:
-        return Pin.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except ValueError as exc:
-        raise TableSchemaError(f"{path}: not a valid pin record: {first_problem(exc)}") from None
-
-
-def pinned_version(home: str | os.PathLike | Home | None) -> str | None:
-    """The pinned table version, or None (for the fitter: publish the live table only when this is None)."""
-    pin = read_pin(home)
-    return pin.version if pin else None
-
-
-def _history(home: Home) -> list[Path]:
-    directory = history_dir(home)
+def _history(ws: Workspace) -> list[Path]:
+    directory = ws.history
     if not directory.is_dir():
         return []
     return sorted(
@@ -68,19 +30,19 @@ def _history(home: Home) -> list[Path]:
     )
 
 
-def _find(home: Home, version: str) -> Path:
+def _find(ws: Workspace, version: str) -> Path:
     """The history file of ``version``: ``<version>.json``, else any history file whose table has that version."""
-    direct = history_dir(home) / f"{version}.json"
+    direct = ws.history_of(version)
     if direct.exists():
         return direct
-    for path in _history(home):
+    for path in _history(ws):
         try:
             if json.loads(path.read_text(encoding="utf-8")).get("version") == version:
                 return path
         except ValueError:
             continue
-    known = ", ".join(sorted({_version_of(p) for p in _history(home)})) or "none"
-    raise PipelineError(f"no fit with version {version!r} in {history_dir(home)} (known: {known})")
+    known = ", ".join(sorted({_version_of(p) for p in _history(ws)})) or "none"
+    raise PipelineError(f"no fit with version {version!r} in {ws.history} (known: {known})")
 
 
 def _version_of(path: Path) -> str:
@@ -90,38 +52,38 @@ def _version_of(path: Path) -> str:
         return path.stem
 
 
-def _publish_copy(home: Home, source: Path) -> str:
+def _publish_copy(ws: Workspace, source: Path) -> str:
     """Validate a history table and publish it (its bytes, atomically) with the schema beside it."""
     table = load(source)
-    home.write(home.fits / "routing-table.schema.json", canonical_json(table_json_schema()))
-    home.write(home.fits / TABLE_FILE, source.read_bytes())  # last: the commit point
+    ws.write(ws.table_schema, canonical_json(table_json_schema()))
+    ws.write(ws.table, source.read_bytes())  # last: the commit point
     return table.version
 
 
-def pin(home: str | os.PathLike | Home | None, version: str | None = None, *, latest: bool = False) -> dict[str, Any]:
+def pin(home: Workspace | StrPath | None, version: str | None = None, *, latest: bool = False) -> dict[str, Any]:
     """Pin ``version`` (publish it from the history and record the pin) or, with ``latest``, unpin.
 
     Returns ``{"pinned": version | None, "table": published version, "history": file}``.
     """
-    home = Home.resolve(home)
+    ws = Workspace.of(home)
     if latest == (version is not None):
         raise PipelineError("give either a VERSION or --latest")
     if version is None:  # --latest: the check above refused both and neither
-        files = _history(home)
+        files = _history(ws)
         if not files:
-            raise PipelineError(f"no fit in {history_dir(home)}; run `fit-routing` first")
-        published = _publish_copy(home, files[-1])
-        pin_path = home.fits / PIN_FILE
+            raise PipelineError(f"no fit in {ws.history}; run `fit-routing` first")
+        published = _publish_copy(ws, files[-1])
+        pin_path = ws.pin
         if pin_path.exists():
             pin_path.unlink()
-            fsync_dir(home.fits)
-        return {"pinned": None, "table": published, "history": str(files[-1].relative_to(home.fits))}
-    source = _find(home, version)
-    published = _publish_copy(home, source)
+            fsync_dir(ws.fits)
+        return {"pinned": None, "table": published, "history": str(files[-1].relative_to(ws.fits))}
+    source = _find(ws, version)
+    published = _publish_copy(ws, source)
     record = Pin(
         version=published,
-        pinned_at=format_timestamp(datetime.now(UTC)),
-        history=str(source.relative_to(home.fits)),
+        pinned_at=format_timestamp(now()),
+        history=str(source.relative_to(ws.fits)),
     )
-    home.write(home.fits / PIN_FILE, canonical_json(record.model_dump(mode="json")))
+    ws.write(ws.pin, canonical_json(record.model_dump(mode="json")))
     return {"pinned": published, "table": published, "history": record.history}

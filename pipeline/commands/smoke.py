@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from pydantic import BaseModel
 
 from ..errors import PipelineError
-from ..home import Home
-from ..streams.events import Config, format_timestamp
+from ..streams.events import Config
+from ..utc import format_timestamp, parse_timestamp
+from ..workspace import Workspace
 
 if TYPE_CHECKING:
     from ..nightly.job import FitResult
@@ -63,19 +64,19 @@ class SmokeResult(BaseModel):
     home: str | None  # the kept directory, or None when it was removed
 
 
-def _simulate(home: Path, tasks: int, seed: int) -> None:
+def _simulate(ws: Workspace, tasks: int, seed: int) -> None:
     from ..simulate import preset, simulate
 
     # The backlog's pace (1,000 tasks in 120 days) kept for fewer tasks: fewer days, fewer store partitions.
     scenario = preset("backlog", tasks=tasks)
-    simulate(home, scenario.model_copy(update={"days": max(7.0, scenario.days * tasks / 1000)}), seed=seed)
+    simulate(ws, scenario.model_copy(update={"days": max(7.0, scenario.days * tasks / 1000)}), seed=seed)
 
 
-def _fit(home: Path, seed: int) -> FitResult:
+def _fit(ws: Workspace, seed: int) -> FitResult:
     from ..nightly.job import run_fit
     from ..nightly.options import FitOptions
 
-    return run_fit(home, FitOptions(seed=seed, case_study="smoke", **PINNED))
+    return run_fit(ws, FitOptions(seed=seed, case_study="smoke", **PINNED))
 
 
 def _pick_region(table: RoutingTable) -> str:
@@ -93,11 +94,7 @@ def _pick_region(table: RoutingTable) -> str:
 def _evidence(table: RoutingTable, region: str, a: str, b: str, n: int) -> list[dict[str, Any]]:
     """``n`` tasks of ``region`` where ``a`` fails (gate 0) and ``b`` passes (gate 1), after the newest event."""
     rows = {m.config: m for m in table.regions[region].members}
-    start = (
-        datetime.fromisoformat(table.fitted_at.replace("Z", "+00:00"))
-        if table.fitted_at
-        else datetime(2026, 1, 1, tzinfo=UTC)
-    )
+    start = parse_timestamp(table.fitted_at) if table.fitted_at else datetime(2026, 1, 1, tzinfo=UTC)
     out: list[dict[str, Any]] = []
     for i in range(n):
         at = start + timedelta(minutes=10 * (i + 1))
@@ -147,13 +144,13 @@ def smoke(
         if root.exists() and any(root.iterdir()):
             raise PipelineError(f"{root} is not empty; give an empty or new directory to --keep")
         root.mkdir(parents=True, exist_ok=True)
-        return _run(Home(root), tasks, evidence_tasks, seed, say, kept=True)
+        return _run(Workspace.resolve(root), tasks, evidence_tasks, seed, say, kept=True)
     with tempfile.TemporaryDirectory(prefix="ratings-smoke-") as tmp:
-        return _run(Home(Path(tmp)), tasks, evidence_tasks, seed, say, kept=False)
+        return _run(Workspace.resolve(tmp), tasks, evidence_tasks, seed, say, kept=False)
 
 
 def _run(
-    home: Home,
+    ws: Workspace,
     tasks: int,
     evidence_tasks: int | None,
     seed: int,
@@ -171,9 +168,9 @@ def _run(
         if say:
             say(text)
 
-    _simulate(home.root, tasks, seed)
+    _simulate(ws, tasks, seed)
     step(f"simulated {tasks} tasks (seed {seed}) in a temporary home")
-    first = _fit(home.root, seed).table
+    first = _fit(ws, seed).table
     step(f"fitted table {first.version}")
     router = Router(first)
     region = _pick_region(first)
@@ -186,9 +183,9 @@ def _run(
     b = others[0].config
     n = evidence_tasks if evidence_tasks is not None else max(40, tasks // 3)
     step(f"routed {region}: {a} ({before.reason})")
-    append(home, _evidence(first, region, a, b, n), fsync="never")
+    append(ws, _evidence(first, region, a, b, n), fsync="never")
     step(f"appended {n} tasks of {region} where {b} passes its gate and {a} fails")
-    second = _fit(home.root, seed).table
+    second = _fit(ws, seed).table
     step(f"fitted table {second.version}")
     router = Router(second)
     after = router.route(region)
@@ -210,5 +207,5 @@ def _run(
         evidence_for=b,
         evidence_tasks=n,
         steps=steps,
-        home=str(home.root) if kept else None,
+        home=str(ws.root) if kept else None,
     )

@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from ..errors import PipelineError
-from ..home import STREAMS, Home
-from ..store import location as loc
+from ..workspace import STREAMS, StoreLocation, StrPath, Workspace
 
 REBUILD = (
     "to recover: `ratings compact --rebuild` rebuilds the store from the streams, the source of truth "
@@ -79,19 +77,16 @@ def _deadletter_records(path: Path, start: int, end: int) -> list[dict[str, Any]
     return [json.loads(line) for line in data.splitlines() if line]
 
 
-def verify(
-    home: str | os.PathLike | Home | None = None, *, as_of: str | None = None, config: loc.StoreConfig | None = None
-) -> VerifyResult:
+def verify(home: Workspace | StrPath | None = None, *, as_of: str | None = None) -> VerifyResult:
     """Check the store; ``ok`` is False with every problem named (a store that cannot be opened is one problem)."""
-    from ..compact.run import METADATA_KEY, CommitRecord, txn_ids
-    from ..store.table import commits, open_table
+    from ..store.commits import METADATA_KEY, CommitRecord
+    from ..store.table import commits, open_table, txn_ids
     from ..store.writer import identity
 
-    home = Home.resolve(home)
-    location = loc.resolve(home, config)
-    as_of = as_of if as_of is not None else (config or loc.current_config()).as_of
-    known = home.store / "writer.json"
-    writer = identity(home).writer if known.exists() else None
+    ws = Workspace.of(home)
+    location = ws.store
+    as_of = as_of if as_of is not None else ws.as_of
+    writer = identity(ws).writer if ws.writer_file.exists() else None
     try:
         table = open_table(location, as_of)
     except PipelineError as exc:
@@ -130,7 +125,7 @@ def verify(
     if writer is not None:
         mine = [(v, r) for v, r in records if r.writer == writer]
         for stream in STREAMS:
-            problems += _check_ranges(home, table, writer, stream, mine, txn_ids(writer, stream))
+            problems += _check_ranges(ws, table, writer, stream, mine, txn_ids(writer, stream))
     duplicates = _duplicate_ids(location, table) if not file_problems else []
     if problems:
         problems.append(REBUILD)
@@ -147,11 +142,11 @@ def verify(
 
 
 def _check_ranges(
-    home: Home, table: Any, writer: str, stream: str, records: list[tuple[int, Any]], txns: tuple[str, str, str]
+    ws: Workspace, table: Any, writer: str, stream: str, records: list[tuple[int, Any]], txns: tuple[str, str, str]
 ) -> list[str]:
     problems: list[str] = []
     end, next_line, dl_end = 0, 1, 0
-    path = home.stream(stream)
+    path = ws.stream(stream)
     size = path.stat().st_size if path.exists() else 0
     for version, record in records:
         rng = record.streams.get(stream)
@@ -176,7 +171,7 @@ def _check_ranges(
                 )
             if lines != out.lines:
                 problems.append(f"{where}: {lines} lines in bytes {rng.start}..{rng.end}, the commit says {out.lines}")
-        letters = _deadletter_records(home.deadletter / f"{stream}.jsonl", *rng.deadletter)
+        letters = _deadletter_records(ws.dead_letters(stream), *rng.deadletter)
         if letters is None:
             problems.append(
                 f"{where}: deadletter/{stream}.jsonl is shorter than the {rng.deadletter[1]} bytes recorded"
@@ -200,7 +195,7 @@ def _check_ranges(
     return problems
 
 
-def _check_files(location: loc.Location, table: Any) -> tuple[int, int, list[str], int]:
+def _check_files(location: StoreLocation, table: Any) -> tuple[int, int, list[str], int]:
     """(live files, rows by their statistics, problems, files no version references)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -242,7 +237,7 @@ def _check_files(location: loc.Location, table: Any) -> tuple[int, int, list[str
     return actions.num_rows, rows, problems, unreferenced
 
 
-def _filesystem(location: loc.Location) -> tuple[Any, str]:
+def _filesystem(location: StoreLocation) -> tuple[Any, str]:
     """A pyarrow file system for the table and the table's root in it."""
     import pyarrow.fs as pafs
 
@@ -253,7 +248,7 @@ def _filesystem(location: loc.Location) -> tuple[Any, str]:
     return pafs.PyFileSystem(DeltaStorageHandler(location.table_uri, location.options)), ""
 
 
-def _duplicate_ids(location: loc.Location, table: Any) -> list[str]:
+def _duplicate_ids(location: StoreLocation, table: Any) -> list[str]:
     """Ids held by more than one row (first 100, sorted)."""
     import duckdb
 

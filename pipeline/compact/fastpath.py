@@ -27,62 +27,30 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ..families import COLUMNS, DEFAULTS
 from ..streams.events import KNOWN, RESERVED_ID, config_key
+from ..streams.spec import CONFIG_PARTS, FAMILY_FIELDS, RATER_PARTS
+from ..streams.spec import FIELDS as SPEC_FIELDS
 from .rows import ENCODED, ENCODED_SCHEMAS, family_of
 
 _S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
-_CONFIG = pa.struct([("cli", _S), ("route", _S), ("model", _S), ("effort", _S)])
-_RATER = pa.struct([("kind", _S), ("name", _S)])
-_LIST = pa.list_(_S)
+_CONFIG = pa.struct([(part, _S) for part in CONFIG_PARTS])
+_RATER = pa.struct([(part, _S) for part in RATER_PARTS])
 _COMMON = [("id", _S), ("type", _S), ("at", _S), ("v", _I)]
+#: How Arrow's JSON reader reads each kind of field (pipeline.streams.spec); ``json`` (free keys) is left out.
+_READ_AS: dict[str, pa.DataType] = {
+    "string": _S,
+    "double": _F,
+    "bigint": _I,
+    "boolean": _B,
+    "strings": pa.list_(_S),
+    "config": _CONFIG,
+    "rater": _RATER,
+}
 
-#: The JSON fields of each known type, as Arrow reads them (``labels`` is left out: free keys go the slow way).
+#: The JSON fields of each known type as Arrow reads them, from the event spec (``labels`` and any other object
+#: field are left out: a line with free keys goes the slow way).
 FIELDS: dict[str, list[tuple[str, pa.DataType]]] = {
-    "task.opened": [("task", _S), ("region", _S), ("title", _S), ("thread", _S)],
-    "task.attempted": [
-        ("task", _S),
-        ("config", _CONFIG),
-        ("status", _S),
-        ("cost_usd", _F),
-        ("duration_ms", _I),
-        ("node", _S),
-        ("prompt_version", _S),
-        ("reviewer_verdict", _S),
-        ("tool_calls", _I),
-        ("files_read", _I),
-        ("files_written", _I),
-    ],
-    "route.decided": [
-        ("task", _S),
-        ("policy", _S),
-        ("chosen", _S),
-        ("candidates", _LIST),
-        ("propensity", _F),
-        ("table", _S),
-        ("explored", _B),
-        ("reason", _S),
-        ("predicted_quality", _F),
-    ],
-    "task.closed": [("task", _S), ("outcome", _S)],
-    "task.rated": [
-        ("task", _S),
-        ("config", _CONFIG),
-        ("rater", _RATER),
-        ("score", _F),
-        ("precision", _F),
-        ("confidence", _F),
-        ("importance", _F),
-    ],
-    "task.rejected": [
-        ("task", _S),
-        ("config", _CONFIG),
-        ("rater", _RATER),
-        ("claim", _S),
-        ("evidence", _LIST),
-        ("weight", _F),
-    ],
-    "rating.retracted": [("rating", _S), ("reason", _S)],
+    t: [(f.name, _READ_AS[f.kind]) for f in fields if f.kind in _READ_AS] for t, fields in SPEC_FIELDS.items()
 }
 _SCHEMA = {t: pa.schema(_COMMON + f) for t, f in FIELDS.items()}
 
@@ -490,11 +458,8 @@ def _timestamps(at: pa.Array) -> pa.Array:
 def config_keys(config: pa.Array) -> pa.DictionaryArray:
     """The config key of each row of a ``config`` struct column (no null configs), dictionary-encoded:
     :func:`pipeline.streams.events.config_key` (the one implementation) runs once per distinct config."""
-    parts = [pc.dictionary_encode(child(config, f)) for f in _CONFIG_PARTS]
+    parts = [pc.dictionary_encode(child(config, f)) for f in CONFIG_PARTS]
     return _config_columns(parts)["config_key"]
-
-
-_CONFIG_PARTS = ("cli", "route", "model", "effort")
 
 
 def _config_columns(parts: list[pa.DictionaryArray]) -> dict[str, pa.Array]:
@@ -521,7 +486,7 @@ def _config_columns(parts: list[pa.DictionaryArray]) -> dict[str, pa.Array]:
         _, first, key_of_row = np.unique(combo, return_index=True, return_inverse=True)
     firsts = pa.array(first, pa.int64())
     keys = [config_key(*config) for config in zip(*(p.take(firsts).to_pylist() for p in parts), strict=True)]
-    columns: dict[str, pa.Array] = dict(zip(_CONFIG_PARTS, parts, strict=True))
+    columns: dict[str, pa.Array] = dict(zip(CONFIG_PARTS, parts, strict=True))
     columns["config_key"] = pa.DictionaryArray.from_arrays(
         pa.array(np.asarray(key_of_row, np.int32)), pa.array(keys, pa.string())
     )
@@ -558,21 +523,19 @@ def _to_family(
         "at": times,
         "v": _with_default(table["v"], 1),
     }
-    defaults = {**DEFAULTS.get(family, {}), **({"region": "general"} if family == "tasks" else {})}
-    if "config" in table.column_names:
-        config = table["config"].combine_chunks()
-        columns |= _config_columns([pc.dictionary_encode(child(config, f)) for f in _CONFIG_PARTS])
-    rater = table["rater"].combine_chunks() if "rater" in table.column_names else None
-    for column, _ in COLUMNS[family]:
-        if column in columns:
-            continue
-        if column in ("rater_kind", "rater_name"):
-            columns[column] = child(rater, column[6:])
-        elif column in ("labels", "extra"):
-            columns[column] = pa.nulls(n, _S)
+    for field in FAMILY_FIELDS[family]:  # as the event spec says, like pipeline.compact.rows.event_row
+        if field.kind == "config":
+            config = table[field.name].combine_chunks()
+            columns |= _config_columns([pc.dictionary_encode(child(config, part)) for part in CONFIG_PARTS])
+        elif field.kind == "rater":
+            rater = table[field.name].combine_chunks()
+            columns |= {c: child(rater, part) for (c, _), part in zip(field.columns, RATER_PARTS, strict=True)}
+        elif field.kind == "json":
+            columns[field.column] = pa.nulls(n, _S)  # a line with an object field takes the slow path
         else:
-            value = table["table" if column == "table_version" else column]
-            columns[column] = _with_default(value, defaults[column]) if column in defaults else value
+            value = table[field.name]
+            columns[field.column] = value if field.default is None else _with_default(value, field.default)
+    columns["extra"] = pa.nulls(n, _S)
     schema = ENCODED_SCHEMAS[family]
     arrays = [_encoded(columns[f.name]) if f.type == ENCODED else pc.cast(columns[f.name], f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema).append_column("_line", pa.array(picked, pa.int64()))

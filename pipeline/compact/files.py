@@ -2,9 +2,9 @@
 
 A compaction writes its Parquet files itself (one per partition it touches, or several when its buffer
 fills), then commits them all in one Delta commit with their statistics; a file no commit names is
-invisible to every reader, and ``ratings vacuum`` removes it. Files of a local store inside the home are
-created through :meth:`pipeline.home.Home.open` (never following a link out of the home) and fsync'd with
-their directories before the commit; files of an object store go through delta-rs's own object store.
+invisible to every reader, and ``ratings vacuum`` removes it. Files of a local store are created through
+:meth:`pipeline.workspace.Workspace.open` (never following a link out of the home or the store) and fsync'd
+with their directories before the commit; files of an object store go through delta-rs's own object store.
 """
 
 from __future__ import annotations
@@ -14,17 +14,18 @@ import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import StoreCorrupt
-from ..home import NOFOLLOW, Home, fsync_dir
-from ..store.location import Location
+from ..utc import aware
+from ..workspace import NOFOLLOW, Workspace, fsync_dir
 from .rows import ENCODED_COLUMNS
 
 #: snappy is fast to write and read; statistics let every engine skip row groups on filters.
@@ -63,7 +64,7 @@ def partition_dir(family: str, day: date | None) -> str:
 
 def _stat_value(value: Any, upper: bool) -> Any:
     if isinstance(value, datetime):
-        moment = value.astimezone(UTC)
+        moment = aware(value)
         millis = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
         if upper and millis != moment:  # stats hold milliseconds: round a maximum up, a minimum down
             millis += timedelta(milliseconds=1)
@@ -109,8 +110,9 @@ def file_stats(metadata: pq.FileMetaData) -> str:
 class TableFiles:
     """Writes data files into the table's directory (local) or prefix (object store); returns their sizes."""
 
-    def __init__(self, location: Location):
-        self.location = location
+    def __init__(self, ws: Workspace):
+        self.ws = ws
+        self.location = location = ws.store
         self.files: list[Path] = []
         self.dirs: set[Path] = set()
         self._fs = None
@@ -130,12 +132,7 @@ class TableFiles:
         root = self.location.table_path
         assert root is not None
         path = root / relative
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-        if self.location.in_home:
-            fd = self.location.home.open(path, flags)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, flags | NOFOLLOW, 0o644)
+        fd = self.ws.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         with os.fdopen(fd, "wb") as handle:
             pq.write_table(table, handle, metadata_collector=written, **parquet_options(table))
             handle.flush()
@@ -186,9 +183,9 @@ def deadletter_record(
 class DeadLetters:
     """``deadletter/<stream>.jsonl``, cut back to the size the store recorded (a crashed run's lines go)."""
 
-    def __init__(self, home: Home, stream: str, keep_bytes: int):
-        self.path = home.deadletter / f"{stream}.jsonl"
-        self.fd = home.open(self.path, os.O_RDWR | os.O_CREAT)
+    def __init__(self, ws: Workspace, stream: str, keep_bytes: int):
+        self.path = ws.dead_letters(stream)
+        self.fd = ws.open(self.path, os.O_RDWR | os.O_CREAT)
         size = os.fstat(self.fd).st_size
         if size < keep_bytes:
             os.close(self.fd)
@@ -216,3 +213,30 @@ class DeadLetters:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def event_days(at: pa.ChunkedArray) -> tuple[np.ndarray, list[date | None]]:
+    """Per row, the index of its UTC date (``event_date``) in the returned dates (sorted; ``None`` last, for
+    rows without a time), as the smallest integer type that holds it."""
+    day = pc.cast(pc.cast(at, pa.date32()), pa.int32()).combine_chunks()  # days since 1970-01-01
+    valid = np.asarray(day.is_valid()) if day.null_count else None
+    values = np.asarray(day.fill_null(0).to_numpy() if valid is not None else day.to_numpy(), np.int64)
+    dated = values if valid is None else values[valid]
+    if len(dated) and int(dated.max()) - int(dated.min()) < (1 << 20):  # a span of days: count, no sort
+        low = int(dated.min())
+        present = np.flatnonzero(np.bincount(dated - low)) + low
+        index = np.zeros(int(present[-1]) - low + 1, np.int64)
+        index[present - low] = np.arange(len(present))
+        codes = index[np.clip(values - low, 0, len(index) - 1)]
+    else:
+        present = np.unique(dated)
+        codes = np.searchsorted(present, values)
+    keys: list[date | None] = [_EPOCH + timedelta(days=int(d)) for d in present]
+    if valid is not None:
+        codes[~valid] = len(keys)
+        keys.append(None)
+    kind = np.int16 if len(keys) < (1 << 15) else np.int64
+    return codes.astype(kind), keys
+
+
+_EPOCH = date(1970, 1, 1)

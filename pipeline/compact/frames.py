@@ -1,8 +1,8 @@
 """Batch frames in a stream range, found before the range is parsed (docs/design.md, Storage: batch framing).
 
-Compaction decides every line the way :class:`pipeline.streams.framing.StreamScan` (the reference) does, without a
+Compaction decides every line the way :class:`pipeline.streams.scan.StreamScan` (the reference) does, without a
 Python step per line: frame lines are rare, so it finds them by a byte search of the range (a memory map, no
-copy), judges each batch part with the reference :func:`pipeline.streams.framing.check_part`, and gives the chunk
+copy), judges each batch part with the reference :func:`pipeline.streams.scan.check_part`, and gives the chunk
 parser a short list of lines with a special verdict: a frame of a whole part (not an event), or a line of a
 broken part (a dead letter with the reason). Every other line is an event line, parsed as usual. An unfinished
 part ends the range before its begin. ``tests/test_compact_frames.py`` holds this against the reference.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..streams.framing import FRAME_PREFIX, BatchBegin, BatchEnd, check_part, frame_of, lines_at
+from ..streams.scan import FRAME_PREFIX, BatchBegin, BatchEnd, check_part, frame_of, lines_at
 
 
 @dataclass

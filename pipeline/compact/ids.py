@@ -13,11 +13,17 @@ on the ids themselves, so a collision never drops or dead-letters a different ev
 from __future__ import annotations
 
 import os
+from datetime import datetime
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from ..home import STREAMS, Home
+from ..errors import InvalidEvent
+from ..streams.events import parse_line
+from ..utc import naive
+from ..workspace import STREAMS, Workspace
+from .rows import event_row
 
 _OFFSET_BITS = 56
 _OFFSET_MASK = (1 << _OFFSET_BITS) - 1
@@ -100,15 +106,15 @@ def position(stream: str, offsets: np.ndarray) -> np.ndarray:
 class LineReader:
     """Reads one stored line back from the streams by its packed position."""
 
-    def __init__(self, home: Home):
-        self.home = home
+    def __init__(self, ws: Workspace):
+        self.ws = ws
         self.fds: dict[int, int] = {}
 
     def line(self, pos: int) -> bytes:
         number, offset = pos >> _OFFSET_BITS, pos & _OFFSET_MASK
         fd = self.fds.get(number)
         if fd is None:
-            fd = self.fds[number] = os.open(self.home.stream(STREAMS[number]), os.O_RDONLY)
+            fd = self.fds[number] = self.ws.open(self.ws.stream(STREAMS[number]), os.O_RDONLY)
         out = b""
         while True:
             block = os.pread(fd, 1 << 16, offset + len(out))
@@ -173,3 +179,61 @@ class IdSet:
                 positions = np.concatenate([p[1] for p in self._taken])
                 order = np.argsort(hashes, kind="stable")
                 self._taken = [(hashes[order], positions[order])]
+
+
+def with_id_hash(table: pa.Table) -> pa.Table:
+    """``table`` with ``_id_hash``: :func:`pipeline.compact.ids.hash_ids` of its ids (computed while parsing)."""
+    return table.append_column("_id_hash", pa.array(hash_ids(table["id"].combine_chunks()).view(np.int64)))
+
+
+class LazyIds:
+    """The ids of a chunk's rows in line order, gathered only when one is asked for (a repeat or a conflict)."""
+
+    def __init__(self, columns: list[pa.ChunkedArray], order: np.ndarray | None):
+        self.columns = columns
+        self.order = order  # line order of the concatenated columns (None: they are in it)
+        self.ids: pa.Array | None = None
+
+    def __getitem__(self, k: int) -> str:
+        if self.ids is None:
+            ids = pa.concat_arrays([c.combine_chunks() for c in self.columns])
+            self.ids = ids if self.order is None else ids.take(pa.array(self.order))
+        return str(self.ids[k].as_py())
+
+
+def first_of_same(h: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """For each position, the first position holding the same value (itself, for a value seen once);
+    ``order`` sorts ``h`` stably."""
+    ordered = h[order]
+    starts = np.ones(len(h), bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    if starts.all():
+        return np.arange(len(h))
+    first = order[np.maximum.accumulate(np.where(starts, np.arange(len(h)), 0))]
+    out = np.empty(len(h), np.int64)
+    out[order] = first
+    return out
+
+
+def conflict_reason(event_id: str) -> str:
+    return f"id: conflict: {event_id!r} is already stored with a different payload"
+
+
+def comparable(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's values with ``at`` as naive UTC (stored rows carry the zone), for payload comparison."""
+    at = row.get("at")
+    return {**row, "at": naive(at)} if isinstance(at, datetime) else row
+
+
+def same_event(earlier: bytes, line: bytes, event_id: str) -> int:
+    """DUPLICATE when two lines with one id carry the same payload (the same bytes, or the same event), else
+    CONFLICT; NEW when the ids differ (only their hashes met)."""
+    if earlier == line:
+        return DUPLICATE
+    try:
+        first, second = parse_line(earlier), parse_line(line)
+    except InvalidEvent:
+        return CONFLICT
+    if first.id != event_id:
+        return NEW
+    return DUPLICATE if event_row(first, "")[1] == event_row(second, "")[1] else CONFLICT

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -14,9 +15,13 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidEvent
 from ..streams.events import parse_line
-from ..streams.framing import frame_of
+from ..streams.scan import frame_of
 from .fastpath import lines_array, parse_fast
 from .rows import event_row, table_of
+
+if TYPE_CHECKING:
+    from ..store.commits import Outcomes
+    from .frames import FramePlan
 
 
 @dataclass
@@ -123,3 +128,24 @@ def parse_chunk(chunk: Chunk, max_line_bytes: int, lean: dict[str, bool] | None 
         table = pa.concat_tables(tables)
         out.tables[family] = table.take(pc.sort_indices(table["_line"])) if len(tables) > 1 else table
     return out
+
+
+def apply_frames(
+    chunk: Chunk, parsed: ParsedChunk, frames: FramePlan | None, outcomes: Outcomes
+) -> tuple[ParsedChunk, list[tuple[int, str]]]:
+    """The chunk's parse with the frame plan applied: frame lines counted (not events), the lines of a broken
+    batch part taken out of the rows and the invalid lines, and returned as (line index, reason) dead letters."""
+    index, is_frame = frames.lookup(chunk.offsets) if frames is not None else (np.full(len(chunk), -1), None)
+    special = index >= 0
+    if not special.any():
+        return parsed, []
+    assert frames is not None and is_frame is not None
+    outcomes.frames += int(is_frame.sum())
+    broken = [(int(i), f"-: {frames.reasons[int(index[i])]}") for i in np.flatnonzero(special & ~is_frame)]
+    tables = {}
+    for family, table in parsed.tables.items():
+        keep = ~special[table["_line"].to_numpy()]
+        if keep.any():
+            tables[family] = table if keep.all() else table.filter(pa.array(keep))
+    invalid = [(i, reason) for i, reason in parsed.invalid if not special[i]]
+    return ParsedChunk(tables=tables, invalid=invalid), broken

@@ -1,9 +1,10 @@
 """Store rows of events: the Arrow schema of each family and the per-event conversion.
 
-The Arrow schema is derived from :data:`pipeline.families.COLUMNS` (the one
+The Arrow schema is derived from :data:`pipeline.store.families.COLUMNS` (the one
 column contract). :func:`event_row` is the reference conversion of one
-validated event; the vectorised fast path (``fastpath.py``) must produce the
-same values, which the tests check.
+validated event, field by field as the event spec says (:mod:`pipeline.streams.spec`);
+the vectorised fast path (``fastpath.py``) must produce the same values, which the
+tests check.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..families import COLUMNS
-from ..streams.events import FAMILY, AnyEvent, Rater
+from ..store.families import COLUMNS
+from ..streams.events import FAMILY, AnyEvent
+from ..streams.spec import CONFIG_PARTS, FIELDS, RATER_PARTS
+from ..utc import naive, parse_timestamp
 
 _ARROW = {
     "VARCHAR": pa.string(),
@@ -44,8 +47,6 @@ ENCODED_SCHEMAS: dict[str, pa.Schema] = {
 }
 
 _COMMON = ("id", "type", "at", "v")
-#: Store columns whose value is not the event field of the same name.
-_RENAMED = {"table_version": "table"}
 
 
 def json_text(value: Any) -> str:
@@ -55,9 +56,7 @@ def json_text(value: Any) -> str:
 
 def parse_at(text: str | None) -> datetime | None:
     """A validated ``...Z`` timestamp to a naive UTC datetime (the store's TIMESTAMP)."""
-    if text is None:
-        return None
-    return datetime.fromisoformat(text[:-1])
+    return None if text is None else naive(parse_timestamp(text))
 
 
 def family_of(event_type: str) -> str:
@@ -73,25 +72,21 @@ def event_row(event: AnyEvent, fallback_id: str) -> tuple[str, dict[str, Any]]:
         row["extra"] = json_text(rest) if rest else None
         return family, row
     extra = event.extra
-    for name, _ in COLUMNS[family]:
-        if name in row or name == "extra":
-            continue
-        # the family's columns name only fields its event type has (families.COLUMNS), hence getattr
-        if name in ("cli", "route", "model", "effort"):
-            row[name] = getattr(event.config, name)  # type: ignore[union-attr]
-        elif name == "config_key":
-            row[name] = event.config.key  # type: ignore[union-attr]
-        elif name in ("rater_kind", "rater_name"):
-            row[name] = getattr(event.rater, name[6:])  # type: ignore[union-attr]
-        elif name == "labels":
-            labels = getattr(event, "labels", None)
-            row[name] = json_text(labels) if labels is not None else None
+    for field in FIELDS[event.type]:
+        value = getattr(event, field.name)
+        if field.kind == "config":
+            row.update(zip(CONFIG_PARTS, (getattr(value, part) for part in CONFIG_PARTS), strict=True))
+            row["config_key"] = value.key
+        elif field.kind == "rater":
+            row.update(
+                (column, getattr(value, part)) for (column, _), part in zip(field.columns, RATER_PARTS, strict=True)
+            )
+            if value.__pydantic_extra__:  # a rater's own unknown fields are kept in extra
+                extra = {**extra, field.name: dict(value.__pydantic_extra__)}
+        elif field.kind == "json":
+            row[field.column] = json_text(value) if value is not None else None
         else:
-            value = getattr(event, _RENAMED.get(name, name))
-            row[name] = list(value) if isinstance(value, list) else value
-    rater = getattr(event, "rater", None)  # an unknown field named "rater" (a dict, kept in extra) is not a Rater
-    if isinstance(rater, Rater) and rater.__pydantic_extra__:
-        extra = {**extra, "rater": dict(rater.__pydantic_extra__)}
+            row[field.column] = list(value) if isinstance(value, list) else value
     row["extra"] = json_text(extra) if extra else None
     return family, row
 

@@ -23,7 +23,6 @@ other writers are retried by delta-rs (appends do not conflict).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import sys
@@ -32,39 +31,45 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from ..errors import InvalidEvent, PipelineError, StoreConflict, StoreCorrupt
-from ..families import COLUMNS
-from ..home import STREAMS, Home
-from ..store import location as loc
-from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
-from ..store.table import (
-    RECOVER,
-    environment_problem,
-    exists,
-    fail,
-    first_line,
-    home_txn_id,
-    machine_errors,
-    open_table,
-    txn_ids,
-)
+from ..errors import PipelineError, StoreCorrupt
+from ..store.commits import CommitRecord, Outcomes, StreamRange
+from ..store.families import COLUMNS
+from ..store.schema import DATA_SCHEMA
+from ..store.table import RECOVER, environment_problem, exists, fail, family_rows, first_line, machine_errors, txn_ids
 from ..store.writer import WriterIdentity, check_name, identity, remember
-from ..streams.events import DEFAULT_MAX_LINE_BYTES, FAMILY, SCHEMA_VERSION, parse_line, stream_of
+from ..streams.events import DEFAULT_MAX_LINE_BYTES, FAMILY, SCHEMA_VERSION, stream_of
 from ..streams.framing import consistent_cut
 from ..streams.log import new_id
-from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, file_stats, partition_dir
+from ..streams.scan import complete_end
+from ..utc import now_ms
+from ..workspace import STREAMS, StrPath, Workspace
+from .commit import check_writer, commit, open_or_create, optimize, stored_hashes
+from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, event_days, file_stats, partition_dir
 from .frames import FramePlan, plan_frames
-from .ids import CONFLICT, DEFERRED, DUPLICATE, NEW, IdSet, LineReader, argsort_stable, hash_ids, position
-from .parse import Chunk, ParsedChunk, parse_chunk
-from .rows import event_row
+from .ids import (
+    CONFLICT,
+    DEFERRED,
+    DUPLICATE,
+    NEW,
+    IdSet,
+    LazyIds,
+    LineReader,
+    argsort_stable,
+    comparable,
+    conflict_reason,
+    first_of_same,
+    position,
+    same_event,
+    with_id_hash,
+)
+from .parse import Chunk, ParsedChunk, apply_frames, parse_chunk
 
 DEFAULT_MERGE_THRESHOLD = 16  # files in one partition before Delta's optimize merges them
 # Bytes read at a time. Under glibc's largest mmap threshold (32 MiB): a freed block's memory is reused for the
@@ -72,52 +77,10 @@ DEFAULT_MERGE_THRESHOLD = 16  # files in one partition before Delta's optimize m
 # bench.compact: half the page faults of 32 MiB blocks, a third less system time; 8 MiB costs more per chunk).
 DEFAULT_CHUNK_BYTES = 16 << 20
 DEFAULT_BUFFER_ROWS = 1_000_000  # rows held in memory before they are written out
-METADATA_KEY = "ratings.compaction"  # the commit metadata this compactor writes
 _WORKERS = 2  # chunks parsed / files written at once
 LONG_LINE_HEAD = 4096  # bytes of a line over the size limit its dead letter keeps
 #: The stream each family's events are appended to (unknown types, family ``other``, go to ``tasks``).
 STREAM_OF_FAMILY = {family: stream_of(t) for t, family in FAMILY.items()} | {"other": stream_of("other")}
-
-
-class Outcomes(BaseModel):
-    """What happened to the lines of one stream range."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    lines: int = 0
-    stored: int = 0
-    duplicate: int = 0  # same id and same payload as an event already stored: dropped
-    conflict: int = 0  # same id, different payload: dead-lettered
-    invalid: int = 0  # not a valid v1 event (or a line of a broken batch): dead-lettered
-    frames: int = 0  # batch frame lines (pipeline.streams.framing): not events, neither stored nor dead-lettered
-
-
-class StreamRange(BaseModel):
-    """The bytes ``[start, end)`` of one writer's stream consumed by one commit, and what became of them."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    start: int = 0
-    end: int = 0
-    sha256: str = ""  # of the bytes [start, end)
-    line_start: int = 1  # line number of the first line of the range (1-based)
-    outcomes: Outcomes = Field(default_factory=Outcomes)
-    deadletter: tuple[int, int] = (0, 0)  # bytes of deadletter/<stream>.jsonl written for this range
-
-    @property
-    def next_line(self) -> int:
-        return self.line_start + self.outcomes.lines
-
-
-class CommitRecord(BaseModel):
-    """The commit metadata of one compaction (``ratings.compaction`` in the commit info)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    writer: str
-    read_version: int | None  # the table version the run deduplicated against
-    event_schema_version: int
-    streams: dict[str, StreamRange]
 
 
 class CompactResult(BaseModel):
@@ -143,19 +106,8 @@ def fault_hook(step: str) -> None:
     """
 
 
-@contextmanager
-def compact_lock(home: Home) -> Iterator[None]:
-    """One compactor per home: an exclusive ``flock`` on ``store/.compact.lock`` (waits for the holder)."""
-    fd = home.open(home.store / ".compact.lock", os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def compact(
-    home: str | os.PathLike | Home | None = None,
+    home: Workspace | StrPath | None = None,
     *,
     progress: bool = False,
     merge_threshold: int = DEFAULT_MERGE_THRESHOLD,
@@ -163,7 +115,6 @@ def compact(
     buffer_rows: int = DEFAULT_BUFFER_ROWS,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     rebuild: bool = False,
-    config: loc.StoreConfig | None = None,
 ) -> CompactResult:
     """Compact the new bytes of every stream into the table; a run with no new input commits nothing.
 
@@ -171,24 +122,21 @@ def compact(
     """
     if merge_threshold < 2:
         raise ValueError("merge_threshold must be at least 2")
-    home = Home.resolve(home)
-    location = loc.resolve(home, config)
-    config = config if config is not None else loc.current_config()
-    if config.writer is not None:
-        check_name(config.writer)
-    if location.local is None:
-        exists(location)  # an unreachable object store is one line before anything is written
-    with machine_errors("compact (nothing of this run is visible)"), compact_lock(home):
-        from ..store.upgrade import move_aside_for_rebuild, upgrade_if_old
+    ws = Workspace.of(home)
+    if ws.writer is not None:
+        check_name(ws.writer)
+    if ws.store.local is None:
+        exists(ws.store)  # an unreachable object store is one line before anything is written
+    with machine_errors("compact (nothing of this run is visible)"), ws.lock(ws.compact_lock):
+        from ..compat import manifest_store
+        from ..store.upgrade import move_aside_for_rebuild
 
-        notes = upgrade_if_old(home, location)
+        notes = manifest_store.upgrade(ws)
         if rebuild:
-            notes += move_aside_for_rebuild(home, location)
-        writer = identity(home, config.writer)
+            notes += move_aside_for_rebuild(ws)
         run = _Run(
-            home,
-            location,
-            writer,
+            ws,
+            identity(ws),
             merge_threshold=merge_threshold,
             chunk_bytes=chunk_bytes,
             buffer_rows=buffer_rows,
@@ -200,19 +148,6 @@ def compact(
         finally:
             run.close()
     return result.model_copy(update={"notes": notes + result.notes})
-
-
-def _last_newline_end(handle: Any, start: int, size: int) -> int:
-    """Offset just after the last ``\\n`` in ``[start, size)``, or ``start`` when there is none."""
-    pos = size
-    while pos > start:
-        lo = max(start, pos - (1 << 16))
-        handle.seek(lo)
-        idx = handle.read(pos - lo).rfind(b"\n")
-        if idx >= 0:
-            return lo + idx + 1
-        pos = lo
-    return start
 
 
 @dataclass
@@ -250,8 +185,7 @@ class _Plan:
 class _Run:
     def __init__(
         self,
-        home: Home,
-        location: loc.Location,
+        ws: Workspace,
         writer: WriterIdentity,
         *,
         merge_threshold: int,
@@ -260,8 +194,8 @@ class _Run:
         max_line_bytes: int,
         progress: bool,
     ):
-        self.home = home
-        self.location = location
+        self.ws = ws
+        self.location = ws.store
         self.writer = writer
         self.merge_threshold = merge_threshold
         self.chunk_bytes = chunk_bytes
@@ -274,11 +208,11 @@ class _Run:
         self.buffered = 0
         self.adds: list[Any] = []  # deltalake AddAction of every file written
         self.held: list[_Held] = []
-        self.reader = LineReader(home)
-        self.files = TableFiles(location)
+        self.reader = LineReader(ws)
+        self.files = TableFiles(ws)
         self.letters: dict[str, DeadLetters] = {}
         self.lean: dict[str, bool] = {}  # the fast path's per-type hint (pipeline.compact.fastpath.parse_fast)
-        self.table = self._open_or_create()
+        self.table = open_or_create(ws)
         self.read_version = self.table.version()
 
     def close(self) -> None:
@@ -288,9 +222,9 @@ class _Run:
 
     # ------------------------------------------------------------------ the run
     def run(self) -> CompactResult:
-        self._check_home()
-        remember(self.home, self.writer)
-        cut = consistent_cut(self.home)  # every batch wholly inside or wholly outside (docs/design.md, batch framing)
+        check_writer(self.ws, self.table, self.writer)
+        remember(self.ws, self.writer)
+        cut = consistent_cut(self.ws)  # every batch wholly inside or wholly outside (docs/design.md, batch framing)
         plans = {stream: self._plan(stream, cut[stream]) for stream in STREAMS}
         waiting = plans["tasks"].frames.unfinished if plans["tasks"].frames is not None else None
         if waiting is not None and waiting.then is not None and plans["ratings"].start <= waiting.then.ratings:
@@ -299,10 +233,12 @@ class _Run:
         total = sum(p.end - p.start for p in plans.values())
         if not total:
             return self._result(created=False, plans=list(plans.values()), merged=0)
-        self.ids = IdSet(self._table_hashes(), expected=total // 128)  # lines are rarely shorter than 128 bytes
+        self.ids = IdSet(
+            stored_hashes(self.ws, self.table), expected=total // 128
+        )  # lines are rarely shorter than 128 bytes
         with self._bar(total) as bar:
             for plan in plans.values():
-                self.letters[plan.stream] = DeadLetters(self.home, plan.stream, plan.deadletter_bytes)
+                self.letters[plan.stream] = DeadLetters(self.ws, plan.stream, plan.deadletter_bytes)
                 self._consume(plan, bar)
         self._resolve_held()
         self._flush()
@@ -328,9 +264,9 @@ class _Run:
             },
         )
         fault_hook("before-commit")
-        self._commit(record)
+        commit(self.ws, self.table, record, self.adds, self.writer)
         fault_hook("after-commit")
-        merged = self._optimize()
+        merged = optimize(self.ws, self.table, self.merge_threshold, _WORKERS)
         fault_hook("after-optimize")
         return self._result(created=True, plans=list(plans.values()), merged=merged)
 
@@ -355,101 +291,6 @@ class _Run:
         with click.progressbar(length=total, label="compacting", file=sys.stderr) as bar:
             yield bar
 
-    # ------------------------------------------------------------------ the table
-    def _open_or_create(self) -> Any:
-        from deltalake import DeltaTable
-
-        table = open_table(self.location)
-        if table is not None:
-            return table
-        try:
-            if self.location.in_home and self.location.table_path is not None:
-                self.home.confine(self.location.table_path / "_delta_log" / "x")
-            return DeltaTable.create(
-                self.location.table_uri,
-                TABLE_SCHEMA,
-                mode="ignore",  # another writer created it meanwhile: use theirs
-                partition_by=PARTITIONS,
-                name="events",
-                description="ratings pipeline events, one row per event (docs/design.md, Storage)",
-                configuration=TABLE_CONFIGURATION,
-                storage_options=self.location.options,
-            )
-        except PipelineError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - delta-rs and I/O failures become one line
-            fail(exc, self.location, "create")
-
-    def _check_home(self) -> None:
-        """Refuse a writer name another home already uses in this store (their offsets would mix)."""
-        known = self.table.transaction_version(home_txn_id(self.writer.writer))
-        if known is not None and known != self.writer.home_id:
-            raise StoreConflict(
-                f"writer {self.writer.writer!r} already commits to {self.location.describe()} from another home; "
-                "give each home its own name (--writer NAME on its first compaction)"
-            )
-
-    def _table_hashes(self) -> np.ndarray:
-        """``_id_hash`` of every row of the table at the read version."""
-        if not self.table.get_add_actions().num_rows:
-            return np.empty(0, np.uint64)
-        try:
-            column = self.table.to_pyarrow_dataset().to_table(columns=["_id_hash"])["_id_hash"]
-        except Exception as exc:  # noqa: BLE001 - a missing or corrupt data file
-            fail(exc, self.location, "read")
-        return column.to_numpy().view(np.uint64)
-
-    def _commit(self, record: CommitRecord) -> None:
-        from deltalake.transaction import CommitProperties, Transaction
-
-        self._check_not_committed_meanwhile(record)
-        txns = [Transaction(home_txn_id(record.writer), self.writer.home_id)]
-        for stream, rng in record.streams.items():
-            end_id, line_id, dl_id = txn_ids(record.writer, stream)
-            txns += [
-                Transaction(end_id, rng.end),
-                Transaction(line_id, rng.next_line),
-                Transaction(dl_id, rng.deadletter[1]),
-            ]
-        properties = CommitProperties(
-            custom_metadata={METADATA_KEY: record.model_dump(mode="json")},
-            app_transactions=txns,
-            max_commit_retries=1000,  # appends never conflict with appends: a busy store only needs patience
-        )
-        try:
-            self.table.create_write_transaction(
-                self.adds, "append", TABLE_SCHEMA, partition_by=PARTITIONS, commit_properties=properties
-            )
-        except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others: one line (fail)
-            fail(exc, self.location, "commit to")
-        self.table.update_incremental()
-
-    def _check_not_committed_meanwhile(self, record: CommitRecord) -> None:
-        """Refuse to commit ranges this writer committed since the run started (two compactors of one writer
-        that the home's lock did not serialise): delta-rs does not check application transactions itself."""
-        latest = open_table(self.location)
-        for stream, rng in record.streams.items():
-            if latest is not None and (latest.transaction_version(txn_ids(record.writer, stream)[0]) or 0) != rng.start:
-                raise StoreConflict(
-                    f"another compaction of writer {record.writer!r} committed {stream} meanwhile; nothing of this "
-                    "run is visible: run `ratings compact` again"
-                )
-
-    def _optimize(self) -> int:
-        """When a partition holds more than ``merge_threshold`` files, merge the small files of every partition
-        in one optimize commit (Delta's optimize, no data change); the files merged."""
-        actions = pa.table(self.table.get_add_actions(flatten=True))
-        if not actions.num_rows:
-            return 0
-        counts = actions.group_by(["partition.family", "partition.event_date"]).aggregate([("path", "count")])
-        if not pc.any(pc.greater(counts["path_count"], self.merge_threshold)).as_py():
-            return 0
-        try:
-            metrics = self.table.optimize.compact(max_concurrent_tasks=_WORKERS)
-        except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others: one line (fail)
-            fail(exc, self.location, "optimize")
-        return int(metrics.get("numFilesRemoved", 0))
-
     # ------------------------------------------------------------------ reading
     def _plan(self, stream: str, size: int) -> _Plan:
         """The range of ``stream`` this run reads: from what this writer committed to the consistent cut ``size``,
@@ -458,7 +299,7 @@ class _Run:
         start = self.table.transaction_version(end_id) or 0
         line_start = self.table.transaction_version(line_id) or 1
         dl_bytes = self.table.transaction_version(dl_id) or 0
-        path = self.home.stream(stream)
+        path = self.ws.stream(stream)
         if size < start:
             raise StoreCorrupt(
                 f"{path} has {size} bytes but writer {self.writer.writer!r} already committed up to byte {start}: "
@@ -467,10 +308,9 @@ class _Run:
             )
         plan = _Plan(stream=stream, start=start, end=start, line_start=line_start, deadletter_bytes=dl_bytes)
         if size > start:
-            fd = self.home.open(path, os.O_RDONLY)
+            fd = self.ws.open(path, os.O_RDONLY)
             try:
-                with os.fdopen(os.dup(fd), "rb") as handle:
-                    end = _last_newline_end(handle, start, size)
+                end = complete_end(lambda n, off: os.pread(fd, n, off), start, size)
                 plan.frames = plan_frames(fd, start, end)
             finally:
                 os.close(fd)
@@ -482,7 +322,7 @@ class _Run:
             return
         digest = hashlib.sha256()
         # Arrow and hashlib release the GIL: the next chunks are split and parsed while this one is taken.
-        with open(self.home.stream(plan.stream), "rb") as handle, ThreadPoolExecutor(_WORKERS) as pool:
+        with open(self.ws.stream(plan.stream), "rb") as handle, ThreadPoolExecutor(_WORKERS) as pool:
             pending: deque[Future[tuple[Chunk, ParsedChunk]] | _LongLine] = deque()
             for item in self._blocks(plan, handle, digest):
                 if isinstance(item, _LongLine):
@@ -500,7 +340,7 @@ class _Run:
         settled)."""
         chunk = Chunk.of(stream, block, pos, 0, self.writer.writer, end)
         parsed = parse_chunk(chunk, self.max_line_bytes, self.lean)
-        parsed.tables = {family: _with_id_hash(encode_columns(table)) for family, table in parsed.tables.items()}
+        parsed.tables = {family: with_id_hash(encode_columns(table)) for family, table in parsed.tables.items()}
         return chunk, parsed
 
     def _settle(self, job: Future[tuple[Chunk, ParsedChunk]] | _LongLine, plan: _Plan, bar: Any) -> None:
@@ -562,7 +402,7 @@ class _Run:
     def _take(self, chunk: Chunk, parsed: ParsedChunk, outcomes: Outcomes, frames: FramePlan | None) -> None:
         """Deduplicate a parsed chunk, buffer its new rows, hold back known ids, dead-letter the rest."""
         outcomes.lines += len(chunk)
-        parsed, broken = _apply_frames(chunk, parsed, frames, outcomes)
+        parsed, broken = apply_frames(chunk, parsed, frames, outcomes)
         rejected: list[tuple[int, str]] = list(parsed.invalid) + broken
         outcomes.invalid += len(parsed.invalid) + len(broken)
         families = sorted(parsed.tables)
@@ -573,7 +413,7 @@ class _Run:
             if len(families) > 1:  # in line order
                 order = np.argsort(lines, kind="stable")
                 lines, h = lines[order], h[order]
-            ids = _LazyIds([parsed.tables[f]["id"] for f in families], order)
+            ids = LazyIds([parsed.tables[f]["id"] for f in families], order)
             by_hash = argsort_stable(h)
             verdict = self._classify(chunk, lines, ids, h, by_hash)
             new = verdict == NEW
@@ -582,7 +422,7 @@ class _Run:
             outcomes.stored += int(new.sum())
             outcomes.duplicate += int((verdict == DUPLICATE).sum())
             outcomes.conflict += int((verdict == CONFLICT).sum())
-            rejected += [(int(lines[k]), _conflict_reason(ids[int(k)])) for k in np.flatnonzero(verdict == CONFLICT)]
+            rejected += [(int(lines[k]), conflict_reason(ids[int(k)])) for k in np.flatnonzero(verdict == CONFLICT)]
             keep = np.zeros(len(chunk), bool)
             keep[lines[new]] = True
             hold = np.zeros(len(chunk), bool)
@@ -603,7 +443,7 @@ class _Run:
             )
 
     def _classify(
-        self, chunk: Chunk, lines: np.ndarray, ids: _LazyIds, h: np.ndarray, by_hash: np.ndarray
+        self, chunk: Chunk, lines: np.ndarray, ids: LazyIds, h: np.ndarray, by_hash: np.ndarray
     ) -> np.ndarray:
         """NEW, DUPLICATE, CONFLICT or DEFERRED (the table has the id) per row of a chunk, in line order
         (``by_hash``: the rows in hash order, a stable sort)."""
@@ -612,14 +452,14 @@ class _Run:
         out[in_table] = DEFERRED
         for k in np.flatnonzero(taken & ~in_table):
             earlier = self.reader.line(int(pos[k]))
-            out[k] = _same_event(earlier, chunk.line(int(lines[k])), ids[int(k)])
-        first_of_row = _first_of_same(h, by_hash)
+            out[k] = same_event(earlier, chunk.line(int(lines[k])), ids[int(k)])
+        first_of_row = first_of_same(h, by_hash)
         for k in np.flatnonzero((first_of_row != np.arange(len(h))) & (out == NEW)):
             j = int(first_of_row[k])
             if out[j] == DEFERRED:
                 out[k] = DEFERRED  # resolved with the first against the stored row
             else:
-                out[k] = _same_event(chunk.line(int(lines[j])), chunk.line(int(lines[k])), ids[int(k)])
+                out[k] = same_event(chunk.line(int(lines[j])), chunk.line(int(lines[k])), ids[int(k)])
         return out
 
     def _resolve_held(self) -> None:
@@ -637,7 +477,7 @@ class _Run:
                     resolved[k] = NEW
                 else:
                     family, values = known
-                    resolved[k] = DUPLICATE if family == held.family and values == _comparable(row) else CONFLICT
+                    resolved[k] = DUPLICATE if family == held.family and values == comparable(row) else CONFLICT
             new = resolved == NEW
             lines = held.rows["_line"].to_numpy()
             held.outcomes.stored += int(new.sum())
@@ -655,7 +495,7 @@ class _Run:
                         held.chunk.stream,
                         int(held.chunk.offsets[i]),
                         held.chunk.first_line + i,
-                        _conflict_reason(rows[int(j)]["id"]),
+                        conflict_reason(rows[int(j)]["id"]),
                         held.chunk.line(i),
                     )
                 )
@@ -676,7 +516,7 @@ class _Run:
         out: dict[str, tuple[str, dict[str, Any]]] = {}
         for row in found.to_pylist():
             family = row.pop("family")
-            out.setdefault(row["id"], (family, _comparable({c: row.get(c) for c, _ in COLUMNS[family]})))
+            out.setdefault(row["id"], (family, comparable({c: row.get(c) for c, _ in COLUMNS[family]})))
         return out
 
     # ------------------------------------------------------------------ writing
@@ -692,7 +532,7 @@ class _Run:
 
     def _buffer(self, family: str, table: pa.Table) -> None:
         """Add a family's rows to the buffers of their partitions (event dates, in row order within each)."""
-        days, keys = _event_days(table["at"])
+        days, keys = event_days(table["at"])
         grouped = len(keys) == 1 or bool(np.all(days[:-1] <= days[1:]))  # time-ordered streams usually are
         # a stable sort of small integers is a radix sort in numpy
         order = np.arange(len(days)) if grouped else np.argsort(days, kind="stable")
@@ -744,138 +584,12 @@ class _Run:
                     "nothing of this run is visible"
                 ) from None
             partition = {"family": family, "event_date": day.isoformat() if day else None}
-            return AddAction(relative, size, partition, _now_ms(), True, file_stats(metadata))
+            return AddAction(relative, size, partition, now_ms(), True, file_stats(metadata))
 
         with ThreadPoolExecutor(_WORKERS) as pool:
             self.adds.extend(pool.map(write, jobs))
         self.buffers.clear()
         self.buffered = 0
-
-
-def _apply_frames(
-    chunk: Chunk, parsed: ParsedChunk, frames: FramePlan | None, outcomes: Outcomes
-) -> tuple[ParsedChunk, list[tuple[int, str]]]:
-    """The chunk's parse with the frame plan applied: frame lines counted (not events), the lines of a broken
-    batch part taken out of the rows and the invalid lines, and returned as (line index, reason) dead letters."""
-    index, is_frame = frames.lookup(chunk.offsets) if frames is not None else (np.full(len(chunk), -1), None)
-    special = index >= 0
-    if not special.any():
-        return parsed, []
-    assert frames is not None and is_frame is not None
-    outcomes.frames += int(is_frame.sum())
-    broken = [(int(i), f"-: {frames.reasons[int(index[i])]}") for i in np.flatnonzero(special & ~is_frame)]
-    tables = {}
-    for family, table in parsed.tables.items():
-        keep = ~special[table["_line"].to_numpy()]
-        if keep.any():
-            tables[family] = table if keep.all() else table.filter(pa.array(keep))
-    invalid = [(i, reason) for i, reason in parsed.invalid if not special[i]]
-    return ParsedChunk(tables=tables, invalid=invalid), broken
-
-
-def _with_id_hash(table: pa.Table) -> pa.Table:
-    """``table`` with ``_id_hash``: :func:`pipeline.compact.ids.hash_ids` of its ids (computed while parsing)."""
-    return table.append_column("_id_hash", pa.array(hash_ids(table["id"].combine_chunks()).view(np.int64)))
-
-
-class _LazyIds:
-    """The ids of a chunk's rows in line order, gathered only when one is asked for (a repeat or a conflict)."""
-
-    def __init__(self, columns: list[pa.ChunkedArray], order: np.ndarray | None):
-        self.columns = columns
-        self.order = order  # line order of the concatenated columns (None: they are in it)
-        self.ids: pa.Array | None = None
-
-    def __getitem__(self, k: int) -> str:
-        if self.ids is None:
-            ids = pa.concat_arrays([c.combine_chunks() for c in self.columns])
-            self.ids = ids if self.order is None else ids.take(pa.array(self.order))
-        return str(self.ids[k].as_py())
-
-
-def _first_of_same(h: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """For each position, the first position holding the same value (itself, for a value seen once);
-    ``order`` sorts ``h`` stably."""
-    ordered = h[order]
-    starts = np.ones(len(h), bool)
-    starts[1:] = ordered[1:] != ordered[:-1]
-    if starts.all():
-        return np.arange(len(h))
-    first = order[np.maximum.accumulate(np.where(starts, np.arange(len(h)), 0))]
-    out = np.empty(len(h), np.int64)
-    out[order] = first
-    return out
-
-
-def _event_days(at: pa.ChunkedArray) -> tuple[np.ndarray, list[date | None]]:
-    """Per row, the index of its UTC date (``event_date``) in the returned dates (sorted; ``None`` last, for
-    rows without a time), as the smallest integer type that holds it."""
-    day = pc.cast(pc.cast(at, pa.date32()), pa.int32()).combine_chunks()  # days since 1970-01-01
-    valid = np.asarray(day.is_valid()) if day.null_count else None
-    values = np.asarray(day.fill_null(0).to_numpy() if valid is not None else day.to_numpy(), np.int64)
-    dated = values if valid is None else values[valid]
-    if len(dated) and int(dated.max()) - int(dated.min()) < (1 << 20):  # a span of days: count, no sort
-        low = int(dated.min())
-        present = np.flatnonzero(np.bincount(dated - low)) + low
-        index = np.zeros(int(present[-1]) - low + 1, np.int64)
-        index[present - low] = np.arange(len(present))
-        codes = index[np.clip(values - low, 0, len(index) - 1)]
-    else:
-        present = np.unique(dated)
-        codes = np.searchsorted(present, values)
-    keys: list[date | None] = [_EPOCH + timedelta(days=int(d)) for d in present]
-    if valid is not None:
-        codes[~valid] = len(keys)
-        keys.append(None)
-    kind = np.int16 if len(keys) < (1 << 15) else np.int64
-    return codes.astype(kind), keys
-
-
-_EPOCH = date(1970, 1, 1)
-
-
-def _now_ms() -> int:
-    import time
-
-    return int(time.time() * 1000)
-
-
-def _conflict_reason(event_id: str) -> str:
-    return f"id: conflict: {event_id!r} is already stored with a different payload"
-
-
-def _comparable(row: dict[str, Any]) -> dict[str, Any]:
-    """A row's values with ``at`` as naive UTC (stored rows carry the zone), for payload comparison."""
-    at = row.get("at")
-    if at is not None and getattr(at, "tzinfo", None) is not None:
-        row = {**row, "at": at.replace(tzinfo=None)}
-    return row
-
-
-def _same_event(earlier: bytes, line: bytes, event_id: str) -> int:
-    """DUPLICATE when two lines with one id carry the same payload (the same bytes, or the same event), else
-    CONFLICT; NEW when the ids differ (only their hashes met)."""
-    if earlier == line:
-        return DUPLICATE
-    try:
-        first, second = parse_line(earlier), parse_line(line)
-    except InvalidEvent:
-        return CONFLICT
-    if first.id != event_id:
-        return NEW
-    return DUPLICATE if event_row(first, "")[1] == event_row(second, "")[1] else CONFLICT
-
-
-def family_rows(table: Any) -> dict[str, int]:
-    """Rows per family at the table's loaded version, from the commit statistics (no data read)."""
-    counts = dict.fromkeys(COLUMNS, 0)
-    actions = pa.table(table.get_add_actions(flatten=True))
-    if actions.num_rows:
-        grouped = actions.group_by("partition.family").aggregate([("num_records", "sum")])
-        families, sums = grouped["partition.family"].to_pylist(), grouped["num_records_sum"].to_pylist()
-        for family, n in zip(families, sums, strict=True):
-            counts[family] = int(n or 0)
-    return counts
 
 
 __all__ = ["RECOVER", "CommitRecord", "CompactResult", "Outcomes", "StreamRange", "compact"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from ..frames import mean_of
+from ..scalars import mean_of
 from .yardstick import oracle_row, single_rows
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .replay import ReplayResult, ReplayStart, Run, replay_runs
+from .replay import ReplayResult, ReplayRun, ReplayStart, replay_runs
 
 #: Replay seeds averaged per epsilon for a value or a difference (validation and held-out).
 SEEDS = 32
@@ -97,9 +97,9 @@ def _difference(fitted: list[ReplayResult], shipped: list[ReplayResult]) -> floa
     return float(np.mean(pairs)) if pairs else None
 
 
-def seeded_runs(exploration: float, seed: int, *, seeds: int, order: np.ndarray | None = None) -> list[Run]:
+def seeded_runs(exploration: float, seed: int, *, seeds: int, order: np.ndarray | None = None) -> list[ReplayRun]:
     """The :data:`SEEDS` runs of one epsilon: seed ``(seed, i)`` for replicate i."""
-    return [Run(exploration, (seed, i), order) for i in range(seeds)]
+    return [ReplayRun(exploration, (seed, i), order) for i in range(seeds)]
 
 
 def replay_value(

@@ -29,17 +29,16 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..frames import mean_of
-from .metrics import mark_best, round9
+from ..rounding import round_figure
+from ..scalars import mean_of
+from .metrics import mark_best
+from .search import lambda_grid
 from .yardstick import oracle_row, single_rows, snips_singles
 
-GRID_SIZE = 13
 
-
-def lambda_grid(task_values_learn: pl.DataFrame) -> list[float] | None:
-    """13 values geometric from 0.01 to 100 times (mean learned cost / mean learned quality).
-
-    docs/design.md, Grids and the search.
+def frontier_lambdas(task_values_learn: pl.DataFrame) -> list[float] | None:
+    """The lambdas of the frontier: :func:`pipeline.evaluate.search.lambda_grid` of (mean learned cost / mean
+    learned quality), docs/design.md, Grids and the search.
 
     Means over the learned (task, config) rows with a known cost and a value; None without costs.
     """
@@ -47,8 +46,7 @@ def lambda_grid(task_values_learn: pl.DataFrame) -> list[float] | None:
     mean_cost, mean_quality = mean_of(rows["cost_usd"]), mean_of(rows["value"])
     if mean_cost is None or not mean_quality:
         return None
-    base = mean_cost / mean_quality
-    grid = [round(base * 10 ** (-2 + 4 * i / (GRID_SIZE - 1)), 15) for i in range(GRID_SIZE)]
+    grid = lambda_grid(mean_cost / mean_quality)
     # A subnormal mean quality can overflow the quotient: no finite grid, no frontier (never an infinite lambda).
     return grid if all(map(math.isfinite, grid)) else None
 
@@ -200,7 +198,9 @@ def frontier_section(
             raise ValueError("frontier_section needs members or choose")
         realized = chosen.select("task", "config_key").join(tv, on=["task", "config_key"], how="inner")
         q, c, n = _point(realized)
-        router.append({"lambda": round9(lam), "quality": round9(q), "cost_usd": round9(c), "tasks": n})
+        router.append(
+            {"lambda": round_figure(lam), "quality": round_figure(q), "cost_usd": round_figure(c), "tasks": n}
+        )
 
     def known(points: list[dict]) -> list[tuple[float, float]]:
         return [(p["cost_usd"], p["quality"]) for p in points if p["cost_usd"] is not None and p["quality"] is not None]
@@ -208,7 +208,7 @@ def frontier_section(
     single_pts, router_pts = known(singles), known(router)
     if not single_pts:
         return {
-            "lambdas": [round9(x) for x in lambdas],
+            "lambdas": [round_figure(x) for x in lambdas],
             "router": router,
             "singles": singles,
             "oracle": oracle,
@@ -229,14 +229,14 @@ def frontier_section(
         )
     )
     return {
-        "lambdas": [round9(x) for x in lambdas],
+        "lambdas": [round_figure(x) for x in lambdas],
         "router": router,
         "singles": singles,
         "oracle": oracle,
         "aiq": {
-            "router": round9(aiq(router_pts, c_min, c_max)),
-            "singles": round9(aiq(single_pts, c_min, c_max)),
-            "cost_range_usd": [round9(c_min), round9(c_max)],
+            "router": round_figure(aiq(router_pts, c_min, c_max)),
+            "singles": round_figure(aiq(single_pts, c_min, c_max)),
+            "cost_range_usd": [round_figure(c_min), round_figure(c_max)],
         },
         "held_out_tasks": tasks,
         "reason": None,

@@ -17,8 +17,8 @@ import polars as pl
 
 from ..fit.ladder_search import MAX_RUNGS, MIN_COVERAGE, TaskMatrix, run_ladder, search_ladders, task_matrix
 from ..fit.ladders import DEFAULT_PASS_THRESHOLD, LadderFit
-from ..frames import mean_of
-from .metrics import round9
+from ..rounding import round_figure
+from ..scalars import mean_of
 
 #: Above this many configurations the hindsight frontier is searched by the beam, not enumerated.
 EXHAUSTIVE_HINDSIGHT = 20
@@ -113,10 +113,10 @@ def ladders_section(
     cost_known = fit.cost_known
 
     def mean(frame: pl.DataFrame, col: str) -> float | None:
-        return round9(mean_of(frame[col])) if frame.height and (cost_known or "cost" not in col) else None
+        return round_figure(mean_of(frame[col])) if frame.height and (cost_known or "cost" not in col) else None
 
     def ratio(a: float | None, b: float | None) -> float | None:
-        return round9(a / b) if a is not None and b not in (None, 0.0) else None
+        return round_figure(a / b) if a is not None and b not in (None, 0.0) else None
 
     regions: dict[str, Any] = {}
     for region, choice in sorted(fit.ladders.items()):
@@ -136,7 +136,7 @@ def ladders_section(
             "held_out_quality": mean(seen, "quality"),
             "held_out_cost_usd": mean(seen, "cost_usd"),
             "held_out_calls": mean(seen, "calls"),
-            "coverage": round9(seen.height / rows.height) if rows.height else None,
+            "coverage": round_figure(seen.height / rows.height) if rows.height else None,
             "held_out_tasks": rows.height,
         }
     quality, cost = mean(both, "quality"), mean(both, "cost_usd")
@@ -149,7 +149,7 @@ def ladders_section(
         "best_single_cost_usd": best_c,
         "quality_ratio": ratio(quality, best_q),
         "cost_ratio": ratio(cost, best_c),
-        "coverage": round9(mean_of(runs["observed"])) if runs.height else None,
+        "coverage": round_figure(mean_of(runs["observed"])) if runs.height else None,
         "gate_is_target": fit.gate_is_target,
     }
     return {
@@ -206,10 +206,10 @@ def hindsight(
             return None
         return {
             "ladder": x["ladder"],
-            "quality": round9(x["quality"]),
-            unit: round9(x["spend"]),
-            "quality_ratio": round9(x["quality"] / x["best_quality"]) if x["best_quality"] else None,
-            "cost_ratio": round9(x["spend"] / x["best_spend"]) if x["best_spend"] else None,
+            "quality": round_figure(x["quality"]),
+            unit: round_figure(x["spend"]),
+            "quality_ratio": round_figure(x["quality"] / x["best_quality"]) if x["best_quality"] else None,
+            "cost_ratio": round_figure(x["spend"] / x["best_spend"]) if x["best_spend"] else None,
         }
 
     return {
@@ -217,7 +217,7 @@ def hindsight(
         "ladders_scored": len(ok),
         "frontier_at_cost": {
             **(row(near) or {}),
-            "gap": round9(near["quality"] - chosen_quality) if near else None,
+            "gap": round_figure(near["quality"] - chosen_quality) if near else None,
         },
         "cheapest_reaching_best_single": row(reach),
     }

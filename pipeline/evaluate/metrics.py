@@ -7,23 +7,14 @@ and a ``chosen`` frame (one row per ``task``: ``task, chosen``) produced by any 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from ..frames import mean_of
+from ..scalars import mean_of
 from .intervals import wilson
-
-#: Decimals of every published figure.
-DECIMALS = 9
-
-
-def round9(x: float | None) -> float | None:
-    """A published figure: rounded to 9 decimals; None and NaN (undefined) are None."""
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), DECIMALS)
 
 
 def objective_expr(objective: str, *, quality: str, cost: str, floor: float, lam: float | None) -> pl.Expr:

@@ -41,10 +41,11 @@ from ..fit.learning import costed_targets
 from ..fit.model import Shipped, fit_model
 from ..fit.signals import member_signals
 from ..fit.table_build import build_table
+from ..rounding import round_figure
 from ..routing.policies import BUILTIN, POLICIES
 from ..routing.router import Router
 from ..routing.table import Constants, Ladder, RoutingTable
-from .metrics import eligible, mark_best, round9
+from .metrics import eligible, mark_best
 from .split import parts
 
 #: Policies that escalate on a failed gate when evaluated.
@@ -136,12 +137,12 @@ def _summary(columns: dict[str, list[Any]], cost_known: bool) -> dict[str, Any]:
     n = len(columns["task"])
     hits = sum(columns["hit"])
     return {
-        "hit_rate": round9(hits / n),
+        "hit_rate": round_figure(hits / n),
         "hits": hits,
         "n": n,
-        "mean_quality": round9(sum(columns["quality"]) / n),
-        "mean_cost_usd": round9(sum(columns["cost"]) / n) if cost_known else None,
-        "mean_configs_run": round9(sum(columns["ran"]) / n),
+        "mean_quality": round_figure(sum(columns["quality"]) / n),
+        "mean_cost_usd": round_figure(sum(columns["cost"]) / n) if cost_known else None,
+        "mean_configs_run": round_figure(sum(columns["ran"]) / n),
     }
 
 

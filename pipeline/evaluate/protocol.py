@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 import polars as pl
@@ -20,16 +20,16 @@ from ..fit.inputs import FitInputs, task_values
 from ..fit.learning import LearningOutputs, costed_targets
 from ..fit.model import FittedModel, Shipped, fit_model
 from ..routing.table import ConstantOrigin, Constants
-from ..streams.events import format_timestamp
+from ..utc import format_timestamp
 from .baselines import baselines
 from .calibration import CalibrationResult, calibrate
 from .exploration import compare_explorations
-from .frontier import frontier_section, lambda_grid
+from .frontier import frontier_lambdas, frontier_section
 from .intervals import paired_bootstrap
 from .ladders import ladders_section
 from .metrics import eligible, expected_hit, hit_summary, mark_best
 from .replay import ReplayStart, start_from
-from .search import MIN_EXPLORATION, SEARCHED, Part, Pins, SearchResult, greedy_hits, make_part, search
+from .search import MIN_EXPLORATION, SEARCHED, ConstantSearch, Part, Pins, greedy_hits, make_part, search
 from .split import Parts, inner_parts, parts
 from .verdict import recommend
 
@@ -110,7 +110,7 @@ def evaluate(
 
     val_part = scored_part(inner_learned, validation, fit(inner_learned, shipped_constants), floor=floor)
     held_part = scored_part(learned, held, fit(learned, shipped_constants), floor=floor)
-    found: SearchResult = search(
+    found: ConstantSearch = search(
         val_part,
         held_part,
         fit=fit,
@@ -212,7 +212,7 @@ def learning_figures(learning: LearningOutputs, cut: Parts, decisions: pl.DataFr
     learned_tv = costed_targets(cut.learned, model)
     frontier = frontier_section(
         held_tv,
-        lambda_grid(learned_tv) if model.cost_known else None,
+        frontier_lambdas(learned_tv) if model.cost_known else None,
         members=model.members,
         floor=float(model.constants.cost_floor_usd),
         decisions=decisions,
@@ -365,4 +365,4 @@ def cutoff_text(moment: datetime | None) -> str | None:
     """A store time (naive UTC) in the one textual form of docs/design.md, Common fields."""
     if moment is None:
         return None
-    return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    return format_timestamp(moment)

@@ -81,7 +81,7 @@ def posterior(k: float, p: float, s: float, w: float) -> float:
 
 
 @dataclass(frozen=True)
-class Run:
+class ReplayRun:
     """One replay path: its exploration, the seed of its draws, and the order of the tasks it routes.
 
     ``order`` lists positions in the time-ordered tasks (None: every task once, in time order); a moving-block
@@ -109,11 +109,11 @@ def replay_many(
     start: ReplayStart, tasks: pl.DataFrame, outcomes: pl.DataFrame, *, explorations: Sequence[float], seed: int
 ) -> list[ReplayResult]:
     """:func:`replay` for several epsilons from the same start (their draws are shared)."""
-    return replay_runs(start, tasks, outcomes, [Run(eps, seed) for eps in explorations])
+    return replay_runs(start, tasks, outcomes, [ReplayRun(eps, seed) for eps in explorations])
 
 
 def replay_runs(
-    start: ReplayStart, tasks: pl.DataFrame, outcomes: pl.DataFrame, runs: Sequence[Run]
+    start: ReplayStart, tasks: pl.DataFrame, outcomes: pl.DataFrame, runs: Sequence[ReplayRun]
 ) -> list[ReplayResult]:
     """Every run of ``runs`` from the same start, side by side.
 
@@ -148,7 +148,7 @@ def replay_runs(
     )
 
 
-def _length(run: Run, n_tasks: int) -> int:
+def _length(run: ReplayRun, n_tasks: int) -> int:
     return n_tasks if run.order is None else len(run.order)
 
 
@@ -159,7 +159,7 @@ def _run(
     task_region: np.ndarray,
     matrix: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     state: dict[tuple[str, str], tuple[float, float, float, int]],
-    runs: Sequence[Run],
+    runs: Sequence[ReplayRun],
 ) -> list[ReplayResult]:
     """Route every run's tasks (:mod:`pipeline.evaluate.replay_kernel`), the runs that share an order together."""
     from .replay_kernel import Outcomes, Policy, route_runs

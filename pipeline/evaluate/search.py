@@ -86,7 +86,7 @@ StartFn = Callable[[Any, "Part", Constants], ReplayStart]
 
 
 @dataclass
-class SearchResult:
+class ConstantSearch:
     constants: Constants
     selected_on: dict[str, str]
     rows: list[dict] = field(default_factory=list)
@@ -178,7 +178,7 @@ def search(
     has_shipped_priors: bool,
     seed: int,
     min_exploration: float = MIN_EXPLORATION,
-) -> SearchResult:
+) -> ConstantSearch:
     """Choose the constants on ``validation``; score each evaluated set on ``held_out`` as a diagnostic.
 
     Exploration is chosen on the validation replay averaged over the replay seeds
@@ -249,7 +249,7 @@ def search(
 
         chosen = chosen.model_copy(update={"exploration": min(grid, key=eps_key)})
     rows.extend(_heat_map(validation, held_out, fit, chosen, pins, grid))
-    return SearchResult(
+    return ConstantSearch(
         constants=chosen,
         selected_on=selected_on,
         rows=rows,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -23,7 +23,7 @@ import polars as pl
 
 from ..errors import FitError
 from ..fit.inputs import FitInputs, restrict
-from ..streams.events import format_timestamp
+from ..utc import format_timestamp
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def _parts(inputs: FitInputs, fraction: float) -> Parts:
 
 
 def _text(moment: datetime | None) -> str:
-    return "the end" if moment is None else format_timestamp(moment.replace(tzinfo=moment.tzinfo or UTC))
+    return "the end" if moment is None else format_timestamp(moment)
 
 
 def _tasks_needed(fraction: float) -> int:

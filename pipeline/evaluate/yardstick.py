@@ -22,8 +22,8 @@ from typing import Any
 
 import polars as pl
 
-from ..frames import mean_of
-from .metrics import round9
+from ..rounding import round_figure
+from ..scalars import mean_of
 
 
 def single_rows(best: pl.DataFrame, *, cost_known: bool, cost: str = "cost_t") -> dict[str, dict[str, Any]]:
@@ -43,11 +43,11 @@ def single_rows(best: pl.DataFrame, *, cost_known: bool, cost: str = "cost_t") -
     return {
         row["config_key"]: {
             "config": row["config_key"],
-            "hit_rate": round9(row["hit_rate"]),
-            "mean_quality": round9(row["mean_quality"]),
-            "mean_cost_usd": round9(row["mean_cost_usd"]),
+            "hit_rate": round_figure(row["hit_rate"]),
+            "mean_quality": round_figure(row["mean_quality"]),
+            "mean_cost_usd": round_figure(row["mean_cost_usd"]),
             "tasks": int(row["tasks"]),
-            "coverage": round9(row["tasks"] / n_tasks) if n_tasks else None,
+            "coverage": round_figure(row["tasks"] / n_tasks) if n_tasks else None,
         }
         for row in grouped.iter_rows(named=True)
     }
@@ -65,8 +65,8 @@ def oracle_row(best: pl.DataFrame, *, cost_known: bool, cost: str = "cost_t") ->
     return {
         "config": None,
         "hit_rate": 1.0 if n else None,
-        "mean_quality": round9(mean_of(picked["value"])),
-        "mean_cost_usd": round9(mean_of(picked[cost])) if cost_known else None,
+        "mean_quality": round_figure(mean_of(picked["value"])),
+        "mean_cost_usd": round_figure(mean_of(picked[cost])) if cost_known else None,
         "tasks": n,
         "coverage": 1.0 if n else None,
     }
@@ -103,8 +103,8 @@ def snips_singles(
     )
     return {
         row["config_key"]: {
-            "snips_quality": round9(row["swq"] / row["sw"]),
-            "snips_cost_usd": round9(row["swc"] / row["sw"]) if cost_known else None,
+            "snips_quality": round_figure(row["swq"] / row["sw"]),
+            "snips_cost_usd": round_figure(row["swc"] / row["sw"]) if cost_known else None,
             "logged": int(row["logged"]),
             "decisions": total,
         }

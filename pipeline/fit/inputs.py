@@ -8,7 +8,7 @@ stage works on. Nothing here loops over ratings in Python.
 
 Times are naive ``datetime`` in UTC (microseconds), as the store keeps them.
 
-Against the fit contract: :class:`FitInputs` also carries ``retracted`` (the retracted ratings,
+Beyond docs/design.md, Inputs: :class:`FitInputs` also carries ``retracted`` (the retracted ratings,
 so a time cut can honour only earlier retractions) and ``prm``; ``tasks`` also has ``opened_at``;
 :func:`task_values` takes no cost floor (nothing in it is floored) and also returns ``wscore``,
 ``attempts`` and ``unknown_cost``; its ``cost_usd`` is the known part of cost_t,c, completed by
@@ -21,13 +21,14 @@ import dataclasses
 import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
-from ..frames import latest
+from ..scalars import latest
+from ..utc import naive
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -93,10 +94,6 @@ def _connection(store: Any) -> DuckDBPyConnection:
     return getattr(store, "con", store)
 
 
-def _naive_utc(moment: datetime) -> datetime:
-    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
-
-
 # Each task's first task.opened: its region, thread and time (the task time is completed from the
 # other frames in :func:`_tasks`).
 _OPENED_SQL = """
@@ -155,7 +152,7 @@ def load_inputs(store: Any, *, prm: bool = True, thread: str | None = None, sinc
         opened,
         [all_ratings, attempts, decisions, closures],
         thread=thread,
-        since=_naive_utc(since) if since is not None else None,
+        since=naive(since) if since is not None else None,
     )
     loaded = _assemble(
         tasks,
@@ -204,7 +201,7 @@ def restrict(inputs: FitInputs, tasks: Collection[str] | pl.Series, *, until: da
     keep = pl.Series("task", list(tasks) if not isinstance(tasks, pl.Series) else tasks, dtype=pl.String)
     task_frame = inputs.tasks.filter(pl.col("task").is_in(keep.implode()))
     if until is not None:
-        until = _naive_utc(until)
+        until = naive(until)
         opened_late = pl.col("opened_at").is_null() | (pl.col("opened_at") > until)
         task_frame = task_frame.filter(pl.col("first_at") <= until).with_columns(
             region=pl.when(opened_late).then(pl.lit("general")).otherwise(pl.col("region")),

@@ -43,7 +43,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from ..routing.table import Ladder
-from .ladder_search import Run, TaskMatrix, mean_or_none, run_ladder, score, search_ladders, task_matrix
+from .ladder_search import LadderRun, TaskMatrix, mean_or_none, run_ladder, score, search_ladders, task_matrix
 
 DEFAULT_PASS_THRESHOLD = 0.5
 #: A region gets its own search with at least this many learned tasks.
@@ -154,7 +154,7 @@ class _Candidate:
         return all(gain >= kappa * se - _EPS for gain, se in self.gains)
 
 
-def _spend(run: Run, cost_known: bool) -> np.ndarray:
+def _spend(run: LadderRun, cost_known: bool) -> np.ndarray:
     return run.cost if cost_known else run.calls.astype(float)
 
 

@@ -82,10 +82,10 @@ class FittedModel:
     Pairs that are not members (a config never rated in r, an unknown region) are still answered
     by :meth:`lookup` and the scalar methods through the fallbacks of docs/design.md, Cost.
 
-    Beyond the fit contract: :meth:`lookup` (vectorised scoring of any pairs), :meth:`prior`,
-    :meth:`n`, :meth:`task_costs` (cost_t,c with the unknown-cost estimate), :meth:`most_rated`,
-    :attr:`effective_objective`; ``quality``/``value`` return None only when nothing at all is
-    known (no weighted rating and no matching shipped prior).
+    Beyond what the document says (docs/design.md, Fit): :meth:`lookup` (vectorised scoring of any pairs),
+    :meth:`prior`, :meth:`n`, :meth:`task_costs` (cost_t,c with the unknown-cost estimate), :meth:`most_rated`,
+    :attr:`effective_objective`; ``quality``/``value`` return None only when nothing at all is known (no weighted
+    rating and no matching shipped prior).
     """
 
     members: pl.DataFrame

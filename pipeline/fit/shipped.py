@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..errors import FitError
 from ..jsonfile import read_json, validate
 from ..routing.table import Constants, Static
+from ..streams.imports.prices import price_for as price_for  # re-exported: the rule lives with the import
 
 if TYPE_CHECKING:
     import polars as pl
@@ -113,18 +114,6 @@ class Price(BaseModel):
         if self.input_usd_per_mtok is None or self.output_usd_per_mtok is None:
             return None
         return (input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok) / 1e6
-
-
-def price_for(key: str, prices: Sequence[Price]) -> Price | None:
-    """The price of config ``key``: the entry whose selector equals the most leading segments of the key, the
-    earlier entry on a tie; None when no selector matches (docs/design.md, Routing table: fits/shipped.json)."""
-    parts = key.split("/")
-    best: Price | None = None
-    for price in prices:
-        n = price.segments
-        if "/".join(parts[:n]) == price.selector and (best is None or n > best.segments):
-            best = price
-    return best
 
 
 class ShippedConstants(BaseModel):

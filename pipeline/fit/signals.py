@@ -11,13 +11,14 @@ the off-policy estimates live in :mod:`pipeline.fit.writeback`; :func:`signals_s
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from ..frames import latest
+from ..scalars import latest
+from ..utc import aware, naive
 
 #: Reviewer verdicts that count as approval for the PRM (compared case-insensitively).
 APPROVALS = ("approve", "approved", "pass", "success", "ok")
@@ -86,10 +87,7 @@ def prm_ratings(attempts: pl.DataFrame, ratings: pl.DataFrame) -> pl.DataFrame:
 def _age_days(at: pl.Expr, newest_at: datetime, dtype: pl.DataType) -> pl.Expr:
     """Days from ``at`` to ``newest_at``; matches the column's time zone (the store's is naive UTC)."""
     tz = getattr(dtype, "time_zone", None)
-    if tz is None and newest_at.tzinfo is not None:
-        newest_at = newest_at.astimezone(UTC).replace(tzinfo=None)
-    elif tz is not None and newest_at.tzinfo is None:
-        newest_at = newest_at.replace(tzinfo=UTC)
+    newest_at = naive(newest_at) if tz is None else aware(newest_at)
     return (pl.lit(newest_at, dtype) - at).dt.total_microseconds() / 86_400e6
 
 

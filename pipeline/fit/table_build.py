@@ -9,31 +9,18 @@ same bytes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
-from typing import Any, Literal, overload
+from datetime import datetime
+from typing import Any, Literal
 
 import polars as pl
 
 from ..errors import FitError
+from ..rounding import round_figure
 from ..routing.table import ConstantOrigin, Evidence, Ladder, Member, Region, RoutingTable, Source, Static
-from ..streams.events import format_timestamp
+from ..utc import format_timestamp
 from .model import FittedModel
 
-DECIMALS = 9
 SIGNAL_COLUMNS = ("relative_advantage", "win_rate")
-
-
-@overload
-def rounded(x: float) -> float: ...
-
-
-@overload
-def rounded(x: None) -> None: ...
-
-
-def rounded(x: float | None) -> float | None:
-    """Round a published float to 9 decimals (``-0.0`` becomes ``0.0``); None stays None."""
-    return None if x is None else round(float(x), DECIMALS) + 0.0
 
 
 def build_table(
@@ -109,8 +96,8 @@ def _evidence(gate: pl.DataFrame | None) -> dict[tuple[str, str], dict[str, Evid
     for row in (gate if gate is not None else pl.DataFrame()).iter_rows(named=True):
         tests.setdefault((row["region"], row["config_key"]), {})[row["against"]] = Evidence(
             shared_tasks=int(row["shared_tasks"]),
-            difference=rounded(row["difference"]),
-            lower=rounded(row["lower"]),
+            difference=round_figure(row["difference"]),
+            lower=round_figure(row["lower"]),
             passes=bool(row["passes"]),
         )
     return tests
@@ -119,14 +106,14 @@ def _evidence(gate: pl.DataFrame | None) -> dict[tuple[str, str], dict[str, Evid
 def _member(row: dict[str, Any], gate: dict[str, Evidence] | None) -> Member:
     return Member(
         config=row["config_key"],
-        quality=rounded(row["quality"]),
-        cost_usd=rounded(row["cost_usd"]),
-        value=rounded(row["value"]),
-        weight=rounded(row["weight"]),
+        quality=round_figure(row["quality"]),
+        cost_usd=round_figure(row["cost_usd"]),
+        value=round_figure(row["value"]),
+        weight=round_figure(row["weight"]),
         n_ratings=int(row["n_ratings"]),
-        relative_advantage=rounded(row["relative_advantage"]),
-        win_rate=rounded(row["win_rate"]),
-        prior=rounded(row["prior"]),
+        relative_advantage=round_figure(row["relative_advantage"]),
+        win_rate=round_figure(row["win_rate"]),
+        prior=round_figure(row["prior"]),
         gate=gate,
     )
 
@@ -134,4 +121,4 @@ def _member(row: dict[str, Any], gate: dict[str, Evidence] | None) -> Member:
 def _timestamp(moment: datetime | None) -> str | None:
     if moment is None:
         return None
-    return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    return format_timestamp(moment)

@@ -3,7 +3,7 @@
 Every ``route.decided`` resolves with its task's ``task.closed``: ``done`` is a success (1.0), any other
 outcome a failure (0.0). From the resolved decisions: the realized score of each logging policy, and
 IPS / SNIPS estimates of what the published (target) policy would have scored, from the logged
-propensities. Pure functions over the ``decisions`` and ``closures`` frames of :class:`FitInputs`.
+propensities. Pure functions over the ``decisions`` and ``closures`` frames of :class:`~pipeline.fit.inputs.FitInputs`.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def decision_candidates(decisions: pl.DataFrame, *, ordered: bool = True) -> pl.
     """``task, region, config_key``: the candidate pool of each logged decision, one row per candidate.
 
     Each decision is its own pool, keyed by the decision's ``id`` in the ``task`` column (the key
-    :meth:`FittedModel.choose_frame` groups by): a task routed twice from two different pools gets the
-    target's choice among each pool, never among their union. Pass the ``task, chosen`` result to
+    :meth:`~pipeline.fit.model.FittedModel.choose_frame` groups by): a task routed twice from two different
+    pools gets the target's choice among each pool, never among their union. Pass the ``task, chosen`` result to
     :func:`off_policy` as ``target_choice``. ``ordered=False`` skips the de-duplication and the sort by
     ``(task, config_key)``: the greedy choice of each pool is the same.
     """

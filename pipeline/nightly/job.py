@@ -10,19 +10,15 @@ time comes from the store, floats are rounded to 9 decimals, JSON keys sorted).
 from __future__ import annotations
 
 import dataclasses
-import fcntl
-import math
-import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from ..commands.pin import pinned_version
-from ..errors import FitError, StoreConflict
+from ..errors import FitError
 from ..evaluate.policies import held_out_policies
 from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
 from ..evaluate.search import Pins
@@ -33,16 +29,15 @@ from ..fit.learning import LadderOptions, learning_stage
 from ..fit.model import fit_model, load_shipped
 from ..fit.shipped import defaults_note, placeholder_note
 from ..fit.table_build import build_table
-from ..home import Home
+from ..rounding import rounded
 from ..routing.summary import summarize
 from ..routing.table import Constants, RoutingTable
 from ..store import open_store
 from ..store.views import reading
+from ..workspace import StrPath, Workspace
 from .options import FitOptions
-from .publish import publish_fit
+from .publish import pinned_version, publish_fit
 from .stats import Stats
-
-DECIMALS = 9
 
 
 @dataclass(frozen=True)
@@ -118,59 +113,50 @@ class FitResult:
 
 
 @contextmanager
-def fit_lock(home: Home, *, wait: bool) -> Iterator[None]:
+def fit_lock(ws: Workspace, *, wait: bool) -> Iterator[None]:
     """One fit at a time: an exclusive ``flock`` on ``fits/.fit.lock``; without ``wait`` a busy lock is an error."""
-    fd = home.open(home.fits / ".fit.lock", os.O_RDWR | os.O_CREAT)  # inside the home, never through a link
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            raise StoreConflict(
-                f"another fit is running on {home.root} (it holds fits/.fit.lock); "
-                "wait for it to finish or run again with --wait"
-            ) from None
+    busy = (
+        f"another fit is running on {ws.root} (it holds fits/.fit.lock); wait for it to finish or run again with --wait"
+    )
+    with ws.lock(ws.fit_lock, busy=None if wait else busy):
         yield
-    finally:
-        os.close(fd)
 
 
 def run_fit(
-    home: str | os.PathLike | Home | None,
+    home: Workspace | StrPath | None,
     options: FitOptions | None = None,
     *,
     progress: bool = False,
     command: str | None = None,
-    render: bool = False,
+    then: Callable[[Workspace, FitResult], None] | None = None,
 ) -> FitResult:
     """Compact (unless ``no_compact``), fit, evaluate, publish the table and write the case-study stats.
 
     ``command`` is recorded as ``stats.source.command`` (default: :meth:`FitOptions.command_line` without
-    ``--home``). With ``render``, the case-study page is rendered from the new stats (``ratings case-study``).
+    ``--home``). ``then`` runs after publishing, still under the fit lock (the CLI renders the case-study page
+    there, so the page shows this fit's stats: the job itself knows nothing of pages).
     """
-    home = Home.resolve(home)
+    ws = Workspace.of(home)
     options = options or FitOptions()
     say = _Progress(progress)
-    with fit_lock(home, wait=options.wait):
+    with fit_lock(ws, wait=options.wait):
         if not options.no_compact:
             say("compacting")
             from ..compact import compact
 
-            compact(home, progress=progress)
-        result = _fit(home, options, say, command or options.command_line())
-        if render:  # inside the lock: the page shows this fit's stats
-            from ..casestudy import render_case_study
-
-            say("rendering the case study")
-            render_case_study(home, options.case_study)
+            compact(ws, progress=progress)
+        result = _fit(ws, options, say, command or options.command_line())
+        if then is not None:
+            then(ws, result)
     return result
 
 
-def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitResult:
+def _fit(ws: Workspace, options: FitOptions, say: _Progress, command: str) -> FitResult:
     say("loading the store")
-    version, events, inputs_sha, inputs = _read(home, options)
+    version, events, inputs_sha, inputs = _read(ws, options)
     if inputs.ratings.height == 0:
         raise FitError(f"no ratings in the store (table version {version}); append task.rated events and compact first")
-    shipped = load_shipped(options.shipped if options.shipped is not None else home.fits / "shipped.json")
+    shipped = load_shipped(options.shipped if options.shipped is not None else ws.shipped)
     objective = options.objective or shipped.constants.objective or "quality_per_dollar"
     overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
     if options.min_samples is not None:
@@ -205,7 +191,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     say("refitting on all tasks and publishing")
     model = fit_model(inputs, published, shipped, ev.objective)
     source = {"version": version, "events": events, "sha256": inputs_sha}
-    summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options, home)
+    summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options, ws)
     say("learning signals, escalation ladders and the cost-quality frontier")
     ladder = LadderOptions(
         pass_threshold=options.pass_threshold,
@@ -241,7 +227,7 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
     policies = held_out_policies(
         inputs, published, shipped, ev.objective, options.split, learning.ladders, seed=options.seed
     )
-    pinned = pinned_version(home)
+    pinned = pinned_version(ws)
     table = table.with_version()
     stats = _stats(
         ev,
@@ -273,15 +259,15 @@ def _fit(home: Home, options: FitOptions, say: _Progress, command: str) -> FitRe
                 ]
             }
         )
-    publish_fit(home, table, stats, home.case_study(options.case_study) / "stats.json", live=pinned is None)
+    publish_fit(ws, table, stats, ws.stats(options.case_study), live=pinned is None)
     return FitResult(table=table, stats=stats, evaluation=ev)
 
 
-def _read(home: Home, options: FitOptions) -> tuple[int | None, dict[str, int], str | None, FitInputs]:
+def _read(ws: Workspace, options: FitOptions) -> tuple[int | None, dict[str, int], str | None, FitInputs]:
     """The store's table version, event counts, inputs hash and events as fit inputs, all at one version. A file
-    of the store that is missing or unreadable is :class:`StoreCorrupt` (exit 1) on one line that says how to
-    recover (pipeline.store.views.reading)."""
-    with open_store(home) as store, reading(store):
+    of the store that is missing or unreadable is :class:`~pipeline.errors.StoreCorrupt` (exit 1) on one line
+    that says how to recover (pipeline.store.views.reading)."""
+    with open_store(ws) as store, reading(store):
         inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
         return store.version, store.event_counts(), store.inputs_sha256(), inputs
 
@@ -295,16 +281,13 @@ def _constant_set(c: Constants, objective: str) -> dict[str, Any]:
     return data
 
 
-def _evaluation_summary(ev: Evaluation, cutoff: str | None, options: FitOptions, home: Home) -> dict[str, Any]:
+def _evaluation_summary(ev: Evaluation, cutoff: str | None, options: FitOptions, ws: Workspace) -> dict[str, Any]:
     """The ``evaluation`` of the published table: how the constants were chosen and how they did, and the
     case study whose ``stats.json`` (path relative to the home) holds the intervals (``ratings compare``)."""
     r = ev.routing
-    stats_path = home.case_study(options.case_study) / "stats.json"
     return {
         "case_study": options.case_study,
-        "stats": stats_path.relative_to(home.root).as_posix()
-        if stats_path.is_relative_to(home.root)
-        else str(stats_path),
+        "stats": ws.relative(ws.stats(options.case_study)),
         "protocol": (
             f"chronological split {options.split} by task time (seed {options.seed}); constants chosen "
             "on the last part of the learned tasks, refit on all learned tasks, scored once on the "
@@ -396,19 +379,6 @@ def _stats(
     if undefined:
         notes.append(f"{len(undefined)} figure(s) could not be computed finitely and are null: {ids_text(undefined)}.")
     return Stats.model_validate(rounded(data))
-
-
-def rounded(value: Any) -> Any:
-    """Floats rounded to 9 decimals, NaN and infinities to None (JSON has neither), tuples to lists."""
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return None
-        return round(value, DECIMALS) + 0.0
-    if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [rounded(v) for v in value]
-    return value
 
 
 def _source_word(stats: Stats) -> str:

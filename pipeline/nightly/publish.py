@@ -3,8 +3,9 @@
 A fit publishes three things that must agree: ``fits/history/<version>.json`` (the table, kept for ``ratings
 pin`` and ``ratings compare --previous``), the case study's ``stats.json`` (which names the table version it
 describes, ``table_version``) and ``fits/routing-table.json`` (with its JSON Schema beside it). Each is written
-atomically (temp file, fsync, rename, fsync of the directory) through :meth:`pipeline.home.Home.write`, in this
-order: history, stats, schema, table. The table is the commit point (docs/design.md, Storage):
+atomically (temp file, fsync, rename, fsync of the directory) through
+:meth:`pipeline.workspace.Workspace.write`, in this order: history, stats, schema, table. The table is the
+commit point (docs/design.md, Storage):
 
 - a crash before the stats' rename leaves the previous table and stats, which agree (a new history file is
   harmless: history is append-only);
@@ -24,21 +25,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import PipelineError
-from ..home import Home
+from ..errors import PipelineError, TableSchemaError
+from ..jsonfile import first_problem
 from ..routing.table import RoutingTable, canonical_json, table_json_schema
+from ..workspace import Workspace
 from .options import DEFAULT_CASE_STUDY
 from .stats import Stats
 
-TABLE_FILE = "routing-table.json"
-SCHEMA_FILE = "routing-table.schema.json"
 
-
-def history_path(home: Home, version: str) -> Path:
-    return home.fits / "history" / f"{version}.json"
-
-
-def publish_fit(home: Home, table: RoutingTable, stats: Stats, stats_path: Path, *, live: bool) -> None:
+def publish_fit(ws: Workspace, table: RoutingTable, stats: Stats, stats_path: Path, *, live: bool) -> None:
     """Write history, stats, schema and (when ``live``, i.e. no pin holds the table) the table, in that order.
 
     ``table`` carries its version and ``stats.table_version`` names it.
@@ -46,11 +41,39 @@ def publish_fit(home: Home, table: RoutingTable, stats: Stats, stats_path: Path,
     if stats.table_version != table.version:
         raise ValueError(f"stats describe table {stats.table_version}, not {table.version}")
     body = canonical_json(table.to_json_dict())
-    home.write(history_path(home, table.version), body)
-    home.write(stats_path, canonical_json(stats.to_json_dict()))
-    home.write(home.fits / SCHEMA_FILE, canonical_json(table_json_schema()))
+    ws.write(ws.history_of(table.version), body)
+    ws.write(stats_path, canonical_json(stats.to_json_dict()))
+    ws.write(ws.table_schema, canonical_json(table_json_schema()))
     if live:
-        home.write(home.fits / TABLE_FILE, body)
+        ws.write(ws.table, body)
+
+
+class Pin(BaseModel):
+    """What ``fits/pin.json`` records."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    version: str
+    pinned_at: str
+    history: str  # the history file the table came from, relative to fits/
+
+
+def read_pin(ws: Workspace) -> Pin | None:
+    """The recorded pin (``fits/pin.json``, written by ``ratings pin``), or None when the table follows the
+    newest fit."""
+    path = ws.pin
+    try:
+        return Pin.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise TableSchemaError(f"{path}: not a valid pin record: {first_problem(exc)}") from None
+
+
+def pinned_version(ws: Workspace) -> str | None:
+    """The pinned table version, or None (for the fitter: publish the live table only when this is None)."""
+    pin = read_pin(ws)
+    return pin.version if pin else None
 
 
 class Consistency(BaseModel):
@@ -64,24 +87,24 @@ class Consistency(BaseModel):
     detail: str
 
 
-def consistency(home: Home, table: RoutingTable, *, pinned: str | None) -> Consistency:
+def consistency(ws: Workspace, table: RoutingTable, *, pinned: str | None) -> Consistency:
     """Check that ``table`` (the live one) is in ``fits/history/`` and that the stats its evaluation names
     describe it (or, when the table is ``pinned``, describe a fit in the history)."""
-    if not history_path(home, table.version).exists():
+    if not ws.history_of(table.version).exists():
         return Consistency(
             ok=False,
             stale="history",
             detail=f"fits/history/ has no copy of the live table {table.version}; run `fit-routing` again",
         )
-    stats_path = stats_path_of(home, table)
+    stats_path = stats_path_of(ws, table)
     try:
         data = json.loads(stats_path.read_text(encoding="utf-8"))
         described = data.get("table_version") if isinstance(data, dict) else None
     except FileNotFoundError:
-        return Consistency(ok=False, stale="stats", detail=f"{_rel(home, stats_path)} is missing; run `fit-routing`")
+        return Consistency(ok=False, stale="stats", detail=f"{ws.relative(stats_path)} is missing; run `fit-routing`")
     except ValueError as exc:
-        return Consistency(ok=False, stale="stats", detail=f"{_rel(home, stats_path)} is not JSON: {exc}")
-    where = _rel(home, stats_path)
+        return Consistency(ok=False, stale="stats", detail=f"{ws.relative(stats_path)} is not JSON: {exc}")
+    where = ws.relative(stats_path)
     if described == table.version:
         return Consistency(ok=True, stale=None, detail=f"table, {where} and fits/history/ describe fit {table.version}")
     if not isinstance(described, str):
@@ -90,7 +113,7 @@ def consistency(home: Home, table: RoutingTable, *, pinned: str | None) -> Consi
             stale="stats",
             detail=f"{where} names no table version (written by an older fit); run `fit-routing`",
         )
-    if not history_path(home, described).exists():
+    if not ws.history_of(described).exists():
         return Consistency(
             ok=False,
             stale="stats",
@@ -113,20 +136,16 @@ def consistency(home: Home, table: RoutingTable, *, pinned: str | None) -> Consi
     )
 
 
-def stats_path_of(home: Home, table: RoutingTable | None) -> Path:
+def stats_path_of(ws: Workspace, table: RoutingTable | None) -> Path:
     """The stats file the table's evaluation names (``stats``, relative to the home, or ``case_study``), else
     the default case study's."""
     evaluation = table.evaluation if table is not None else {}
     named = evaluation.get("stats")
     if isinstance(named, str):
         path = Path(named)
-        return path if path.is_absolute() else home.root / path
+        return path if path.is_absolute() else ws.root / path
     name = evaluation.get("case_study") or evaluation.get("name")
     try:
-        return home.case_study(name if isinstance(name, str) else DEFAULT_CASE_STUDY) / "stats.json"
+        return ws.stats(name if isinstance(name, str) else DEFAULT_CASE_STUDY)
     except PipelineError:  # a name that is not one directory: the default
-        return home.case_study(DEFAULT_CASE_STUDY) / "stats.json"
-
-
-def _rel(home: Home, path: Path) -> str:
-    return path.relative_to(home.root).as_posix() if path.is_relative_to(home.root) else str(path)
+        return ws.stats(DEFAULT_CASE_STUDY)

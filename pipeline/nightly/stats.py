@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..evaluate.verdict import Recommendation
 from ..jsonfile import json_schema
 from ..routing.table import ConstantOrigin
+from ..workspace import STATS_SCHEMA_FILE
 
 STATS_SCHEMA = "case-study-stats/v1"
 
@@ -250,21 +251,17 @@ def load_stats(path: str | Path) -> Stats:
 
 def stats_json_schema() -> dict[str, Any]:
     """The JSON Schema of ``stats.json`` (``case-studies/stats.schema.json``), generated from :class:`Stats`."""
-    return json_schema(Stats, "stats.schema.json", STATS_SCHEMA)
-
-
-SCHEMA_FILE = Path("case-studies") / "stats.schema.json"
+    return json_schema(Stats, STATS_SCHEMA_FILE, STATS_SCHEMA)
 
 
 def write_stats_schema(root: Path) -> Path:
     """Write ``case-studies/stats.schema.json`` under ``root`` (``python -m pipeline.nightly.stats [ROOT]``)."""
-    from ..home import Home
     from ..routing.table import canonical_json
+    from ..workspace import Workspace
 
-    home = Home.resolve(root)
-    path = home.root / SCHEMA_FILE
-    home.write(path, canonical_json(stats_json_schema()))
-    return path
+    ws = Workspace.resolve(root)
+    ws.write(ws.stats_schema, canonical_json(stats_json_schema()))
+    return ws.stats_schema
 
 
 if __name__ == "__main__":

@@ -9,20 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RoutingError
-from ..home import Home
+from ..workspace import StrPath, Workspace
 from .router import Router
 from .table import RoutingTable
 
-TABLE_FILE = "routing-table.json"
 
-
-def table_path(home: str | os.PathLike | Home | None, table: str | os.PathLike | None = None) -> Path:
+def table_path(ws: Workspace, table: str | os.PathLike | None = None) -> Path:
     """``--table`` if given, else ``<home>/fits/routing-table.json``."""
-    return Path(table) if table is not None else Home.resolve(home).fits / TABLE_FILE
+    return Path(table) if table is not None else ws.table
 
 
 def decide(
-    home: str | os.PathLike | Home | None,
+    home: Workspace | StrPath | None,
     *,
     region: str,
     pool: Sequence[str] | None = None,
@@ -42,7 +40,8 @@ def decide(
     resolved until its events are appended). A ``pool`` key the table does not know is refused
     (:class:`RoutingError`): the router would return it as the choice with nothing known of it.
     """
-    router = Router.load(table_path(home, table))
+    ws = Workspace.of(home)
+    router = Router.load(table_path(ws, table))
     unknown = [c for c in dict.fromkeys(pool or ()) if c not in known_configs(router.table)]
     if unknown:
         raise RoutingError(
@@ -56,13 +55,12 @@ def decide(
         from ..streams.log import append
         from .seen import task_seen
 
-        resolved = Home.resolve(home)
-        seen = task_seen(resolved, log_task)
-        result = append(resolved, [decision.to_event(log_task)])
+        seen = task_seen(ws, log_task)
+        result = append(ws, [decision.to_event(log_task)])
         out["event_id"] = result.ids[0]
         if not seen:
             out["warnings"] = [
-                f"task {log_task!r} has no event in {resolved.root} (neither in the streams nor in the store): "
+                f"task {log_task!r} has no event in {ws.root} (neither in the streams nor in the store): "
                 "the logged decision cannot be resolved until the task's events are appended"
             ]
     return out

@@ -39,24 +39,9 @@ def _num(x: float | None) -> str:
     return "NULL" if x is None else repr(float(x))
 
 
-def explain_sql(view: RegionView, constants: Constants, objective: str, configs: Sequence[str]) -> str:
-    """One SQL statement over the store's views giving the table's rows of ``configs`` in the ``view``'s region
-    (``constants`` and ``objective``: the table's)."""
-    name = view.name
-    c = constants
-    priors = ", ".join(f"({_lit(k)}, {_num(view.row(k).prior)})" for k in sorted(configs)) or "(NULL, NULL)"
-    half_life = c.half_life_days
-    recency = "1.0" if half_life is None else f"exp(-ln(2) * age_days / {float(half_life)!r})"
-    # The objective (docs/design.md, Objectives) over the recomputed columns (quality alone without a known cost).
-    if objective == "utility":
-        value = f"CASE WHEN cost_usd IS NULL THEN quality ELSE {float(c.lambda_ or 1.0)!r} * quality - cost_usd END"
-    elif objective == "quality_per_dollar":
-        value = "CASE WHEN cost_usd IS NULL THEN quality ELSE quality / cost_usd END"
-    else:
-        value = "quality"
-    where = "TRUE" if name == GLOBAL else f"region = {_lit(name)}"
-    k, floor = repr(float(c.prior_weight)), repr(float(c.cost_floor_usd))
-    return f"""WITH newest AS (
+#: The statement :func:`explain_sql` fills in: the table's numbers recomputed from the views, step by step
+#: (docs/design.md, Recomputing from the store).
+_TEMPLATE = """WITH newest AS (
   SELECT max("at") AS t FROM (SELECT "at" FROM tasks UNION ALL SELECT "at" FROM attempts
     UNION ALL SELECT "at" FROM ratings UNION ALL SELECT "at" FROM rejections
     UNION ALL SELECT "at" FROM decisions UNION ALL SELECT "at" FROM closures)
@@ -74,7 +59,7 @@ def explain_sql(view: RegionView, constants: Constants, objective: str, configs:
       0.40 * (status = 'success')::DOUBLE
     + least(0.20 * (coalesce(tool_calls, 0) > 0)::DOUBLE
             + 0.10 * (coalesce(files_read, 0) + coalesce(files_written, 0) > 0)::DOUBLE, 0.15)
-    + 0.15 * coalesce(status = 'success' AND {_APPROVED}, false)::DOUBLE
+    + 0.15 * coalesce(status = 'success' AND {approved}, false)::DOUBLE
     + 0.10 * coalesce(duration_ms BETWEEN 1000 AND 600000, false)::DOUBLE
     + 0.05 * coalesce(cost_usd > 0, false)::DOUBLE)) AS score, 1.0 AS w
   FROM (SELECT *, row_number() OVER (PARTITION BY task, config_key ORDER BY "at" DESC, id DESC) AS k
@@ -124,3 +109,25 @@ GROUP BY tv.config_key
 SELECT config, n_ratings, round(weight, 9) AS weight, round(wscore, 9) AS wscore, round(quality, 9) AS quality,
        round(cost_usd, 9) AS cost_usd, round(relative_advantage, 9) AS relative_advantage, round({value}, 9) AS value
 FROM floored ORDER BY config"""
+
+
+def explain_sql(view: RegionView, constants: Constants, objective: str, configs: Sequence[str]) -> str:
+    """One SQL statement over the store's views giving the table's rows of ``configs`` in the ``view``'s region
+    (``constants`` and ``objective``: the table's)."""
+    name = view.name
+    c = constants
+    priors = ", ".join(f"({_lit(k)}, {_num(view.row(k).prior)})" for k in sorted(configs)) or "(NULL, NULL)"
+    half_life = c.half_life_days
+    recency = "1.0" if half_life is None else f"exp(-ln(2) * age_days / {float(half_life)!r})"
+    # The objective (docs/design.md, Objectives) over the recomputed columns (quality alone without a known cost).
+    if objective == "utility":
+        value = f"CASE WHEN cost_usd IS NULL THEN quality ELSE {float(c.lambda_ or 1.0)!r} * quality - cost_usd END"
+    elif objective == "quality_per_dollar":
+        value = "CASE WHEN cost_usd IS NULL THEN quality ELSE quality / cost_usd END"
+    else:
+        value = "quality"
+    where = "TRUE" if name == GLOBAL else f"region = {_lit(name)}"
+    k, floor = repr(float(c.prior_weight)), repr(float(c.cost_floor_usd))
+    return _TEMPLATE.format(
+        approved=_APPROVED, recency=recency, where=where, priors=priors, k=k, floor=floor, value=value
+    )

@@ -17,7 +17,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .view import GLOBAL, RegionView, RouterLike
+from ..compat import routing_v1
+from .view import GLOBAL, RegionView, RouterLike, levels
 
 Policy = Callable[[RouterLike, RegionView, tuple[str, ...], str | None, tuple[str, ...]], tuple[str, str, bool]]
 
@@ -64,29 +65,6 @@ def _signed(x: float | None) -> str:
     return "undefined" if x is None else f"{x:+.4g}"
 
 
-def _legacy_passes(view: RegionView, config: str, min_samples: int) -> bool:
-    """The gate of a v1 table (it publishes no tests): n(c, r) >= min_samples AND relative_advantage(c, r) > 0."""
-    row = view.rows[config]
-    ra = row.relative_advantage
-    return row.source == view.name and row.n_ratings >= min_samples and ra is not None and ra > 0.0
-
-
-def _legacy_why_not(view: RegionView, config: str, min_samples: int) -> str:
-    row = view.rows[config]
-    if row.source != view.name:
-        return f"{config} has no ratings in {view.name}"
-    if row.n_ratings < min_samples:
-        return f"{config} has n {row.n_ratings} < {min_samples}"
-    if row.relative_advantage is None:
-        return f"{config} has no relative advantage (null)"
-    return f"{config} has relative advantage {row.relative_advantage:.4g} <= 0"
-
-
-def _levels(router: RouterLike, view: RegionView) -> tuple[RegionView, ...]:
-    """The region, then the global pool (once when the region is the global pool)."""
-    return (view, router.star) if view is not router.star else (view,)
-
-
 def learning_governed(
     router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
 ) -> tuple[str, str, bool]:
@@ -104,11 +82,11 @@ def learning_governed(
     if pinned is not None and pinned in pool:
         return pinned, f"role {role} is pinned to {pinned}", False
     if not router.gated:
-        return _legacy_learning_governed(router, view, pool, role)
+        return routing_v1.learning_governed(router, view, pool, role)
     ms = router.min_samples
     static, static_why = router.static_choice(view, pool, role)
     misses: list[str] = []
-    for level in _levels(router, view):
+    for level in levels(router, view):
         ranked = level.ranked(pool)
         if ranked[0] == static:
             return (
@@ -138,31 +116,6 @@ def learning_governed(
             miss = f"no member rated in {level.name} ranks above {static}"
         misses.append(f"{'gate not met in ' if not misses else 'in '}{level.name}: {miss}")
     return static, f"{'; '.join(misses)}; static: {static_why}", True
-
-
-def _legacy_learning_governed(
-    router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None
-) -> tuple[str, str, bool]:
-    ms = router.min_samples
-    misses: list[str] = []
-    for level in _levels(router, view):
-        learned = level.best(pool)
-        if _legacy_passes(level, learned, ms):
-            row = level.rows[learned]
-            return (
-                learned,
-                "".join(f"{m}; " for m in misses)
-                + (
-                    f"learned choice in {level.name}: n {row.n_ratings} >= {ms}, "
-                    f"relative advantage {row.relative_advantage:.4g} > 0"
-                ),
-                True,
-            )
-        misses.append(
-            f"{'gate not met in ' if not misses else 'in '}{level.name}: {_legacy_why_not(level, learned, ms)}"
-        )
-    config, static_why = router.static_choice(view, pool, role)
-    return config, f"{'; '.join(misses)}; static: {static_why}", True
 
 
 def quality_per_dollar(
@@ -255,10 +208,8 @@ def static_hybrid(
     router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
 ) -> tuple[str, str, bool]:
     """Cheap for implementer, researcher and any other role; frontier for reviewer."""
-    if role == "reviewer":
-        config, why, _ = frontier_only(router, view, pool, role, failures)
-        return config, f"reviewer: {why}", False
-    config, why, _ = cheap_only(router, view, pool, role, failures)
+    policy = frontier_only if role == "reviewer" else cheap_only
+    config, why, _ = policy(router, view, pool, role, failures)
     return config, f"{role or 'no role'}: {why}", False
 
 
@@ -266,11 +217,9 @@ def trace_governed(
     router: RouterLike, view: RegionView, pool: tuple[str, ...], role: str | None, failures: tuple[str, ...]
 ) -> tuple[str, str, bool]:
     """Cheap first; frontier once any configuration has failed on the task."""
-    if failures:
-        config, why, _ = frontier_only(router, view, pool, role, failures)
-        return config, f"after {len(failures)} failure(s): {why}", False
-    config, why, _ = cheap_only(router, view, pool, role, failures)
-    return config, f"first attempt: {why}", False
+    policy = frontier_only if failures else cheap_only
+    config, why, _ = policy(router, view, pool, role, failures)
+    return config, (f"after {len(failures)} failure(s): " if failures else "first attempt: ") + why, False
 
 
 def workflow_default(
@@ -314,16 +263,7 @@ def gate_checks(router: RouterLike, view: RegionView, pool: Sequence[str], role:
     def test(v: RegionView) -> dict[str, Any]:
         ranked = v.ranked(pool)
         if not router.gated:
-            c = ranked[0]
-            row = v.rows[c]
-            return {
-                "region": v.name,
-                "learned": c,
-                "rule": "v1: n >= min_samples and relative advantage > 0",
-                "n_ratings": row.n_ratings,
-                "relative_advantage": row.relative_advantage,
-                "passes": _legacy_passes(v, c, router.min_samples),
-            }
+            return routing_v1.gate_check(v, ranked[0], router.min_samples)
         tests = []
         for c in ranked[: ranked.index(static)]:
             ev = v.evidence.get((c, static))

@@ -10,27 +10,27 @@ from __future__ import annotations
 
 import json
 
-from ..home import STREAMS, Home
 from ..store.table import consumed_offsets
 from ..streams.log import read_lines
+from ..workspace import STREAMS, Workspace
 
 #: Families of the store whose rows name a task.
 TASK_FAMILIES = ("tasks", "attempts", "ratings", "rejections", "decisions", "closures")
 
 
-def task_seen(home: Home, task: str) -> bool:
+def task_seen(ws: Workspace, task: str) -> bool:
     """True when any event of the streams' uncompacted tail or of the store names ``task``."""
-    consumed = consumed_offsets(home)
+    consumed = consumed_offsets(ws)
     needle = json.dumps(task, ensure_ascii=False)[1:-1].encode("utf-8")  # the id as it appears inside a JSON string
     for stream in STREAMS:
-        for line in read_lines(home, stream, start=(consumed or {}).get(stream, 0)):
+        for line in read_lines(ws, stream, start=(consumed or {}).get(stream, 0)):
             if needle in line.raw and _names(line.raw, task):
                 return True
     if consumed is None:
         return False
     from ..store import open_store
 
-    with open_store(home, read_only=True) as store:
+    with open_store(ws, read_only=True) as store:
         union = " UNION ALL ".join(f'SELECT 1 FROM "{f}" WHERE task = $task' for f in TASK_FAMILIES)
         return store.con.execute(f"SELECT 1 FROM ({union}) LIMIT 1", {"task": task}).fetchone() is not None
 

@@ -20,8 +20,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import TableSchemaError
-from ..home import atomic_write
 from ..jsonfile import json_schema, read_json, validate
+from ..workspace import TABLE_SCHEMA_FILE, atomic_write
 
 SCHEMA = "routing-table/v1.1"
 SCHEMA_MAJOR = "routing-table/v1"
@@ -196,7 +196,7 @@ def load(path: str | Path) -> RoutingTable:
 
 def table_json_schema() -> dict[str, Any]:
     """The JSON Schema of a routing table (``fits/routing-table.schema.json``), generated from the model."""
-    return json_schema(RoutingTable, "routing-table.schema.json", SCHEMA)
+    return json_schema(RoutingTable, TABLE_SCHEMA_FILE, SCHEMA)
 
 
 def publish(table: RoutingTable, path: str | Path, *, root: Path | None = None) -> RoutingTable:
@@ -204,6 +204,6 @@ def publish(table: RoutingTable, path: str | Path, *, root: Path | None = None) 
     point), each atomically (temp, fsync, rename); with ``root`` (the home) both stay inside it."""
     path = Path(path)
     table = table.with_version()
-    atomic_write(path.with_name("routing-table.schema.json"), canonical_json(table_json_schema()), root=root)
+    atomic_write(path.with_name(TABLE_SCHEMA_FILE), canonical_json(table_json_schema()), root=root)
     atomic_write(path, canonical_json(table.to_json_dict()), root=root)
     return table

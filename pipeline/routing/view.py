@@ -177,3 +177,8 @@ class RouterLike(Protocol):
     def static_choice(self, view: RegionView, pool: Sequence[str], role: str | None) -> tuple[str, str]:
         """The static fallback of the table for a task of ``role``, restricted to ``pool``: (config, why)."""
         ...
+
+
+def levels(router: RouterLike, view: RegionView) -> tuple[RegionView, ...]:
+    """The region, then the global pool (once when the region is the global pool)."""
+    return (view, router.star) if view is not router.star else (view,)

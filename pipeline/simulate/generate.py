@@ -101,6 +101,26 @@ def _preference(scenario: Scenario, policy: LoggingPolicy) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class Attempts:
+    """A chunk's attempts (one per assigned slot, row-major over tasks, routed config first): who, the outcome,
+    cost, timing, traces."""
+
+    task: np.ndarray  # local task index
+    slot: np.ndarray
+    cfg: np.ndarray
+    region: np.ndarray
+    success: np.ndarray
+    status: np.ndarray  # -1 success, else index into FAILURE_STATUSES
+    cost: np.ndarray  # NaN when unknown
+    duration_ms: np.ndarray
+    end_s: np.ndarray
+    tools: np.ndarray
+    read: np.ndarray
+    written: np.ndarray
+    prompt: np.ndarray  # -1 none
+
+
 @dataclass
 class Chunk:
     """Tasks ``first .. first + n - 1`` and everything that happened to them (times in epoch seconds)."""
@@ -115,20 +135,8 @@ class Chunk:
     propensity: np.ndarray
     close_s: np.ndarray
     outcome: np.ndarray  # 0 done, 1 escalated, 2 abandoned
-    # per attempt (row-major over tasks, routed config first)
-    a_task: np.ndarray  # local task index
-    a_slot: np.ndarray
-    a_cfg: np.ndarray
-    a_success: np.ndarray
-    a_status: np.ndarray  # -1 success, else index into FAILURE_STATUSES
-    a_cost: np.ndarray  # NaN when unknown
-    a_duration_ms: np.ndarray
-    a_end_s: np.ndarray
-    a_tools: np.ndarray
-    a_read: np.ndarray
-    a_written: np.ndarray
-    a_prompt: np.ndarray  # -1 none
-    a_verdict: np.ndarray  # -1 none, 0 approve, 1 request-changes
+    attempts: Attempts  # per attempt (row-major over tasks, routed config first)
+    verdict: np.ndarray  # per attempt: -1 no reviewer, 0 approve, 1 request-changes
     # ratings: each (attempt index, rater index, score, confidence, at)
     gates: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # per gate: attempt, score, conf, at
     review: tuple[np.ndarray, ...]  # attempt, reviewer, score, conf, at, retracted, retract_at
@@ -141,12 +149,53 @@ class Chunk:
 
 
 def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chunk:
-    sc, pol = st.scenario, st.policy
-    spec = sc.ratings
-    k = pol.n_configs
+    """Tasks ``first`` to ``first + n - 1``: their routing, attempts and ratings. The draws from ``rng`` come in
+    one fixed order (tasks, attempts, gates, reviewer, humans, rejections), so a seed gives the same chunk."""
     idx = np.arange(first, first + n)
+    region, open_s, decide_s, explored, primary, propensity, assigned = _route(st, rng, idx)
+    difficulty = rng.standard_normal(n)
+    close_delay = rng.integers(600, 7201, n)
+    undone = rng.choice(2, size=n, p=np.array(UNDONE_WEIGHTS))
+    a = _attempts(st, rng, idx, region, decide_s, assigned, difficulty)
+    spec = st.scenario.ratings
+    m = len(a.task)
+    rated = rng.random(m) >= spec.unrated_share
+    gates = _gates(st, rng, a, rated)
+    review, verdict = _review(st, rng, a, rated)
+    human = _humans(st, rng, a, rated)
+    # grounded rejections of some failed attempts, by a model reviewer
+    rejected = rated & ~a.success & (rng.random(m) < spec.rejection_rate)
+    j_who = rng.integers(0, len(st.scenario.reviewers), m)
+    j_at = a.end_s + rng.integers(600, 7201, m)
+    sel = np.nonzero(rejected)[0]
+    # closing: done iff the routed attempt succeeded; after the last attempt ends
+    last_end = np.zeros(n, dtype=np.int64)
+    np.maximum.at(last_end, a.task, a.end_s)
+    routed_success = a.success[a.slot == 0]  # one routed attempt per task, in task order
+    return Chunk(
+        first=first,
+        region=region,
+        open_s=open_s,
+        decide_s=decide_s,
+        primary=primary,
+        explored=explored,
+        propensity=propensity,
+        close_s=last_end + close_delay,
+        outcome=np.where(routed_success, 0, 1 + undone),
+        attempts=a,
+        verdict=verdict,
+        gates=gates,
+        review=review,
+        human=human,
+        reject=(sel, j_who[sel], j_at[sel]),
+    )
 
-    # --- tasks: region, time, routing decision, how many configs attempt
+
+def _route(st: Static, rng: np.random.Generator, idx: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each task's region, open and decision times, the routing decision (explored, config, propensity) and the
+    configs that attempt it (``assigned``: one row per task, -1 for a slot no config takes)."""
+    sc, pol = st.scenario, st.policy
+    k, n = pol.n_configs, len(idx)
     region = rng.choice(len(st.shares), size=n, p=st.shares)
     # Stratified arrival: task i opens in the i-th of N equal slices of the timeline (sorted, chunkable).
     open_s = st.start_s + np.floor((idx + rng.random(n)) / st.n_tasks * st.span_s).astype(np.int64)
@@ -175,21 +224,28 @@ def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chun
         keys[~available] = 3.0  # never a second opinion before it exists
     keys[np.arange(n), primary] = 2.0  # the routed config is never its own second opinion
     extras = np.argsort(keys, axis=1, kind="stable")[:, :2] if k > 1 else np.zeros((n, 2), dtype=np.int64)
-    difficulty = rng.standard_normal(n)
-    close_delay = rng.integers(600, 7201, n)
-    undone = rng.choice(2, size=n, p=np.array(UNDONE_WEIGHTS))
-
     assigned = np.full((n, 3), -1, dtype=np.int64)
     assigned[:, 0] = primary
     if k > 1:
         assigned[:, 1] = np.where(n_cfg >= 2, extras[:, 0], -1)
         assigned[:, 2] = np.where(n_cfg >= 3, extras[:, 1], -1)
+    return region, open_s, decide_s, explored, primary, propensity, assigned
+
+
+def _attempts(
+    st: Static,
+    rng: np.random.Generator,
+    idx: np.ndarray,
+    region: np.ndarray,
+    decide_s: np.ndarray,
+    assigned: np.ndarray,
+    difficulty: np.ndarray,
+) -> Attempts:
+    sc = st.scenario
     a_task, a_slot = np.nonzero(assigned >= 0)
     a_cfg = assigned[a_task, a_slot]
     m = len(a_task)
     a_region = region[a_task]
-
-    # --- attempts: outcome, cost, status, timing, traces
     period = ((idx[a_task] >= st.drift_first) & (a_cfg == st.drift_config)).astype(np.int64)
     rho = sc.correlation
     latent = np.sqrt(rho) * difficulty[a_task] + np.sqrt(1.0 - rho) * rng.standard_normal(m)
@@ -199,94 +255,69 @@ def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chun
     cost = st.cost_mean[a_cfg, a_region] * np.exp(sigma * rng.standard_normal(m) - sigma**2 / 2)
     cost = np.where(rng.random(m) < st.cost_missing[a_cfg], np.nan, np.round(cost, 6))
     fail_kind = rng.choice(len(FAILURE_STATUSES), size=m, p=np.array(FAILURE_WEIGHTS))
-    status = np.where(success, -1, fail_kind)
     stagger = rng.integers(0, 601, m) * (a_slot > 0)
     duration_s = np.array([x.duration_s for x in sc.regions])[a_region]
     duration_ms = np.maximum(1, np.round(duration_s * 1000 * np.exp(0.6 * rng.standard_normal(m)))).astype(np.int64)
-    end_s = decide_s[a_task] + 10 + stagger + (duration_ms + 999) // 1000
-    lam = lambda attr: np.array([getattr(x, attr) for x in sc.regions])[a_region]  # noqa: E731
-    tools = rng.poisson(lam("tool_calls") * np.where(success, 1.2, 0.8))
-    read = rng.poisson(lam("files_read"))
-    written = rng.poisson(lam("files_written"))
+
+    def per_region(attr: str) -> np.ndarray:
+        return np.array([getattr(x, attr) for x in sc.regions])[a_region]
+
+    tools = rng.poisson(per_region("tool_calls") * np.where(success, 1.2, 0.8))
+    read = rng.poisson(per_region("files_read"))
+    written = rng.poisson(per_region("files_written"))
     with_prompt = rng.random(m) < sc.prompt_version_rate
     prompt = np.where(with_prompt, rng.integers(0, max(len(sc.prompt_versions), 1), m), -1)
-    rated = rng.random(m) >= spec.unrated_share
+    status = np.where(success, -1, fail_kind)
+    end_s = decide_s[a_task] + 10 + stagger + (duration_ms + 999) // 1000
+    return Attempts(
+        a_task, a_slot, a_cfg, a_region, success, status, cost, duration_ms, end_s, tools, read, written, prompt
+    )
 
-    # --- gates: binary, flipped with probability gate_noise, high confidence
+
+def _gates(st: Static, rng: np.random.Generator, a: Attempts, rated: np.ndarray) -> list[tuple]:
+    """Per gate: binary scores, flipped with probability gate_noise, high confidence."""
+    m = len(a.task)
     gates = []
-    for gate in sc.gates:
+    for gate in st.scenario.gates:
         ran = rated & (rng.random(m) < gate.rate)
-        flip = rng.random(m) < sc.gate_noise
+        flip = rng.random(m) < st.scenario.gate_noise
         lo, hi = gate.confidence
         conf = np.round(lo + (hi - lo) * rng.random(m), 2)
-        at = end_s + rng.integers(5, 301, m)
-        score = (success ^ flip).astype(float)
+        at = a.end_s + rng.integers(5, 301, m)
+        score = (a.success ^ flip).astype(float)
         sel = np.nonzero(ran)[0]
         gates.append((sel, score[sel], np.maximum(conf[sel], 0.01), at[sel]))
+    return gates
 
-    # --- one model reviewer: clip(N(base + bias, noise)), rounded to 0.01; a few retracted and corrected
+
+def _review(st: Static, rng: np.random.Generator, a: Attempts, rated: np.ndarray) -> tuple[tuple, np.ndarray]:
+    """One model reviewer per reviewed attempt: clip(N(base + bias, noise)), rounded to 0.01; a few retracted and
+    corrected. Also each attempt's reviewer verdict (-1 when none)."""
+    sc, spec = st.scenario, st.scenario.ratings
+    m = len(a.task)
     reviewed = rated & (rng.random(m) < spec.review_rate)
     who = rng.integers(0, len(sc.reviewers), m)
     bias = np.array([r.bias for r in sc.reviewers])[who]
     noise = np.array([r.noise for r in sc.reviewers])[who]
-    base = np.where(success, spec.success_mean, spec.failure_mean)
+    base = np.where(a.success, spec.success_mean, spec.failure_mean)
     r_score = np.round(np.clip(base + bias + noise * rng.standard_normal(m), 0.0, 1.0), 2)
     lo, hi = spec.review_confidence
     r_conf = np.maximum(np.round(lo + (hi - lo) * rng.random(m), 2), 0.01)
-    r_at = end_s + rng.integers(600, 21601, m)
+    r_at = a.end_s + rng.integers(600, 21601, m)
     retracted = reviewed & (rng.random(m) < spec.retraction_rate)
     retract_at = r_at + rng.integers(600, 7201, m)
     verdict = np.where(reviewed, (r_score < 0.5).astype(np.int64), -1)
     sel = np.nonzero(reviewed)[0]
-    review = (sel, who[sel], r_score[sel], r_conf[sel], r_at[sel], retracted[sel], retract_at[sel])
+    return (sel, who[sel], r_score[sel], r_conf[sel], r_at[sel], retracted[sel], retract_at[sel]), verdict
 
-    # --- occasional humans: 1.0 / 0.75 for a success, 0.0 / 0.25 for a failure (60/40)
-    by_human = rated & (rng.random(m) < spec.human_rate)
-    h_who = rng.integers(0, len(sc.humans), m)
+
+def _humans(st: Static, rng: np.random.Generator, a: Attempts, rated: np.ndarray) -> tuple:
+    """Occasional humans: 1.0 / 0.75 for a success, 0.0 / 0.25 for a failure (60/40)."""
+    m = len(a.task)
+    by_human = rated & (rng.random(m) < st.scenario.ratings.human_rate)
+    h_who = rng.integers(0, len(st.scenario.humans), m)
     lower = rng.random(m) >= 0.6
-    h_score = np.where(success, np.where(lower, 0.75, 1.0), np.where(lower, 0.25, 0.0))
-    h_at = end_s + rng.integers(3600, 259201, m)
+    h_score = np.where(a.success, np.where(lower, 0.75, 1.0), np.where(lower, 0.25, 0.0))
+    h_at = a.end_s + rng.integers(3600, 259201, m)
     sel = np.nonzero(by_human)[0]
-    human = (sel, h_who[sel], h_score[sel], h_at[sel])
-
-    # --- grounded rejections of some failed attempts, by a model reviewer
-    rejected = rated & ~success & (rng.random(m) < spec.rejection_rate)
-    j_who = rng.integers(0, len(sc.reviewers), m)
-    j_at = end_s + rng.integers(600, 7201, m)
-    sel = np.nonzero(rejected)[0]
-    reject = (sel, j_who[sel], j_at[sel])
-
-    # --- closing: done iff the routed attempt succeeded; after the last attempt ends
-    last_end = np.zeros(n, dtype=np.int64)
-    np.maximum.at(last_end, a_task, end_s)
-    routed_success = success[a_slot == 0]  # one routed attempt per task, in task order
-    outcome = np.where(routed_success, 0, 1 + undone)
-
-    return Chunk(
-        first=first,
-        region=region,
-        open_s=open_s,
-        decide_s=decide_s,
-        primary=primary,
-        explored=explored,
-        propensity=propensity,
-        close_s=last_end + close_delay,
-        outcome=outcome,
-        a_task=a_task,
-        a_slot=a_slot,
-        a_cfg=a_cfg,
-        a_success=success,
-        a_status=status,
-        a_cost=cost,
-        a_duration_ms=duration_ms,
-        a_end_s=end_s,
-        a_tools=tools,
-        a_read=read,
-        a_written=written,
-        a_prompt=prompt,
-        a_verdict=verdict,
-        gates=gates,
-        review=review,
-        human=human,
-        reject=reject,
-    )
+    return (sel, h_who[sel], h_score[sel], h_at[sel])

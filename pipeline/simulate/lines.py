@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..streams.events import SCHEMA_VERSION
+from ..streams.spec import template_fields
 from .generate import FAILURE_STATUSES, UNDONE_OUTCOMES, Chunk, Static
 
 
@@ -60,8 +62,8 @@ class Fragments:
             gates=[_j({"kind": "gate", "name": g.name}) for g in sc.gates],
             reviewers=[_j({"kind": "reviewer", "name": r.name}) for r in sc.reviewers],
             humans=[_j({"kind": "human", "name": h}) for h in sc.humans],
-            prompts=[',"prompt_version":' + _j(p) for p in sc.prompt_versions],
-            human_tail=',"importance":' + repr(float(sc.ratings.human_importance)),
+            prompts=[present("task.attempted", "prompt_version", _j(p)) for p in sc.prompt_versions],
+            human_tail=present("task.rated", "importance", repr(float(sc.ratings.human_importance))),
         )
 
 
@@ -80,31 +82,93 @@ REJECTION_CLAIMS = [
     ("the change does not do what the task asks", "diff of {task} touches none of the files named in the task"),
     ("it cites a file that does not exist", "git ls-files has no match for the path cited in {task}"),
 ]
-_OPENED = (
-    '{"id":"%s.open","type":"task.opened","at":"%s","v":1,"task":"%s","region":%s,"title":"%s task %d","thread":%s}\n'
+
+
+class _Sometimes(str):
+    """A field written on some lines only: its slot (``%s``) takes ``,"name":value`` (:func:`present`) or
+    nothing."""
+
+
+SOMETIMES = _Sometimes("%s")
+
+
+def template(event_type: str, **values: str) -> str:
+    """The %-format of one line of ``event_type``, built from the event spec: ``values`` maps each field the
+    simulator writes to its JSON text (a format, or :data:`SOMETIMES`); the fields come in the order
+    :func:`pipeline.streams.events.to_json_line` writes them, ``type`` and ``v`` fixed. A name the spec does
+    not know is an error, so a renamed field cannot be written under its old name."""
+    order = template_fields(event_type)
+    unknown = sorted(set(values) - set(order) - {"type", "v"})
+    if unknown:
+        raise ValueError(f"{event_type} has no field {', '.join(unknown)} (pipeline.streams.events)")
+    fixed = {"type": _j(event_type), "v": str(SCHEMA_VERSION)}
+    parts: list[str] = []
+    for name in order:
+        value = fixed.get(name, values.get(name))
+        if value is None:
+            continue
+        parts.append(value if isinstance(value, _Sometimes) else f'{"," if parts else ""}"{name}":{value}')
+    return "{" + "".join(parts) + "}\n"
+
+
+def present(event_type: str, name: str, text: str) -> str:
+    """What a :data:`SOMETIMES` slot takes when the field is written: ``,"name":text``."""
+    if name not in template_fields(event_type):
+        raise ValueError(f"{event_type} has no field {name} (pipeline.streams.events)")
+    return f',"{name}":{text}'
+
+
+_Q = '"%s"'  # a string field whose text is formatted in
+_OPENED = template("task.opened", id='"%s.open"', at=_Q, task=_Q, region="%s", title='"%s task %d"', thread="%s")
+_ROUTE = template(
+    "route.decided",
+    id='"%s.route"',
+    at=_Q,
+    task=_Q,
+    policy="%s",
+    chosen="%s",
+    candidates="%s",
+    propensity="%s",
+    table="null",
+    explored="%s",
+    reason=_Q,
+    predicted_quality="%s",
 )
-_ROUTE = (
-    '{"id":"%s.route","type":"route.decided","at":"%s","v":1,"task":"%s","policy":%s,"chosen":%s,'
-    '"candidates":%s,"propensity":%s,"table":null,"explored":%s,"reason":"%s","predicted_quality":%s}\n'
+_ATTEMPT = template(
+    "task.attempted",
+    id='"%s.a%d"',
+    at=_Q,
+    task=_Q,
+    config="%s",
+    status=_Q,
+    cost_usd="%s",
+    duration_ms="%d",
+    node="%s",
+    prompt_version=SOMETIMES,
+    reviewer_verdict=SOMETIMES,
+    tool_calls="%d",
+    files_read="%d",
+    files_written="%d",
 )
-_ATTEMPT = (
-    '{"id":"%s.a%d","type":"task.attempted","at":"%s","v":1,"task":"%s","config":%s,"status":"%s",'
-    '"cost_usd":%s,"duration_ms":%d,"node":%s%s%s,"tool_calls":%d,"files_read":%d,"files_written":%d}\n'
+_CLOSED = template("task.closed", id='"%s.close"', at=_Q, task=_Q, outcome=_Q)
+_RATED = template(
+    "task.rated",
+    id='"%s.a%d.%s"',
+    at=_Q,
+    task=_Q,
+    config="%s",
+    rater="%s",
+    score="%s",
+    confidence="%s",
+    importance=SOMETIMES,
 )
-_CLOSED = '{"id":"%s.close","type":"task.closed","at":"%s","v":1,"task":"%s","outcome":"%s"}\n'
-_RATED = (
-    '{"id":"%s.a%d.%s","type":"task.rated","at":"%s","v":1,"task":"%s","config":%s,"rater":%s,'
-    '"score":%s,"confidence":%s%s}\n'
+_REJECTED = template(
+    "task.rejected", id='"%s.a%d.rj"', at=_Q, task=_Q, config="%s", rater="%s", claim="%s", evidence="%s"
 )
-_REJECTED = (
-    '{"id":"%s.a%d.rj","type":"task.rejected","at":"%s","v":1,"task":"%s","config":%s,"rater":%s,'
-    '"claim":%s,"evidence":%s}\n'
+_RETRACTED = template(
+    "rating.retracted", id='"%s.a%d.rx"', at=_Q, rating='"%s.a%d.rv"', reason=_j("the reviewer corrected its score")
 )
-_RETRACTED = (
-    '{"id":"%s.a%d.rx","type":"rating.retracted","at":"%s","v":1,"rating":"%s.a%d.rv",'
-    '"reason":"the reviewer corrected its score"}\n'
-)
-_VERDICTS = (',"reviewer_verdict":"approve"', ',"reviewer_verdict":"request-changes"')
+_VERDICTS = tuple(present("task.attempted", "reviewer_verdict", _j(v)) for v in ("approve", "request-changes"))
 
 
 @dataclass
@@ -129,18 +193,56 @@ def _ordered(parts: list[tuple[str, list[str], np.ndarray]]) -> StreamPart:
 def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict[str, int]]:
     """The chunk's ``tasks`` and ``ratings`` lines, and its ``task.rated`` counts per rater kind."""
     tid = [fr.task_id_format.format(i + 1) for i in range(ch.first, ch.first + ch.n)]
-    ordinal = range(ch.first + 1, ch.first + ch.n + 1)
-    region = ch.region.tolist()
+    attempts = _AttemptIds(
+        [tid[i] for i in ch.attempts.task.tolist()], (ch.attempts.slot + 1).tolist(), ch.attempts.cfg.tolist()
+    )
+    tasks = _ordered(
+        [
+            ("task.opened", _opened(ch, fr, tid), ch.open_s),
+            ("route.decided", _routed(ch, fr, tid), ch.decide_s),
+            ("task.attempted", _attempted(ch, fr, attempts), ch.attempts.end_s),
+            ("task.closed", _closed(ch, tid), ch.close_s),
+        ]
+    )
+    ratings = _Ratings(fr, attempts)
+    for g, (att, score, conf, at_s) in enumerate(ch.gates):
+        ratings.rated("gate", att, f"g{g + 1}", [fr.gates[g]] * len(att), score, _floats(conf), at_s)
+    _reviews(ch, fr, ratings)
+    att, who, score, at_s = ch.human
+    humans = [fr.humans[w] for w in who.tolist()]
+    ratings.rated("human", att, "h", humans, score, ["1.0"] * len(att), at_s, fr.human_tail)
+    ratings.parts.append(("task.rejected", _rejections(ch, fr, attempts), ch.reject[2]))
+    return tasks, _ordered(ratings.parts), ratings.by_kind
 
-    at = timestamps(ch.open_s)
-    opened = [
+
+@dataclass(frozen=True)
+class _AttemptIds:
+    """Who each attempt of a chunk is: its task id, its slot (1-based) and its config index."""
+
+    task: list[str]
+    slot: list[int]
+    cfg: list[int]
+
+
+def _opened(ch: Chunk, fr: Fragments, tid: list[str]) -> list[str]:
+    ordinal = range(ch.first + 1, ch.first + ch.n + 1)
+    return [
         _OPENED % (t, a, t, fr.regions[r], fr.regions[r][1:-1], i, fr.thread)
-        for t, a, r, i in zip(tid, at, region, ordinal, strict=True)
+        for t, a, r, i in zip(tid, timestamps(ch.open_s), ch.region.tolist(), ordinal, strict=True)
     ]
 
-    at = timestamps(ch.decide_s)
-    chosen = ch.primary.tolist()
-    routed = [
+
+def _routed(ch: Chunk, fr: Fragments, tid: list[str]) -> list[str]:
+    rows = zip(
+        tid,
+        timestamps(ch.decide_s),
+        ch.primary.tolist(),
+        ch.propensity.tolist(),
+        ch.explored.tolist(),
+        ch.region.tolist(),
+        strict=True,
+    )
+    return [
         _ROUTE
         % (
             t,
@@ -154,127 +256,105 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
             "exploration" if e else "greedy on shipped priors",
             fr.believed[c][r],
         )
-        for t, a, c, p, e, r in zip(tid, at, chosen, ch.propensity.tolist(), ch.explored.tolist(), region, strict=True)
+        for t, a, c, p, e, r in rows
     ]
 
-    at = timestamps(ch.a_end_s)
-    a_tid = [tid[i] for i in ch.a_task.tolist()]
-    slot = (ch.a_slot + 1).tolist()
-    cfg = ch.a_cfg.tolist()
-    status = ["success" if s < 0 else FAILURE_STATUSES[s] for s in ch.a_status.tolist()]
-    cost = ["null" if math.isnan(v) else repr(v) for v in ch.a_cost.tolist()]
-    node = [fr.nodes[region[i]] for i in ch.a_task.tolist()]
-    prompt = ["" if p < 0 else fr.prompts[p] for p in ch.a_prompt.tolist()]
-    verdict = ["" if v < 0 else _VERDICTS[v] for v in ch.a_verdict.tolist()]
-    attempted = [
-        _ATTEMPT % row
-        for row in zip(
-            a_tid,
-            slot,
-            at,
-            a_tid,
-            (fr.configs[c] for c in cfg),
-            status,
-            cost,
-            ch.a_duration_ms.tolist(),
-            node,
-            prompt,
-            verdict,
-            ch.a_tools.tolist(),
-            ch.a_read.tolist(),
-            ch.a_written.tolist(),
-            strict=True,
-        )
-    ]
 
-    at = timestamps(ch.close_s)
-    closed = [
-        _CLOSED % (t, a, t, "done" if o == 0 else UNDONE_OUTCOMES[o - 1])
-        for t, a, o in zip(tid, at, ch.outcome.tolist(), strict=True)
-    ]
-
-    tasks = _ordered(
-        [
-            ("task.opened", opened, ch.open_s),
-            ("route.decided", routed, ch.decide_s),
-            ("task.attempted", attempted, ch.a_end_s),
-            ("task.closed", closed, ch.close_s),
-        ]
+def _attempted(ch: Chunk, fr: Fragments, attempts: _AttemptIds) -> list[str]:
+    region = ch.region.tolist()
+    rows = zip(
+        attempts.task,
+        attempts.slot,
+        timestamps(ch.attempts.end_s),
+        attempts.task,
+        (fr.configs[c] for c in attempts.cfg),
+        ("success" if s < 0 else FAILURE_STATUSES[s] for s in ch.attempts.status.tolist()),
+        ("null" if math.isnan(v) else repr(v) for v in ch.attempts.cost.tolist()),
+        ch.attempts.duration_ms.tolist(),
+        (fr.nodes[region[i]] for i in ch.attempts.task.tolist()),
+        ("" if p < 0 else fr.prompts[p] for p in ch.attempts.prompt.tolist()),
+        ("" if v < 0 else _VERDICTS[v] for v in ch.verdict.tolist()),
+        ch.attempts.tools.tolist(),
+        ch.attempts.read.tolist(),
+        ch.attempts.written.tolist(),
+        strict=True,
     )
+    return [_ATTEMPT % row for row in rows]
 
-    parts: list[tuple[str, list[str], np.ndarray]] = []
-    by_kind = {"gate": 0, "reviewer": 0, "human": 0}
+
+def _closed(ch: Chunk, tid: list[str]) -> list[str]:
+    return [
+        _CLOSED % (t, a, t, "done" if o == 0 else UNDONE_OUTCOMES[o - 1])
+        for t, a, o in zip(tid, timestamps(ch.close_s), ch.outcome.tolist(), strict=True)
+    ]
+
+
+class _Ratings:
+    """The ``ratings`` stream's parts of a chunk as they are written, and the ratings per rater kind."""
+
+    def __init__(self, fr: Fragments, attempts: _AttemptIds) -> None:
+        self.fr, self.attempts = fr, attempts
+        self.parts: list[tuple[str, list[str], np.ndarray]] = []
+        self.by_kind = {"gate": 0, "reviewer": 0, "human": 0}
 
     def rated(
+        self,
+        kind: str,
         att: np.ndarray,
-        suffix: str | list[str],
+        suffix: str,
         raters: list[str],
         score: np.ndarray,
         conf: list[str],
         at_s: np.ndarray,
         tail: str = "",
-    ) -> list[str]:
-        ai = att.tolist()
-        suffixes = suffix if isinstance(suffix, list) else [suffix] * len(ai)
-        return [
-            _RATED % (a_tid[i], slot[i], sfx, a, a_tid[i], fr.configs[cfg[i]], rater, s, c, tail)
-            for i, sfx, a, rater, s, c in zip(ai, suffixes, timestamps(at_s), raters, _floats(score), conf, strict=True)
+    ) -> None:
+        """``task.rated`` lines of the attempts ``att`` (ids ``<task>.a<slot>.<suffix>``), one part."""
+        a = self.attempts
+        lines = [
+            _RATED % (a.task[i], a.slot[i], suffix, at, a.task[i], self.fr.configs[a.cfg[i]], rater, s, c, tail)
+            for i, at, rater, s, c in zip(att.tolist(), timestamps(at_s), raters, _floats(score), conf, strict=True)
         ]
+        self.parts.append(("task.rated", lines, at_s))
+        self.by_kind[kind] += len(lines)
 
-    for g, (att, score, conf, at_s) in enumerate(ch.gates):
-        lines = rated(att, f"g{g + 1}", [fr.gates[g]] * len(att), score, _floats(conf), at_s)
-        parts.append(("task.rated", lines, at_s))
-        by_kind["gate"] += len(lines)
 
+def _reviews(ch: Chunk, fr: Fragments, ratings: _Ratings) -> None:
+    """The reviewers' ratings; a retracted rating was logged with the wrong score (1 - s), its retraction
+    follows, and its correction, a minute after the retraction, has s."""
     att, who, score, conf, at_s, retracted, retract_at = ch.review
     raters = [fr.reviewers[w] for w in who.tolist()]
-    # A retracted rating was logged with the wrong score (1 - s); its correction, a minute after the retraction, has s.
-    logged = np.where(retracted, np.round(1.0 - score, 2), score)
-    lines = rated(att, "rv", raters, logged, _floats(conf), at_s)
-    parts.append(("task.rated", lines, at_s))
+    ratings.rated(
+        "reviewer", att, "rv", raters, np.where(retracted, np.round(1.0 - score, 2), score), _floats(conf), at_s
+    )
     x = np.nonzero(retracted)[0]
-    fix_at = retract_at[x] + 60
-    fixes = rated(att[x], "rv2", [raters[i] for i in x.tolist()], score[x], _floats(conf[x]), fix_at)
-    parts.append(("task.rated", fixes, fix_at))
-    by_kind["reviewer"] += len(lines) + len(fixes)
+    fixed = [raters[i] for i in x.tolist()]
+    ratings.rated("reviewer", att[x], "rv2", fixed, score[x], _floats(conf[x]), retract_at[x] + 60)
+    a = ratings.attempts
     retractions = [
-        _RETRACTED % (a_tid[i], slot[i], a, a_tid[i], slot[i])
-        for i, a in zip(att[x].tolist(), timestamps(retract_at[x]), strict=True)
+        _RETRACTED % (a.task[i], a.slot[i], at, a.task[i], a.slot[i])
+        for i, at in zip(att[x].tolist(), timestamps(retract_at[x]), strict=True)
     ]
-    parts.append(("rating.retracted", retractions, retract_at[x]))
+    ratings.parts.append(("rating.retracted", retractions, retract_at[x]))
 
-    att, who, score, at_s = ch.human
-    lines = rated(att, "h", [fr.humans[w] for w in who.tolist()], score, ["1.0"] * len(att), at_s, fr.human_tail)
-    parts.append(("task.rated", lines, at_s))
-    by_kind["human"] += len(lines)
 
+def _rejections(ch: Chunk, fr: Fragments, attempts: _AttemptIds) -> list[str]:
     att, who, at_s = ch.reject
-    rejections = []
-    for i, w, a in zip(att.tolist(), who.tolist(), timestamps(at_s), strict=True):
+    lines = []
+    for i, w, at in zip(att.tolist(), who.tolist(), timestamps(at_s), strict=True):
         claim, evidence = REJECTION_CLAIMS[i % len(REJECTION_CLAIMS)]
-        rejections.append(
-            _REJECTED
-            % (
-                a_tid[i],
-                slot[i],
-                a,
-                a_tid[i],
-                fr.configs[cfg[i]],
-                fr.reviewers[w],
-                _j(claim),
-                _j([evidence.format(task=a_tid[i])]),
-            )
-        )
-    parts.append(("task.rejected", rejections, at_s))
-
-    return tasks, _ordered(parts), by_kind
+        task, slot, cfg = attempts.task[i], attempts.slot[i], attempts.cfg[i]
+        row = (task, slot, at, task, fr.configs[cfg], fr.reviewers[w], _j(claim), _j([evidence.format(task=task)]))
+        lines.append(_REJECTED % row)
+    return lines
 
 
 def assignment_rows(ch: Chunk) -> list[str]:
     """``[region, [configs, routed first], [outcomes]]`` per task, compact JSON."""
     rows: list[list[int]] = [[] for _ in range(ch.n)]
     outs: list[list[int]] = [[] for _ in range(ch.n)]
-    for t, c, s in zip(ch.a_task.tolist(), ch.a_cfg.tolist(), ch.a_success.astype(int).tolist(), strict=True):
+    for t, c, s in zip(
+        ch.attempts.task.tolist(), ch.attempts.cfg.tolist(), ch.attempts.success.astype(int).tolist(), strict=True
+    ):
         rows[t].append(c)
         outs[t].append(s)
     return [

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ..streams.events import Config
 from .scenario import ConfigSpec, Drift, GateSpec, Policy, Prior, RegionSpec, ReviewerSpec, Scenario
 
 OPUS = "claude-code/anthropic/claude-opus-4-5/high"
@@ -24,104 +25,36 @@ KIMI = "kimi-cli/moonshot/kimi-k2/-"
 GLM = "opencode/openrouter/z-ai%2Fglm-4.6/-"
 MINIMAX = "claude-code/minimax/MiniMax-M2/-"
 
-REGIONS = [
-    RegionSpec(
-        name="abstract",
-        share=0.15,
-        cost_multiplier=1.2,
-        node="planner",
-        duration_s=420,
-        tool_calls=12,
-        files_read=14,
-        files_written=1,
-    ),
-    RegionSpec(
-        name="implement",
-        share=0.35,
-        cost_multiplier=1.0,
-        node="implementer",
-        duration_s=600,
-        tool_calls=35,
-        files_read=10,
-        files_written=4,
-    ),
-    RegionSpec(
-        name="clean-up",
-        share=0.2,
-        cost_multiplier=0.6,
-        node="implementer",
-        duration_s=240,
-        tool_calls=18,
-        files_read=6,
-        files_written=3,
-    ),
-    RegionSpec(
-        name="review",
-        share=0.15,
-        cost_multiplier=0.8,
-        node="reviewer",
-        duration_s=180,
-        tool_calls=8,
-        files_read=9,
-        files_written=0,
-    ),
-    RegionSpec(
-        name="research",
-        share=0.15,
-        cost_multiplier=1.4,
-        node="researcher",
-        duration_s=900,
-        tool_calls=25,
-        files_read=20,
-        files_written=0.3,
-    ),
+#: name, share of the tasks, cost multiplier, node, duration (s), tool calls, files read, files written
+_REGION_ROWS = [
+    ("abstract", 0.15, 1.2, "planner", 420, 12, 14, 1),
+    ("implement", 0.35, 1.0, "implementer", 600, 35, 10, 4),
+    ("clean-up", 0.2, 0.6, "implementer", 240, 18, 6, 3),
+    ("review", 0.15, 0.8, "reviewer", 180, 8, 9, 0),
+    ("research", 0.15, 1.4, "researcher", 900, 25, 20, 0.3),
 ]
+REGIONS = [RegionSpec.model_validate(dict(zip(RegionSpec.model_fields, row, strict=True))) for row in _REGION_ROWS]
 
 
 def _q(abstract: float, implement: float, clean_up: float, review: float, research: float) -> dict[str, float]:
     return {"abstract": abstract, "implement": implement, "clean-up": clean_up, "review": review, "research": research}
 
 
+def _config(key: str, quality: dict[str, float], **truth: float) -> ConfigSpec:
+    """The configuration of ``key`` (its parts decoded once), with its true quality per region and costs."""
+    parts = Config.from_key(key)
+    return ConfigSpec(
+        cli=parts.cli, route=parts.route, model=parts.model, effort=parts.effort, quality=quality, **truth
+    )
+
+
 CONFIGS = [
-    ConfigSpec(
-        cli="claude-code",
-        route="anthropic",
-        model="claude-opus-4-5",
-        effort="high",
-        quality=_q(0.92, 0.9, 0.9, 0.95, 0.9),
-        cost_usd=1.2,
-        cost_sigma=0.6,
-    ),
-    ConfigSpec(
-        cli="claude-code",
-        route="openrouter",
-        model="claude-sonnet-4-5",
-        effort="medium",
-        quality=_q(0.82, 0.72, 0.75, 0.35, 0.55),
-        cost_usd=0.6,
-    ),
-    ConfigSpec(
-        cli="codex",
-        route="openai",
-        model="gpt-5-codex",
-        effort="medium",
-        quality=_q(0.38, 0.9, 0.8, 0.25, 0.35),
-        cost_usd=0.45,
-    ),
-    ConfigSpec(
-        cli="kimi-cli",
-        route="moonshot",
-        model="kimi-k2",
-        quality=_q(0.22, 0.45, 0.82, 0.12, 0.45),
-        cost_usd=0.3,
-        cost_missing=0.1,
-    ),
-    ConfigSpec(
-        cli="opencode", route="openrouter", model="z-ai/glm-4.6", quality=_q(0.2, 0.35, 0.5, 0.08, 0.62), cost_usd=0.25
-    ),
-    ConfigSpec(
-        cli="claude-code", route="minimax", model="MiniMax-M2", quality=_q(0.12, 0.25, 0.36, 0.05, 0.4), cost_usd=0.2
-    ),
+    _config(OPUS, _q(0.92, 0.9, 0.9, 0.95, 0.9), cost_usd=1.2, cost_sigma=0.6),
+    _config(SONNET, _q(0.82, 0.72, 0.75, 0.35, 0.55), cost_usd=0.6),
+    _config(CODEX, _q(0.38, 0.9, 0.8, 0.25, 0.35), cost_usd=0.45),
+    _config(KIMI, _q(0.22, 0.45, 0.82, 0.12, 0.45), cost_usd=0.3, cost_missing=0.1),
+    _config(GLM, _q(0.2, 0.35, 0.5, 0.08, 0.62), cost_usd=0.25),
+    _config(MINIMAX, _q(0.12, 0.25, 0.36, 0.05, 0.4), cost_usd=0.2),
 ]
 
 PRIORS = [

@@ -11,15 +11,17 @@ import json
 import os
 import time
 from contextlib import ExitStack
-from datetime import datetime
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
 
 from ..errors import PipelineError
-from ..home import Home, atomic_write, fsync_dir
-from ..streams.events import KNOWN, utc_timestamp
+from ..streams.events import KNOWN
+from ..utc import parse_timestamp, utc_timestamp
+from ..workspace import StrPath, Workspace, atomic_write, fsync_dir, temp_beside
 from . import corrupt as damage_mod
 from .generate import Static, draw_chunk
 from .lines import Fragments, assignment_rows, format_chunk, timestamps
@@ -77,11 +79,116 @@ def _task_id_format(seed: int, tasks: int) -> str:
 
 def _start_seconds(start: str) -> int:
     """Epoch seconds of the scenario's start (a validated RFC 3339 time), sub-seconds dropped."""
-    return int(datetime.fromisoformat(utc_timestamp(start).replace("Z", "+00:00")).timestamp())
+    return int(parse_timestamp(utc_timestamp(start)).timestamp())
+
+
+@dataclass
+class _Written:
+    """What the streams of one simulation hold so far: events per type and rater kind, lines, bytes, damage."""
+
+    st: Static
+    id_format: str
+    events: dict[str, int]
+    by_kind: dict[str, int]
+    damage: damage_mod.Damage
+    lines: dict[str, int]
+    bytes: dict[str, int]
+    last_line: dict[str, str]
+    drift_at: str | None = None
+
+    @classmethod
+    def of(cls, scenario: Scenario, seed: int) -> _Written:
+        streams = ("tasks", "ratings")
+        return cls(
+            st=Static.of(scenario, _start_seconds(scenario.start)),
+            id_format=_task_id_format(seed, scenario.tasks),
+            events=dict.fromkeys(KNOWN, 0),
+            by_kind={"gate": 0, "reviewer": 0, "human": 0},
+            damage=damage_mod.Damage(),
+            lines=dict.fromkeys(streams, 0),
+            bytes=dict.fromkeys(streams, 0),
+            last_line=dict.fromkeys(streams, ""),
+        )
+
+    def counts(self) -> dict[str, Any]:
+        """The counts the truth file records."""
+        return {
+            "events": self.events,
+            "ratings_by_rater_kind": self.by_kind,
+            "corruption": self.damage.counts,
+            "corruption_by_stream": self.damage.by_stream,
+            "expected_compaction": _expected(self.damage.counts),
+            "lines": self.lines,
+        }
+
+
+def _write_streams(
+    scenario: Scenario,
+    seed: int,
+    corrupt: float,
+    chunk_tasks: int,
+    targets: dict[str, Path],
+    rows_tmp: Path,
+    w: _Written,
+) -> None:
+    """Generate the streams chunk by chunk into temporary files beside ``targets`` (the truth's assignment rows
+    into ``rows_tmp``), fsync them and rename them into place; on any failure no target is touched."""
+    st, fragments = w.st, Fragments.of(w.st, w.id_format)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    crng = np.random.Generator(np.random.PCG64([seed, _CORRUPT_STREAM]))
+    tmp = {name: temp_beside(path, "simulate") for name, path in targets.items()}
+    try:
+        # Every file opened is closed on the way out, whatever fails (an open, a write, an fsync).
+        with ExitStack() as opened:
+            files = {name: opened.enter_context(open(path, "wb")) for name, path in tmp.items()}
+            rows = opened.enter_context(open(rows_tmp, "wb"))
+            for first in range(0, scenario.tasks, chunk_tasks):
+                chunk = draw_chunk(st, rng, first, min(chunk_tasks, scenario.tasks - first))
+                task_part, rating_part, kinds = format_chunk(chunk, fragments)
+                rows.write(((",\n" if first else "") + ",\n".join(assignment_rows(chunk))).encode("utf-8"))
+                if first <= st.drift_first < first + chunk.n and scenario.drift is not None:
+                    w.drift_at = timestamps(chunk.open_s[st.drift_first - first : st.drift_first - first + 1])[0]
+                for part in (task_part, rating_part):
+                    for t, n in part.counts.items():
+                        w.events[t] += n
+                for k, n in kinds.items():
+                    w.by_kind[k] += n
+                for name, part in (("tasks", task_part), ("ratings", rating_part)):
+                    _write_part(files[name], name, part.lines, corrupt, crng, w)
+            if corrupt > 0:
+                for name in targets:
+                    if w.last_line[name]:
+                        tail = damage_mod.torn_tail(w.last_line[name], float(crng.random())).encode("utf-8")
+                        files[name].write(tail)
+                        w.bytes[name] += len(tail)
+                        w.damage.by_stream[name]["torn_tail"] += 1
+            for f in files.values():
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        for path in tmp.values():
+            path.unlink(missing_ok=True)
+        raise
+    for name, path in tmp.items():
+        os.replace(path, targets[name])
+
+
+def _write_part(
+    handle: Any, name: str, lines: list[str], corrupt: float, crng: np.random.Generator, w: _Written
+) -> None:
+    """One stream's lines of a chunk, damaged as ``corrupt`` asks."""
+    if lines:
+        w.last_line[name] = lines[-1]
+    if corrupt > 0:
+        lines = damage_mod.inject(lines, corrupt, crng, w.damage.by_stream[name])
+    data = "".join(lines).encode("utf-8", "surrogateescape")
+    handle.write(data)
+    w.lines[name] += len(lines)
+    w.bytes[name] += len(data)
 
 
 def simulate(
-    out_dir: str | os.PathLike,
+    out_dir: Workspace | StrPath,
     scenario: Scenario,
     *,
     seed: int = 0,
@@ -102,121 +209,56 @@ def simulate(
         raise PipelineError(f"--corrupt must be between 0 and {MAX_CORRUPT} (a rate per line), got {corrupt}")
     if chunk_tasks < 1:
         raise PipelineError("chunk_tasks must be at least 1")
-    home = Home.resolve(out_dir)
+    home = Workspace.of(out_dir)
     targets = {name: home.stream(name) for name in ("tasks", "ratings")}
     for path in targets.values():
         if path.exists() and path.stat().st_size > 0 and not overwrite:
             raise PipelineError(
                 f"{path} exists and is not empty; simulate writes a fresh home (use --force to replace it)"
             )
-    truth_file = home.root / (truth_path if truth_path is not None else "truth.json")
+    truth_file = home.root / truth_path if truth_path is not None else home.truth
     home.streams.mkdir(parents=True, exist_ok=True)
-
-    began = time.perf_counter()
-    st = Static.of(scenario, _start_seconds(scenario.start))
-    id_format = _task_id_format(seed, scenario.tasks)
-    fragments = Fragments.of(st, id_format)
-    rng = np.random.Generator(np.random.PCG64(seed))
-    crng = np.random.Generator(np.random.PCG64([seed, _CORRUPT_STREAM]))
-    damage = damage_mod.Damage()
-    events = dict.fromkeys(KNOWN, 0)
-    by_kind = {"gate": 0, "reviewer": 0, "human": 0}
-    n_lines = dict.fromkeys(targets, 0)
-    n_bytes = dict.fromkeys(targets, 0)
-    last_line = dict.fromkeys(targets, "")
-    rows_tmp = truth_file.with_name(f".{truth_file.name}.rows.{os.getpid()}.tmp")
-    drift_at: str | None = None
-    tmp = {name: path.with_name(f".{path.name}.simulate.{os.getpid()}.tmp") for name, path in targets.items()}
     truth_file.parent.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
+    written = _Written.of(scenario, seed)
+    rows_tmp = temp_beside(truth_file, "rows")
     try:
-        # Every file opened is closed on the way out, whatever fails (an open, a write, an fsync).
-        with ExitStack() as opened:
-            files = {name: opened.enter_context(open(path, "wb")) for name, path in tmp.items()}
-            rows = opened.enter_context(open(rows_tmp, "wb"))
-            for first in range(0, scenario.tasks, chunk_tasks):
-                chunk = draw_chunk(st, rng, first, min(chunk_tasks, scenario.tasks - first))
-                task_part, rating_part, kinds = format_chunk(chunk, fragments)
-                rows.write(((",\n" if first else "") + ",\n".join(assignment_rows(chunk))).encode("utf-8"))
-                if first <= st.drift_first < first + chunk.n and scenario.drift is not None:
-                    drift_at = timestamps(chunk.open_s[st.drift_first - first : st.drift_first - first + 1])[0]
-                for part in (task_part, rating_part):
-                    for t, n in part.counts.items():
-                        events[t] += n
-                for k, n in kinds.items():
-                    by_kind[k] += n
-                for name, part in (("tasks", task_part), ("ratings", rating_part)):
-                    lines = part.lines
-                    if lines:
-                        last_line[name] = lines[-1]
-                    if corrupt > 0:
-                        lines = damage_mod.inject(lines, corrupt, crng, damage.by_stream[name])
-                    data = "".join(lines).encode("utf-8", "surrogateescape")
-                    files[name].write(data)
-                    n_lines[name] += len(lines)
-                    n_bytes[name] += len(data)
-            if corrupt > 0:
-                for name in targets:
-                    if last_line[name]:
-                        tail = damage_mod.torn_tail(last_line[name], float(crng.random())).encode("utf-8")
-                        files[name].write(tail)
-                        n_bytes[name] += len(tail)
-                        damage.by_stream[name]["torn_tail"] += 1
-            for f in files.values():
-                f.flush()
-                os.fsync(f.fileno())
-    except BaseException:
-        rows_tmp.unlink(missing_ok=True)
-        for path in tmp.values():
-            path.unlink(missing_ok=True)
-        raise
-    for name, path in tmp.items():
-        os.replace(path, targets[name])
-    fsync_dir(home.streams)
-
-    drift_first = st.drift_first if scenario.drift is not None else None
-    counts = {
-        "events": events,
-        "ratings_by_rater_kind": by_kind,
-        "corruption": damage.counts,
-        "corruption_by_stream": damage.by_stream,
-        "expected_compaction": _expected(damage.counts),
-        "lines": n_lines,
-    }
-    truth = build_truth(
-        scenario,
-        st.policy,
-        seed=seed,
-        corrupt=corrupt,
-        drift_first=drift_first,
-        drift_at=drift_at,
-        task_id_format=id_format,
-    )
-    truth["counts"] = counts
-    try:
+        _write_streams(scenario, seed, corrupt, chunk_tasks, targets, rows_tmp, written)
+        fsync_dir(home.streams)
+        truth = build_truth(
+            scenario,
+            written.st.policy,
+            seed=seed,
+            corrupt=corrupt,
+            drift_first=written.st.drift_first if scenario.drift is not None else None,
+            drift_at=written.drift_at,
+            task_id_format=written.id_format,
+        )
+        truth["counts"] = written.counts()
         write_truth(truth_file, truth, rows_tmp)
     finally:
         rows_tmp.unlink(missing_ok=True)
     atomic_write(
-        home.fits / "shipped.json",
+        home.shipped,
         (json.dumps(scenario.policy.shipped_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode(
             "utf-8"
         ),
     )
     seconds = time.perf_counter() - began
-    total = sum(events.values())
+    total = sum(written.events.values())
     return SimResult(
         out=str(home.root),
         truth_path=str(truth_file),
         scenario=scenario.name,
         seed=seed,
         tasks=scenario.tasks,
-        events=events,
-        ratings_by_rater_kind=by_kind,
-        corruption=damage.counts,
-        corruption_by_stream=damage.by_stream,
-        expected_compaction=_expected(damage.counts),
-        lines=n_lines,
-        bytes=n_bytes,
+        events=written.events,
+        ratings_by_rater_kind=written.by_kind,
+        corruption=written.damage.counts,
+        corruption_by_stream=written.damage.by_stream,
+        expected_compaction=_expected(written.damage.counts),
+        lines=written.lines,
+        bytes=written.bytes,
         seconds=round(seconds, 3),
         events_per_second=round(total / seconds, 1) if seconds > 0 else 0.0,
     )

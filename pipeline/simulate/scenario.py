@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import PipelineError
 from ..jsonfile import read_json, validate
-from ..streams.events import config_key, utc_timestamp
+from ..streams.events import config_key
+from ..utc import utc_timestamp
 
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 Positive = Annotated[float, Field(gt=0.0)]

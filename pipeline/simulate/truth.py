@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..home import fsync_dir
+from ..workspace import fsync_dir, temp_beside
 from .policy import LoggingPolicy
 from .scenario import RatingSpec, Scenario
 
@@ -173,7 +173,7 @@ def write_truth(path: Path, truth: dict[str, Any], rows: Path) -> None:
     """Write truth.json: the summary indented and sorted, then the assignment rows, one per line, streamed from
     ``rows`` (comma-separated compact JSON arrays) so they are never all in memory. Temp file, fsync, rename."""
     head = json.dumps(truth, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_beside(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(tmp, "wb") as out, open(rows, "rb") as body:
         out.write((head[:-2] + ',\n  "assignments": [\n').encode("utf-8"))

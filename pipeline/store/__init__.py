@@ -1,7 +1,9 @@
 """The store: one Delta Lake table of events, ``<store>/events`` (docs/design.md, Storage).
 
-- :mod:`.location`: where it lives (``--store``, ``$RATINGS_STORE``, ``<home>/store``) and how to reach it;
-- :mod:`.writer`: the name under which this home's compactions land;
+- where it lives (``--store``, ``$RATINGS_STORE``, ``<home>/store``) is the workspace's
+  (:class:`pipeline.workspace.StoreLocation`);
+- :mod:`.writer`: the name under which this home's compactions land; :mod:`.commits`: the record each
+  compaction commits;
 - :mod:`.schema`: the table's columns; :mod:`.table`: opening one version, errors as one line;
 - :mod:`.views`: DuckDB views over one version (``open_store``), read-only SQL (``run_sql``);
 - :mod:`.upkeep`: optimize, vacuum and sizes; :mod:`.upgrade`: moving an old or broken store aside.
@@ -9,7 +11,6 @@
 Writing is :mod:`pipeline.compact`; checking is :mod:`pipeline.commands.verify`.
 """
 
-from .location import StoreConfig, configured
 from .views import Store, open_store, plain, run_sql
 
-__all__ = ["Store", "StoreConfig", "configured", "open_store", "plain", "run_sql"]
+__all__ = ["Store", "open_store", "plain", "run_sql"]

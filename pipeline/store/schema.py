@@ -2,7 +2,7 @@
 
 - ``family`` and ``event_date`` (the UTC date of ``at``; null for an event without a time) partition the table
   (``family=<f>/event_date=<d>/``); each family's view is its partition.
-- then every family column of :data:`pipeline.families.COLUMNS` once, in the order they first appear (``at`` is
+- then every family column of :data:`pipeline.store.families.COLUMNS` once, in the order they first appear (``at`` is
   a UTC ``timestamp``; a column a family does not have is null in its rows);
 - ``raw``: the line as it was appended, for the family ``other`` only (events of a type v1 does not know);
 - the provenance of each row, which the compactor needs and any engine may query: ``_writer``, ``_stream``,
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..families import COLUMNS
+from .families import COLUMNS
 
 PARTITIONS = ["family", "event_date"]
 PROVENANCE = [

@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import PipelineError, StoreCorrupt
-from ..home import STREAMS, Home
-from .location import Location
+from ..utc import parse_time
+from ..workspace import DELTA_LOG, STREAMS, StoreLocation, Workspace
+from .families import VIEWS
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -32,7 +33,7 @@ def first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def storage_error(exc: BaseException, location: Location, doing: str) -> PipelineError:
+def storage_error(exc: BaseException, location: StoreLocation, doing: str) -> PipelineError:
     """A failure reaching the store (wrong endpoint, credentials, bucket), as bad configuration (exit 2)."""
     message = first_line(exc)
     lowered = str(exc).lower()
@@ -82,7 +83,7 @@ def machine_errors(doing: str) -> Iterator[None]:
         raise PipelineError(f"cannot {doing}{where}: {advice}") from None
 
 
-def fail(exc: BaseException, location: Location, doing: str) -> NoReturn:
+def fail(exc: BaseException, location: StoreLocation, doing: str) -> NoReturn:
     """Raise the one-line error for a delta-rs or I/O failure while ``doing`` something to the store."""
     from deltalake.exceptions import DeltaError
 
@@ -104,10 +105,10 @@ def _is_storage(exc: BaseException) -> bool:
     )
 
 
-def exists(location: Location) -> bool:
+def exists(location: StoreLocation) -> bool:
     """Whether the events table exists (a local store: its ``_delta_log``; an object store: it opens)."""
     if location.table_path is not None:
-        return (location.table_path / "_delta_log").is_dir()
+        return (location.table_path / DELTA_LOG).is_dir()
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
@@ -126,15 +127,14 @@ def parse_as_of(text: str) -> int | datetime:
     if text.isdigit():
         return int(text)
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        return parse_time(text)
     except ValueError:
         raise PipelineError(
             f"--as-of {text!r}: give a table version (a number) or a time (RFC 3339 or a date)"
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def open_table(location: Location, as_of: str | int | datetime | None = None) -> DeltaTable | None:
+def open_table(location: StoreLocation, as_of: str | int | datetime | None = None) -> DeltaTable | None:
     """The events table at ``as_of`` (a version, a time, or None for the newest); None when there is no table yet."""
     from deltalake import DeltaTable
 
@@ -193,17 +193,30 @@ def home_txn_id(writer: str) -> str:
     return f"{writer}:home"
 
 
-def consumed_offsets(home: Home, table: DeltaTable | None = None) -> dict[str, int] | None:
+def consumed_offsets(ws: Workspace, table: DeltaTable | None = None) -> dict[str, int] | None:
     """Per stream, the byte offset up to which this home's writer committed it (0 when never); None when the
     store has no table yet. ``table``: an already open table (default: the newest version of the home's store)."""
-    from .location import resolve
     from .writer import identity
 
     if table is None:
-        table = open_table(resolve(home))
+        table = open_table(ws.store)
     if table is None:
         return None
-    if not (home.store / "writer.json").exists():
+    if not ws.writer_file.exists():
         return dict.fromkeys(STREAMS, 0)
-    writer = identity(home).writer
+    writer = identity(ws).writer
     return {stream: table.transaction_version(txn_ids(writer, stream)[0]) or 0 for stream in STREAMS}
+
+
+def family_rows(table: Any) -> dict[str, int]:
+    """Rows per family at the table's loaded version, from the commit statistics (no data read)."""
+    import pyarrow as pa
+
+    counts = dict.fromkeys(VIEWS, 0)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows:
+        grouped = actions.group_by("partition.family").aggregate([("num_records", "sum")])
+        families, sums = grouped["partition.family"].to_pylist(), grouped["num_records_sum"].to_pylist()
+        for family, n in zip(families, sums, strict=True):
+            counts[family] = int(n or 0)
+    return counts

@@ -1,65 +1,36 @@
-"""Moving a store aside: the old manifest format (v1) on the first compaction, and ``ratings compact --rebuild``.
+"""Moving a table aside for ``ratings compact --rebuild`` (an old manifest store: :mod:`pipeline.compat`).
 
 The streams are the source of truth (docs/design.md, Storage): a store is always rebuilt from them, and what is
-moved aside is kept, never deleted, so that nothing an operator might still want is lost.
-
-- An old store (``store/_manifests/``, Parquet per family, an id index) moves to ``store.v1-<time>/`` beside
-  ``store/``, with the dead letters it wrote; the first compaction then builds ``store/events/`` from the streams.
-- ``--rebuild`` moves a local table to ``<store>/events.rebuilt-<time>/`` (and the dead letters beside it).
+moved aside is kept, never deleted, so that nothing an operator might still want is lost. ``--rebuild`` moves a
+local table to ``<store>/events.rebuilt-<time>/`` (and the dead letters beside it).
 """
 
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import PipelineError
-from ..home import Home, fsync_dir
-from .location import TABLE, Location
-
-_KEEP = {".compact.lock", "writer.json", TABLE}  # what stays in store/: this home's lock and identity, the new table
+from ..utc import stamp
+from ..workspace import Workspace, fsync_dir
 
 
-def _stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+def move(ws: Workspace, source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target``, creating its directory (inside the home or the store: never through a link
+    out of it)."""
+    os.rename(source, ws.confine(target))
 
 
-def _move(home: Home, source: Path, target: Path) -> None:
-    """Rename ``source`` to ``target``, creating its directory (inside the home: never through a link out of it)."""
-    if target.is_relative_to(home.root):
-        home.confine(target)
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    os.rename(source, target)
+def move_deadletters(ws: Workspace, aside: Path) -> None:
+    if ws.deadletter.is_dir():
+        for path in sorted(ws.deadletter.glob("*.jsonl")):
+            move(ws, path, aside / ws.deadletter.name / path.name)
+        fsync_dir(ws.deadletter)
 
 
-def _move_deadletters(home: Home, aside: Path) -> None:
-    if home.deadletter.is_dir():
-        for path in sorted(home.deadletter.glob("*.jsonl")):
-            _move(home, path, aside / "deadletter" / path.name)
-        fsync_dir(home.deadletter)
-
-
-def upgrade_if_old(home: Home, location: Location) -> list[str]:
-    """Move an old manifest store out of ``store/`` (only the home's own store); a one-line note when it did."""
-    if location.local != home.store or not (home.store / "_manifests").is_dir():
-        return []
-    aside = home.root / f"store.v1-{_stamp()}"
-    moved = [p for p in sorted(home.store.iterdir()) if p.name not in _KEEP]
-    for path in moved:
-        _move(home, path, aside / path.name)
-    _move_deadletters(home, aside)
-    fsync_dir(home.store)
-    fsync_dir(home.root)
-    return [
-        f"upgraded the store: the old manifest store (format v1) moved to {aside.name}/ with its dead letters; "
-        f"{home.store.name}/{TABLE}/ is rebuilt from the streams"
-    ]
-
-
-def move_aside_for_rebuild(home: Home, location: Location) -> list[str]:
+def move_aside_for_rebuild(ws: Workspace) -> list[str]:
     """Move a local table (and the dead letters) aside so that the compaction rebuilds it from the streams."""
+    location = ws.store
     if location.table_path is None:
         raise PipelineError(
             f"--rebuild works on a local store; {location.describe()} is shared by other writers: rebuilding it "
@@ -68,8 +39,8 @@ def move_aside_for_rebuild(home: Home, location: Location) -> list[str]:
     table = location.table_path
     if not table.exists():
         return [f"nothing to move aside: {table} does not exist; building it from the streams"]
-    aside = table.with_name(f"{TABLE}.rebuilt-{_stamp()}")
-    _move(home, table, aside)
-    _move_deadletters(home, aside)
+    aside = ws.rebuilt_aside(stamp())
+    move(ws, table, aside)
+    move_deadletters(ws, aside)
     fsync_dir(table.parent)
     return [f"moved the table aside to {aside} (with the dead letters); rebuilding it from the streams"]

@@ -8,14 +8,12 @@ committed yet; on a store shared by other hosts, keep the retention longer than 
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pydantic import BaseModel
 
 from ..errors import PipelineError
-from ..home import Home
-from . import location as loc
+from ..workspace import StoreLocation, StrPath, Workspace
 from .table import fail, machine_errors, open_table
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's default: one week of time travel
@@ -33,7 +31,7 @@ class VacuumResult(BaseModel):
         return self.model_dump(mode="json")
 
 
-def store_bytes(location: loc.Location) -> int:
+def store_bytes(location: StoreLocation) -> int:
     """Bytes of every file under the table (data files of every version, unreferenced ones, the log)."""
     import pyarrow.fs as pafs
 
@@ -49,21 +47,18 @@ def store_bytes(location: loc.Location) -> int:
 
 
 def vacuum(
-    home: str | os.PathLike | Home | None = None,
+    home: Workspace | StrPath | None = None,
     *,
     retain_hours: int = DEFAULT_RETAIN_HOURS,
-    config: loc.StoreConfig | None = None,
 ) -> VacuumResult:
     """Remove files no version within ``retain_hours`` needs, and files no version references."""
     import pyarrow as pa
 
-    from ..compact.run import compact_lock
-
     if retain_hours < 0:
         raise PipelineError("--retain-hours must be 0 or more")
-    home = Home.resolve(home)
-    location = loc.resolve(home, config)
-    with machine_errors("vacuum"), compact_lock(home):
+    ws = Workspace.of(home)
+    location = ws.store
+    with machine_errors("vacuum"), ws.lock(ws.compact_lock):
         table = open_table(location)
         before = store_bytes(location)
         if table is None:

@@ -2,7 +2,7 @@
 
 A reader opens the table once, at one version (the newest, or ``--as-of``), and reads exactly the files that
 version lists, never a glob: files of a crashed run, or of a version vacuum has not yet removed, stay
-invisible. Each view of :data:`pipeline.families.VIEWS` is its family's partition with the family's columns
+invisible. Each view of :data:`pipeline.store.families.VIEWS` is its family's partition with the family's columns
 (also when the family has no rows), ``at`` as a naive UTC ``TIMESTAMP``. Views hold one row per id: when two
 writers committed one id at the same moment, the row written first by ``(_writer, _stream, _offset)`` order is
 kept (``ratings verify`` lists such ids). Retractions are NOT applied (the fitter applies them).
@@ -14,7 +14,6 @@ Arrow (a dataset DuckDB scans), so no DuckDB network extension is needed.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,9 +22,10 @@ from typing import Any
 import duckdb
 
 from ..errors import PipelineError, StoreCorrupt
-from ..families import COLUMNS, RESERVED_COLUMNS, VIEWS, empty_select
-from ..home import Home
-from . import location as loc
+from ..utc import format_timestamp
+from ..workspace import StoreLocation, StrPath, Workspace
+from .commits import METADATA_KEY, CommitRecord
+from .families import COLUMNS, RESERVED_COLUMNS, VIEWS, empty_select
 from .table import RECOVER, fail, open_table
 
 _SQL_TYPES = {"TIMESTAMP": "TIMESTAMP"}
@@ -38,7 +38,7 @@ def _quote(text: str) -> str:
 class Store:
     """A DuckDB connection with one view per family, pinned to one version of the events table."""
 
-    def __init__(self, location: loc.Location, table: Any, con: duckdb.DuckDBPyConnection):
+    def __init__(self, location: StoreLocation, table: Any, con: duckdb.DuckDBPyConnection):
         self.location = location
         self.table = table  # deltalake.DeltaTable at the pinned version, or None before the first compaction
         self.con = con
@@ -82,7 +82,6 @@ class Store:
         """
         if self.table is None:
             return None
-        from ..compact.run import METADATA_KEY, CommitRecord
         from .table import commits
 
         lines = []
@@ -154,24 +153,22 @@ def _create_views(store: Store) -> None:
 
 
 def open_store(
-    home: str | os.PathLike | Home | None = None,
+    home: Workspace | StrPath | None = None,
     as_of: str | int | None = None,
     *,
     read_only: bool = False,
     threads: int | None = None,
-    config: loc.StoreConfig | None = None,
 ) -> Store:
-    """Open the store at ``as_of`` (a version or a time; default the configured ``--as-of``, else the newest).
+    """Open the store at ``as_of`` (a version or a time; default the workspace's ``--as-of``, else the newest).
 
     With no table yet the views exist with no rows and ``version`` is None. ``read_only`` locks the connection
     down for untrusted SQL: DuckDB may read exactly the table's live files (``allowed_paths``) and nothing
     else, cannot write files (``enable_external_access = false``) and never spills to a temp directory
     (``temp_directory = ''``: DuckDB would otherwise allow its ``.tmp`` folder in the current directory).
     """
-    location = loc.resolve(home, config)
-    if as_of is None:
-        as_of = (config if config is not None else loc.current_config()).as_of
-    table = open_table(location, as_of)
+    ws = Workspace.of(home)
+    location = ws.store
+    table = open_table(location, as_of if as_of is not None else ws.as_of)
     settings: dict[str, Any] = {"temp_directory": ""} if read_only else {}
     if threads is not None:
         settings["threads"] = threads
@@ -241,8 +238,7 @@ def plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, dt.datetime):
-        moment = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
-        return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
+        return format_timestamp(value)
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
@@ -262,9 +258,7 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
-def run_sql(
-    home: str | os.PathLike | Home | None, sql: str, *, as_of: str | None = None, config: loc.StoreConfig | None = None
-) -> list[dict[str, Any]]:
+def run_sql(home: Workspace | StrPath | None, sql: str, *, as_of: str | None = None) -> list[dict[str, Any]]:
     """Run one query on a read-only store (``ratings sql``); one JSON-ready dict per row.
 
     Raises :class:`pipeline.errors.PipelineError` (exit 2) for an empty query and for SQL DuckDB rejects,
@@ -272,7 +266,7 @@ def run_sql(
     """
     if not sql.strip().strip(";").strip():
         raise PipelineError('empty query: give one SQL statement, e.g. "SELECT count(*) FROM ratings"')
-    with open_store(home, as_of, read_only=True, config=config) as store, reading(store):
+    with open_store(home, as_of, read_only=True) as store, reading(store):
         try:
             names, rows = store.query(sql)
         except (duckdb.IOException, duckdb.InvalidInputException):

@@ -17,7 +17,7 @@ import socket
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import PipelineError
-from ..home import Home
+from ..workspace import Workspace
 
 #: A writer name: what a host name may hold, no ':' or '@' (they delimit compactor ids ``<writer>:<stream>@<n>``).
 WRITER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -45,10 +45,10 @@ def _default_name() -> str:
     return name
 
 
-def identity(home: Home, requested: str | None = None) -> WriterIdentity:
-    """This home's writer: the one ``store/writer.json`` remembers, else a new one (``requested`` or the host
-    name) that :func:`remember` records once the store has accepted it."""
-    path = home.store / "writer.json"
+def identity(ws: Workspace) -> WriterIdentity:
+    """This home's writer: the one ``store/writer.json`` remembers, else a new one (the workspace's ``writer``,
+    else the host name) that :func:`remember` records once the store has accepted it."""
+    path, requested = ws.writer_file, ws.writer
     if path.exists():
         try:
             known = WriterIdentity.model_validate_json(path.read_bytes())
@@ -65,11 +65,11 @@ def identity(home: Home, requested: str | None = None) -> WriterIdentity:
     return WriterIdentity(writer=check_name(requested) if requested else _default_name(), home_id=_home_id())
 
 
-def remember(home: Home, writer: WriterIdentity) -> None:
+def remember(ws: Workspace, writer: WriterIdentity) -> None:
     """Record this home's writer in ``store/writer.json`` (once: the first compaction the store accepted)."""
-    path = home.store / "writer.json"
+    path = ws.writer_file
     if not path.exists():
-        home.write(path, (json.dumps(writer.model_dump(), indent=1) + "\n").encode())
+        ws.write(path, (json.dumps(writer.model_dump(), indent=1) + "\n").encode())
 
 
 def _home_id() -> int:

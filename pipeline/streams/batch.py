@@ -8,7 +8,7 @@ rule), as plain dicts, with unknown fields refused. That *fast lane* only ever a
 accept (an unknown field or type, a time not in the normalised form, a line not compact, anything invalid) goes to
 the *slow lane*, which is the per-line path (:func:`pipeline.streams.events.decode_line` and
 :func:`pipeline.streams.events.validate_object`) and gives every verdict and reason. So a batch is accepted, refused and
-explained exactly as its lines are one by one (``tests/test_batch.py`` checks it on thousands of mutated lines).
+explained exactly as its lines are one by one (``tests/streams/test_batch.py`` checks it on thousands of mutated lines).
 
 Rendering: a raw line that arrives valid, compact and complete (its own ``id`` and a normalised ``at``) is
 written as its own bytes; one missing ``id`` or ``at`` gets them spliced in front; a mapping is rendered as the
@@ -23,15 +23,16 @@ import gc
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic_core import SchemaValidator, ValidationError, core_schema
 
 from ..errors import InvalidBatch, InvalidEvent
-from ..home import STREAMS
+from ..utc import CANONICAL_TIME, format_timestamp, utc_timestamp
+from ..utc import now as utc_now
+from ..workspace import STREAMS
 from .events import (
-    CANONICAL_TIME,
     DEFAULT_MAX_LINE_BYTES,
     KNOWN,
     SCHEMA_VERSION,
@@ -39,13 +40,11 @@ from .events import (
     Event,
     decode_line,
     encode_line,
-    format_timestamp,
     free_id,
     is_reserved_id,
     known_major,
     nearest_type,
     stream_of,
-    utc_timestamp,
     validate_object,
     with_head,
 )
@@ -72,8 +71,9 @@ def fast_validator() -> SchemaValidator:
     validators written in Python, which would cost a call back into Python per event, accept exactly what these
     native checks accept together with :func:`accepted` (run on the few fields afterwards):
 
-    - ``at`` (:func:`utc_timestamp`): a string in the normalised form, and :func:`is_canonical_time` after (a
-      time in any other form takes the slow lane, which normalises it);
+    - ``at`` (:func:`utc_timestamp`): a string in the normalised form, and
+      :func:`~pipeline.utc.is_canonical_time` after (a time in any other form takes the slow lane, which
+      normalises it);
     - ``id`` (:func:`free_id`): the field's own string schema, and not :func:`is_reserved_id` after;
     - ``v`` (:func:`known_major`): an integer from the known major version to the known major version.
     """
@@ -113,7 +113,7 @@ def fast_validator() -> SchemaValidator:
 
 def accepted(fields: dict[str, Any]) -> bool:
     """The checks of :func:`fast_validator` that run after it, on its output: the rest of
-    :func:`is_canonical_time` (the form was checked natively) and :func:`is_reserved_id`."""
+    :func:`~pipeline.utc.is_canonical_time` (the form was checked natively) and :func:`is_reserved_id`."""
     at, event_id = fields["at"], fields["id"]
     if at is not None:
         if at.endswith(".000000Z"):
@@ -188,7 +188,7 @@ def render(
     """Validate and render every item (see :func:`prepare`), keeping each item's outcome. Batches of at least
     ``fast_from`` items take the fast lane first."""
     items: list[Any] = list(events)  # a copy: str items are encoded in place
-    now = now or format_timestamp(datetime.now(UTC))
+    now = now or format_timestamp(utc_now())
     out = Rendered(len(items))
     slow: list[int] = []
     if len(items) >= fast_from:

@@ -1,4 +1,11 @@
-"""Events of schema v1 (docs/design.md, Events): frozen pydantic models and one line parser.
+"""Events of schema v1 (docs/design.md, Events): the one spec of each event type, and the one line parser.
+
+The models below are the spec. A field's annotation is its JSON type and bounds, its default the value a line
+that omits it means, a :class:`Column` marker the store column it fills when that column has another name; the
+class names its ``family`` (the store's partition and view) and its ``stream``. Everything else that knows the
+schema is derived from them (:mod:`pipeline.streams.spec`): the fast batch validator, the compactor's Arrow
+schema and its per-event rows, the store's columns and defaults, the JSON Schema and the simulator's lines. To
+add a field, add it here.
 
 Every model is built lazily (``defer_build``): appending one rating builds the
 rating model only, which keeps the CLI's start-up small. Unknown fields are
@@ -14,14 +21,16 @@ import json
 import os
 import re
 import sys
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic_core import to_json
 
 from ..errors import InvalidEvent
+from ..utc import utc_timestamp
+from ..workspace import EVENTS_SCHEMA_FILE
 
 SCHEMA_VERSION = 1
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB (docs/design.md, Events)
@@ -36,54 +45,6 @@ MAX_COUNT = 10**12  # durations in ms and trace counts
 #: An id of this form is what the compactor gives an id-less line (``[<writer>:]<stream>@<byte offset>``):
 #: reserved, so that an explicit id can never collide with one.
 RESERVED_ID = re.compile(r"(?:[^:]+:)?(?:tasks|ratings)@[0-9]+")
-
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
-
-
-#: The form :func:`format_timestamp` writes: UTC, ``Z``, no fraction or six digits that are not all zero.
-CANONICAL_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{6})?Z"
-_CANONICAL = re.compile(CANONICAL_TIME)
-
-
-def is_canonical_time(value: str) -> bool:
-    """Whether ``value`` is a real time already in the normalised form, so that :func:`utc_timestamp` returns it
-    unchanged (the form alone is not enough: 2026-02-30 has it)."""
-    if not _CANONICAL.fullmatch(value) or value.endswith(".000000Z"):
-        return False
-    try:
-        datetime.fromisoformat(value[:-1])
-    except ValueError:
-        return False
-    return True
-
-
-def utc_timestamp(value: str) -> str:
-    """Accept an RFC 3339 timestamp with a zone; return it in UTC as ``...Z``.
-
-    Microsecond precision: finer digits are truncated, which keeps ordering.
-    """
-    if is_canonical_time(value):  # the common case: nothing to normalise
-        return value
-    if not _RFC3339.fullmatch(value):
-        raise ValueError("not an RFC 3339 timestamp with a time zone (e.g. 2026-01-31T12:00:00Z)")
-    text = value.replace("t", "T").replace(" ", "T").replace("z", "Z")
-    frac = re.search(r"\.(\d+)", text)
-    if frac and len(frac.group(1)) > 6:
-        text = text.replace(frac.group(0), "." + frac.group(1)[:6])
-    try:
-        return format_timestamp(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError as exc:
-        raise ValueError(f"not a valid date or time: {exc}") from None
-    except OverflowError:  # a valid local time whose UTC lies outside years 1..9999
-        raise ValueError("the time in UTC is outside the years 1 to 9999") from None
-
-
-def format_timestamp(moment: datetime) -> str:
-    """The one textual form of a time in streams and outputs: UTC, ``Z``, micro-seconds when present."""
-    moment = moment.astimezone(UTC).replace(tzinfo=None)
-    # isoformat, not strftime: strftime does not zero-pad years before 1000 on every platform
-    return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds") + "Z"
-
 
 Timestamp = Annotated[str, AfterValidator(utc_timestamp), WithJsonSchema({"type": "string", "format": "date-time"})]
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -121,6 +82,13 @@ EventId = Annotated[str, Field(min_length=1), AfterValidator(free_id)]
 MajorVersion = Annotated[int, Field(ge=1, json_schema_extra={"maximum": SCHEMA_VERSION}), AfterValidator(known_major)]
 
 _STRICT = ConfigDict(strict=True, frozen=True, defer_build=True, allow_inf_nan=False)
+
+
+@dataclass(frozen=True)
+class Column:
+    """The store column a field fills, when its name is not the field's (``Annotated[..., Column("name")]``)."""
+
+    name: str
 
 
 # --------------------------------------------------------------------------- config key
@@ -180,6 +148,19 @@ class Event(BaseModel):
 
     model_config = ConfigDict(**_STRICT, extra="allow")
 
+    #: The store family (partition and view) of the type; ``other`` for a type v1 does not know.
+    family: ClassVar[str] = "other"
+    #: The stream the type is appended to.
+    stream: ClassVar[Literal["tasks", "ratings"]] = "tasks"
+
+    def __init_subclass__(
+        cls, *, family: str = "other", stream: Literal["tasks", "ratings"] = "tasks", **kwargs: Any
+    ) -> None:
+        """An event type names its family and stream in its class line: ``class TaskRated(Event,
+        family="ratings", stream="ratings")``."""
+        super().__init_subclass__(**kwargs)
+        cls.family, cls.stream = family, stream
+
     id: EventId | None = None
     type: NonEmpty
     at: Timestamp | None = None
@@ -191,7 +172,7 @@ class Event(BaseModel):
         return dict(self.__pydantic_extra__ or {})
 
 
-class TaskOpened(Event):
+class TaskOpened(Event, family="tasks"):
     type: Literal["task.opened"] = "task.opened"
     task: NonEmpty
     region: NonEmpty = "general"
@@ -203,7 +184,7 @@ class TaskOpened(Event):
 AttemptStatus = Literal["success", "failure", "vacuous", "blocked", "escalated", "unknown"]
 
 
-class TaskAttempted(Event):
+class TaskAttempted(Event, family="attempts"):
     type: Literal["task.attempted"] = "task.attempted"
     task: NonEmpty
     config: Config
@@ -218,47 +199,49 @@ class TaskAttempted(Event):
     files_written: Count | None = None
 
 
-class RouteDecided(Event):
+class RouteDecided(Event, family="decisions"):
     type: Literal["route.decided"] = "route.decided"
     task: NonEmpty
     policy: NonEmpty
     chosen: NonEmpty
     candidates: list[NonEmpty]
     propensity: PositiveUnit
-    table: str | None = None
+    table: Annotated[str | None, Column("table_version")] = None  # TABLE is an SQL keyword
     explored: bool = False
     reason: str = ""
     predicted_quality: Unit | None = None
 
 
-class TaskClosed(Event):
+class TaskClosed(Event, family="closures"):
     type: Literal["task.closed"] = "task.closed"
     task: NonEmpty
     outcome: Literal["done", "escalated", "abandoned"]
 
 
-class TaskRated(Event):
-    type: Literal["task.rated"] = "task.rated"
+class Judgment(Event):
+    """What a rater said of one config's work on one task: a rating or a rejection (not a type of its own)."""
+
     task: NonEmpty
     config: Config
     rater: Rater
+
+
+class TaskRated(Judgment, family="ratings", stream="ratings"):
+    type: Literal["task.rated"] = "task.rated"
     score: Unit
     precision: PositiveUnit = 1.0
     confidence: PositiveUnit = 1.0
     importance: Weight = 1.0
 
 
-class TaskRejected(Event):
+class TaskRejected(Judgment, family="rejections", stream="ratings"):
     type: Literal["task.rejected"] = "task.rejected"
-    task: NonEmpty
-    config: Config
-    rater: Rater
     claim: NonEmpty
     evidence: list[str]
     weight: Weight = 1.0
 
 
-class RatingRetracted(Event):
+class RatingRetracted(Event, family="retractions", stream="ratings"):
     type: Literal["rating.retracted"] = "rating.retracted"
     rating: NonEmpty
     reason: NonEmpty
@@ -268,32 +251,20 @@ class OtherEvent(Event):
     """An event of a type v1 does not know: kept, stored in family ``other``, ignored by the fit."""
 
 
+#: The v1 types and their models, in the order of the JSON Schema's branches.
 KNOWN: dict[str, type[Event]] = {
-    "task.opened": TaskOpened,
-    "task.attempted": TaskAttempted,
-    "route.decided": RouteDecided,
-    "task.closed": TaskClosed,
-    "task.rated": TaskRated,
-    "task.rejected": TaskRejected,
-    "rating.retracted": RatingRetracted,
+    model.model_fields["type"].default: model
+    for model in (TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted)
 }
 
-#: Types no event may have: they name the frame lines around a batch (``pipeline.streams.framing``).
+#: Types no event may have: they name the frame lines around a batch (``pipeline.streams.scan``).
 RESERVED_TYPES = frozenset({"batch.begin", "batch.end"})
 
-#: Which stream each type is appended to. Unknown types go to ``tasks``.
-RATING_TYPES = frozenset({"task.rated", "task.rejected", "rating.retracted"})
+#: Which stream each type is appended to (the model's ``stream``). Unknown types go to ``tasks``.
+RATING_TYPES = frozenset(t for t, model in KNOWN.items() if model.stream == "ratings")
 
-#: Store family per type (docs/design.md, Storage). Unknown types: ``other``.
-FAMILY: dict[str, str] = {
-    "task.opened": "tasks",
-    "task.attempted": "attempts",
-    "task.rated": "ratings",
-    "task.rejected": "rejections",
-    "rating.retracted": "retractions",
-    "route.decided": "decisions",
-    "task.closed": "closures",
-}
+#: Store family per type (the model's ``family``; docs/design.md, Storage). Unknown types: ``other``.
+FAMILY: dict[str, str] = {t: model.family for t, model in KNOWN.items()}
 
 AnyEvent = (
     TaskOpened | TaskAttempted | RouteDecided | TaskClosed | TaskRated | TaskRejected | RatingRetracted | OtherEvent
@@ -527,15 +498,12 @@ def to_json_line(event: Event, *, max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> by
 
 
 # --------------------------------------------------------------------------- JSON Schema
-SCHEMA_FILE = "events-v1.schema.json"
-
-
 def events_json_schema() -> dict[str, Any]:
     """JSON Schema of a v1 line, generated from the models: one ``oneOf`` branch per known type,
     and one for any other type (kept, ignored by the fit). ``type`` is required in every branch."""
     from pydantic import TypeAdapter
 
-    models = (TaskOpened, TaskAttempted, RouteDecided, TaskClosed, TaskRated, TaskRejected, RatingRetracted, OtherEvent)
+    models: tuple[type[Event], ...] = (*KNOWN.values(), OtherEvent)
     schema = TypeAdapter(Union[models]).json_schema(mode="validation")  # type: ignore[arg-type]  # noqa: UP007
     defs = schema["$defs"]
     for model in models:
@@ -544,7 +512,7 @@ def events_json_schema() -> dict[str, Any]:
     defs["OtherEvent"]["properties"]["type"]["not"] = {"enum": sorted(KNOWN)}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_FILE,
+        "$id": EVENTS_SCHEMA_FILE,
         "title": "ratings pipeline events, schema v1",
         "description": "One JSON object per line (UTF-8, newline-terminated, at most 1 MiB). Unknown fields are "
         "kept; an event of an unknown type is kept and ignored by the fit.",
@@ -558,13 +526,14 @@ def events_schema_text() -> str:
     return json.dumps(events_json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_events_schema(streams_dir: str | os.PathLike[str] = "streams") -> Path:
-    """Write the schema file into ``streams_dir`` (``make schema`` / ``python -m pipeline.streams.events``)."""
-    path = Path(streams_dir) / SCHEMA_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(events_schema_text(), encoding="utf-8")
-    return path
+def write_events_schema(home: str | os.PathLike[str] = ".") -> Path:
+    """Write ``streams/events-v1.schema.json`` of the home (``make schema`` / ``python -m pipeline.streams.events``)."""
+    from ..workspace import Workspace
+
+    ws = Workspace.resolve(home)
+    ws.write(ws.events_schema, events_schema_text().encode("utf-8"))
+    return ws.events_schema
 
 
 if __name__ == "__main__":
-    print(write_events_schema(sys.argv[1] if len(sys.argv) > 1 else "streams"))
+    print(write_events_schema(sys.argv[1] if len(sys.argv) > 1 else "."))

@@ -35,271 +35,53 @@ An error while writing (a full disk) truncates what the batch wrote and clears t
   ``quarantine/<stream>.<O as 20 digits>.<unique>.batch`` (fsync'd, then the directory), truncate the stream
   to O, fsync it, clear the note.
 
-**Readers** decide each line with :func:`scan` (the reference; compaction may decide the same vectorised and is
-tested against it): an event line outside any part is taken; a part's event lines are taken only when the part is
-whole (begin X, then exactly N lines in exactly B bytes, then end X); frame lines are never events. A part that
-the data read does not yet cover (a live writer is still writing, or recovery will resolve it) stops the range
-before its begin. A part that cannot become whole (a frame line inside it, its end missing where its byte count
-says, the count of its lines wrong) is *broken*: its begin and its lines (those starting within its B bytes, up to
-any frame line inside them, so a later batch is never swallowed) go to the dead letters with the reason, and
+**Readers** decide each line with :func:`~pipeline.streams.log.scan` (the reference; compaction may decide the same
+vectorised and is tested against it): an event line outside any part is taken; a part's event lines are taken only
+when the part is whole (begin X, then exactly N lines in exactly B bytes, then end X); frame lines are never events.
+A part that the data read does not yet cover (a live writer is still writing, or recovery will resolve it) stops the
+range before its begin. A part that cannot become whole (a frame line inside it, its end missing where its byte
+count says, the count of its lines wrong) is *broken*: its begin and its lines (those starting within its B bytes,
+up to any frame line inside them, so a later batch is never swallowed) go to the dead letters with the reason, and
 reading goes on after them; so does an end with no begin. Only a writer that breaks the protocol leaves a broken
 part.
 
 :func:`consistent_cut` takes both stream locks, recovers both streams and returns their sizes: every batch lies
-wholly inside or wholly outside the cut.
+wholly inside or wholly outside the cut. The frame lines and the reference scanner are :mod:`pipeline.streams.scan`;
+this module is the writer's side: locks, notes, quarantine, recovery, the cut, writing.
 """
 
 from __future__ import annotations
 
-import builtins
-import enum
 import fcntl
 import hashlib
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from ..home import STREAMS, Home, fsync_dir
+from ..workspace import STREAMS, StrPath, Workspace, fsync_dir
+from .scan import (
+    BATCH_ID_RE,
+    BLOCK,
+    FRAME_PREFIX,
+    BatchBegin,
+    BatchEnd,
+    Frame,
+    Pread,
+    Then,
+    check_part,
+    complete_end,
+    frame_of,
+    lines_at,
+)
 from .ulid import new_id
 
 FsyncPolicy = Literal["always", "batch", "never"]
 
-BEGIN, END = "batch.begin", "batch.end"  # pipeline.streams.events.RESERVED_TYPES: no event has either type
-#: Every frame line starts with these bytes (the cheap test before the exact one).
-FRAME_PREFIX = b'{"type":"batch.'
-
-_BLOCK = 1 << 20  # bytes per read while scanning or copying
 _WRITE = 1 << 22  # bytes per write call of a part
-_NUM = rb"(0|[1-9][0-9]{0,17})"
-#: A batch id: printable ASCII but '"' and '\\' (no escapes, no space), at most 128 characters; a ULID fits.
-BATCH_ID = r"[\x21\x23-\x5b\x5d-\x7e]{1,128}"
-_ID = b"(" + BATCH_ID.encode() + b")"
-# Compiled on first use (by ``re``'s own cache): appending one event never needs them.
-_BEGIN_RE = (
-    rb'\{"type":"batch\.begin","id":"' + _ID + rb'","lines":' + _NUM + rb',"bytes":' + _NUM
-    + rb'(?:,"then":\{"ratings":' + _NUM + rb"\})?\}"
-)  # fmt: skip
-_END_RE = rb'\{"type":"batch\.end","id":"' + _ID + rb'"\}'
-_NOTE_RE = _ID + rb" (0|[1-9][0-9]{0,18})\n"
-
-
-# --------------------------------------------------------------------------- frame lines
-class Then(BaseModel):
-    """Where the ratings part of a two-stream batch begins (the ratings stream's size when the batch started)."""
-
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
-
-    ratings: int = Field(ge=0)
-
-
-class BatchBegin(BaseModel):
-    """``{"type":"batch.begin","id","lines":N,"bytes":B}``: N event lines of B bytes follow, then the end."""
-
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
-
-    type: Literal["batch.begin"] = "batch.begin"
-    id: str = Field(pattern=f"^{BATCH_ID}$")
-    lines: int = Field(ge=1)
-    bytes: int = Field(ge=1)
-    then: Then | None = None
-
-    def line(self) -> builtins.bytes:  # ``bytes`` is a field here
-        """The exact bytes of this frame line, newline included."""
-        then = f',"then":{{"ratings":{self.then.ratings}}}' if self.then is not None else ""
-        return f'{{"type":"batch.begin","id":"{self.id}","lines":{self.lines},"bytes":{self.bytes}{then}}}\n'.encode()
-
-
-class BatchEnd(BaseModel):
-    """``{"type":"batch.end","id"}``: the part of batch ``id`` is whole."""
-
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
-
-    type: Literal["batch.end"] = "batch.end"
-    id: str = Field(pattern=f"^{BATCH_ID}$")
-
-    def line(self) -> bytes:
-        return f'{{"type":"batch.end","id":"{self.id}"}}\n'.encode()
-
-
-Frame = BatchBegin | BatchEnd
-
-
-def frame_of(raw: bytes) -> Frame | None:
-    """The frame a line is (without its newline), or None for any other line (an ordinary event line).
-
-    Only the exact form is a frame: a cheap prefix test, then one regular expression. A line of a reserved type
-    in any other form is not a frame; the event parser refuses it like any invalid line.
-    """
-    if not raw.startswith(FRAME_PREFIX):
-        return None
-    if match := re.fullmatch(_BEGIN_RE, raw):
-        batch_id, lines, size, then = match.groups()
-        if int(lines) < 1 or int(size) < 1:
-            return None
-        return BatchBegin(
-            id=batch_id.decode(),
-            lines=int(lines),
-            bytes=int(size),
-            then=Then(ratings=int(then)) if then is not None else None,
-        )
-    if match := re.fullmatch(_END_RE, raw):
-        return BatchEnd(id=match.group(1).decode())
-    return None
-
-
-# --------------------------------------------------------------------------- the reference scanner
-class Verdict(enum.StrEnum):
-    TAKE = "take"  # an event line a reader takes (valid or not: the event parser decides that)
-    FRAME = "frame"  # a frame line of a whole part: never an event
-    BROKEN = "broken"  # a line of a part that can never become whole: a dead letter with the reason
-
-
-@dataclass(frozen=True, slots=True)
-class Scanned:
-    line_no: int  # 1-based, counting every line of the stream (frame lines too)
-    offset: int  # stream byte offset of the line's first byte
-    raw: bytes  # without the newline
-    verdict: Verdict
-    reason: str | None = None  # why a BROKEN line is not taken
-
-
-Pread = Callable[[int, int], bytes]  # (length, offset) -> bytes
-
-
-def complete_end(pread: Pread, start: int, end: int) -> int:
-    """Offset just after the last newline in ``[start, end)``; ``start`` when there is none."""
-    pos = end
-    while pos > start:
-        low = max(start, pos - _BLOCK)
-        idx = pread(pos - low, low).rfind(b"\n")
-        if idx >= 0:
-            return low + idx + 1
-        pos = low
-    return start
-
-
-def lines_at(pread: Pread, start: int, limit: int) -> Iterator[tuple[int, bytes]]:
-    """``(offset, line without newline)`` of the lines in ``[start, limit)``; ``limit`` ends on a newline."""
-    pos = start
-    pending: list[bytes] = []  # pieces of a line longer than one block
-    offset = start
-    while pos < limit:
-        chunk = pread(min(_BLOCK, limit - pos), pos)
-        if not chunk:
-            return
-        pos += len(chunk)
-        if b"\n" not in chunk:
-            pending.append(chunk)
-            continue
-        pieces = chunk.split(b"\n")
-        if pending:
-            pieces[0] = b"".join(pending) + pieces[0]
-        tail = pieces.pop()
-        pending = [tail] if tail else []
-        for piece in pieces:
-            yield offset, piece
-            offset += len(piece) + 1
-
-
-@dataclass(frozen=True)
-class PartCheck:
-    """What the bytes after a begin line make of its part."""
-
-    kind: Literal["whole", "broken", "unfinished"]
-    lines: int  # lines of the part that follow the begin: N when whole, the broken lines when broken
-    reason: str | None = None
-    lines_complete: bool = False  # unfinished with exactly its N lines and B bytes: only the end is missing
-
-
-def check_part(pread: Pread, begin_offset: int, begin: BatchBegin, begin_len: int, limit: int) -> PartCheck:
-    """Judge the part whose begin line (``begin_len`` bytes with its newline) starts at ``begin_offset``.
-
-    ``limit``: the end of the complete lines available (the scan's range, or the stream's last newline).
-    """
-    body_end = begin_offset + begin_len + begin.bytes
-    missing_end = f"part of batch {begin.id}, whose batch.end is missing: a batch is all or nothing"
-    mismatch = (
-        f"part of batch {begin.id}, whose lines do not match its batch.begin ({begin.lines} line(s), "
-        f"{begin.bytes} bytes): a batch is all or nothing"
-    )
-    count = 0
-    for offset, raw in lines_at(pread, begin_offset + begin_len, limit):
-        if offset >= body_end:
-            if offset > body_end:  # the line before crossed the declared end: the byte count is wrong
-                return PartCheck("broken", count, mismatch)
-            if count != begin.lines:
-                return PartCheck("broken", count, mismatch)
-            frame = frame_of(raw)
-            if isinstance(frame, BatchEnd) and frame.id == begin.id:
-                return PartCheck("whole", count)
-            return PartCheck("broken", count, missing_end)
-        if raw.startswith(FRAME_PREFIX) and frame_of(raw) is not None:  # a frame inside: this part never ends
-            return PartCheck("broken", count, missing_end)
-        count += 1
-    if limit > body_end:  # the last line crossed the declared end and nothing follows it
-        return PartCheck("broken", count, mismatch)
-    return PartCheck("unfinished", count, lines_complete=limit == body_end and count == begin.lines)
-
-
-class StreamScan:
-    """The reference decision for every line of a stream range (iterate it once).
-
-    After iteration, ``stop`` is where reading stopped (the end of the last complete line, or the begin of an
-    unfinished part, which ``unfinished`` then holds) and ``stop_line`` the number of the line there.
-    """
-
-    def __init__(self, pread: Pread, start: int, end: int, *, start_line: int = 1) -> None:
-        self.pread, self.start, self.limit = pread, start, complete_end(pread, start, end)
-        self.stop, self.stop_line = start, start_line
-        self.unfinished: BatchBegin | None = None
-
-    def __iter__(self) -> Iterator[Scanned]:
-        lines = lines_at(self.pread, self.start, self.limit)
-        line_no = self.stop_line
-        for offset, raw in lines:
-            frame = frame_of(raw) if raw.startswith(FRAME_PREFIX) else None
-            if frame is None:
-                yield Scanned(line_no, offset, raw, Verdict.TAKE)
-            elif isinstance(frame, BatchEnd):
-                reason = f"a batch.end of batch {frame.id} without its batch.begin: a batch is all or nothing"
-                yield Scanned(line_no, offset, raw, Verdict.BROKEN, reason)
-            else:
-                part = check_part(self.pread, offset, frame, len(raw) + 1, self.limit)
-                if part.kind == "unfinished":
-                    self.stop, self.stop_line, self.unfinished = offset, line_no, frame
-                    return
-                verdict = Verdict.TAKE if part.kind == "whole" else Verdict.BROKEN
-                yield Scanned(line_no, offset, raw, Verdict.FRAME if part.kind == "whole" else verdict, part.reason)
-                for _ in range(part.lines):
-                    line_no += 1
-                    at, body = next(lines)
-                    yield Scanned(line_no, at, body, verdict, part.reason)
-                if part.kind == "whole":
-                    line_no += 1
-                    at, end = next(lines)
-                    yield Scanned(line_no, at, end, Verdict.FRAME)
-            line_no += 1
-        self.stop, self.stop_line = self.limit, line_no
-
-
-def scan_bytes(data: bytes, *, base: int = 0, start_line: int = 1) -> StreamScan:
-    """:class:`StreamScan` of ``data``, the stream's bytes from offset ``base`` (a test or a vectorised reader's
-    block; bytes after its last newline are not read)."""
-    view = memoryview(data)
-    return StreamScan(
-        lambda n, off: bytes(view[off - base : off - base + n]), base, base + len(data), start_line=start_line
-    )
-
-
-def scan_fd(fd: int, start: int = 0, end: int | None = None, *, start_line: int = 1) -> StreamScan:
-    """:class:`StreamScan` of an open stream file from ``start`` to ``end`` (default: its current size)."""
-    size = os.fstat(fd).st_size if end is None else end
-    return StreamScan(lambda n, off: os.pread(fd, n, off), start, size, start_line=start_line)
+_NOTE_RE = BATCH_ID_RE + rb" (0|[1-9][0-9]{0,18})\n"
 
 
 # --------------------------------------------------------------------------- locks
@@ -313,8 +95,17 @@ class Held:
     path: str
 
 
+def waiting_for(stream: str) -> None:
+    """Called when :func:`hold` finds a stream's lock held by another writer, before it blocks on it.
+
+    Does nothing; tests replace it to observe the wait instead of assuming it by sleeping.
+    """
+
+
 @contextmanager
-def hold(home: Home, streams: Sequence[str], *, create: bool = True, durable: bool = True) -> Iterator[dict[str, Held]]:
+def hold(
+    ws: Workspace, streams: Sequence[str], *, create: bool = True, durable: bool = True
+) -> Iterator[dict[str, Held]]:
     """Take the exclusive ``flock`` of each stream in the fixed order (tasks, then ratings) and open the streams.
 
     Every path is confined to the home (a symbolic link is refused). Without ``create`` a stream that does not
@@ -327,23 +118,27 @@ def hold(home: Home, streams: Sequence[str], *, create: bool = True, durable: bo
     """
     ordered = [s for s in STREAMS if s in streams]
     if create:
-        home.root.mkdir(parents=True, exist_ok=True)  # the home itself may be new (its folders are confined)
-    elif not home.streams.is_dir():
+        ws.root.mkdir(parents=True, exist_ok=True)  # the home itself may be new (its folders are confined)
+    elif not ws.streams.is_dir():
         ordered = []
     with ExitStack() as stack:
         held: dict[str, Held] = {}
         for stream in ordered:
-            lock_path, path = home.stream_lock(stream), home.stream(stream)
+            lock_path, path = ws.stream_lock(stream), ws.stream(stream)
             created = not lock_path.exists() or not path.exists()
-            lock_fd = home.open(lock_path, os.O_RDWR | os.O_CREAT)
+            lock_fd = ws.open(lock_path, os.O_RDWR | os.O_CREAT)
             stack.callback(os.close, lock_fd)  # closing releases the flock
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another writer holds it: wait for it
+                waiting_for(stream)
+                fcntl.flock(lock_fd, fcntl.LOCK_EX)
             if not create and not os.path.lexists(path):
                 continue  # under its lock: no writer is creating it now
-            fd = home.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            fd = ws.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             stack.callback(os.close, fd)
             if durable and created:
-                fsync_dir(home.streams)
+                fsync_dir(ws.streams)
             held[stream] = Held(stream, lock_fd, fd, str(path))
         yield held
 
@@ -386,16 +181,16 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[os.write(fd, view) :]
 
 
-def quarantine_range(home: Home, held: Held, start: int, end: int, kind: Literal["fragment", "batch"]) -> str:
+def quarantine_range(ws: Workspace, held: Held, start: int, end: int, kind: Literal["fragment", "batch"]) -> str:
     """Copy bytes ``[start, end)`` of the stream to a new ``quarantine/<stream>.<start>.<unique>.<kind>`` file,
     fsync it and the folder, then truncate the stream to ``start`` and fsync it. A crash in between leaves a
     copy, never a loss."""
-    path = home.quarantine / f"{held.stream}.{start:020d}.{new_id()}.{kind}"
-    qfd = home.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    path = ws.quarantined(held.stream, start, new_id(), kind)
+    qfd = ws.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         pos = start
         while pos < end:
-            block = os.pread(held.fd, min(_BLOCK, end - pos), pos)
+            block = os.pread(held.fd, min(BLOCK, end - pos), pos)
             if not block:
                 raise OSError(f"{held.path} shrank while it was being quarantined")
             _write_all(qfd, block)
@@ -407,7 +202,7 @@ def quarantine_range(home: Home, held: Held, start: int, end: int, kind: Literal
             os.unlink(path)
         raise
     os.close(qfd)
-    fsync_dir(home.quarantine)
+    fsync_dir(ws.quarantine)
     os.ftruncate(held.fd, start)
     os.fsync(held.fd)
     return str(path)
@@ -453,7 +248,7 @@ def last_frame(pread: Pread, size: int) -> tuple[int, Frame] | None:
     width = len(FRAME_PREFIX)
     high = limit  # a frame line starts before ``high``
     while high > 0:
-        low = max(0, high - _BLOCK)
+        low = max(0, high - BLOCK)
         block = pread(min(limit, high + width) - low, low)
         stop = high - low + width  # rfind finds a prefix lying wholly inside block[:stop]
         while (idx := block.rfind(FRAME_PREFIX, 0, stop)) >= 0:
@@ -480,7 +275,7 @@ def _unfinished_tail(fd: int, size: int) -> tuple[str, int] | None:
     return begin.id, offset
 
 
-def recover(home: Home, held: Held, *, durable: bool = True, scan_tail: bool = False) -> Recovery:
+def recover(ws: Workspace, held: Held, *, durable: bool = True, scan_tail: bool = False) -> Recovery:
     """Resolve what a writer that died holding this stream's lock left: a torn tail, a batch cut short.
 
     The caller holds the lock. Roll forward reads the ratings stream without its lock: a whole ratings part is
@@ -493,7 +288,7 @@ def recover(home: Home, held: Held, *, durable: bool = True, scan_tail: bool = F
     size = os.fstat(held.fd).st_size
     if size and os.pread(held.fd, 1, size - 1) != b"\n":
         keep = complete_end(_pread_of(held.fd), 0, size)
-        done.quarantined.append(quarantine_range(home, held, keep, size, "fragment"))
+        done.quarantined.append(quarantine_range(ws, held, keep, size, "fragment"))
         size = keep
     note = read_note(held)
     if note is None and scan_tail:
@@ -513,48 +308,48 @@ def recover(home: Home, held: Held, *, durable: bool = True, scan_tail: bool = F
     if part.kind == "whole":
         clear_note(held)
         return done
-    if held.stream == "tasks" and begin.then is not None and part.lines_complete and _ratings_whole(home, begin):
+    if held.stream == "tasks" and begin.then is not None and part.lines_complete and _ratings_whole(ws, begin):
         _write_all(held.fd, BatchEnd(id=batch_id).line())
         if durable:
             os.fsync(held.fd)
         clear_note(held)
         done.completed.append(f"{held.stream}:{batch_id}")
         return done
-    done.quarantined.append(quarantine_range(home, held, offset, size, "batch"))
+    done.quarantined.append(quarantine_range(ws, held, offset, size, "batch"))
     clear_note(held)
     return done
 
 
-def _ratings_whole(home: Home, begin: BatchBegin) -> bool:
+def _ratings_whole(ws: Workspace, begin: BatchBegin) -> bool:
     assert begin.then is not None
-    path = home.stream("ratings")
+    path = ws.stream("ratings")
     if not path.exists():
         return False
-    fd = home.open(path, os.O_RDONLY)
+    fd = ws.open(path, os.O_RDONLY)
     try:
         return whole_part_at(fd, begin.then.ratings, begin.id)
     finally:
         os.close(fd)
 
 
-def recover_all(home: Home, held: Mapping[str, Held], *, durable: bool = True, scan_tail: bool = False) -> Recovery:
+def recover_all(ws: Workspace, held: Mapping[str, Held], *, durable: bool = True, scan_tail: bool = False) -> Recovery:
     """:func:`recover` each held stream in the fixed order (tasks, then ratings)."""
     done = Recovery()
     for stream in STREAMS:
         if stream in held:
-            done.merge(recover(home, held[stream], durable=durable, scan_tail=scan_tail))
+            done.merge(recover(ws, held[stream], durable=durable, scan_tail=scan_tail))
     return done
 
 
-def consistent_cut(home: str | os.PathLike | Home | None) -> dict[str, int]:
+def consistent_cut(home: Workspace | StrPath | None) -> dict[str, int]:
     """``{stream: size}`` such that every batch lies wholly inside or wholly outside ``[0, size)``.
 
     Takes both stream locks (tasks, then ratings), recovers both streams, reads their sizes, releases the
     locks. Compaction takes its input range from it (holding the locks only for that moment).
     """
-    home = Home.resolve(home)
-    with hold(home, STREAMS, create=False) as held:
-        recover_all(home, held)
+    ws = Workspace.of(home)
+    with hold(ws, STREAMS, create=False) as held:
+        recover_all(ws, held)
         return {stream: os.fstat(held[stream].fd).st_size if stream in held else 0 for stream in STREAMS}
 
 

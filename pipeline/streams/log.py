@@ -29,11 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import InvalidEvent
-from ..home import STREAMS, Home
+from ..workspace import STREAMS, StrPath, Workspace
 from . import framing
+from . import scan as scanner
 from .batch import Batch, Item, prepare
 from .events import DEFAULT_MAX_LINE_BYTES, AnyEvent, parse_line
-from .framing import FsyncPolicy, Verdict
+from .framing import FsyncPolicy
+from .scan import Verdict
 from .ulid import new_id
 
 __all__ = [
@@ -66,7 +68,7 @@ class AppendResult:
         return {"appended": self.appended, "streams": dict(self.streams)}
 
 
-def write(home: Home, batch: Batch, fsync: FsyncPolicy) -> AppendResult:
+def write(ws: Workspace, batch: Batch, fsync: FsyncPolicy) -> AppendResult:
     """Append a prepared batch under the lock protocol: one event as one line, several as one framed batch.
 
     All or nothing: an I/O error (a full disk) truncates what this call wrote, so nothing of the batch was
@@ -75,8 +77,8 @@ def write(home: Home, batch: Batch, fsync: FsyncPolicy) -> AppendResult:
     result = AppendResult(ids=batch.ids, unknown_types=batch.unknown_types)
     if not batch.lines:
         return result
-    with framing.hold(home, list(batch.lines), durable=fsync != "never") as held:
-        result.quarantined = framing.recover_all(home, held, durable=fsync != "never").quarantined
+    with framing.hold(ws, list(batch.lines), durable=fsync != "never") as held:
+        result.quarantined = framing.recover_all(ws, held, durable=fsync != "never").quarantined
         try:
             if len(batch) == 1:
                 ((stream, (line,)),) = batch.lines.items()
@@ -92,7 +94,7 @@ def write(home: Home, batch: Batch, fsync: FsyncPolicy) -> AppendResult:
 
 
 def append(
-    home: str | os.PathLike | Home | None,
+    home: Workspace | StrPath | None,
     events: Iterable[Item],
     *,
     fsync: FsyncPolicy = "batch",
@@ -102,24 +104,23 @@ def append(
 ) -> AppendResult:
     """Validate the whole batch, fill ``id`` and ``at`` where absent, and append each event to its stream.
 
-    All or nothing: an invalid item raises :class:`InvalidBatch` and no byte is written; several events are
-    framed as one batch, which readers take whole or not at all, also after a crash or a full disk. An unknown
-    type one edit away from a v1 type is refused as a typo unless ``allow_types`` names it
+    All or nothing: an invalid item raises :class:`~pipeline.errors.InvalidBatch` and no byte is written; several
+    events are framed as one batch, which readers take whole or not at all, also after a crash or a full disk. An
+    unknown type one edit away from a v1 type is refused as a typo unless ``allow_types`` names it
     (:func:`pipeline.streams.batch.prepare`).
     """
     if fsync not in ("always", "batch", "never"):
         raise ValueError(f"fsync must be always, batch or never, not {fsync!r}")
-    home = Home.resolve(home)
     batch = prepare(events, source=source, max_bytes=max_bytes, allow_types=allow_types)
-    return write(home, batch, fsync)
+    return write(Workspace.of(home), batch, fsync)
 
 
-def repair(home: str | os.PathLike | Home | None = None) -> framing.Recovery:
+def repair(home: Workspace | StrPath | None = None) -> framing.Recovery:
     """Recover every stream under its lock (tasks, then ratings): torn tails and batches cut short (also one
     left without a note at the end of a stream)."""
-    home = Home.resolve(home)
-    with framing.hold(home, STREAMS, create=False) as held:
-        return framing.recover_all(home, held, scan_tail=True)
+    ws = Workspace.of(home)
+    with framing.hold(ws, STREAMS, create=False) as held:
+        return framing.recover_all(ws, held, scan_tail=True)
 
 
 @dataclass(frozen=True)
@@ -130,23 +131,23 @@ class RawLine:
 
 
 def scan(
-    home: str | os.PathLike | Home | None, stream: str, *, start: int = 0, end: int | None = None, start_line: int = 1
-) -> Iterator[framing.Scanned]:
+    home: Workspace | StrPath | None, stream: str, *, start: int = 0, end: int | None = None, start_line: int = 1
+) -> Iterator[scanner.Scanned]:
     """Every line of a stream from byte ``start`` to ``end`` (default: its size) with the reader's verdict
-    (:class:`pipeline.streams.framing.StreamScan`); an unfinished batch at the end stops it."""
-    home = Home.resolve(home)
-    path = home.stream(stream)
+    (:class:`pipeline.streams.scan.StreamScan`); an unfinished batch at the end stops it."""
+    ws = Workspace.of(home)
+    path = ws.stream(stream)
     if not os.path.lexists(path):
         return
-    fd = home.open(path, os.O_RDONLY)
+    fd = ws.open(path, os.O_RDONLY)
     try:
-        yield from framing.scan_fd(fd, start, end, start_line=start_line)
+        yield from scanner.scan_fd(fd, start, end, start_line=start_line)
     finally:
         os.close(fd)
 
 
 def read_lines(
-    home: str | os.PathLike | Home | None,
+    home: Workspace | StrPath | None,
     stream: str,
     *,
     start: int = 0,
@@ -161,7 +162,7 @@ def read_lines(
 
 
 def read(
-    home: str | os.PathLike | Home | None,
+    home: Workspace | StrPath | None,
     stream: str,
     *,
     errors: Literal["raise", "skip"] = "raise",
@@ -169,10 +170,10 @@ def read(
 ) -> Iterator[AnyEvent]:
     """Yield the events of a stream in order. Invalid lines and lines of a broken batch raise
     :class:`InvalidEvent` or are skipped."""
-    home = Home.resolve(home)
-    source = str(home.stream(stream))
+    ws = Workspace.of(home)
+    source = str(ws.stream(stream))
     kwargs = {"max_bytes": max_bytes} if max_bytes else {}
-    for line in scan(home, stream):
+    for line in scan(ws, stream):
         if line.verdict is Verdict.FRAME:
             continue
         try:

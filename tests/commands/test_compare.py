@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import cli
 from pipeline.commands.compare import compare
+from pipeline.commands.compare_text import comparison_text
 from pipeline.errors import PipelineError
 from pipeline.routing.table import Constants, Member, Region, RoutingTable, Source, Static, canonical_json, publish
 
@@ -79,7 +80,7 @@ def test_a_wrong_prior_is_flagged(tmp_path):
     flagged = [(p.selector, p.region) for p in result.priors if p.disagrees]
     assert flagged == [("claude-code/anthropic/sonnet", "implement"), ("qwen-code", "*")]
     assert result.disagreements == 2
-    text = result.text()
+    text = comparison_text(result)
     assert (
         f"{DISAGREE} claude-code/anthropic/sonnet in implement: shipped 0.85, measured 0.702, weight 188.00, n 201."
     ) in text
@@ -92,8 +93,8 @@ def test_a_wrong_prior_is_flagged(tmp_path):
 def test_nothing_flagged_when_the_ratings_agree(tmp_path):
     result = compare(make_home(tmp_path, agreeing()))
     assert result.disagreements == 0 and not any(p.disagrees for p in result.priors)
-    assert DISAGREE not in result.text()
-    assert "Priors: 0 of 6 disagree with the ratings" in result.text()
+    assert DISAGREE not in comparison_text(result)
+    assert "Priors: 0 of 6 disagree with the ratings" in comparison_text(result)
 
 
 def test_the_shipped_file_is_judged_against_the_fits_measurement(tmp_path):
@@ -126,7 +127,7 @@ def test_side_by_side_constants_hit_rates_and_the_published_choice(tmp_path):
     assert (rows["half_life_days"].shipped, rows["half_life_days"].fitted) == (None, 30)
     assert rows["min_samples"].selected_on == "not searched" and "lambda" not in rows
     assert (result.routing.fitted.hits, result.routing.fitted.n) == (268, 412)
-    text = result.text()
+    text = comparison_text(result)
     assert "the published table uses the fitted constants, from table" in text
     assert "fitted        65.0%  268 of 412  60.3%–69.5%" in text
     assert "shipped       56.1%  231 of 412  51.2%–60.8%" in text
@@ -182,7 +183,7 @@ def test_previous_fit_shows_changed_regions_and_value_moves(tmp_path):
     assert (star.value_before, star.value_after, star.changed) == (2.15, 7.8, True)
     assert star.value_delta == pytest.approx(5.65)
     assert (implement.changed, implement.value_before, implement.value_delta) == (False, 7.0, pytest.approx(0.8))
-    assert "1 region(s) changed" in result.text()
+    assert "1 region(s) changed" in comparison_text(result)
 
 
 def test_previous_without_history_is_a_clear_error(tmp_path):
@@ -236,5 +237,5 @@ def test_compare_on_a_fitted_home(tiny_fit):
     assert result.stats_file == str(home / "case-studies" / "routing-by-rating" / "stats.json")  # the table's pointer
     default = next(p for p in result.policies if p.policy == "learning_governed")
     assert (default.hit_rate, default.n, default.mean_cost_usd) == (pytest.approx(2 / 3), 3, pytest.approx(0.1))
-    text = result.text()
+    text = comparison_text(result)
     assert "Routing policies on the held-out tasks" in text and "learning_governed (default)" in text

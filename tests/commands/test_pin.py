@@ -10,8 +10,9 @@ from click.testing import CliRunner
 from fixtures_routing import A, B, build_table, member
 
 from pipeline.cli import cli
-from pipeline.commands.pin import pinned_version, read_pin
+from pipeline.nightly.publish import pinned_version, read_pin
 from pipeline.routing.table import publish
+from pipeline.workspace import Workspace
 
 
 @pytest.fixture
@@ -43,13 +44,13 @@ def test_pin_rolls_back_and_latest_follows_the_newest_again(home, history):
     result = run("pin", "--home", str(home), old)
     assert result.exit_code == 0, result.output
     assert result.output == f"pinned routing table {old} (from fits/history/{old}.json)\n"
-    assert live_version(home) == old and pinned_version(home) == old
+    assert live_version(home) == old and pinned_version(Workspace.of(home)) == old
     assert (home / "fits" / "routing-table.json").read_bytes() == (
         home / "fits" / "history" / f"{old}.json"
     ).read_bytes()
     result = run("pin", "--home", str(home), "--latest", "--json")
     assert json.loads(result.output) == {"pinned": None, "table": new, "history": f"history/{new}.json"}
-    assert live_version(home) == new and read_pin(home) is None
+    assert live_version(home) == new and read_pin(Workspace.of(home)) is None
 
 
 @pytest.mark.parametrize(
@@ -69,4 +70,4 @@ def test_pin_finds_a_version_whatever_the_history_file_is_called(home, history):
     old = history[0]
     (home / "fits" / "history" / f"{old}.json").rename(home / "fits" / "history" / "0001-fit.json")
     assert run("pin", "--home", str(home), old).exit_code == 0
-    assert read_pin(home).history == "history/0001-fit.json"
+    assert read_pin(Workspace.of(home)).history == "history/0001-fit.json"

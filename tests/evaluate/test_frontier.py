@@ -8,7 +8,7 @@ import math
 import polars as pl
 import pytest
 
-from pipeline.evaluate.frontier import aiq, frontier_section, hull, lambda_grid, route_by_table
+from pipeline.evaluate.frontier import aiq, frontier_lambdas, frontier_section, hull, route_by_table
 
 TV = {"task": pl.String, "region": pl.String, "config_key": pl.String, "value": pl.Float64, "cost_usd": pl.Float64}
 MEMBERS = {"region": pl.String, "config_key": pl.String, "quality": pl.Float64, "cost_usd": pl.Float64}
@@ -22,12 +22,12 @@ def members(rows):
     return pl.DataFrame([dict(zip(MEMBERS, r, strict=True)) for r in rows], schema=MEMBERS)
 
 
-def test_lambda_grid_is_13_geometric_values_around_cost_per_quality():
-    grid = lambda_grid(tv([("t1", "g", "A", 1.0, 2.0), ("t2", "g", "B", 0.0, 4.0)]))  # base = 3 / 0.5 = 6
+def test_frontier_lambdas_are_13_geometric_values_around_cost_per_quality():
+    grid = frontier_lambdas(tv([("t1", "g", "A", 1.0, 2.0), ("t2", "g", "B", 0.0, 4.0)]))  # base = 3 / 0.5 = 6
     assert len(grid) == 13
     assert grid[0] == pytest.approx(0.06) and grid[6] == pytest.approx(6.0) and grid[-1] == pytest.approx(600.0)
     assert all(b / a == pytest.approx(10 ** (1 / 3)) for a, b in itertools.pairwise(grid))
-    assert lambda_grid(tv([("t1", "g", "A", 1.0, None)])) is None
+    assert frontier_lambdas(tv([("t1", "g", "A", 1.0, None)])) is None
 
 
 def test_hull_drops_costlier_worse_points_and_points_under_the_chord():

@@ -12,7 +12,7 @@ from fixtures_fit import A, B, load, opened, rated, worked_events
 from pipeline.errors import FitError
 from pipeline.fit.model import fit_model
 from pipeline.fit.shipped import Shipped
-from pipeline.fit.table_build import build_table, rounded
+from pipeline.fit.table_build import build_table
 from pipeline.routing.table import Ladder, RoutingTable, Static, canonical_json, publish
 from pipeline.routing.table import load as load_table
 
@@ -94,8 +94,3 @@ def test_publish_round_trip_is_byte_identical(tmp_path, worked):
 def test_no_weighted_rating_is_a_clear_error():
     with pytest.raises(FitError, match="carries weight"):
         table_of(load(rated("r1", "t1", A, 0.9, importance=0.0)))
-
-
-def test_rounded():
-    assert rounded(-0.0) == 0.0 and str(rounded(-0.0)) == "0.0"
-    assert rounded(1 / 3) == 0.333333333 and rounded(None) is None

@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-import pipeline.home as home_module
+import pipeline.confine as home_module
 from pipeline.nightly.job import run_fit
 from pipeline.nightly.options import FitOptions
 

@@ -36,10 +36,10 @@ from fixtures_nightly import PINNED, RATED, X, Y, at, config, make_home, tiny_ev
 
 from pipeline.cli import cli
 from pipeline.errors import StoreConflict
-from pipeline.home import Home
 from pipeline.nightly.job import rounded, run_fit
 from pipeline.nightly.options import FitOptions
 from pipeline.routing.table import load
+from pipeline.workspace import Workspace
 
 approx = pytest.approx
 
@@ -226,7 +226,7 @@ def test_no_costs_degrade_to_quality(fit_home):
 
 def test_second_fit_exits_or_waits_while_one_holds_the_lock(tiny_fit):
     home, _ = tiny_fit
-    fd = os.open(Home.resolve(home).fits / ".fit.lock", os.O_RDWR | os.O_CREAT)
+    fd = os.open(Workspace.of(home).fit_lock, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         with pytest.raises(StoreConflict, match=r"another fit is running .* --wait"):

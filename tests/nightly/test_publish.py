@@ -19,11 +19,11 @@ from click.testing import CliRunner
 from fixtures_nightly import PINNED, make_home, tiny_events
 
 from pipeline.cli import cli
-from pipeline.home import Home
 from pipeline.nightly.job import run_fit
 from pipeline.nightly.publish import consistency
 from pipeline.routing.table import load
 from pipeline.streams.log import append
+from pipeline.workspace import Workspace
 
 CHILD = Path(__file__).with_name("publish_child.py")
 #: history, stats.json, routing-table.schema.json, routing-table.json
@@ -41,7 +41,7 @@ def _check(home: Path):
     table = load(home / "fits" / "routing-table.json")
     pin = home / "fits" / "pin.json"
     pinned = json.loads(pin.read_text())["version"] if pin.exists() else None
-    return consistency(Home.resolve(home), table, pinned=pinned)
+    return consistency(Workspace.of(home), table, pinned=pinned)
 
 
 def _new_evidence() -> list[dict]:

@@ -8,14 +8,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.nightly.stats import SCHEMA_FILE, STATS_SCHEMA, stats_json_schema, write_stats_schema
+from pipeline.nightly.stats import STATS_SCHEMA, stats_json_schema, write_stats_schema
 from pipeline.routing.table import canonical_json
+from pipeline.workspace import Workspace
 
 ROOT = Path(__file__).parents[2]
 
 
 def test_the_committed_schema_is_the_models():
-    committed = (ROOT / SCHEMA_FILE).read_bytes()
+    committed = Workspace.resolve(ROOT).stats_schema.read_bytes()
     assert committed == canonical_json(stats_json_schema()), (
         "case-studies/stats.schema.json is out of date: run `python -m pipeline.nightly.stats`"
     )

@@ -247,3 +247,28 @@ def test_a_batch_with_errors_names_each_once_in_order():
 
 def test_every_type_has_a_fast_schema():
     assert {fields["type"] for fields in batch.fast_validator().validate_python(SEEDS[:9])} == set(KNOWN)
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_the_collector_is_paused_only_while_a_batch_is_validated(enabled_before, monkeypatch):
+    """The pause (bench.append measured it: 1.10x-1.19x the events/s of CPU time) ends with the batch, also when
+    validation fails, and leaves a collector the caller had turned off as it was."""
+    import gc
+
+    seen: list[bool] = []
+    real = batch._validate
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(batch, "_validate", spy)
+    many = batch.FAST_FROM  # a batch this long takes the fast lanes
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        batch.prepare([{"type": "task.opened", "task": "T-1"}] * many)
+        with pytest.raises(InvalidBatch):
+            batch.prepare([{"type": "task.opened"}] * many)
+        assert seen and not any(seen) and gc.isenabled() == enabled_before
+    finally:
+        gc.enable()

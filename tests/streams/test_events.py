@@ -33,6 +33,7 @@ from pipeline.streams.events import (
     to_json_line,
     validate_object,
 )
+from pipeline.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {"cli": "claude-code", "route": "anthropic", "model": "opus", "effort": "high"}
@@ -461,7 +462,7 @@ def test_fuzz_objects_validate_or_are_rejected(obj):
 
 # --------------------------------------------------------------------------- JSON Schema
 def test_committed_schema_is_in_sync():
-    committed = (ROOT / "streams" / "events-v1.schema.json").read_text(encoding="utf-8")
+    committed = Workspace.resolve(ROOT).events_schema.read_text(encoding="utf-8")
     assert committed == events_schema_text(), (
         "streams/events-v1.schema.json is out of date: run `make schema` (python -m pipeline.streams.events)"
     )

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.home import Home
 from pipeline.streams import events, framing
-from pipeline.streams.framing import BatchBegin, BatchEnd, Then, Verdict, consistent_cut, frame_of, scan_bytes
+from pipeline.streams.framing import consistent_cut
 from pipeline.streams.log import append, read, read_lines, repair
+from pipeline.streams.scan import BEGIN, END, BatchBegin, BatchEnd, Then, Verdict, frame_of, scan_bytes
+from pipeline.workspace import Workspace
 
 FORK = multiprocessing.get_context("fork")
 
@@ -57,7 +58,7 @@ def verdicts(data: bytes) -> tuple[list[tuple[str, str]], int]:
 
 # --------------------------------------------------------------------------- frame lines
 def test_the_reserved_types_are_the_frame_types():
-    assert {framing.BEGIN, framing.END} == events.RESERVED_TYPES
+    assert {BEGIN, END} == events.RESERVED_TYPES
 
 
 @pytest.mark.parametrize(
@@ -173,13 +174,13 @@ def test_broken_lines_carry_the_reason_and_numbers_count_every_line():
 
 
 # --------------------------------------------------------------------------- recovery, built by hand
-def write_home(home: Path, tasks: bytes, ratings: bytes, notes: dict[str, bytes]) -> Home:
+def write_home(home: Path, tasks: bytes, ratings: bytes, notes: dict[str, bytes]) -> Workspace:
     (home / "streams").mkdir(parents=True, exist_ok=True)
     (home / "streams" / "tasks.jsonl").write_bytes(tasks)
     (home / "streams" / "ratings.jsonl").write_bytes(ratings)
     for stream, note in notes.items():
         (home / "streams" / f".{stream}.lock").write_bytes(note)
-    return Home.resolve(home)
+    return Workspace.of(home)
 
 
 def quarantined(home: Path) -> dict[str, bytes]:
@@ -389,15 +390,25 @@ def test_a_writer_killed_holding_both_locks_is_recovered_by_the_cut(home):
     assert sorted(p.name.split(".")[-1] for p in (home / "quarantine").iterdir()) == ["batch"]
 
 
-def test_the_cut_waits_for_a_writer_that_holds_the_locks_before_the_streams_exist(home):
+def test_the_cut_waits_for_a_writer_that_holds_the_locks_before_the_streams_exist(home, monkeypatch):
     """A writer (in any language) takes both locks, then creates the streams: the cut must not see the missing
     tasks stream as empty while the ratings part lands, or it splits the very first batch (tasks 0, ratings
-    whole). It takes the tasks lock anyway and finds the stream only once the writer is done."""
+    whole). It takes the tasks lock anyway and finds the stream only once the writer is done. The writer
+    goes on only once the cut is waiting on the tasks lock (the framing's wait hook says so)."""
     import threading
+
+    from pipeline.streams import framing
 
     streams = home / "streams"
     streams.mkdir()
-    locked, cut_started = threading.Event(), threading.Event()
+    locked, cut_waits = threading.Event(), threading.Event()
+    waited: list[str] = []
+
+    def waiting_for(stream: str) -> None:
+        waited.append(stream)
+        cut_waits.set()
+
+    monkeypatch.setattr(framing, "waiting_for", waiting_for)
     tasks_part = part("b1", [ev("task.opened", task="T")], then=0)
     ratings_part = part("b1", [ev("rating.retracted", rating="r", reason="x")])
     tasks_lines, tasks_end = tasks_part[: -len(BatchEnd(id="b1").line())], BatchEnd(id="b1").line()
@@ -409,8 +420,7 @@ def test_the_cut_waits_for_a_writer_that_holds_the_locks_before_the_streams_exis
         for fd in fds:
             fcntl.flock(fd, fcntl.LOCK_EX)
         locked.set()
-        cut_started.wait(10)
-        time.sleep(0.3)  # the cut is now waiting on a lock
+        assert cut_waits.wait(10)  # the cut is blocked on the tasks lock: finish the batch under it
         (streams / "tasks.jsonl").write_bytes(tasks_lines)
         (streams / "ratings.jsonl").write_bytes(ratings_part)
         with open(streams / "tasks.jsonl", "ab") as handle:
@@ -421,7 +431,7 @@ def test_the_cut_waits_for_a_writer_that_holds_the_locks_before_the_streams_exis
     thread = threading.Thread(target=writer)
     thread.start()
     assert locked.wait(10)
-    cut_started.set()
     cut = consistent_cut(home)
     thread.join(10)
+    assert waited == ["tasks"]  # it waited on the tasks lock; the ratings lock was free by then
     assert cut == {"tasks": len(tasks_part), "ratings": len(ratings_part)}

@@ -17,12 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import InvalidBatch
-from pipeline.home import Home
 from pipeline.streams import framing
 from pipeline.streams import log as streams
 from pipeline.streams.events import TaskOpened, parse_line
-from pipeline.streams.framing import BatchBegin, BatchEnd, Then, consistent_cut, frame_of
+from pipeline.streams.framing import consistent_cut
 from pipeline.streams.log import append, read, read_lines, repair
+from pipeline.streams.scan import BatchBegin, BatchEnd, Then, frame_of
+from pipeline.workspace import Workspace
 
 CONFIG = {"cli": "claude-code", "route": None, "model": "opus", "effort": "high"}
 OPENED = {"type": "task.opened", "task": "T-1"}
@@ -539,7 +540,7 @@ def test_sigkill_mid_write_many_times(home, mode, rounds):
             assert parse_line(content[len(whole) :]).task == f"after-{round_no}"
         prefix = content
     assert len(list(read(home, "tasks"))) == prefix.count(b"\n")
-    assert Home.resolve(home).quarantine.exists() == bool(seen_fragments)
+    assert Workspace.of(home).quarantine.exists() == bool(seen_fragments)
 
 
 # --------------------------------------------------------------------------- crash safety of batches

@@ -1,23 +1,23 @@
 """``ratings import``: ratings from where they already live, as v1 events (docs/design.md, Imports).
 
-Sources, one module each: long tables (:mod:`.long`), mini-ork's ``state.db`` (:mod:`.miniork`), OpenTelemetry
-GenAI traces as OTLP/JSON (:mod:`.otlp`), Langfuse exports (:mod:`.langfuse`) and LangSmith exports
-(:mod:`.langsmith`); ``auto`` detects which (:mod:`.detect`). Every source maps its rows to the records of
-:mod:`.mapping`, the one mapping to v1 events; :mod:`.run` checks, compares with the ledger of earlier imports
-(:mod:`.ledger`) and appends.
+Sources, one module each: long tables (:mod:`.long`; its reader, which other commands call, :mod:`.longtable`),
+mini-ork's ``state.db`` (:mod:`.miniork`), OpenTelemetry GenAI traces as OTLP/JSON (:mod:`.otlp`), Langfuse
+exports (:mod:`.langfuse`) and LangSmith exports (:mod:`.langsmith`); ``auto`` detects which (:mod:`.detect`).
+Every source maps its rows to the records of :mod:`.mapping`, the one mapping to v1 events; :mod:`.run` checks,
+compares with the ledger of earlier imports (:mod:`.ledger`) and appends.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...home import Home
+from ...workspace import StrPath, Workspace
 from ..log import FsyncPolicy
-from .long import REQUIRED, LongRow, LongTable, read_long_table
+from .longtable import REQUIRED, LongRow, LongTable, read_long_table
 from .options import FORMATS, ConfigColumnFormat, ImportOptions, Maps, ScoreRange, load_maps
+from .prices import PriceLike, Pricer
 from .run import CHUNK_ROWS, ImportResult, Run
 from .values import Clock
 
@@ -43,27 +43,30 @@ __all__ = [
 
 
 def import_source(
-    home: str | os.PathLike | Home | None,
-    paths: Sequence[str | os.PathLike],
+    home: Workspace | StrPath | None,
+    paths: Sequence[StrPath],
     options: ImportOptions | None = None,
     *,
+    prices: Sequence[PriceLike] | Callable[[], Sequence[PriceLike]] = (),
     fsync: FsyncPolicy = "batch",
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportResult:
-    """Import ``paths`` (one source: a file, a database, or the files of one export) into ``home``."""
+    """Import ``paths`` (one source: a file, a database, or the files of one export) into ``home``; token counts
+    become costs at ``prices`` (the home's ``fits/shipped.json`` ``prices``, or a function that reads them, called
+    when a first cost needs a price: the stream stage does not read the fit's files)."""
     from .detect import open_source
 
     options = options or ImportOptions()
-    home = Home.resolve(home)
+    ws = Workspace.of(home)
     clock = Clock(allow_future=options.allow_future)
-    source, detected = open_source([Path(p) for p in paths], options, clock, home)
-    result = Run(home, source, options, fsync=fsync, progress=progress, clock=clock).execute()
+    source, detected = open_source([Path(p) for p in paths], options, clock, Pricer(prices))
+    result = Run(ws, source, options, fsync=fsync, progress=progress, clock=clock).execute()
     return result.model_copy(update={"detected": detected})
 
 
 def import_table(
-    home: str | os.PathLike | Home | None,
-    path: str | os.PathLike,
+    home: Workspace | StrPath | None,
+    path: StrPath,
     *,
     fmt: str = "long",
     rater_kind: str = "gate",

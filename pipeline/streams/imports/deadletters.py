@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ...home import Home
+from ...workspace import Workspace
 
 
 def _jsonable(value: Any) -> Any:
@@ -20,8 +20,8 @@ def _jsonable(value: Any) -> Any:
 
 
 class DeadLetters:
-    def __init__(self, home: Home, path: Path | None) -> None:
-        self.home, self.path, self.fd = home, path, -1
+    def __init__(self, ws: Workspace, path: Path | None) -> None:
+        self.ws, self.path, self.fd = ws, path, -1
         self.buffer: list[bytes] = []
         self.written = 0
 
@@ -40,7 +40,7 @@ class DeadLetters:
             self.buffer = []
             return
         if self.fd < 0:
-            self.fd = self.home.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            self.fd = self.ws.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         view = memoryview(b"".join(self.buffer))
         while view:
             view = view[os.write(self.fd, view) :]

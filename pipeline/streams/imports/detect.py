@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidEvent
-from ...home import Home
 from .options import ImportOptions
 from .prices import Pricer
 from .run import Source
@@ -125,7 +124,7 @@ def _parquet_format(path: Path) -> str | None:
     return _record_format(dict.fromkeys(names))
 
 
-def open_source(paths: list[Path], options: ImportOptions, clock: Clock, home: Home) -> tuple[Source, bool]:
+def open_source(paths: list[Path], options: ImportOptions, clock: Clock, pricer: Pricer) -> tuple[Source, bool]:
     """The source of ``paths`` by ``options.fmt`` (detected when ``auto``), and whether it was detected."""
     if not paths:
         raise InvalidEvent("nothing to import: name a file, a database or an export folder")
@@ -149,17 +148,16 @@ def open_source(paths: list[Path], options: ImportOptions, clock: Clock, home: H
             if (found_fmt is not None and found_fmt != fmt) or (found_fmt is None and fmt == "mini-ork"):
                 hint = f": is it {found_fmt}? try --format {found_fmt} (or auto)" if found_fmt else ""
                 raise InvalidEvent(f"not a {fmt} source: it is {looks}{hint}", source=str(path))
-    return _open(fmt, paths, options, clock, home), detected
+    return _open(fmt, paths, options, clock, pricer), detected
 
 
-def _open(fmt: str, paths: list[Path], options: ImportOptions, clock: Clock, home: Home) -> Source:
+def _open(fmt: str, paths: list[Path], options: ImportOptions, clock: Clock, pricer: Pricer) -> Source:
     if fmt in ("long", "mini-ork") and len(paths) != 1:
         raise InvalidEvent(f"a {fmt} source is one file; got {len(paths)} paths", source=str(paths[0]))
     if fmt == "long":
         from .long import LongSource
 
         return LongSource(paths[0], options, clock)
-    pricer = Pricer.of_home(home.root)
     if fmt == "mini-ork":
         from .miniork import MiniOrkSource
 

@@ -1,8 +1,8 @@
 """What earlier imports appended, per source record (docs/design.md, Imports, The ledger).
 
 The ledger is how an import knows the id of an old rating it must retract, and which source records it already
-appended: ``<home>/imports/ledger/<namespace>.<n>.npy``, sorted runs of fixed-width records, memory-mapped when
-read (memory stays bounded whatever the ledger's size)::
+appended: ``imports/ledger/<namespace>.<n>.npy`` in the home, sorted runs of fixed-width records, memory-mapped
+when read (memory stays bounded whatever the ledger's size)::
 
     key      uint64    the source record's identity (blake2b-64 of its ledger key, e.g. a trace id)
     id       24 bytes  the digest that ends the event's id (<prefix>-<24 hex digits>), as its ASCII digits
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...home import Home, fsync_dir
+from ...workspace import Workspace, fsync_dir, temp_beside
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,9 +69,9 @@ _RUN = re.compile(r"(?P<ns>[a-z0-9-]+)\.(?P<n>[0-9]{8})\.npy")
 class Ledger:
     """The runs of one namespace (one source format) in one home; read-only when ``writable`` is False."""
 
-    def __init__(self, home: Home, namespace: str, *, writable: bool) -> None:
-        self.home, self.namespace, self.writable = home, namespace, writable
-        self.folder = home.root / "imports" / "ledger"
+    def __init__(self, ws: Workspace, namespace: str, *, writable: bool) -> None:
+        self.ws, self.namespace, self.writable = ws, namespace, writable
+        self.folder = ws.import_ledger
         self.runs: list[np.ndarray] = [self._load(p) for p in self._paths()]
         self.written: list[Path] = []
 
@@ -195,12 +195,12 @@ class Ledger:
     def _write(self, run: np.ndarray) -> Path:
         import numpy as np
 
-        self.home.folder(self.folder)
+        self.ws.folder(self.folder)
         paths = self._paths()
         n = int(_RUN.fullmatch(paths[-1].name)["n"]) + 1 if paths else 0  # type: ignore[index]
-        path = self.folder / f"{self.namespace}.{n:08d}.npy"
-        tmp = self.folder / f".{path.name}.{os.getpid()}.tmp"
-        fd = self.home.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        path = self.ws.ledger_run(self.namespace, n)
+        tmp = temp_beside(path)
+        fd = self.ws.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             with os.fdopen(fd, "wb", closefd=False) as handle:
                 np.save(handle, run, allow_pickle=False)

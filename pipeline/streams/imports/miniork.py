@@ -26,101 +26,32 @@ absent in a store made before it.
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidEvent
 from .mapping import Attempt, Cfg, Closure, Opened, Rating, Rejection, Unit, config_of
+from .miniork_schema import (
+    IN_FLIGHT,
+    REQUIRED_TABLES,
+    TRACE_STATUSES,
+    json_list,
+    json_object,
+    lane_snapshot,
+    node_of,
+    open_readonly,
+    run_outcome,
+    tables_of,
+    task_run_columns,
+    trace_columns,
+    verdict_score,
+)
 from .options import ImportOptions
 from .prices import Pricer
 from .values import Clock, Problem, cost, count, moment, text
-
-REQUIRED_TABLES = ("task_runs", "execution_traces")
-TRACE_STATUSES = {"success": "success", "failure": "failure", "vacuous": "vacuous", "blocked": "blocked"}
-IN_FLIGHT = {"pending", "running"}
-APPROVE = {"approve", "approved", "pass", "passed", "accept", "accepted", "lgtm"}
-REQUEST_CHANGES = {"request_changes", "reject", "rejected", "needs_revision", "fail", "failed", "changes_requested"}
-NO_VERDICT = {"escalate", "escalated"}
-_TASK_RUN_COLUMNS = (
-    "id",
-    "task_class",
-    "recipe",
-    "workflow_version",
-    "kickoff_path",
-    "status",
-    "verdict",
-    "created_at",
-    "updated_at",
-    "ended_at",
-    "dispatch_config_json",
-)
-_TRACE_COLUMNS = (
-    "trace_id",
-    "run_id",
-    "agent_version_id",
-    "task_class",
-    "prompt_version_hash",
-    "verifier_output",
-    "reviewer_verdict",
-    "cost_usd",
-    "duration_ms",
-    "status",
-    "created_at",
-    "process_reward",
-    "reward_value",
-    "reward_source",
-    "reward_primary_metric",
-    "validity",
-    "route_source",
-    "route_explore",
-    "route_score",
-    "route_margin",
-)
-
-
-def open_readonly(path: Path) -> sqlite3.Connection:
-    """``path`` opened read-only (``mode=ro``: sqlite never writes, not even a journal)."""
-    uri = f"file:{urllib.parse.quote(str(path.absolute()))}?mode=ro"
-    con = sqlite3.connect(uri, uri=True)
-    con.row_factory = sqlite3.Row
-    return con
-
-
-def tables_of(con: sqlite3.Connection) -> dict[str, set[str]]:
-    names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
-    return {name: {r[1] for r in con.execute(f'PRAGMA table_info("{name}")')} for name in names}
-
-
-def _lane_snapshot(raw: Any) -> dict[str, dict[str, Any]]:
-    """``dispatch_config_json``: ``{lane: {family, model_id, provider, base_url}}`` (absent before 0022)."""
-    if not isinstance(raw, str) or not raw.strip():
-        return {}
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return {}
-    if isinstance(data, dict) and isinstance(data.get("lanes"), dict):
-        data = data["lanes"]
-    return {str(k): v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
-
-
-def _json_object(raw: Any) -> dict[str, Any]:
-    """A JSON object column, also double-encoded (mini-ork's older rows); {} when it is not one."""
-    for _ in range(2):
-        if isinstance(raw, dict):
-            return raw
-        if not isinstance(raw, str) or not raw.strip():
-            return {}
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return {}
-    return raw if isinstance(raw, dict) else {}
 
 
 class MiniOrkSource:
@@ -209,7 +140,7 @@ class MiniOrkSource:
         return text(row[column])
 
     def _runs(self) -> Iterator[Unit]:
-        columns = self._select("task_runs", _TASK_RUN_COLUMNS, "r")
+        columns = self._select("task_runs", task_run_columns, "r")
         sql = (
             f'SELECT {columns}, r."{self.task_column}" AS task_key, r."{self.region_column}" AS region_key '
             "FROM task_runs r ORDER BY r.rowid"
@@ -238,7 +169,7 @@ class MiniOrkSource:
         records: list[Any] = [
             Opened(f"run:{task}", task, region, at, labels or None, self.options.thread, ref=ref, final=final)  # type: ignore[arg-type]
         ]
-        outcome = _outcome(text(row["status"]), text(row["verdict"]))
+        outcome = run_outcome(text(row["status"]), text(row["verdict"]))
         skipped = []
         if outcome is None:
             skipped.append("task run still open (no task.closed yet)")
@@ -283,7 +214,7 @@ class MiniOrkSource:
         return select, join
 
     def _traces(self) -> Iterator[Unit]:
-        columns = self._select("execution_traces", _TRACE_COLUMNS, "t")
+        columns = self._select("execution_traces", trace_columns, "t")
         counts = ", ".join(
             f"CASE WHEN json_valid(t.{c}) AND json_type(t.{c}) = 'array' THEN json_array_length(t.{c}) END AS n_{c}"
             if c in self.tables["execution_traces"]
@@ -300,7 +231,7 @@ class MiniOrkSource:
         last_run, lanes = None, {}
         for row in self._rows("execution_traces", sql):
             if row["run_id"] != last_run:
-                last_run, lanes = row["run_id"], _lane_snapshot(row["snapshot"])
+                last_run, lanes = row["run_id"], lane_snapshot(row["snapshot"])
             yield self._trace(row, lanes)
 
     def lane_config(self, lane: str, lanes: dict[str, dict[str, Any]]) -> Cfg:
@@ -361,8 +292,8 @@ class MiniOrkSource:
         if problems:
             return Unit(name, [], problems, [], row)
         assert config is not None and task is not None and status is not None  # else a problem above
-        verifier = _json_object(row["verifier_output"])
-        node = text(verifier.get("node_type")) or _node_of(trace_id)
+        verifier = json_object(row["verifier_output"])
+        node = text(verifier.get("node_type")) or node_of(trace_id)
         spent, cost_from = self._cost(row, config)
         ref = f"mini-ork:execution_traces:{trace_id}"
         attempt = Attempt(
@@ -455,7 +386,7 @@ class MiniOrkSource:
             out.append(Rating(f"trace:{trace_id}:verifier:{name}", task, config, rater, score, at, ref=ref))
         verdict = text(row["reviewer_verdict"])
         if verdict is not None:
-            score = _verdict_score(verdict, self.options)
+            score = verdict_score(verdict, self.options)
             if score is None:
                 skipped.append("reviewer escalated (not a verdict on quality)")
             else:
@@ -492,7 +423,7 @@ class MiniOrkSource:
                 (run_id,),
             )
         ]
-        return text(found[0]), _lane_snapshot(found[1]), lanes
+        return text(found[0]), lane_snapshot(found[1]), lanes
 
     def _rejections(self) -> Iterator[Unit]:
         columns = self._select(
@@ -521,7 +452,7 @@ class MiniOrkSource:
         problems: list[tuple[str, str]] = []
         if verdict not in ("fail", "needs_revision"):
             problems.append(("verdict", f"{row['verdict']!r} is not fail, needs_revision or indeterminate"))
-        evidence = _json_list(row["evidence_trace_ids"])
+        evidence = json_list(row["evidence_trace_ids"])
         task, lanes, run_lanes = self._run_info(row["run_id"])
         if task is None:
             problems.append(("run_id", f"{row['run_id']!r} names no task run: a rejection must name its task"))
@@ -572,7 +503,7 @@ class MiniOrkSource:
         problems: list[tuple[str, str]] = []
         if task is None:
             problems.append(("task_run_id", f"{row['task_run_id']!r} names no task run of this database"))
-        hints = _json_object(row["chosen_lane_hints"])
+        hints = json_object(row["chosen_lane_hints"])
         lane = next((str(hints[k]) for k in ("implementer", "worker") if isinstance(hints.get(k), str)), None)
         if lane is None and len({str(v) for v in hints.values()}) == 1:
             lane = str(next(iter(hints.values())))
@@ -594,40 +525,3 @@ class MiniOrkSource:
         ref = f"mini-ork:conductor_decisions:{row['id']}"
         record = Rating(f"decision:{row['id']}", task, config, rater, score, at, ref=ref)  # type: ignore[arg-type]
         return Unit(name, [record], [], [])
-
-
-def _node_of(trace_id: str) -> str | None:
-    parts = trace_id.split("-")
-    return parts[1] if len(parts) >= 4 and parts[0] == "tr" else None
-
-
-def _json_list(raw: Any) -> list[str]:
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return [raw] if raw.strip() else []
-    return [str(x) for x in raw] if isinstance(raw, list) else []
-
-
-def _outcome(status: str | None, verdict: str | None) -> str | None:
-    verdict = (verdict or "").upper()
-    if verdict == "ESCALATE":
-        return "escalated"
-    if status in ("failed", "rolled_back") or (status == "published" and verdict == "CRASH"):
-        return "abandoned"
-    if status == "published":
-        return "done"
-    return None
-
-
-def _verdict_score(verdict: str, options: ImportOptions) -> float | None:
-    """A reviewer verdict's score: APPROVE 1, REQUEST_CHANGES 0, ESCALATE none; other labels by ``--label-map``."""
-    folded = verdict.strip().lower()
-    if folded in APPROVE:
-        return 1.0
-    if folded in REQUEST_CHANGES:
-        return 0.0
-    if folded in NO_VERDICT:
-        return None
-    return options.score(None, "reviewer_verdict", label=verdict, name="reviewer_verdict")

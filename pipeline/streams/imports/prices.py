@@ -8,23 +8,53 @@ unknown (null, never 0). The summary counts each (``costs``: ``source``, ``token
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
-from ...fit.shipped import Price, load_shipped, price_for
 from ..events import MAX_COST_USD
 
 
-class Pricer:
-    """The prices of one import (those of the home's ``fits/shipped.json``, or none)."""
+class PriceLike(Protocol):
+    """What a price is to an import (``pipeline.fit.shipped.Price`` is the model that parses and checks one)."""
 
-    def __init__(self, prices: Sequence[Price] = ()) -> None:
-        self.prices = tuple(prices)
+    @property
+    def selector(self) -> str: ...
+
+    @property
+    def segments(self) -> int: ...
+
+    @property
+    def usd_per_task(self) -> float | None: ...
+
+    def tokens_cost(self, input_tokens: float, output_tokens: float) -> float | None: ...
+
+
+P = TypeVar("P", bound=PriceLike)
+
+
+def price_for(key: str, prices: Sequence[P]) -> P | None:
+    """The price of config ``key``: the entry whose selector equals the most leading segments of the key, the
+    earlier entry on a tie; None when no selector matches (docs/design.md, Routing table: fits/shipped.json)."""
+    parts = key.split("/")
+    best: P | None = None
+    for price in prices:
+        n = price.segments
+        if "/".join(parts[:n]) == price.selector and (best is None or n > best.segments):
+            best = price
+    return best
+
+
+class Pricer:
+    """The prices of one import: those of the home's ``fits/shipped.json`` (read by the caller, or by ``load`` on the
+    first price asked for: a source that never needs one never reads the file), or none."""
+
+    def __init__(self, prices: Sequence[PriceLike] | Callable[[], Sequence[PriceLike]] = ()) -> None:
+        self._prices = prices
         self._price = functools.lru_cache(maxsize=4096)(lambda key: price_for(key, self.prices))
 
-    @classmethod
-    def of_home(cls, root: Path) -> Pricer:
-        return cls(load_shipped(root / "fits" / "shipped.json").prices)
+    @functools.cached_property
+    def prices(self) -> tuple[PriceLike, ...]:
+        return tuple(self._prices() if callable(self._prices) else self._prices)
 
     def tokens(self, key: str, input_tokens: float, output_tokens: float) -> float | None:
         """USD for these tokens at the config's token prices; None without token prices (or over the bound)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidEvent
-from .long import reading
+from .longtable import reading
 
 #: Files of a folder an export source reads.
 SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".json.gz", ".jsonl.gz", ".ndjson.gz", ".csv.gz")

@@ -23,12 +23,13 @@ import pickle
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from pydantic import BaseModel
 
 from ...errors import InvalidBatch, InvalidEvent
-from ...home import Home
+from ...workspace import Workspace
 from ..batch import Batch
 from ..events import stream_of
 from ..log import FsyncPolicy, write
@@ -183,11 +184,11 @@ def _pairs(keys: Any, ids: Any) -> Any:
 
 
 class Run:
-    """One import into ``home`` (see the module docstring)."""
+    """One import into the workspace ``ws`` (see the module docstring)."""
 
     def __init__(
         self,
-        home: Home,
+        ws: Workspace,
         source: Source,
         options: ImportOptions,
         *,
@@ -195,7 +196,7 @@ class Run:
         progress: Callable[[int, int], None] | None = None,
         clock: Clock | None = None,
     ) -> None:
-        self.home, self.source, self.options, self.fsync, self.progress = home, source, options, fsync, progress
+        self.ws, self.source, self.options, self.fsync, self.progress = ws, source, options, fsync, progress
         self.clock = clock or Clock(allow_future=options.allow_future)  # the source's: one "now" per import
         self.tally = _Tally()
         self.candidates: dict[str, _Candidate] = {}
@@ -208,10 +209,10 @@ class Run:
 
     # ----------------------------------------------------------------- the whole import
     def execute(self) -> ImportResult:
-        self.ledger = Ledger(self.home, self.source.prefix, writable=not self.options.dry_run)
-        letters_path = self.home.deadletter / f"import-{self.source.name}.jsonl"
+        self.ledger = Ledger(self.ws, self.source.prefix, writable=not self.options.dry_run)
+        letters_path = self.ws.import_dead_letters(Path(self.source.name))
         self.letters_path = None if self.options.dry_run else letters_path
-        with self._locked(), self._spooled(), DeadLetters(self.home, self.letters_path) as self.letters:
+        with self._locked(), self._spooled(), DeadLetters(self.ws, self.letters_path) as self.letters:
             self._map()
             notes = self.source.finish()
             if self.tally.named:
@@ -239,7 +240,7 @@ class Run:
         before (its ledger is read), else from the append on (:meth:`_lock`); a dry run takes no lock."""
         self._lock_fd = -1
         try:
-            if not self.options.dry_run and (self.home.root / "imports").is_dir():
+            if not self.options.dry_run and self.ws.imports.is_dir():
                 self._lock()
             yield
         finally:
@@ -249,11 +250,10 @@ class Run:
     def _lock(self) -> None:
         if self._lock_fd >= 0:
             return
-        lock = self.home.root / "imports" / ".import.lock"
-        self.home.root.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = self.home.open(lock, os.O_RDWR | os.O_CREAT)
+        self.ws.root.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = self.ws.open(self.ws.import_lock, os.O_RDWR | os.O_CREAT)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        for stale in lock.parent.glob(".spool-*.tmp"):  # left by an import that died: ours now
+        for stale in self.ws.import_spools():  # left by an import that died: ours now
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
 
@@ -486,7 +486,7 @@ class Run:
         by_stream: dict[str, list[bytes]] = {}
         for item in items:
             by_stream.setdefault(item[0], []).append(item[1])
-        result = write(self.home, Batch(lines=by_stream, ids=ids), self.fsync)
+        result = write(self.ws, Batch(lines=by_stream, ids=ids), self.fsync)
         self.streams.update(result.streams)
         appended.update(_TYPES[kind] for kind in kinds)
         retracted = KINDS["rating.retracted"]  # not records of a source: not in the ledger
@@ -540,9 +540,9 @@ class _Spool:
             if self.size <= SPOOL_MEMORY:
                 return
             self.run._lock()
-            home = self.run.home
-            self.path = home.root / "imports" / f".spool-{os.getpid()}-{os.urandom(4).hex()}.tmp"
-            self.file = os.fdopen(home.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL), "w+b")
+            ws = self.run.ws
+            self.path = ws.import_spool(f"{os.getpid()}-{os.urandom(4).hex()}")
+            self.file = os.fdopen(ws.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL), "w+b")
             chunks, self.held = self.held, []
         else:
             chunks = [chunk]

@@ -12,7 +12,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..events import MAX_COST_USD, MAX_COUNT, format_timestamp, utc_timestamp
+from ...utc import format_timestamp, utc_timestamp
+from ..events import MAX_COST_USD, MAX_COUNT
 
 #: How far after the moment of the import an event may be dated (a clock error otherwise; ``--allow-future``).
 DEFAULT_FUTURE_SKEW = timedelta(days=1)

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.fit.shipped import load_shipped
 from pipeline.streams.events import parse_line
 from pipeline.streams.imports import ImportOptions, import_source, load_maps
 
@@ -73,11 +74,31 @@ def test_otlp_tokens_at_the_homes_prices_and_a_label_without_a_map(home, tmp_pat
     (home / "fits").mkdir()
     prices = [{"selector": "triage-bot/openai/gpt-4o", "input_usd_per_mtok": 2.5, "output_usd_per_mtok": 10}]
     (home / "fits" / "shipped.json").write_text(json.dumps({"prices": prices}))
-    result = import_source(home, OTLP, ImportOptions(fmt="otlp", task_key="app.task.id", skip_bad=True))
+    options = ImportOptions(fmt="otlp", task_key="app.task.id", skip_bad=True)
+    result = import_source(home, OTLP, options, prices=lambda: load_shipped(home / "fits" / "shipped.json").prices)
     assert result.costs == {"tokens": 1, "source": 1}
     gpt = next(a for a in _by_type(home)["task.attempted"] if a.config.model == "gpt-4o")
     assert gpt.cost_usd == pytest.approx(1200 * 2.5 / 1e6 + 300 * 10 / 1e6)
     assert result.bad == {"model": 1, "score policy": 1}  # "pass" has no score without --label-map
+
+
+def test_the_cli_prices_tokens_at_the_homes_shipped_json_and_reads_it_only_when_needed(home, tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import cli
+
+    (home / "fits").mkdir()
+    prices = [{"selector": "triage-bot/openai/gpt-4o", "input_usd_per_mtok": 2.5, "output_usd_per_mtok": 10}]
+    (home / "fits" / "shipped.json").write_text(json.dumps({"prices": prices}))
+    args = ["import", "--home", str(home), "--format", "otlp", "--task-key", "app.task.id", "--skip-bad", "--json"]
+    out = CliRunner().invoke(cli, [*args, *map(str, OTLP)])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["costs"] == {"tokens": 1, "source": 1}
+    (home / "fits" / "shipped.json").write_text("{not json")  # a long table needs no price: the file is not read
+    table = tmp_path / "t.csv"
+    table.write_text("task_id,region,config,score,cost_usd,at\nt1,r,codex/-/gpt-5/-,0.5,0.01,2026-05-01T00:00:00Z\n")
+    out = CliRunner().invoke(cli, ["import", "--home", str(home), str(table)])
+    assert out.exit_code == 0, out.output
 
 
 def test_mini_orks_own_otlp_export_is_read(home, tmp_path):

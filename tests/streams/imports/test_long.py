@@ -1,6 +1,6 @@
-"""Long tables (pipeline/streams/imports/long.py): the real samples import cleanly, bad rows are named with every
-problem, a re-import adds nothing, and the items of issue 26 (config column, --skip-bad, BOM, delimiters, NaN,
---json) hold."""
+"""Long tables (pipeline/streams/imports/long.py, longtable.py): the real samples import cleanly, bad rows are named
+with every problem, a re-import adds nothing, and the items of issue 26 (config column, --skip-bad, BOM, delimiters,
+NaN, --json) hold."""
 
 from __future__ import annotations
 
@@ -220,13 +220,13 @@ def test_row_ids_are_the_digests_of_their_events(task, config, score, cost, at, 
     """The row events' ids are written from a template, fast: they equal the generic digest of each event, so the
     ids of every earlier import stay the same (re-importing adds nothing after compaction)."""
     from pipeline.streams.events import encode_line, parse_line, with_head
-    from pipeline.streams.imports import long
+    from pipeline.streams.imports import long, longtable
     from pipeline.streams.imports.mapping import canonical, digest24
 
     cells = [task.strip(), config, repr(score), "" if cost is None else repr(cost), "r", at]
-    table = long.LongTable.__new__(long.LongTable)
+    table = longtable.LongTable.__new__(longtable.LongTable)
     table.positions, table.extra, table.attempt_columns, table.score_range = tuple(range(6)), [], [], None
-    table.column, table.clock = long.ConfigColumn("auto", long.Maps()), long.Clock(allow_future=True)
+    table.column, table.clock = longtable.ConfigColumn("auto", longtable.Maps()), longtable.Clock(allow_future=True)
     row, problems = table.check(1, cells)
     assert not problems
     rater = {"kind": rater["kind"], "name": rater["name"]}  # as every source builds it
@@ -242,9 +242,9 @@ def test_row_ids_are_the_digests_of_their_events(task, config, score, cost, at, 
 
 
 def test_a_table_is_appended_in_chunks_each_a_framed_batch(home, tmp_path, monkeypatch):
-    from pipeline.streams.framing import frame_of
     from pipeline.streams.imports import run
     from pipeline.streams.log import read
+    from pipeline.streams.scan import frame_of
 
     monkeypatch.setattr(run, "CHUNK_ROWS", 7)
     sizes: list[int] = []
@@ -282,14 +282,14 @@ def test_a_file_changed_while_it_is_read_is_named(home, tmp_path, monkeypatch):
     from pipeline.streams.imports import long
 
     path = _csv(tmp_path, "T0,m,1,0.1,code,2026-01-01T00:00:00Z\n")
-    real = long._cells
+    real = long.read_cells
 
     def then_change(*args):  # type: ignore[no-untyped-def]
         yield from real(*args)
         with open(path, "a") as handle:
             handle.write("T1,m,1,0.1,code,2026-01-01T00:00:00Z\n")
 
-    monkeypatch.setattr(long, "_cells", then_change)
+    monkeypatch.setattr(long, "read_cells", then_change)
     with pytest.raises(InvalidEvent, match=r"the file changed while it was imported \(nothing was appended\)"):
         import_table(home, path)
     assert not (home / "streams").exists()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import InvalidBatch, InvalidEvent
+from pipeline.fit.shipped import Price, load_shipped
 from pipeline.streams.events import parse_line
 from pipeline.streams.imports import ImportOptions, import_source, load_maps
 
@@ -249,14 +250,13 @@ def test_costs_from_llm_calls_then_tokens_at_prices_then_a_per_task_price(home, 
     (home / "fits" / "shipped.json").write_text(
         json.dumps({"prices": [{"selector": "glm/zhipu", "input_usd_per_mtok": 1.0, "output_usd_per_mtok": 4.0}]})
     )
-    result = import_source(home, [path], ImportOptions())
+    result = import_source(home, [path], ImportOptions(), prices=load_shipped(home / "fits" / "shipped.json").prices)
     costs = {e.extra["source_ref"].rsplit(":", 1)[1]: e.cost_usd for e in _by_type(home)["task.attempted"]}
     assert costs == {"tr-a-1-1": 0.05, "tr-b-1-1": 0.003, "tr-c-1-1": 0.002, "tr-d-1-1": None}
     assert result.costs == {"source": 1, "tokens": 2, "unknown": 1}
-    (home / "fits" / "shipped.json").write_text(json.dumps({"prices": [{"selector": "glm", "usd_per_task": 0.2}]}))
-    other = tmp_path / "h2"
-    result = import_source(other, [path], ImportOptions())
-    assert result.costs == {"source": 1, "unknown": 3}  # the prices are the home's: none in this one
+    per_task = [Price(selector="glm", usd_per_task=0.2)]  # no token prices: the tokens tell nothing
+    assert import_source(tmp_path / "h2", [path], ImportOptions(), prices=per_task).costs == {"source": 1, "price": 3}
+    assert import_source(tmp_path / "h3", [path], ImportOptions()).costs == {"source": 1, "unknown": 3}  # no prices
 
 
 def test_wrong_files_and_options_are_one_clear_line(tmp_path, store):

@@ -1,4 +1,4 @@
-"""The home layout: case-study names stay one directory under case-studies/."""
+"""Confinement: nothing outside the home is written; case-study names stay one directory under case-studies/."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from pipeline.errors import OutsideHome, PipelineError
-from pipeline.home import Home, atomic_write, case_study_name, confine
+from pipeline.workspace import Workspace, atomic_write, case_study_name, confine
 
 
 @pytest.mark.parametrize(
@@ -25,7 +25,7 @@ from pipeline.home import Home, atomic_write, case_study_name, confine
     ],
 )
 def test_a_case_study_name_is_one_directory(tmp_path, name, ok):
-    home = Home.resolve(tmp_path)
+    home = Workspace.resolve(tmp_path)
     if ok:
         assert case_study_name(name) == name
         assert home.case_study(name) == tmp_path / "case-studies" / name
@@ -42,7 +42,7 @@ def test_a_symlinked_home_itself_is_fine(tmp_path):
     real = tmp_path / "real"
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
-    home = Home.resolve(tmp_path / "link")
+    home = Workspace.resolve(tmp_path / "link")
     home.write(home.fits / "x.json", b"{}")
     assert (real / "fits" / "x.json").read_bytes() == b"{}"
 
@@ -53,7 +53,7 @@ def test_a_folder_linked_outside_the_home_is_refused(tmp_path, folder):
     home_dir.mkdir()
     elsewhere.mkdir()
     (home_dir / folder).symlink_to(elsewhere)
-    home = Home.resolve(home_dir)
+    home = Workspace.resolve(home_dir)
     with pytest.raises(OutsideHome, match=f"{folder} is a symbolic link to .*elsewhere, outside the home") as info:
         home.write(home_dir / folder / "sub" / "file.json", b"{}")
     assert info.value.exit_code == 2
@@ -61,7 +61,7 @@ def test_a_folder_linked_outside_the_home_is_refused(tmp_path, folder):
 
 
 def test_a_folder_linked_inside_the_home_is_harmless(tmp_path):
-    home = Home.resolve(tmp_path)
+    home = Workspace.resolve(tmp_path)
     (tmp_path / "elsewhere-inside").mkdir()
     (tmp_path / "fits").symlink_to(tmp_path / "elsewhere-inside")
     home.write(home.fits / "x.json", b"1")
@@ -69,15 +69,15 @@ def test_a_folder_linked_inside_the_home_is_harmless(tmp_path):
 
 
 def test_a_linked_file_is_refused_and_its_target_untouched(tmp_path):
-    home = Home.resolve(tmp_path / "home")
+    home = Workspace.resolve(tmp_path / "home")
     victim = tmp_path / "victim.txt"
     victim.write_bytes(b"precious")
     home.fits.mkdir(parents=True)
-    (home.fits / "routing-table.json").symlink_to(victim)
+    (home.table).symlink_to(victim)
     with pytest.raises(OutsideHome, match="it is a symbolic link"):
-        home.write(home.fits / "routing-table.json", b"new")
+        home.write(home.table, b"new")
     with pytest.raises(OutsideHome, match="it is a symbolic link"):
-        home.open(home.fits / "routing-table.json", os.O_WRONLY | os.O_TRUNC)
+        home.open(home.table, os.O_WRONLY | os.O_TRUNC)
     assert victim.read_bytes() == b"precious"
 
 

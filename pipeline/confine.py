@@ -1,92 +1,18 @@
-"""Where a home keeps things (docs/design.md, Layout): one place that knows the layout."""
+"""Keeping every path inside its root (the home, or a local store), and writing files there safely.
+
+:class:`pipeline.workspace.Workspace` confines every path a command reads, writes or deletes through
+:func:`confine` (folders on the way checked, a symbolic link that leads out refused), opens files with
+:data:`NOFOLLOW` and writes them with :func:`atomic_write` (temp file beside, fsync, rename, fsync the folder).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import OutsideHome, PipelineError
-
-STREAMS = ("tasks", "ratings")
-
-
-@dataclass(frozen=True)
-class Home:
-    """A home directory: ``streams/``, ``quarantine/``, ``deadletter/``, ``store/``, ``fits/``, ``case-studies/``."""
-
-    root: Path
-
-    @classmethod
-    def resolve(cls, home: str | os.PathLike | Home | None = None) -> Home:
-        """``--home`` if given, else ``$RATINGS_HOME``, else the current directory."""
-        if isinstance(home, Home):
-            return home
-        chosen = home if home is not None else os.environ.get("RATINGS_HOME") or "."
-        return cls(Path(chosen).absolute())
-
-    @property
-    def streams(self) -> Path:
-        return self.root / "streams"
-
-    def stream(self, name: str) -> Path:
-        return self.streams / f"{name}.jsonl"
-
-    def stream_lock(self, name: str) -> Path:
-        return self.streams / f".{name}.lock"
-
-    @property
-    def quarantine(self) -> Path:
-        return self.root / "quarantine"
-
-    @property
-    def deadletter(self) -> Path:
-        return self.root / "deadletter"
-
-    @property
-    def store(self) -> Path:
-        return self.root / "store"
-
-    @property
-    def fits(self) -> Path:
-        return self.root / "fits"
-
-    @property
-    def case_studies(self) -> Path:
-        return self.root / "case-studies"
-
-    def case_study(self, name: str) -> Path:
-        return self.case_studies / case_study_name(name)
-
-    def confine(self, path: Path, *, create: bool = True) -> Path:
-        """``path`` checked to stay inside this home (:func:`confine`); missing directories created."""
-        return confine(self.root, path, create=create)
-
-    def folder(self, path: Path) -> Path:
-        """The folder ``path`` inside this home, created if missing (:func:`confine` with ``directory``)."""
-        return confine(self.root, path, directory=True)
-
-    def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
-        """``os.open`` of a file inside this home, refusing symbolic links (:func:`open_confined`)."""
-        return open_confined(self.root, path, flags, mode)
-
-    def write(self, path: Path, data: bytes) -> None:
-        """:func:`atomic_write` of a file inside this home."""
-        atomic_write(path, data, root=self.root)
-
-
-def case_study_name(name: str) -> str:
-    """``name`` if it names one directory under ``case-studies/``; else :class:`PipelineError` (exit 2).
-
-    Without this check ``--case-study ../../x`` would write stats.json and the page outside the home.
-    """
-    if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
-        raise PipelineError(
-            f"case study {name!r}: a name is one directory under case-studies/ (no '/', not '.' or '..')"
-        )
-    return name
+from .errors import OutsideHome
 
 
 def confine(root: Path, path: Path, *, create: bool = True, directory: bool = False) -> Path:
@@ -175,6 +101,11 @@ def write_synced(path: Path, data: bytes, flags: int) -> None:
         os.close(fd)
 
 
+def temp_beside(path: Path, tag: str = "") -> Path:
+    """A hidden temporary name beside ``path`` (this process's, random): ``.<name>.<tag.><pid>.<hex>.tmp``."""
+    return path.with_name(f".{path.name}.{tag + '.' if tag else ''}{os.getpid()}.{os.urandom(4).hex()}.tmp")
+
+
 def atomic_write(path: Path, data: bytes, *, root: Path | None = None) -> None:
     """Write ``data`` to a temp file beside ``path``, fsync it, rename it over ``path``, fsync the directory.
 
@@ -186,7 +117,7 @@ def atomic_write(path: Path, data: bytes, *, root: Path | None = None) -> None:
         confine(root, path)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    tmp = temp_beside(path)
     try:
         write_synced(tmp, data, os.O_CREAT | os.O_EXCL)
         os.replace(tmp, path)

@@ -1,0 +1,149 @@
+"""The escalation ladders section of a case study: the published ladders, how they did in hindsight, and why."""
+
+from __future__ import annotations
+
+from ..nightly.stats import Stats
+from . import fmt
+from .doc import Block, Heading, Note, para
+from .glossary import see_glossary
+from .optional import config_keys, first, ladder_regions, ladder_summary, rungs, short_config, short_configs_in
+from .sections import costed_table, not_computed, uniform_or_table
+
+
+def ladders_section(stats: Stats) -> list[Block]:
+    out: list[Block] = [Heading(2, "Escalation ladders", "ladders")]
+    if stats.ladders is None:
+        return [*out, not_computed("ladders")]
+    rule = stats.ladders.get("rule") or {}
+    if rule.get("reason"):
+        out.append(para("The rule: ", short_configs_in(fmt.sentence(rule["reason"]), config_keys(stats))))
+    regions = ladder_regions(stats)
+    rows = [
+        [
+            region,
+            " → ".join(short_config(k) for k in rungs(row)),
+            fmt.num(first(row, "validated_quality"), 3),
+            fmt.usd(first(row, "validated_cost_usd")),
+            fmt.num(first(row, "held_out_quality"), 3),
+            fmt.usd(first(row, "held_out_cost_usd")),
+            fmt.pct(first(row, "coverage")),
+        ]
+        for region, row in regions.items()
+    ]
+    if rows:
+        out.append(
+            costed_table(
+                stats,
+                [
+                    "region",
+                    "ladder",
+                    "cross-validated quality",
+                    "cross-validated cost",
+                    "held-out quality",
+                    "held-out cost",
+                    "coverage",
+                ],
+                rows,
+                "Cross-validated: what the rule's choices did on the validation blocks of the learned tasks (its "
+                "promise); held-out: the published ladder on the eligible held-out tasks it covered.",
+                numeric=[False, False, True, True, True, True, True],
+            )
+        )
+    kappas = [k for k in rule.get("kappas") or [] if isinstance(k, dict)]
+    if kappas:
+        out.append(
+            uniform_or_table(
+                stats,
+                ["kappa", "choices that were ladders", "quality vs best single", "95% lower bound", "cost difference"],
+                [
+                    [
+                        f"{k['kappa']:g}",
+                        f"{k['ladders']} of {rule.get('folds', 0)} folds",
+                        fmt.signed(k.get("difference"), 4),
+                        fmt.signed(k.get("lower"), 4),
+                        fmt.signed(k.get("spend_difference"), 6),
+                    ]
+                    for k in kappas
+                ],
+                "The cross-validation that chose kappa (the standard errors a ladder's gain must clear): the rule's "
+                "choices against each fold's best single on its validation block, pooled"
+                + ("" if stats.cost_known else "; without costs, the cost difference is in calls")
+                + ".",
+                [True, False, True, True, True],
+                "kappa",
+            )
+        )
+    out += _hindsight(stats)
+    out.append(_why_ladders(stats))
+    summary = ladder_summary(stats)
+    if summary and summary.get("gate_is_target"):
+        out.append(
+            Note(
+                (
+                    "The gate ratings are the ratings that measure quality: these ladder figures are an upper "
+                    "bound for a perfect verifier.",
+                )
+            )
+        )
+    out.append(see_glossary("gate", "coverage", "best single", "eligible task"))
+    return out
+
+
+def _hindsight(stats: Stats) -> list[Block]:
+    """The held-out ladder frontier, chosen with hindsight: how far the rule's choice is from the limit."""
+    h = (stats.ladders or {}).get("hindsight")
+    summary = ladder_summary(stats)
+    if not isinstance(h, dict) or not summary:
+        return []
+    unit = "cost_usd" if stats.cost_known else "calls"
+    spend = (lambda x: fmt.usd(x.get(unit))) if stats.cost_known else (lambda x: f"{fmt.num(x.get(unit), 2)} calls")
+    near, reach = h.get("frontier_at_cost") or {}, h.get("cheapest_reaching_best_single") or {}
+    parts = []
+    if near.get("ladder"):
+        parts.append(
+            f"the best any ladder of up to three rungs reached at no more than the published ladders' spend was "
+            f"{fmt.num(near.get('quality'), 3)} ({' → '.join(short_config(c) for c in near['ladder'])}, "
+            f"{spend(near)}), {fmt.signed(near.get('gap'), 3)} above them"
+        )
+    if reach.get("ladder"):
+        parts.append(
+            f"the cheapest one reaching the best single's quality was "
+            f"{' → '.join(short_config(c) for c in reach['ladder'])} at {spend(reach)}"
+            + (f" ({fmt.pct(reach.get('cost_ratio'))} of the best single's spend)" if reach.get("cost_ratio") else "")
+        )
+    if not parts:
+        return []
+    return [
+        para(
+            "Diagnostic, chosen with hindsight on the held-out tasks (never used to choose): "
+            + "; ".join(parts)
+            + f" ({fmt.count(h.get('ladders_scored'))} ladders scored)."
+        )
+    ]
+
+
+def _why_ladders(stats: Stats) -> Block:
+    """Whether a ladder pays here, and why, in words."""
+    summary = ladder_summary(stats) or {}
+    rule = (stats.ladders or {}).get("rule") or {}
+    best = short_config(str(summary.get("best_single_config") or "the best single"))
+    if rule.get("name") == "best-single" and rule.get("kappa") is None:
+        coverage = summary.get("coverage")
+        return para(
+            f"Here a ladder does not pay: at no confidence level did the rule's ladders beat {best} on the "
+            "validation blocks with a lower bound at or above 0, so the published ladder is that configuration "
+            "alone. "
+            + (
+                f"Gates are sparse or noisy here: every rung a ladder runs must carry a gate rating, and only "
+                f"{fmt.pct(coverage)} of the eligible held-out tasks had one for each, so a ladder is judged on few "
+                "tasks, and a gate that passes a failure stops the ladder on it."
+                if coverage is not None and coverage < 0.8
+                else "The cheaper configurations rarely solve what the best single fails, so escalating buys little."
+            )
+        )
+    ratio, cost_ratio = summary.get("quality_ratio"), summary.get("cost_ratio")
+    spent = f" for {fmt.pct(cost_ratio)} of its cost" if cost_ratio is not None else ""
+    return para(
+        f"Here a ladder pays: on the held-out tasks it reached {fmt.pct(ratio)} of {best}'s quality{spent}, "
+        "because cheap first rungs solve most tasks and their gates send the rest up."
+    )
