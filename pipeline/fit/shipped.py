@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..errors import FitError
 from ..jsonfile import read_json, validate
 from ..routing.table import Constants, Static
-from ..streams.imports.prices import price_for as price_for  # re-exported: the rule lives with the import
 
 if TYPE_CHECKING:
     import polars as pl

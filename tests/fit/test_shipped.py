@@ -16,7 +16,6 @@ from pipeline.fit.shipped import (
     Shipped,
     _without_placeholders,
     load_shipped,
-    price_for,
     priors_frame,
     shipped_prior,
 )
@@ -79,20 +78,11 @@ def test_a_price_is_validated_strictly(tmp_path, entry, accepted):
             load_shipped(path)
 
 
-def test_the_most_specific_price_wins_and_tokens_are_priced_per_million():
-    prices = [
-        Price(selector="codex", usd_per_task=0.3),
-        Price(selector="codex/openai/gpt-5", input_usd_per_mtok=1.25, output_usd_per_mtok=10.0),
-        Price(selector="codex/openai", usd_per_task=0.2),
-        Price(selector="codex", usd_per_task=9.9),  # a later entry of the same specificity loses
-    ]
-    assert price_for("codex/openai/gpt-5/high", prices) is prices[1]
-    assert price_for("codex/openai/o3/-", prices) is prices[2]
-    assert price_for("codex/azure/gpt-5/-", prices) is prices[0]
-    assert price_for("claude-code/anthropic/opus/-", prices) is None
-    assert price_for("codex2/openai/gpt-5/-", prices) is None  # a selector matches whole segments only
-    assert prices[1].tokens_cost(2_000, 500) == pytest.approx(2_000 * 1.25 / 1e6 + 500 * 10.0 / 1e6)
-    assert prices[0].tokens_cost(2_000, 500) is None  # a per-task price does not price tokens
+def test_tokens_are_priced_per_million():
+    per_task = Price(selector="codex", usd_per_task=0.3)
+    per_token = Price(selector="codex/openai/gpt-5", input_usd_per_mtok=1.25, output_usd_per_mtok=10.0)
+    assert per_token.tokens_cost(2_000, 500) == pytest.approx(2_000 * 1.25 / 1e6 + 500 * 10.0 / 1e6)
+    assert per_task.tokens_cost(2_000, 500) is None  # a per-task price does not price tokens
 
 
 def test_a_template_price_is_a_placeholder():
