@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 from typing import Any
 
 import click
@@ -12,6 +13,7 @@ from .common import (
     cli,
     emit_json,
     fsync_option,
+    future_options,
     handle_errors,
     json_errors,
     json_option,
@@ -23,11 +25,11 @@ from .common import (
 
 # --------------------------------------------------------------------------- append / repair
 @cli.command()
-@workspace()
+@workspace(rule="append")
 @fsync_option
 @click.option(
     "--max-line-bytes",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 1 << 30),
     default=1 << 20,
     show_default=True,
     help="Reject lines (as given and as stored, with id and at) longer than this.",
@@ -39,6 +41,7 @@ from .common import (
     metavar="NAME",
     help="Keep events of this unknown type although it is one edit away from a v1 type (repeat).",
 )
+@future_options
 @json_option
 @click.argument("events", nargs=-1)
 @handle_errors
@@ -49,6 +52,7 @@ def append(
     allow_types: tuple[str, ...],
     as_json: bool,
     events: tuple[str, ...],
+    future: timedelta | None,
 ) -> None:
     """Append events (JSON objects) to the task and rating streams.
 
@@ -56,9 +60,13 @@ def append(
     validated first: one bad line and nothing is appended (exit 2, one
     message per bad line naming each of its problems). Events without `id`
     or `at` get a ULID and the current time; each goes to the tasks or
-    ratings stream by its type. A type one edit away from a v1 type
-    (task.opend) is refused as a typo unless --allow-type names it; other
-    unknown types are kept. With --json, the result or the errors as JSON.
+    ratings stream by its type; the fields it filled are recorded in the
+    line (`filled`), so a retry with the same id is recognised. A type one
+    edit away from a v1 type (task.opend, Task.Opened) is refused as a typo
+    unless --allow-type names it; other unknown types are kept. A time more
+    than --skew (1 day) after now is refused unless --allow-future. Blank
+    lines are skipped and counted. With --json, the result or the errors as
+    JSON.
 
     \b
     Example:
@@ -82,7 +90,10 @@ def append(
             source=source,
             max_bytes=max_line_bytes,
             allow_types=allow_types,
+            future=future,
         )
+    if result.blank and not as_json:
+        click.echo(f"note: skipped {result.blank} blank line(s)", err=True)
     for kind, count in sorted(result.unknown_types.items()):
         near = nearest_type(kind)
         hint = f"; did you mean {near[1]}?" if near is not None and kind not in allow_types else ""
@@ -127,7 +138,7 @@ def repair(ws: Workspace, as_json: bool) -> None:
 
 
 @cli.command()
-@workspace()
+@workspace(rule="init")
 @json_option
 @handle_errors
 def init(ws: Workspace, as_json: bool) -> None:
@@ -153,7 +164,7 @@ def init(ws: Workspace, as_json: bool) -> None:
 
 
 @cli.command(name="import")
-@workspace()
+@workspace(rule="create")
 @click.option(
     "--format",
     "fmt",
@@ -220,12 +231,8 @@ def init(ws: Workspace, as_json: bool) -> None:
     "--skip-bad", is_flag=True, help="Dead-letter bad rows (deadletter/import-<file>.jsonl) and import the rest."
 )
 @click.option("--dry-run", is_flag=True, help="Read, check and count everything; write nothing.")
-@click.option(
-    "--allow-future",
-    is_flag=True,
-    help="Import events dated more than a day after now (a backfill of planned times); by default they are bad rows.",
-)
 @fsync_option
+@future_options
 @quiet_option
 @json_option
 @click.argument("files", nargs=-1, required=True, type=click.Path())
@@ -244,11 +251,11 @@ def import_(
     thread: str | None,
     skip_bad: bool,
     dry_run: bool,
-    allow_future: bool,
     fsync: str,
     quiet: bool,
     as_json: bool,
     files: tuple[str, ...],
+    future: timedelta | None,
 ) -> None:
     """Import ratings from where they already live, as events.
 
@@ -258,7 +265,8 @@ def import_(
     Langfuse or LangSmith export. Ids come from the source's own ids, so
     importing again (or a newer export) adds only what is new; a rating the
     source changed is retracted and replaced. Every row is checked first:
-    a bad row and nothing is appended, unless --skip-bad.
+    a bad row and nothing is appended, unless --skip-bad. A time more than
+    --skew (1 day) after now is a bad row unless --allow-future.
 
     \b
     Example:
@@ -283,7 +291,7 @@ def import_(
             score_range=ScoreRange.parse(score_range) if score_range is not None else None,
             skip_bad=skip_bad,
             dry_run=dry_run,
-            allow_future=allow_future,
+            future=future,
         )
         prices = lambda: load_shipped(ws.shipped).prices  # noqa: E731  # tokens to costs (docs/design.md, Imports)
         result = import_source(ws, files, options, prices=prices, fsync=fsync, progress=advance)  # type: ignore[arg-type]

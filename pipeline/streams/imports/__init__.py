@@ -58,7 +58,7 @@ def import_source(
 
     options = options or ImportOptions()
     ws = Workspace.of(home)
-    clock = Clock(allow_future=options.allow_future)
+    clock = Clock(future=options.future)
     source, detected = open_source([Path(p) for p in paths], options, clock, Pricer(prices))
     result = Run(ws, source, options, fsync=fsync, progress=progress, clock=clock).execute()
     return result.model_copy(update={"detected": detected})

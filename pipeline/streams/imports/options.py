@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...errors import PipelineError
 from ...jsonfile import read_json
 from ..events import Config
+from ..future import MAX_FUTURE
 from .mapping import Cfg, config_of
 from .values import Problem, missing
 
@@ -142,7 +144,7 @@ class ImportOptions(BaseModel):
     score_range: ScoreRange | None = None
     skip_bad: bool = False
     dry_run: bool = False
-    allow_future: bool = False
+    future: timedelta | None = MAX_FUTURE  # how far after the import a time may lie (None: any; --allow-future)
 
     def score(self, value: Any, field: str, *, label: Any = None, name: str | None = None) -> float | None:
         """A source's score as a score in [0, 1]: a boolean is 1 or 0; a number in [0, 1] is itself, or mapped

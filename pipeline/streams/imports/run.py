@@ -197,7 +197,7 @@ class Run:
         clock: Clock | None = None,
     ) -> None:
         self.ws, self.source, self.options, self.fsync, self.progress = ws, source, options, fsync, progress
-        self.clock = clock or Clock(allow_future=options.allow_future)  # the source's: one "now" per import
+        self.clock = clock or Clock(future=options.future)  # the source's: one "now" per import
         self.tally = _Tally()
         self.candidates: dict[str, _Candidate] = {}
         self.seen_keys: list[Any] = []  # arrays, per chunk: re-imported ratings (their keys and id digits)

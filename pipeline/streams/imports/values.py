@@ -13,10 +13,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ...utc import format_timestamp, utc_timestamp
+from ...utc import now as utc_now
 from ..events import MAX_COST_USD, MAX_COUNT
-
-#: How far after the moment of the import an event may be dated (a clock error otherwise; ``--allow-future``).
-DEFAULT_FUTURE_SKEW = timedelta(days=1)
+from ..future import MAX_FUTURE, future_reason, latest_time
 
 
 class Problem(ValueError):
@@ -151,20 +150,19 @@ def moment(value: Any, field: str, *, naive_utc: bool = False, unix_numbers: boo
 
 
 class Clock:
-    """The moment of the import and the latest time an event may carry (``--allow-future`` lifts the limit)."""
+    """The moment of the import and the latest time an event may carry: ``future`` after it (``--skew``; None:
+    any, ``--allow-future``), the rule of ``append`` (pipeline/streams/future.py)."""
 
-    def __init__(self, *, allow_future: bool = False, now: datetime | None = None) -> None:
-        self.now = now or datetime.now(UTC)
+    def __init__(self, *, future: timedelta | None = MAX_FUTURE, now: datetime | None = None) -> None:
+        self.now = now or utc_now()
         self.now_text = format_timestamp(self.now)
-        self.limit = None if allow_future else format_timestamp(self.now + DEFAULT_FUTURE_SKEW)
+        self.skew = future if future is not None else MAX_FUTURE
+        self.latest = latest_time(self.now, future) if future is not None else None
 
     def check(self, at: str, field: str) -> str:
-        """``at`` (a normalised time), or :class:`Problem` when it lies beyond the limit. Normalised times compare
-        as text in the years 1000 to 9999."""
-        if self.limit is not None and at > self.limit and len(at) >= 20:
-            raise Problem(
-                field,
-                f"{at} is more than a day after the import ({self.now_text}): a clock error? "
-                "(--allow-future imports it as dated)",
-            )
+        """``at`` (a normalised time), or :class:`Problem` when it lies beyond the latest time."""
+        if self.latest is not None:
+            reason = future_reason(at, self.latest, self.skew)
+            if reason is not None:
+                raise Problem(field, reason)
         return at

@@ -226,7 +226,7 @@ def test_row_ids_are_the_digests_of_their_events(task, config, score, cost, at, 
     cells = [task.strip(), config, repr(score), "" if cost is None else repr(cost), "r", at]
     table = longtable.LongTable.__new__(longtable.LongTable)
     table.positions, table.extra, table.attempt_columns, table.score_range = tuple(range(6)), [], [], None
-    table.column, table.clock = longtable.ConfigColumn("auto", longtable.Maps()), longtable.Clock(allow_future=True)
+    table.column, table.clock = longtable.ConfigColumn("auto", longtable.Maps()), longtable.Clock(future=None)
     row, problems = table.check(1, cells)
     assert not problems
     rater = {"kind": rater["kind"], "name": rater["name"]}  # as every source builds it
@@ -318,7 +318,7 @@ def test_a_full_disk_mid_import_leaves_whole_chunks_and_a_rerun_completes_it(hom
     monkeypatch.setattr(framing.os, "write", write)
     result = CliRunner().invoke(cli, ["import", "--home", str(home), str(path)])
     monkeypatch.setattr(framing.os, "write", real)
-    assert result.exit_code == 1 and result.stderr.startswith("error: No space left on device (")
+    assert result.exit_code == 4 and result.stderr.startswith("error: No space left on device (")
     assert "the batch was rolled back: nothing of it was appended" in result.stderr
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
     with open_store_after_compaction(home) as partial:
