@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 from pipeline.compact import compact
 from pipeline.store import open_store
 from pipeline.store.table import commits, open_table, txn_ids
@@ -253,10 +255,14 @@ BAD_LINES = [
 ]
 
 
-def _lines_of(events, bad):
+def _lines_of(events, bad, form="append"):
+    """The events as ``append`` writes them (``form="append"``) or as ``json.dumps`` would (spaced separators,
+    keys sorted, unicode escaped), with the bad lines between them."""
     from pipeline.streams.events import to_json_line, validate_object
 
     good = [to_json_line(validate_object(dict(e.items()))) for e in events]
+    if form == "json.dumps":
+        good = [(json.dumps(json.loads(line), sort_keys=True) + "\n").encode() for line in good]
     mixed = []
     for i, line in enumerate(good):
         mixed.append(line)
@@ -266,14 +272,15 @@ def _lines_of(events, bad):
     return b"".join(mixed)
 
 
-def test_fast_path_gives_the_rows_and_reasons_of_the_line_by_line_parser():
+@pytest.mark.parametrize("form", ["append", "json.dumps"])
+def test_fast_path_gives_the_rows_and_reasons_of_the_line_by_line_parser(form):
     import numpy as np
     import pyarrow as pa
 
     from pipeline.compact.fastpath import lines_array, parse_fast
     from pipeline.compact.parse import Chunk, parse_chunk, parse_lines_slow
 
-    block = _lines_of(TRICKY, BAD_LINES) + _lines_of([rating(i) for i in range(100, 400)], [])
+    block = _lines_of(TRICKY, BAD_LINES, form) + _lines_of([rating(i) for i in range(100, 400)], [], form)
     chunk = Chunk.of("ratings", block, 1000, 7, "w")
     fast = parse_chunk(chunk, 1 << 20)
     slow = parse_lines_slow(chunk, list(range(len(chunk))), 1 << 20)
