@@ -26,7 +26,15 @@ from .common import (
     type=click.IntRange(min=2),
     default=16,
     show_default=True,
-    help="Merge a partition's files (Delta's optimize) when it holds more than this many.",
+    help="Merge a family's small files into files of up to 128 MiB (Delta's optimize) when it holds more than this "
+    "many.",
+)
+@click.option(
+    "--buffer-rows",
+    type=click.IntRange(min=1),
+    default=1_000_000,
+    show_default=True,
+    help="Rows held in memory before they are written out (one file per family each time): lower it to bound memory.",
 )
 @click.option(
     "--rebuild",
@@ -36,13 +44,15 @@ from .common import (
 @json_option
 @quiet_option
 @handle_errors
-def compact(ws: Workspace, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool) -> None:
+def compact(ws: Workspace, merge_threshold: int, buffer_rows: int, rebuild: bool, as_json: bool, quiet: bool) -> None:
     """Compact the new lines of the streams into the store's events table: one Delta commit per run.
 
     Incremental and idempotent: a run with no new input commits nothing, and a
     rerun after a crash lands every event exactly once. Invalid lines and id
     conflicts go to deadletter/<stream>.jsonl. A store in the old manifest
-    format is moved aside and rebuilt from the streams on the first run.
+    format is moved aside and rebuilt from the streams on the first run; a
+    store partitioned by event date (an earlier layout) is migrated, in a
+    commit of its own that changes no data.
 
     \b
     Example:
@@ -54,7 +64,11 @@ def compact(ws: Workspace, merge_threshold: int, rebuild: bool, as_json: bool, q
     from ..compact import compact as compact_store
 
     result = compact_store(
-        ws, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild
+        ws,
+        progress=not quiet and sys.stderr.isatty(),
+        merge_threshold=merge_threshold,
+        buffer_rows=buffer_rows,
+        rebuild=rebuild,
     )
     for note in result.notes:
         click.echo(note, err=True)

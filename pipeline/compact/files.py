@@ -10,6 +10,7 @@ with their directories before the commit; files of an object store go through de
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import os
@@ -18,12 +19,12 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import StoreCorrupt
+from ..store.schema import ROW_GROUP_ROWS
 from ..utc import aware
 from ..workspace import NOFOLLOW, Workspace, fsync_dir
 from .rows import ENCODED_COLUMNS
@@ -34,7 +35,13 @@ from .rows import ENCODED_COLUMNS
 UNIQUE_COLUMNS = frozenset({"id", "at", "_offset", "_id_hash", "raw", "extra", "labels", "title", "claim", "rating"})
 #: No Arrow schema in the footer: a column compaction kept dictionary-encoded (below) is a plain string column
 #: in the file, and every reader reads it as the table's schema says (the Parquet schema holds all of it).
-PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "write_statistics": True, "store_schema": False}
+#: Row groups of :data:`~pipeline.store.schema.ROW_GROUP_ROWS`: what readers split a file into.
+PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": "snappy",
+    "write_statistics": True,
+    "store_schema": False,
+    "row_group_size": ROW_GROUP_ROWS,
+}
 
 
 def encode_columns(table: pa.Table) -> pa.Table:
@@ -50,6 +57,24 @@ def parquet_options(table: pa.Table) -> dict[str, Any]:
     return {**PARQUET_OPTIONS, "use_dictionary": [c for c in table.column_names if c not in UNIQUE_COLUMNS]}
 
 
+def write_parquet(table: pa.Table, sink: Any) -> pq.FileMetaData:
+    """Write ``table`` as one Parquet file (row groups of :data:`~pipeline.store.schema.ROW_GROUP_ROWS`) into the
+    open ``sink``; its metadata. A failed write raises its own error (``pq.write_table`` would raise, instead, that
+    the metadata of the writer it could not close is not available)."""
+    options = parquet_options(table)
+    rows = options.pop("row_group_size")
+    written: list[pq.FileMetaData] = []
+    writer = pq.ParquetWriter(sink, table.schema, metadata_collector=written, **options)
+    try:
+        writer.write_table(table, row_group_size=rows)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the write's own error is the one to report
+            writer.close()
+        raise
+    writer.close()
+    return written[0]
+
+
 _STAT_STRING_MAX = 32  # longer strings get no min/max in the commit (a truncated max would be wrong)
 #: Columns whose min/max the commit records (what queries filter on); every column gets its null count.
 STATS_COLUMNS = frozenset(
@@ -57,9 +82,9 @@ STATS_COLUMNS = frozenset(
 )
 
 
-def partition_dir(family: str, day: date | None) -> str:
-    """``family=<f>/event_date=<d>`` (Hive style; a missing date is Hive's default partition)."""
-    return f"family={family}/event_date={day.isoformat() if day else '__HIVE_DEFAULT_PARTITION__'}"
+def partition_dir(family: str) -> str:
+    """``family=<f>`` (Hive style)."""
+    return f"family={family}"
 
 
 def _stat_value(value: Any, upper: bool) -> Any:
@@ -124,22 +149,21 @@ class TableFiles:
 
     def write(self, table: pa.Table, relative: str) -> tuple[int, pq.FileMetaData]:
         """Write ``table`` to ``relative`` (a new name) durably; its size in bytes and its Parquet metadata."""
-        written: list[pq.FileMetaData] = []
         if self._fs is not None:
             with self._fs.open_output_stream(relative) as out:
-                pq.write_table(table, out, metadata_collector=written, **parquet_options(table))
-            return int(self._fs.get_file_info(relative).size), written[0]
+                metadata = write_parquet(table, out)
+            return int(self._fs.get_file_info(relative).size), metadata
         root = self.location.table_path
         assert root is not None
         path = root / relative
         fd = self.ws.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         with os.fdopen(fd, "wb") as handle:
-            pq.write_table(table, handle, metadata_collector=written, **parquet_options(table))
+            metadata = write_parquet(table, handle)
             handle.flush()
             size = os.fstat(handle.fileno()).st_size
         self.files.append(path)
         self.dirs.add(path.parent)
-        return size, written[0]
+        return size, metadata
 
     def sync(self) -> None:
         """fsync every file written and every directory one was created in (up to the table), 16 at once:
@@ -213,30 +237,3 @@ class DeadLetters:
 
     def close(self) -> None:
         os.close(self.fd)
-
-
-def event_days(at: pa.ChunkedArray) -> tuple[np.ndarray, list[date | None]]:
-    """Per row, the index of its UTC date (``event_date``) in the returned dates (sorted; ``None`` last, for
-    rows without a time), as the smallest integer type that holds it."""
-    day = pc.cast(pc.cast(at, pa.date32()), pa.int32()).combine_chunks()  # days since 1970-01-01
-    valid = np.asarray(day.is_valid()) if day.null_count else None
-    values = np.asarray(day.fill_null(0).to_numpy() if valid is not None else day.to_numpy(), np.int64)
-    dated = values if valid is None else values[valid]
-    if len(dated) and int(dated.max()) - int(dated.min()) < (1 << 20):  # a span of days: count, no sort
-        low = int(dated.min())
-        present = np.flatnonzero(np.bincount(dated - low)) + low
-        index = np.zeros(int(present[-1]) - low + 1, np.int64)
-        index[present - low] = np.arange(len(present))
-        codes = index[np.clip(values - low, 0, len(index) - 1)]
-    else:
-        present = np.unique(dated)
-        codes = np.searchsorted(present, values)
-    keys: list[date | None] = [_EPOCH + timedelta(days=int(d)) for d in present]
-    if valid is not None:
-        codes[~valid] = len(keys)
-        keys.append(None)
-    kind = np.int16 if len(keys) < (1 << 15) else np.int64
-    return codes.astype(kind), keys
-
-
-_EPOCH = date(1970, 1, 1)
