@@ -438,7 +438,7 @@ import pytest  # noqa: E402
 
 import pipeline.compact.run as run_module  # noqa: E402
 from pipeline.commands.verify import verify  # noqa: E402
-from pipeline.errors import StoreConflict  # noqa: E402
+from pipeline.errors import PipelineError, StoreConflict  # noqa: E402
 
 
 class Crash(Exception):
@@ -552,7 +552,7 @@ def test_io_faults_on_the_kth_call_leave_a_verifiable_store_and_a_clean_rerun(ba
 
             setattr(target, attr, faulty)
             try:
-                with pytest.raises((OSError, run_module.PipelineError)):
+                with pytest.raises((OSError, PipelineError)):
                     compact(home)
             finally:
                 setattr(target, attr, original)

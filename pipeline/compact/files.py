@@ -10,7 +10,6 @@ with their directories before the commit; files of an object store go through de
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import math
 import os
@@ -26,7 +25,7 @@ import pyarrow.parquet as pq
 from ..errors import StoreCorrupt
 from ..store.schema import ROW_GROUP_ROWS
 from ..utc import aware
-from ..workspace import NOFOLLOW, Workspace, fsync_dir
+from ..workspace import NOFOLLOW, StoreLocation, Workspace, fsync_dir
 from .rows import ENCODED_COLUMNS
 
 #: snappy is fast to write and read; statistics let every engine skip row groups on filters.
@@ -55,24 +54,6 @@ def encode_columns(table: pa.Table) -> pa.Table:
 def parquet_options(table: pa.Table) -> dict[str, Any]:
     """Writer options for one data file: dictionary encoding only for the columns that repeat."""
     return {**PARQUET_OPTIONS, "use_dictionary": [c for c in table.column_names if c not in UNIQUE_COLUMNS]}
-
-
-def write_parquet(table: pa.Table, sink: Any) -> pq.FileMetaData:
-    """Write ``table`` as one Parquet file (row groups of :data:`~pipeline.store.schema.ROW_GROUP_ROWS`) into the
-    open ``sink``; its metadata. A failed write raises its own error (``pq.write_table`` would raise, instead, that
-    the metadata of the writer it could not close is not available)."""
-    options = parquet_options(table)
-    rows = options.pop("row_group_size")
-    written: list[pq.FileMetaData] = []
-    writer = pq.ParquetWriter(sink, table.schema, metadata_collector=written, **options)
-    try:
-        writer.write_table(table, row_group_size=rows)
-    except BaseException:
-        with contextlib.suppress(Exception):  # the write's own error is the one to report
-            writer.close()
-        raise
-    writer.close()
-    return written[0]
 
 
 _STAT_STRING_MAX = 32  # longer strings get no min/max in the commit (a truncated max would be wrong)
@@ -135,9 +116,9 @@ def file_stats(metadata: pq.FileMetaData) -> str:
 class TableFiles:
     """Writes data files into the table's directory (local) or prefix (object store); returns their sizes."""
 
-    def __init__(self, ws: Workspace):
+    def __init__(self, ws: Workspace, location: StoreLocation | None = None):
         self.ws = ws
-        self.location = location = ws.store
+        self.location = location = location if location is not None else ws.store
         self.files: list[Path] = []
         self.dirs: set[Path] = set()
         self._fs = None
@@ -179,6 +160,23 @@ class TableFiles:
             list(pool.map(fsync_dir, sorted(dirs)))
 
 
+def write_parquet(table: pa.Table, sink: Any) -> pq.FileMetaData:
+    """Write ``table`` as one Parquet file to ``sink`` (row groups of :data:`~pipeline.store.schema.ROW_GROUP_ROWS`);
+    its metadata. A failed write (a full disk) raises its own ``OSError``: ``pq.write_table`` would replace it by a
+    ``RuntimeError`` (its writer, closed after the failure, has no metadata to collect) and print another from its
+    finaliser."""
+    options = parquet_options(table)
+    rows = options.pop("row_group_size")
+    writer = pq.ParquetWriter(sink, table.schema, **options)
+    try:
+        writer.write_table(table, row_group_size=rows)
+        writer.close()
+    except BaseException:
+        writer.is_open = False  # failed: its finaliser must not close it again (it would raise there)
+        raise
+    return writer.writer.metadata
+
+
 def _fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     try:
@@ -207,8 +205,8 @@ def deadletter_record(
 class DeadLetters:
     """``deadletter/<stream>.jsonl``, cut back to the size the store recorded (a crashed run's lines go)."""
 
-    def __init__(self, ws: Workspace, stream: str, keep_bytes: int):
-        self.path = ws.dead_letters(stream)
+    def __init__(self, ws: Workspace, stream: str, keep_bytes: int, folder: Path | None = None):
+        self.path = ws.dead_letters(stream) if folder is None else folder / ws.dead_letters(stream).name
         self.fd = ws.open(self.path, os.O_RDWR | os.O_CREAT)
         size = os.fstat(self.fd).st_size
         if size < keep_bytes:

@@ -24,8 +24,8 @@ from typing import Any
 
 from ..errors import PipelineError
 from ..store.schema import PARTITIONS, TABLE_SCHEMA, TARGET_FILE_BYTES
-from ..store.table import fail, open_table
-from ..workspace import Workspace
+from ..store.table import fail, open_table, store_errors
+from ..workspace import StoreLocation
 
 #: The partition columns of the old layout.
 DAILY = ["family", "event_date"]
@@ -47,9 +47,10 @@ def needs_migration(table: Any) -> bool:
     )
 
 
-def migrate(ws: Workspace, table: Any, hook: Callable[[str], None]) -> tuple[Any, list[str]]:
-    """``table`` (open at its newest version) in the current layout: as it is, or migrated by one commit; with a
-    one-line note when it was. ``hook`` is compaction's fault hook (``before-migration``, ``after-migration``)."""
+def migrate(location: StoreLocation, table: Any, hook: Callable[[str], None]) -> tuple[Any, list[str]]:
+    """``table`` (open at its newest version, at ``location``) in the current layout: as it is, or migrated by one
+    commit; with a one-line note when it was. ``hook`` is compaction's fault hook (``before-migration``,
+    ``after-migration``)."""
     from deltalake.exceptions import CommitFailedError
 
     for _ in range(_ATTEMPTS):
@@ -57,15 +58,16 @@ def migrate(ws: Workspace, table: Any, hook: Callable[[str], None]) -> tuple[Any
             return table, []
         hook("before-migration")
         before = len(table.file_uris())
+        location.check_table()
         try:
             _rewrite(table)
         except CommitFailedError:  # another writer committed since the version read: read again
-            table = open_table(ws.store)
+            table = open_table(location)
             continue
-        except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others: one line (fail)
-            fail(exc, ws.store, "migrate")
+        except store_errors() as exc:
+            fail(exc, location, "migrate")
         hook("after-migration")
-        table = open_table(ws.store)
+        table = open_table(location)
         after = len(table.file_uris())
         return table, [
             f"migrated the store to the layout of files near {TARGET_FILE_BYTES >> 20} MiB per family: {before:,} "
@@ -73,7 +75,7 @@ def migrate(ws: Workspace, table: Any, hook: Callable[[str], None]) -> tuple[Any
             "changed; `ratings vacuum` removes the old files once no retained version needs them)"
         ]
     raise PipelineError(
-        f"cannot migrate the store {ws.store.describe()}: other writers committed during {_ATTEMPTS} attempts; "
+        f"cannot migrate the store {location.describe()}: other writers committed during {_ATTEMPTS} attempts; "
         "run `ratings compact` again"
     )
 

@@ -38,7 +38,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -46,8 +46,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import InvalidBatch, InvalidEvent
 from ..utc import format_timestamp, parse_timestamp
+from ..utc import now as utc_now
 from ..workspace import StrPath, Workspace
 from .events import Config, Timestamp
+from .future import MAX_FUTURE, future_reason, latest_time
 from .log import FsyncPolicy, append
 
 REQUIRED = ("task_id", "config", "score", "cost_usd", "region", "at")
@@ -204,11 +206,15 @@ class _Columns(NamedTuple):
     names: list[str]
     at: dict[str, int]  # required column -> position
     extra: list[tuple[str, int]]
+    latest: str | None = None  # the latest time a row may carry (None: any; docs/design.md, Bounds)
+    skew: timedelta = MAX_FUTURE
 
     @classmethod
-    def of(cls, names: list[str]) -> _Columns:
+    def of(cls, names: list[str], future: timedelta | None = MAX_FUTURE) -> _Columns:
         at = {name: names.index(name) for name in REQUIRED}
-        return cls(names, at, [(name, i) for i, name in enumerate(names) if name not in REQUIRED])
+        latest = latest_time(utc_now(), future) if future is not None else None
+        extra = [(name, i) for i, name in enumerate(names) if name not in REQUIRED]
+        return cls(names, at, extra, latest, future or MAX_FUTURE)
 
     def record(self, cells: Sequence[str | None]) -> dict[str, str | None]:
         return dict(zip(self.names, cells, strict=True))
@@ -243,6 +249,9 @@ def _check(cells: Sequence[str | None], columns: _Columns) -> _Row | None:
         at = _timestamp(text["at"])
     except ValueError as exc:
         raise ValueError("at", str(exc)) from None
+    late = future_reason(at, columns.latest, columns.skew) if columns.latest is not None else None
+    if late is not None:
+        raise ValueError("at", late)
     labels = {name: value for name, i in columns.extra if (value := cells[i]) not in (None, "")}
     score = values["score"]
     assert score is not None
@@ -271,11 +280,10 @@ def import_table(
     skip_bad: bool = False,
     fsync: FsyncPolicy = "batch",
     progress: Callable[[int, int], None] | None = None,
+    future: timedelta | None = MAX_FUTURE,
 ) -> ImportResult:
-    """Import a long table (CSV, CSV.gz or Parquet) as events; see the module docstring for the rules.
-
-    ``progress`` is called after each chunk appended with the rows done and the rows in all.
-    """
+    """Import a long table (CSV, CSV.gz or Parquet) as events (the module docstring's rules; a row dated more than
+    ``future`` after now is bad). ``progress`` gets the rows done and the rows in all after each chunk."""
     if fmt != "long":
         raise InvalidEvent(f"unknown import format {fmt!r} (known: long)", source=str(path))
     ws = Workspace.of(home)
@@ -290,7 +298,7 @@ def import_table(
         raise InvalidEvent(
             f"missing column(s) {', '.join(missing)}; the long format needs {', '.join(REQUIRED)}", source=str(path)
         )
-    table = _Columns.of(columns)
+    table = _Columns.of(columns, future)
     stamp = _stamp(path)
     letters = ws.import_dead_letters(path)
     checked = _first_pass(ws, path, table, letters if skip_bad else None)
@@ -302,7 +310,7 @@ def import_table(
     def flush(rows: int) -> None:
         nonlocal appended, events
         if events:
-            result = append(ws, events, fsync=fsync, source=str(path))
+            result = append(ws, events, fsync=fsync, source=str(path), future=None)  # rows checked first
             appended += result.appended
             for stream, count in result.streams.items():
                 streams[stream] = streams.get(stream, 0) + count
