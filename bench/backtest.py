@@ -5,9 +5,10 @@ Run: ``.venv/bin/python -m bench.backtest [--table FILE] [--seeds N] [--jobs J] 
 
 The backtest runs ``--seeds`` seeds of one policy from the frontier start (``--jobs`` processes); in-process
 (``--jobs 1``) each refit is timed by stage: the night's append, the compaction, the refit (``refit_table``:
-reading the store, the model, the gate's tests, the ladders). The baseline is ``fit_model`` alone on the whole
-table's store (the cheapest part of a refit, on the most data any refit sees), so a ratio says how much of a refit
-is the product path around the model. Issue 23 needs 20-seed backtests of several policies on RouterBench.
+reading the store, the model, the gate's tests, the ladders). The baseline is the model's fit (``fit_values``)
+alone on the whole table's store (the cheapest part of a refit, on the most data any refit sees), so a ratio
+says how much of a refit is the product path around the model. Issue 23 needs 20-seed backtests of several
+policies on RouterBench.
 """
 
 from __future__ import annotations
@@ -24,23 +25,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _baseline(table: Path, scratch: Path) -> float:
-    """Seconds of one fit_model over the whole table (imported and compacted once, not timed)."""
+    """Seconds of one fit of the model (fit_values) over the whole table's task values (imported, compacted and
+    aggregated once, not timed)."""
     from pipeline.compact import compact
-    from pipeline.fit.inputs import load_inputs
-    from pipeline.fit.model import fit_model, load_shipped
+    from pipeline.fit.aggregate import DuckDBEngine, Spec
+    from pipeline.fit.context import FitContext, Part
+    from pipeline.fit.model import fit_values, load_shipped
     from pipeline.store import open_store
     from pipeline.streams.imports import import_table
 
     home = scratch / "baseline"
     import_table(home, table, fsync="never")
     compact(home)
-    with open_store(home) as store:
-        inputs = load_inputs(store)
     shipped = load_shipped(None)
     constants = shipped.to_constants()
-    fit_model(inputs, constants, shipped, "quality_per_dollar")  # warm (numba, polars)
+    with open_store(home) as store:
+        values = FitContext.build(DuckDBEngine(store), Spec(), shipped=shipped).values(Part.FULL)
+    fit_values(values, constants, shipped, "quality_per_dollar")  # warm (numba, polars)
     began = time.perf_counter()
-    fit_model(inputs, constants, shipped, "quality_per_dollar")
+    fit_values(values, constants, shipped, "quality_per_dollar")
     return time.perf_counter() - began
 
 

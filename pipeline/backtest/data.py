@@ -2,7 +2,7 @@
 
 A long table (CSV, CSV.gz, Parquet) is read exactly as ``ratings import`` reads it: imported into a scratch home
 under the backtest's ``--out`` and compacted; a home (``--home``) is read from its store as it is (nothing is
-written there). Both then go through :func:`from_inputs`:
+written there). Both then go through :func:`from_frames` (the store's events as :func:`store_frames` reads them):
 
 - a **row** of (task t, config c) is one attempt of c on t with the ratings that followed it: the ratings of
   (t, c) at or after the attempt's time and before the next attempt's (those before the first attempt count
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -31,7 +31,6 @@ import polars as pl
 from ..errors import PipelineError
 
 if TYPE_CHECKING:
-    from ..fit.inputs import FitInputs
     from ..streams.imports import ConfigFormat
     from ..workspace import Workspace
 
@@ -113,14 +112,55 @@ def read_file(path: str | Path, scratch: Workspace, *, config_format: ConfigForm
 
 def read_home(ws: Workspace, *, source: str | None = None) -> FullTable:
     """The full-information table of a home's store as it is (read only: nothing is compacted or written)."""
-    from ..fit.inputs import load_inputs
     from ..store import open_store
     from ..store.views import reading
 
     with open_store(ws, read_only=True) as store, reading(store):
-        inputs = load_inputs(store, prm=False)
+        frames = store_frames(store.con)
         modes = store.con.sql(_FAILURE_MODES).pl()
-    return from_inputs(inputs, source=source or str(ws.root), failure_modes=modes)
+    return from_frames(frames, source=source or str(ws.root), failure_modes=modes)
+
+
+class Frames(NamedTuple):
+    """The store's events a backtest table is made of: ``tasks`` (``task, region, first_at``: the region of its
+    first task.opened, ``general`` without one), ``ratings`` (``task,
+    config_key, at, id, score, w``, retracted ones left out) and ``attempts`` (``task, config_key, at, id,
+    cost_usd``)."""
+
+    tasks: pl.DataFrame
+    ratings: pl.DataFrame
+    attempts: pl.DataFrame
+
+
+# w = precision * confidence * importance; a rejection is score 0 with w = weight (docs/design.md, Rating weight);
+# a retracted rating is left out. The task time is its first event of any kind (docs/design.md, Split), its region
+# that of its first task.opened.
+_RATINGS_SQL = """
+SELECT u.* FROM (
+    SELECT id, task, config_key, "at", score, precision * confidence * importance AS w FROM ratings
+    UNION ALL
+    SELECT id, task, config_key, "at", 0.0 AS score, weight AS w FROM rejections
+) u WHERE u.id NOT IN (SELECT rating FROM retractions)
+"""
+_TASKS_SQL = """
+WITH opened AS (SELECT task, arg_min(region, ("at", id)) AS region FROM tasks GROUP BY task),
+times AS (
+    SELECT task, min("at") AS first_at FROM (
+        SELECT task, "at" FROM tasks UNION ALL SELECT task, "at" FROM attempts
+        UNION ALL SELECT task, "at" FROM ratings UNION ALL SELECT task, "at" FROM rejections
+    ) GROUP BY task
+)
+SELECT t.task, coalesce(o.region, 'general') AS region, t.first_at FROM times t LEFT JOIN opened o ON o.task = t.task
+"""
+
+
+def store_frames(con: Any) -> Frames:
+    """:class:`Frames` of the store's views on the DuckDB connection ``con``."""
+    return Frames(
+        tasks=con.sql(_TASKS_SQL).pl(),
+        ratings=con.sql(_RATINGS_SQL).pl(),
+        attempts=con.sql('SELECT task, config_key, "at", id, cost_usd FROM attempts').pl(),
+    )
 
 
 # An attempt's failure_mode is kept in the attempts view's extra until the event spec gives it a column.
@@ -130,13 +170,13 @@ WHERE json_extract_string(extra, '$.failure_mode') IS NOT NULL
 """
 
 
-def from_inputs(inputs: FitInputs, *, source: str, failure_modes: pl.DataFrame | None = None) -> FullTable:
+def from_frames(inputs: Frames, *, source: str, failure_modes: pl.DataFrame | None = None) -> FullTable:
     """The rows of every (task, config) of ``inputs`` (module doc), the kept tasks in order; ``failure_modes``
     (``id, failure_mode``) names the attempts that carry one."""
 
     keys = ["task", "config_key"]
     ratings = (
-        inputs.ratings.filter((pl.col("origin") != "prm") & (pl.col("w") > 0))
+        inputs.ratings.filter(pl.col("w") > 0)
         .select(*keys, "at", "id", ws=pl.col("w") * pl.col("score"), w="w")
         .sort("at", "id")
     )

@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from ..routing.table import Constants, Static
-from .inputs import FitInputs, recency_weight, task_values
+from .context import FitContext, Part, recency_factor
 from .model import GLOBAL, FittedModel, static_choice
 
 #: Resamples of the gate's bootstrap (the evaluation's paired bootstrap uses as many).
@@ -46,13 +46,13 @@ RESAMPLES = 1000
 #: m the members tested against the same static choice in the region (Bonferroni: the learned choice is the best
 #: of several members, so the chance that any of them passes by luck stays below 5% each night).
 LOWER_QUANTILE = 0.05
-#: Statuses of a failed attempt (``unknown`` is not a failure).
-FAILED = ("failure", "vacuous", "blocked", "escalated")
 #: Logged propensities are clipped from below at this before weighting: a run weighs at most 1 / 0.05 = 20 times
 #: a run its decision was sure of (a propensity is never 0; the clip bounds the variance a rare draw brings).
 PROPENSITY_CLIP = 0.05
 #: Resamples drawn per block (bounds the memory of the count matrix on large regions).
 _BLOCK_CELLS = 5_000_000
+#: Above this many tasks the bootstrap resamples a subsample of this many (:func:`_fraction`).
+SUBSAMPLE = 20_000
 
 EVIDENCE_SCHEMA = {
     "region": pl.String,
@@ -79,33 +79,9 @@ def references(static: Static, model: FittedModel) -> list[str]:
     return list(dict.fromkeys(c for c in named if c))
 
 
-def escalated_pairs(attempts: pl.DataFrame) -> pl.DataFrame:
-    """``task, config_key``: configs run on a task only after another config had failed on it.
-
-    c was escalated to on t when c's first attempt on t started (``at - duration_ms``, or ``at`` when the
-    duration is unknown) strictly after an attempt of another config on t ended (``at``) with a failed status.
-    Attempts logged at one time (imported tables) are never escalations.
-    """
-    if attempts.is_empty() or "status" not in attempts.columns:
-        return pl.DataFrame(schema={"task": pl.String, "config_key": pl.String})
-    duration = pl.duration(milliseconds=pl.col("duration_ms").fill_null(0)) if "duration_ms" in attempts.columns else 0
-    starts = attempts.group_by("task", "config_key").agg(start=(pl.col("at") - duration).min())
-    failed = (
-        attempts.filter(pl.col("status").is_in(FAILED))
-        .group_by("task", "config_key")
-        .agg(failed_at=pl.col("at").min())
-        .rename({"config_key": "failed_config"})
-    )
-    return (
-        starts.join(failed, on="task")
-        .filter((pl.col("failed_config") != pl.col("config_key")) & (pl.col("failed_at") < pl.col("start")))
-        .select("task", "config_key")
-        .unique()
-        .sort("task", "config_key")
-    )
-
-
-_PAIRS: dict[str, pl.DataType] = {"task": pl.String(), "config_key": pl.String()}
+def _pairs(task: pl.DataType) -> dict[str, pl.DataType]:
+    """The schema of ``task, config_key`` rows, the task of the type the inputs give (ids or codes)."""
+    return {"task": task, "config_key": pl.String()}
 
 
 @dataclass(frozen=True)
@@ -124,9 +100,10 @@ class Logged:
 def logged_runs(decisions: pl.DataFrame) -> Logged:
     """:class:`Logged` of the store's ``decisions`` (``task, at, id, chosen, candidates, propensity`` and, when the
     store has it, ``after_failed``)."""
-    runs_schema: dict[str, pl.DataType] = {**_PAIRS, "propensity": pl.Float64(), "after": pl.Boolean()}
+    pairs = _pairs(decisions.schema.get("task", pl.String()))
+    runs_schema: dict[str, pl.DataType] = {**pairs, "propensity": pl.Float64(), "after": pl.Boolean()}
     if decisions.is_empty():
-        return Logged(pl.DataFrame(schema=runs_schema), pl.DataFrame(schema=_PAIRS))
+        return Logged(pl.DataFrame(schema=runs_schema), pl.DataFrame(schema=pairs))
     after = pl.col("after_failed").list.len().fill_null(0) > 0 if "after_failed" in decisions.columns else pl.lit(False)
     d = decisions.sort("at", "id").with_columns(after=after)
     runs = (
@@ -144,7 +121,7 @@ def logged_runs(decisions: pl.DataFrame) -> Logged:
         .unique()
         .sort("task", "config_key")
     )
-    return Logged(runs.cast(pl.Schema(runs_schema)), candidates.cast(pl.Schema(_PAIRS)))
+    return Logged(runs.cast(pl.Schema(runs_schema)), candidates.cast(pl.Schema(pairs)))
 
 
 def gate_evidence(
@@ -177,16 +154,22 @@ def gate_evidence(
     if not refs:
         return pl.DataFrame(schema=EVIDENCE_SCHEMA)
     candidates = _candidates(rows, logged, configs)
-    sums = {
-        region: _region_sums(part, candidates, configs, refs, effective, constants, cost_known, seed, region)
-        for (region,), part in sorted(rows.group_by("region"), key=lambda g: g[0][0])
-    }
+    parts = sorted(rows.group_by("region"), key=lambda g: str(g[0][0]))
+
+    def summed(part: pl.DataFrame, region: str, fraction: float) -> _Sums:
+        return _region_sums(part, candidates, configs, refs, effective, constants, cost_known, seed, region, fraction)
+
+    sums = {str(r): summed(part, str(r), _fraction(part["task"].n_unique())) for (r,), part in parts}
+    # '*': the regions' resamples put together (stratified by region), each of the same fraction of its tasks.
+    fraction = _fraction(rows["task"].n_unique())
+    strata = list(sums.values()) if fraction == 1.0 else [summed(part, str(r), fraction) for (r,), part in parts]
     sums[GLOBAL] = _Sums(
-        point=np.sum([x.point for x in sums.values()], axis=0),
-        boot=np.sum([x.boot for x in sums.values()], axis=0),
-        extra=np.sum([x.extra for x in sums.values()], axis=0),
-        members=set().union(*(x.members for x in sums.values())),
-        moments=np.sum([x.moments for x in sums.values()], axis=0),
+        point=np.sum([x.point for x in strata], axis=0),
+        boot=np.sum([x.boot for x in strata], axis=0),
+        extra=np.sum([x.extra for x in strata], axis=0),
+        members=set().union(*(x.members for x in strata)),
+        moments=np.sum([x.moments for x in strata], axis=0),
+        scale=math.sqrt(fraction),
     )
     out = []
     for region in sorted(sums):
@@ -218,14 +201,19 @@ def _observations(
     task_at = pl.col("first_at").min().over("task")
     newest = rows["first_at"].max() if rows.height else None
     assert newest is None or isinstance(newest, datetime)
-    return rows.with_columns(recency=recency_weight(task_at, newest, constants.half_life_days))
+    h = constants.half_life_days
+    if h is None or math.isinf(h) or newest is None:
+        return rows.with_columns(recency=pl.lit(1.0))
+    age_us = (pl.lit(newest, pl.Datetime("us")) - task_at).dt.total_microseconds()
+    return rows.with_columns(recency=recency_factor(age_us, float(h)))
 
 
 def _candidates(rows: pl.DataFrame, logged: Logged | None, configs: list[str]) -> pl.DataFrame:
     """``task, config_key``: where each config was a candidate. A task with a logged first decision: that
     decision's candidates (and every config run on it before any failure); a task without one: every config first
     rated at or before the task's time (a config added later is no candidate of earlier tasks)."""
-    decided = logged.candidates if logged is not None else pl.DataFrame(schema=_PAIRS)
+    pairs = _pairs(rows.schema["task"])
+    decided = (logged.candidates if logged is not None else pl.DataFrame(schema=pairs)).cast(pl.Schema(pairs))
     tasks = rows.group_by("task").agg(at=pl.col("first_at").min())
     first_seen = rows.group_by("config_key").agg(since=pl.col("first_at").min())
     undecided = (
@@ -242,13 +230,22 @@ def _candidates(rows: pl.DataFrame, logged: Logged | None, configs: list[str]) -
 class _Sums:
     """A region's sums per (static choice, column, config): on its own tasks (``point``, shape K) and on each
     bootstrap resample (``boot``, RESAMPLES x K); ``extra``: the sums only the point estimate needs (shape
-    :data:`_EXTRA` x configs per static choice); ``members``: the configs rated there."""
+    :data:`_EXTRA` x configs per static choice); ``members``: the configs rated there; ``scale``: the square root
+    of the fraction of its tasks the bootstrap resampled (1: all of them; :func:`_fraction`)."""
 
     point: np.ndarray
     boot: np.ndarray
     extra: np.ndarray
     members: set[str]
     moments: np.ndarray  # per config the count, sum and sum of squares of its usable task values (3 x configs)
+    scale: float = 1.0
+
+
+def _fraction(tasks: int) -> float:
+    """The share of tasks a bootstrap resamples: all of them up to :data:`SUBSAMPLE` tasks, else that many (a
+    subsample each task enters with this probability, then the Poisson bootstrap on it; the spread of its
+    statistic is scaled by ``sqrt(fraction)``: docs/design.md, Evidence gate)."""
+    return 1.0 if tasks <= SUBSAMPLE else SUBSAMPLE / tasks
 
 
 #: Columns per (static choice, config) of the resampled sums (:func:`_region_sums`).
@@ -268,6 +265,7 @@ def _region_sums(
     cost_known: bool,
     seed: int,
     region: str,
+    fraction: float = 1.0,
 ) -> _Sums:
     """The sums of every (static choice s, config c) pair in the region, on its tasks and on each resample.
 
@@ -322,10 +320,13 @@ def _region_sums(
         )
     matrix = np.hstack(matrices)
     boot = np.zeros((RESAMPLES, matrix.shape[1]))
+    rng = np.random.default_rng([seed, zlib.crc32(region.encode())])
     kept = matrix.any(axis=1)  # tasks that add to no sum change no resample
-    matrix = matrix[kept]
-    for start, weights in _resample_weights(len(matrix), seed, region):
-        boot[start : start + len(weights)] = weights @ matrix
+    if fraction < 1.0:  # a subsample of the tasks (:func:`_fraction`)
+        kept &= rng.random(len(matrix)) < fraction
+    resampled = matrix[kept]
+    for start, weights in _resample_weights(len(resampled), rng):
+        boot[start : start + len(weights)] = weights @ resampled
     return _Sums(
         point=matrix.sum(axis=0),
         boot=boot,
@@ -345,12 +346,11 @@ def _poisson_table() -> np.ndarray:
 _POISSON = _poisson_table()
 
 
-def _resample_weights(n_tasks: int, seed: int, region: str) -> Iterator[tuple[int, np.ndarray]]:
+def _resample_weights(n_tasks: int, rng: np.random.Generator) -> Iterator[tuple[int, np.ndarray]]:
     """Blocks of the bootstrap's weights (resamples x tasks), as (first resample, block): each task's count in a
     resample is an independent Poisson(1) draw (the Poisson bootstrap, the large-sample form of drawing the tasks
-    with replacement, drawn in one vector operation). Seeded by the fit's seed and the region's name, so the same
-    data give the same bounds whatever the other regions hold."""
-    rng = np.random.default_rng([seed, zlib.crc32(region.encode())])
+    with replacement, drawn in one vector operation). ``rng`` is seeded by the fit's seed and the region's name, so
+    the same data give the same bounds whatever the other regions hold."""
     if n_tasks == 0:
         return
     per_block = max(1, min(RESAMPLES, _BLOCK_CELLS // n_tasks))
@@ -395,7 +395,7 @@ def _tests(
                 quality = at[j] / w_c[j], at[3 * k + j] / w_s[j]
                 cost = at[k + j] / w_c[j], at[4 * k + j] / w_s[j]
                 normal = _normal_lower(pooled, (ess_c, ess_s), quality, cost, z, objective, constants)
-                lower = min(float(np.quantile(finite, level)), normal)
+                lower = min(_lower(finite, float(point[j]), level, sums.scale), normal)
             out.append(
                 {
                     "region": region,
@@ -415,6 +415,16 @@ def _tests(
                 }
             )
     return out
+
+
+def _lower(resampled: np.ndarray, estimate: float, level: float, scale: float) -> float:
+    """The bootstrap's one-sided lower bound at ``level``: that quantile of the resampled differences; from a
+    subsample (``scale`` < 1) the estimate plus ``scale`` times that quantile's distance from the resamples'
+    median."""
+    low = float(np.quantile(resampled, level))
+    if scale == 1.0:
+        return low
+    return estimate + scale * (low - float(np.median(resampled)))
 
 
 def _normal_lower(
@@ -480,19 +490,42 @@ def _statistic(sums: np.ndarray, n_configs: int, objective: str, constants: Cons
     return np.where((w_c > 0) & (w_s > 0), diff, np.nan)
 
 
-def member_gate(
-    part: FitInputs, model: FittedModel, static: Static, *, attempts: pl.DataFrame, seed: int
-) -> pl.DataFrame:
-    """The gate's tests of the table fitted as ``model`` on ``part``: :func:`gate_evidence` of ``part``'s task
-    values (real ratings, costed by ``model``) against :func:`references`, with the escalations of ``attempts``
-    (the whole store's: ``part`` may have dropped the attempts' statuses)."""
-    values = model.task_costs(task_values(part, half_life_days=model.constants.half_life_days, real=True))
+def member_gate(ctx: FitContext, part: Part, model: FittedModel, *, seed: int, writeback: bool = True) -> pl.DataFrame:
+    """The gate's tests of the table fitted as ``model`` on ``part``: :func:`gate_evidence` of the part's task values
+    of real ratings (under the model's half-life, costed by ``model``) against :func:`references`, leaving out
+    the escalated pairs (the aggregation marks them from every attempt of the task) and the decisions' ``after``,
+    with the part's logged decisions' propensities and candidates (:func:`logged_runs`; ``writeback`` False: the
+    logged decisions are ignored, as everywhere in the fit)."""
+    values = model.task_costs(ctx.values(part, model.constants.half_life_days, real=True))
+    values = values.with_columns(
+        pl.col("task").cast(pl.Int64), pl.col("config_key").cast(pl.String), pl.col("region").cast(pl.String)
+    )
+    escalated = values.filter(pl.col("escalated")).select("task", "config_key")
     return gate_evidence(
         values.rename({"cost_t": "cost"}),
-        against=references(static, model),
+        against=references(ctx.shipped.static, model),
         objective=model.effective_objective,
         constants=model.constants,
-        escalated=escalated_pairs(attempts),
-        logged=logged_runs(part.decisions),
+        escalated=escalated,
+        logged=logged_runs(_decisions(ctx, part)) if writeback else None,
         seed=seed,
+    )
+
+
+def _decisions(ctx: FitContext, part: Part) -> pl.DataFrame:
+    """The part's decisions (:meth:`FitContext.decisions_of`) as :func:`logged_runs` reads them: ``task, at, id,
+    chosen, candidates, propensity, after_failed`` (tasks as the context's codes, configs as keys)."""
+    candidates = ctx.candidates.group_by("decision").agg(candidates=pl.col("config").cast(pl.String).sort())
+    return (
+        ctx.decisions_of(part)
+        .join(candidates, on="decision", how="left")
+        .select(
+            pl.col("task").cast(pl.Int64),
+            "at",
+            id="decision",
+            chosen=pl.col("chosen").cast(pl.String),
+            candidates="candidates",
+            propensity="propensity",
+            after_failed="after_failed",
+        )
     )
