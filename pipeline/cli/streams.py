@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 
 import click
 
@@ -11,6 +12,7 @@ from .common import (
     cli,
     emit_json,
     fsync_option,
+    future_options,
     handle_errors,
     json_errors,
     json_option,
@@ -22,11 +24,11 @@ from .common import (
 
 # --------------------------------------------------------------------------- append / repair
 @cli.command()
-@workspace()
+@workspace(rule="append")
 @fsync_option
 @click.option(
     "--max-line-bytes",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 1 << 30),
     default=1 << 20,
     show_default=True,
     help="Reject lines (as given and as stored, with id and at) longer than this.",
@@ -38,6 +40,7 @@ from .common import (
     metavar="NAME",
     help="Keep events of this unknown type although it is one edit away from a v1 type (repeat).",
 )
+@future_options
 @json_option
 @click.argument("events", nargs=-1)
 @handle_errors
@@ -48,6 +51,7 @@ def append(
     allow_types: tuple[str, ...],
     as_json: bool,
     events: tuple[str, ...],
+    future: timedelta | None,
 ) -> None:
     """Append events (JSON objects) to the task and rating streams.
 
@@ -55,9 +59,13 @@ def append(
     validated first: one bad line and nothing is appended (exit 2, one
     message per bad line naming each of its problems). Events without `id`
     or `at` get a ULID and the current time; each goes to the tasks or
-    ratings stream by its type. A type one edit away from a v1 type
-    (task.opend) is refused as a typo unless --allow-type names it; other
-    unknown types are kept. With --json, the result or the errors as JSON.
+    ratings stream by its type; the fields it filled are recorded in the
+    line (`filled`), so a retry with the same id is recognised. A type one
+    edit away from a v1 type (task.opend, Task.Opened) is refused as a typo
+    unless --allow-type names it; other unknown types are kept. A time more
+    than --skew (1 day) after now is refused unless --allow-future. Blank
+    lines are skipped and counted. With --json, the result or the errors as
+    JSON.
 
     \b
     Example:
@@ -81,7 +89,10 @@ def append(
             source=source,
             max_bytes=max_line_bytes,
             allow_types=allow_types,
+            future=future,
         )
+    if result.blank and not as_json:
+        click.echo(f"note: skipped {result.blank} blank line(s)", err=True)
     for kind, count in sorted(result.unknown_types.items()):
         near = nearest_type(kind)
         hint = f"; did you mean {near[1]}?" if near is not None and kind not in allow_types else ""
@@ -126,7 +137,7 @@ def repair(ws: Workspace, as_json: bool) -> None:
 
 
 @cli.command()
-@workspace()
+@workspace(rule="init")
 @json_option
 @handle_errors
 def init(ws: Workspace, as_json: bool) -> None:
@@ -152,7 +163,7 @@ def init(ws: Workspace, as_json: bool) -> None:
 
 
 @cli.command(name="import")
-@workspace()
+@workspace(rule="create")
 @click.option(
     "--format",
     "fmt",
@@ -166,6 +177,7 @@ def init(ws: Workspace, as_json: bool) -> None:
 @click.option("--thread", default=None, help="Thread name recorded on each task.opened.")
 @click.option("--skip-bad", is_flag=True, help="Dead-letter bad rows instead of failing.")
 @fsync_option
+@future_options
 @quiet_option
 @json_option
 @click.argument("file", type=click.Path(dir_okay=False))
@@ -181,6 +193,7 @@ def import_(
     quiet: bool,
     as_json: bool,
     file: str,
+    future: timedelta | None,
 ) -> None:
     """Import a long table (CSV, CSV.gz or Parquet) of past results as events.
 
@@ -208,6 +221,7 @@ def import_(
             skip_bad=skip_bad,
             fsync=fsync,  # type: ignore[arg-type]  # click.Choice checked it
             progress=advance,
+            future=future,
         )
     if as_json:
         emit_json(result.summary())

@@ -9,13 +9,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD
 from ..errors import FitError
 from ..jsonfile import read_json, validate
 from ..routing.table import Constants, Static
+from ..streams.events import Config
 
 if TYPE_CHECKING:
     import polars as pl
@@ -51,6 +53,34 @@ TEMPLATE: dict[str, Any] = {
 }
 
 
+#: shipped.json is read strictly: a number where a number belongs (never the text "0.3" or true), finite, in its
+#: bounds (:mod:`pipeline.bounds`); no key the file does not define.
+_STRICT = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def config_key_of(key: str) -> str:
+    """``key`` if it is a config key (``cli/route/model/effort``, 4 parts, cli and model not empty); else
+    :class:`ValueError` saying what is wrong."""
+    try:
+        Config.from_key(key)
+    except ValidationError:
+        raise ValueError(f"config key {key!r} needs a cli and a model (its 1st and 3rd parts; '-' is none)") from None
+    return key
+
+
+def selector_of(selector: str) -> str:
+    """``selector`` if it is 1 to 4 segments of a config key (``cli``, ``cli/route``, ...), none empty."""
+    parts = selector.split("/")
+    if len(parts) > 4 or any(not part for part in parts):
+        raise ValueError(
+            f"selector {selector!r} must be 1 to 4 non-empty segments of a config key (cli/route/model/effort)"
+        )
+    return selector
+
+
+ConfigKey = Annotated[str, AfterValidator(config_key_of)]
+
+
 class Prior(BaseModel):
     """A shipped belief: configs whose key starts with ``selector`` have ``quality`` in ``region``.
 
@@ -58,10 +88,10 @@ class Prior(BaseModel):
     percent-encoded like the key); ``region`` ``'*'`` means every region.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _STRICT
 
-    selector: str = Field(min_length=1)
-    region: str = "*"
+    selector: Annotated[str, Field(min_length=1), AfterValidator(selector_of)]
+    region: str = Field(default="*", min_length=1)
     quality: float = Field(ge=0.0, le=1.0)
 
     @property
@@ -72,29 +102,31 @@ class Prior(BaseModel):
 class ShippedConstants(BaseModel):
     """``constants`` of shipped.json: any field of :class:`Constants`, plus the objective."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(**_STRICT, populate_by_name=True)
 
     prior_source: Literal["shipped", "measured"] | None = None
-    prior_weight: float | None = Field(default=None, ge=0.0)
+    prior_weight: float | None = Field(default=None, ge=0.0, le=MAX_PRIOR_WEIGHT)
     exploration: float | None = Field(default=None, ge=0.0, le=1.0)
-    half_life_days: float | None = Field(default=None, gt=0.0)
-    min_samples: int | None = Field(default=None, ge=0)
-    cost_floor_usd: float | None = Field(default=None, gt=0.0)
-    lambda_: float | None = Field(default=None, alias="lambda", gt=0.0)
+    half_life_days: float | None = Field(default=None, gt=0.0, le=MAX_HALF_LIFE_DAYS)
+    min_samples: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    cost_floor_usd: float | None = Field(default=None, gt=0.0, le=MAX_USD)
+    lambda_: float | None = Field(default=None, alias="lambda", gt=0.0, le=MAX_LAMBDA)
     min_quality: float | None = Field(default=None, ge=0.0, le=1.0)
     objective: Literal["quality_per_dollar", "utility", "quality"] | None = None
 
 
 class Shipped(BaseModel):
-    """The parsed shipped.json. Unknown top-level keys are kept and ignored."""
+    """The parsed shipped.json, read strictly: a key it does not define is refused (a typo would be ignored), a
+    config key has 4 parts; a config the store never saw is fine (a cold start names configs before they run:
+    ``ratings doctor`` warns)."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = _STRICT
 
     constants: ShippedConstants = Field(default_factory=ShippedConstants)
-    default_config: str | None = None
-    cheap_config: str | None = None
-    frontier_config: str | None = None
-    pinned: dict[str, str] = Field(default_factory=dict)
+    default_config: ConfigKey | None = None
+    cheap_config: ConfigKey | None = None
+    frontier_config: ConfigKey | None = None
+    pinned: dict[Annotated[str, Field(min_length=1)], ConfigKey] = Field(default_factory=dict)
     priors: list[Prior] = Field(default_factory=list)
     #: Whether a shipped.json was read (False: the code defaults, no roles, no priors).
     found: bool = Field(default=True, exclude=True)
@@ -133,8 +165,21 @@ def load_shipped(path: str | Path | None) -> Shipped:
         return Shipped(found=False)
     left: list[str] = []
     if isinstance(data, dict):
+        _known_keys(data, path)
         data = _without_placeholders(data, left)
     return validate(Shipped, {**data, "placeholders": left} if isinstance(data, dict) else data, path, FitError)
+
+
+def _known_keys(data: dict[str, Any], path: Path) -> None:
+    """Refuse a top-level key shipped.json does not define (a typo of one would be ignored without a word)."""
+    import difflib
+
+    known = [name for name in Shipped.model_fields if name not in ("found", "placeholders")]
+    for key in data:
+        if key not in known:
+            near = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise FitError(f"{path}: {key}: not a key of shipped.json; {hint}(known: {', '.join(known)})")
 
 
 def _without_placeholders(data: dict[str, Any], left: list[str]) -> dict[str, Any]:

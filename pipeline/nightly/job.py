@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from ..routing.summary import summarize
 from ..routing.table import Constants, RoutingTable
 from ..store import open_store
 from ..store.views import reading
+from ..streams.future import MAX_FUTURE
 from ..workspace import StrPath, Workspace
 from .options import FitOptions
 from .publish import pinned_version, publish_fit, publish_table
@@ -130,12 +132,15 @@ def run_fit(
     progress: bool = False,
     command: str | None = None,
     then: Callable[[Workspace, FitResult], None] | None = None,
+    future: timedelta | None = MAX_FUTURE,
 ) -> FitResult:
     """Compact (unless ``no_compact``), fit, evaluate, publish the table and write the case-study stats.
 
     ``command`` is recorded as ``stats.source.command`` (default: :meth:`FitOptions.command_line` without
     ``--home``). ``then`` runs after publishing, still under the fit lock (the CLI renders the case-study page
-    there, so the page shows this fit's stats: the job itself knows nothing of pages).
+    there, so the page shows this fit's stats: the job itself knows nothing of pages). ``future``: the
+    compaction's skew (:func:`pipeline.compact.compact`); the fit itself measures every age from the data, never
+    from the clock.
     """
     ws = Workspace.of(home)
     options = options or FitOptions()
@@ -145,7 +150,7 @@ def run_fit(
             say("compacting")
             from ..compact import compact
 
-            compact(ws, progress=progress)
+            compact(ws, progress=progress, future=future)
         result = _fit(ws, options, say, command or options.command_line())
         if then is not None:
             then(ws, result)
@@ -330,6 +335,11 @@ def _read(ws: Workspace, options: FitOptions) -> tuple[int | None, dict[str, int
     that says how to recover (pipeline.store.views.reading)."""
     with open_store(ws) as store, reading(store):
         inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
+        unknown = store.unknown_retractions()
+        if unknown:  # said, not silent: a retraction of an id the store does not hold retracts nothing
+            shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            note = f"{len(unknown)} retraction(s) name an id no rating or rejection holds, and retract nothing: {shown}"
+            inputs = dataclasses.replace(inputs, notes=(*inputs.notes, note))
         return store.version, store.event_counts(), store.inputs_sha256(), inputs
 
 

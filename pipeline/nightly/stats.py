@@ -7,14 +7,13 @@ here; nothing on a page is computed anywhere else. Undefined numbers are
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..evaluate.verdict import Recommendation
-from ..jsonfile import json_schema
+from ..jsonfile import json_schema, parse_json
 from ..routing.table import ConstantOrigin
 from ..workspace import STATS_SCHEMA_FILE
 from .backtest import BacktestReport
@@ -250,7 +249,7 @@ class Stats(BaseModel):
 
 
 def load_stats(path: str | Path) -> Stats:
-    return Stats.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+    return Stats.model_validate(parse_json(Path(path).read_bytes()))
 
 
 def stats_json_schema() -> dict[str, Any]:

@@ -41,7 +41,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -49,8 +49,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import InvalidBatch, InvalidEvent
 from ..utc import format_timestamp, parse_timestamp
+from ..utc import now as utc_now
 from ..workspace import StrPath, Workspace
 from .events import Config, Timestamp
+from .future import MAX_FUTURE, future_reason, latest_time
 from .log import FsyncPolicy, append
 
 REQUIRED = ("task_id", "config", "score", "cost_usd", "region", "at")
@@ -217,16 +219,21 @@ class _Columns(NamedTuple):
     at: dict[str, int]  # required column -> position
     extra: list[tuple[str, int]]  # task labels
     attempt: list[tuple[str, int]]  # ATTEMPT_COLUMNS present
+    latest: str | None = None  # the latest time a row may carry (None: any; docs/design.md, Bounds)
+    skew: timedelta = MAX_FUTURE
 
     @classmethod
-    def of(cls, names: list[str]) -> _Columns:
+    def of(cls, names: list[str], future: timedelta | None = MAX_FUTURE) -> _Columns:
         at = {name: names.index(name) for name in REQUIRED}
+        latest = latest_time(utc_now(), future) if future is not None else None
         known = (*REQUIRED, *ATTEMPT_COLUMNS)
         return cls(
             names,
             at,
             [(name, i) for i, name in enumerate(names) if name not in known],
             [(name, i) for i, name in enumerate(names) if name in ATTEMPT_COLUMNS],
+            latest,
+            future or MAX_FUTURE,
         )
 
     def record(self, cells: Sequence[str | None]) -> dict[str, str | None]:
@@ -262,6 +269,9 @@ def _check(cells: Sequence[str | None], columns: _Columns, fmt: ConfigFormat = "
         at = _timestamp(text["at"])
     except ValueError as exc:
         raise ValueError("at", str(exc)) from None
+    late = future_reason(at, columns.latest, columns.skew) if columns.latest is not None else None
+    if late is not None:
+        raise ValueError("at", late)
     labels = {name: value for name, i in columns.extra if (value := cells[i]) not in (None, "")}
     attempt = {name: value.strip() for name, i in columns.attempt if (value := cells[i]) and value.strip()}
     score = values["score"]
@@ -300,12 +310,11 @@ def import_table(
     fsync: FsyncPolicy = "batch",
     progress: Callable[[int, int], None] | None = None,
     config_format: ConfigFormat = "auto",
+    future: timedelta | None = MAX_FUTURE,
 ) -> ImportResult:
-    """Import a long table (CSV, CSV.gz or Parquet) as events; see the module docstring for the rules.
-
-    ``progress`` is called after each chunk appended with the rows done and the rows in all;
-    ``config_format`` says how a ``config`` cell is read (:data:`ConfigFormat`).
-    """
+    """Import a long table (CSV, CSV.gz or Parquet) as events (the module docstring's rules; a row dated more than
+    ``future`` after now is bad). ``progress`` gets the rows done and the rows in all after each chunk;
+    ``config_format`` says how a ``config`` cell is read (:data:`ConfigFormat`)."""
     if fmt != "long":
         raise InvalidEvent(f"unknown import format {fmt!r} (known: long)", source=str(path))
     ws = Workspace.of(home)
@@ -320,7 +329,7 @@ def import_table(
         raise InvalidEvent(
             f"missing column(s) {', '.join(missing)}; the long format needs {', '.join(REQUIRED)}", source=str(path)
         )
-    table = _Columns.of(columns)
+    table = _Columns.of(columns, future)
     stamp = _stamp(path)
     letters = ws.import_dead_letters(path)
     checked = _first_pass(ws, path, table, letters if skip_bad else None, config_format)
@@ -332,7 +341,7 @@ def import_table(
     def flush(rows: int) -> None:
         nonlocal appended, events
         if events:
-            result = append(ws, events, fsync=fsync, source=str(path))
+            result = append(ws, events, fsync=fsync, source=str(path), future=None)  # rows checked first
             appended += result.appended
             for stream, count in result.streams.items():
                 streams[stream] = streams.get(stream, 0) + count

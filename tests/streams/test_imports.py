@@ -298,7 +298,7 @@ def test_a_full_disk_mid_import_leaves_whole_chunks_and_a_rerun_completes_it(hom
     monkeypatch.setattr(framing.os, "write", write)
     result = CliRunner().invoke(cli, ["import", "--home", str(home), str(path)])
     monkeypatch.setattr(framing.os, "write", real)
-    assert result.exit_code == 1 and result.stderr.startswith("error: No space left on device (")
+    assert result.exit_code == 4 and result.stderr.startswith("error: No space left on device (")
     assert "the batch was rolled back: nothing of it was appended" in result.stderr
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
     with open_store_after_compaction(home) as partial:
