@@ -13,8 +13,10 @@ MAX_PRIOR_WEIGHT = 1e6
 MAX_HALF_LIFE_DAYS = 1e6
 #: Dollars per unit of quality of the utility objective.
 MAX_LAMBDA = 1e9
-#: Dollars: the cost floor, a ladder's budget per task (the events' MAX_COST_USD).
+#: Dollars: the cost floor, a ladder's budget per task, a shipped per-task price (the events' MAX_COST_USD).
 MAX_USD = 1e6
+#: Dollars per million tokens of a shipped token price (``prices``).
+MAX_USD_PER_MTOK = 1e6
 #: Tasks (the evidence gate's min samples) and other counts a person gives.
 MAX_COUNT = 10**9
 #: Seeds of the bootstrap, replay and simulator draws (numpy takes 0 to 2^64 - 1).

@@ -88,9 +88,12 @@ class InvalidBatch(PipelineError):
     """A batch with one or more invalid events; nothing of it was written. ``errors`` names them, or the first
     of ``total`` when there are too many to name."""
 
-    def __init__(self, errors: list[InvalidEvent], *, total: int | None = None):
+    def __init__(
+        self, errors: list[InvalidEvent], *, total: int | None = None, what: str = "invalid event(s)", remedy: str = ""
+    ):
         self.errors = errors
         self.total = total if total is not None else len(errors)
+        self.what, self.remedy = what, remedy  # how the summary line names them, and what to do
         super().__init__("\n".join(e.message() for e in errors))
 
 

@@ -114,8 +114,8 @@ class StoreLocation:
 @dataclass(frozen=True)
 class Workspace:
     """A home and its store: ``streams/``, ``quarantine/``, ``deadletter/``, ``store/``, ``fits/``,
-    ``case-studies/`` under :attr:`root`; the events table at :attr:`store` (``<root>/store`` unless
-    ``--store``)."""
+    ``case-studies/`` (and ``imports/`` once ``ratings import`` ran) under :attr:`root`; the events table at
+    :attr:`store` (``<root>/store`` unless ``--store``)."""
 
     root: Path
     store_uri: str | None = None  # --store (or $RATINGS_STORE): None for <root>/store
@@ -245,6 +245,32 @@ class Workspace:
     def import_dead_letters(self, source: Path) -> Path:
         """The rows ``ratings import --skip-bad`` left out of the file ``source``."""
         return self.deadletter / f"import-{source.name}.jsonl"
+
+    @property
+    def imports(self) -> Path:
+        """What ``ratings import`` keeps between runs: its ledger, its lock, the spool of a running import."""
+        return self.root / "imports"
+
+    @property
+    def import_lock(self) -> Path:
+        return self.imports / ".import.lock"
+
+    def import_spool(self, unique: str) -> Path:
+        """Where a running import spools its mapped chunks (deleted at its end; a stale one at the next)."""
+        return self.imports / f".spool-{unique}.tmp"
+
+    def import_spools(self) -> list[Path]:
+        """The spools left by imports that crashed."""
+        return sorted(self.imports.glob(".spool-*.tmp")) if self.imports.is_dir() else []
+
+    @property
+    def import_ledger(self) -> Path:
+        """The ledger: what earlier imports appended, per source record (docs/design.md, Imports)."""
+        return self.imports / "ledger"
+
+    def ledger_run(self, namespace: str, n: int) -> Path:
+        """The ``n``-th run of the ledger of one source format."""
+        return self.import_ledger / f"{namespace}.{n:08d}.npy"
 
     @property
     def home_store(self) -> Path:

@@ -269,6 +269,8 @@ def _link(home: Path, relative: str, target: Path) -> None:
         ("quarantine", ("repair",), "quarantine is a symbolic link to"),
         ("deadletter", ("import", "--skip-bad", "{table}"), "deadletter is a symbolic link to"),
         ("deadletter/import-table.csv.jsonl", ("import", "--skip-bad", "{table}"), "it is a symbolic link"),
+        ("imports", ("import", "--skip-bad", "{table}"), "imports is a symbolic link to"),
+        ("imports/.import.lock", ("import", "--skip-bad", "{table}"), "it is a symbolic link"),
     ],
 )
 def test_a_link_out_of_the_home_is_refused_in_one_line(home, tmp_path, linked, command, refused):
@@ -336,7 +338,7 @@ def _in_home(home: Path):
         (("append", OPENED), ("open", 13), "error: Permission denied: {home}/streams/.tasks.lock"),
         (("append", OPENED, RATED), ("open", 30), "error: Read-only file system: {home}/streams/.tasks.lock"),
         (("repair",), ("open", 13), "error: Permission denied: {home}/streams/.tasks.lock"),
-        (("import", "{table}"), ("open", 13), "error: Permission denied: {home}/streams/.tasks.lock"),
+        (("import", "{table}"), ("open", 13), "error: Permission denied: {home}/imports/.import.lock"),
         (("append", OPENED), ("write", 28), "error: No space left on device (while appending 1 event(s) to"),
         (
             ("append", OPENED, OPENED),

@@ -232,7 +232,7 @@ def handle_errors(fn: Callable) -> Callable:
             for err in exc.errors:
                 click.echo(err.message(), err=True)
             named = f" (the first {len(exc.errors)} named above)" if exc.total > len(exc.errors) else ""
-            click.echo(f"nothing appended: {exc.total} invalid event(s){named}", err=True)
+            click.echo(f"nothing appended: {exc.total} {exc.what}{named}{exc.remedy}", err=True)
             sys.exit(2)
         except PipelineError as exc:
             click.echo(f"error: {exc}", err=True)

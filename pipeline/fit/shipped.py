@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD
+from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD, MAX_USD_PER_MTOK
 from ..errors import FitError
 from ..jsonfile import read_json, validate
 from ..routing.table import Constants, Static
@@ -50,8 +50,8 @@ TEMPLATE: dict[str, Any] = {
     "frontier_config": _KEY_PLACEHOLDER,
     "pinned": {"reviewer": _KEY_PLACEHOLDER},
     "priors": [{"selector": "<cli>", "region": "*", "quality": 0.5}],
+    "prices": [{"selector": "<cli>/<route>/<model>", "input_usd_per_mtok": None, "output_usd_per_mtok": None}],
 }
-
 
 #: shipped.json is read strictly: a number where a number belongs (never the text "0.3" or true), finite, in its
 #: bounds (:mod:`pipeline.bounds`); no key the file does not define.
@@ -99,6 +99,42 @@ class Prior(BaseModel):
         return len(self.selector.split("/"))
 
 
+class Price(BaseModel):
+    """What a config costs before its own attempts say (docs/design.md, Routing table: fits/shipped.json): per task,
+    or per million input and output tokens. ``selector`` is 1 to 4 segments of a config key, like a prior's; the most
+    specific selector that matches a key wins (then the earlier entry). Used by ``ratings import`` to turn
+    token counts into costs, and as the cost prior of configs not yet run."""
+
+    model_config = _STRICT
+
+    selector: Annotated[str, Field(min_length=1), AfterValidator(selector_of)]
+    usd_per_task: float | None = Field(default=None, ge=0.0, le=MAX_USD)
+    input_usd_per_mtok: float | None = Field(default=None, ge=0.0, le=MAX_USD_PER_MTOK)
+    output_usd_per_mtok: float | None = Field(default=None, ge=0.0, le=MAX_USD_PER_MTOK)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Price:
+        tokens = (self.input_usd_per_mtok, self.output_usd_per_mtok)
+        if self.usd_per_task is None and None in tokens:
+            raise ValueError(
+                f"price of {self.selector!r}: give usd_per_task, or both input_usd_per_mtok and output_usd_per_mtok"
+            )
+        if self.usd_per_task is not None and tokens != (None, None):
+            raise ValueError(f"price of {self.selector!r}: either usd_per_task or token prices, not both")
+        return self
+
+    @property
+    def segments(self) -> int:
+        return len(self.selector.split("/"))
+
+    def tokens_cost(self, input_tokens: float, output_tokens: float) -> float | None:
+        """USD for these token counts: ``input * input_usd_per_mtok / 1e6 + output * output_usd_per_mtok / 1e6``
+        (None for a per-task price)."""
+        if self.input_usd_per_mtok is None or self.output_usd_per_mtok is None:
+            return None
+        return (input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok) / 1e6
+
+
 class ShippedConstants(BaseModel):
     """``constants`` of shipped.json: any field of :class:`Constants`, plus the objective."""
 
@@ -128,6 +164,7 @@ class Shipped(BaseModel):
     frontier_config: ConfigKey | None = None
     pinned: dict[Annotated[str, Field(min_length=1)], ConfigKey] = Field(default_factory=dict)
     priors: list[Prior] = Field(default_factory=list)
+    prices: list[Price] = Field(default_factory=list)
     #: Whether a shipped.json was read (False: the code defaults, no roles, no priors).
     found: bool = Field(default=True, exclude=True)
     #: Fields that still held a template placeholder: ignored, as if absent (``default_config``, ``priors[0]``).
@@ -206,6 +243,16 @@ def _without_placeholders(data: dict[str, Any], left: list[str]) -> dict[str, An
             else:
                 priors.append(prior)
         out["priors"] = priors
+    for field in ("prices",):
+        if isinstance(out.get(field), list):
+            kept = []
+            for i, entry in enumerate(out[field]):
+                selector = entry.get("selector") if isinstance(entry, dict) else None
+                if isinstance(selector, str) and PLACEHOLDER.search(selector):
+                    left.append(f"{field}[{i}]")
+                else:
+                    kept.append(entry)
+            out[field] = kept
     return out
 
 

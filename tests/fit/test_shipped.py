@@ -1,4 +1,5 @@
-"""The most specific shipped prior (docs/design.md, Priors), the one rule the fitter and the simulator share."""
+"""The most specific shipped prior (docs/design.md, Priors), the one rule the fitter and the simulator share; and
+shipped prices (docs/design.md, Routing table), validated strictly."""
 
 from __future__ import annotations
 
@@ -13,7 +14,16 @@ from hypothesis import strategies as st
 
 from pipeline import bounds
 from pipeline.errors import FitError
-from pipeline.fit.shipped import TEMPLATE, Prior, Shipped, load_shipped, priors_frame, shipped_prior
+from pipeline.fit.shipped import (
+    TEMPLATE,
+    Price,
+    Prior,
+    Shipped,
+    _without_placeholders,
+    load_shipped,
+    priors_frame,
+    shipped_prior,
+)
 
 PRIORS = [
     Prior(selector="c", quality=0.1),
@@ -42,6 +52,51 @@ def test_more_segments_then_the_region_then_the_earlier_prior():
     ]
 
 
+# --------------------------------------------------------------------------- prices (docs/design.md, Routing table)
+@pytest.mark.parametrize(
+    "entry, accepted",
+    [
+        ({"selector": "codex", "usd_per_task": 0.3}, True),
+        ({"selector": "codex/openai/gpt-5", "input_usd_per_mtok": 1.25, "output_usd_per_mtok": 10}, True),
+        ({"selector": "a/b/c/d", "usd_per_task": 0}, True),
+        ({"selector": "codex"}, False),  # no price at all
+        ({"selector": "codex", "input_usd_per_mtok": 1.25}, False),  # half a token price
+        ({"selector": "codex", "usd_per_task": 1, "input_usd_per_mtok": 1, "output_usd_per_mtok": 1}, False),
+        ({"selector": "a/b/c/d/e", "usd_per_task": 1}, False),  # 5 segments
+        ({"selector": "a//b", "usd_per_task": 1}, False),
+        ({"selector": "", "usd_per_task": 1}, False),
+        ({"selector": "codex", "usd_per_task": -1}, False),
+        ({"selector": "codex", "usd_per_task": 1e308}, False),  # over the bound of 1e6
+        ({"selector": "codex", "usd_per_task": float("inf")}, False),
+        ({"selector": "codex", "usd_per_task": float("nan")}, False),
+        ({"selector": "codex", "usd_per_task": "0.3"}, False),  # strict: text is not a number
+        ({"selector": "codex", "usd_per_task": True}, False),
+        ({"selector": "codex", "usd_per_task": 1, "currency": "EUR"}, False),  # unknown key
+    ],
+)
+def test_a_price_is_validated_strictly(tmp_path, entry, accepted):
+    path = tmp_path / "shipped.json"
+    path.write_text(json.dumps({"prices": [entry]}, allow_nan=True))
+    if accepted:
+        assert load_shipped(path).prices[0].selector == entry["selector"]
+    else:
+        with pytest.raises(FitError, match="prices"):
+            load_shipped(path)
+
+
+def test_tokens_are_priced_per_million():
+    per_task = Price(selector="codex", usd_per_task=0.3)
+    per_token = Price(selector="codex/openai/gpt-5", input_usd_per_mtok=1.25, output_usd_per_mtok=10.0)
+    assert per_token.tokens_cost(2_000, 500) == pytest.approx(2_000 * 1.25 / 1e6 + 500 * 10.0 / 1e6)
+    assert per_task.tokens_cost(2_000, 500) is None  # a per-task price does not price tokens
+
+
+def test_a_template_price_is_a_placeholder():
+    left: list[str] = []
+    shipped = Shipped.model_validate({**_without_placeholders(dict(TEMPLATE), left), "placeholders": left})
+    assert shipped.prices == [] and "prices[0]" in left
+
+
 # --------------------------------------------------------------------------- shipped.json read strictly
 VALID = {
     "constants": {"objective": "utility", "prior_source": "measured", "prior_weight": 3, "exploration": 0.2,
@@ -50,6 +105,8 @@ VALID = {
     "pinned": {"reviewer": "c/r/big/high"},
     "priors": [{"selector": "c", "region": "*", "quality": 0.7},
                {"selector": "c/r/big", "region": "review", "quality": 0.9}],
+    "prices": [{"selector": "c/r", "input_usd_per_mtok": 1.25, "output_usd_per_mtok": 10.0},
+               {"selector": "c/r/small", "usd_per_task": 0.01}],
 }  # fmt: skip
 
 # a change to VALID -> the start of the refusal (None: accepted)
@@ -113,7 +170,7 @@ def test_non_finite_numbers_are_refused(tmp_path, text):
 def test_the_template_and_the_repositorys_file_load():
     assert load_shipped(Path(__file__).parents[2] / "fits" / "shipped.json").found
     assert Shipped.model_validate({**TEMPLATE, "default_config": None, "cheap_config": None, "frontier_config": None,
-                                   "pinned": {}, "priors": []}).constants.prior_weight == 3.0  # fmt: skip
+                                   "pinned": {}, "priors": [], "prices": []}).constants.prior_weight == 3.0  # fmt: skip
 
 
 JSON_VALUES = st.recursive(
@@ -124,6 +181,7 @@ JSON_VALUES = st.recursive(
 )  # fmt: skip
 PATHS = [("constants", k) for k in VALID["constants"]] + [(k,) for k in VALID if k != "constants"]
 PATHS += [("priors", 0, "selector"), ("priors", 0, "quality"), ("priors", 0, "region"), ("pinned", "reviewer")]
+PATHS += [("prices", 0, "selector"), ("prices", 0, "input_usd_per_mtok"), ("prices", 1, "usd_per_task")]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -165,4 +223,8 @@ def test_fuzz_shipped_json_is_accepted_within_bounds_or_refused_in_one_line(tmp_
     assert c.min_samples is None or (type(c.min_samples) is int and 0 <= c.min_samples <= bounds.MAX_COUNT)
     for key in (shipped.default_config, shipped.cheap_config, shipped.frontier_config, *shipped.pinned.values()):
         assert key is None or len(key.split("/")) == 4
+    for price in shipped.prices:
+        assert 1 <= price.segments <= 4 and "" not in price.selector.split("/"), price
+        given = [v for v in (price.usd_per_task, price.input_usd_per_mtok, price.output_usd_per_mtok) if v is not None]
+        assert given and all(math.isfinite(v) and 0 <= v <= 1e6 for v in given), price
     shipped.to_constants(cost_floor_usd=1e-6)  # what the fit builds from it never fails

@@ -141,7 +141,7 @@ EXPECTED: dict[tuple[str, str], tuple[int, str | tuple[str, ...]]] = {
     ("import", "_not_a_home"): (2, "not empty and not a home"),
     ("init", "_not_a_home"): (0, "created"),
     ("init", "_missing"): (0, "created"),
-    ("import", "_missing"): (0, "imported"),
+    ("import", "_missing"): (0, "appended 3 event(s)"),
     **{(c, "streams linked out"): (2, REFUSED) for c in ("append", "repair", "import", "compact", "rebuild", "route")},
     **{(c, "fits linked out"): (2, REFUSED) for c in ("fit", "pin")},
     **{(c, "deadletter linked out"): (2, REFUSED) for c in ("rebuild",)},
