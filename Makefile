@@ -39,8 +39,8 @@ default-data: setup
 	$(BIN)/ratings simulate --preset backlog --seed 7 --out . --truth fits/truth.json --force
 
 # A real-data case study: import the table into a scratch home (wiped first), backtest it (the default policy and
-# ladder, from the cheapest and the frontier start, 20 seeds), fit it with the backtest attached, and copy the
-# rendered page into case-studies/NAME/. One command each: make case-study-routerbench, ...-livecodebench,
+# ladder, from the cheapest and the frontier start, the seeds given below), fit it with the backtest attached, and
+# copy the rendered page into case-studies/NAME/. One command each: make case-study-routerbench, ...-livecodebench,
 # ...-terminal-bench. BACKTEST_JOBS processes run the backtest's loops (the same bytes for any number).
 # LiveCodeBench's backtest runs 5 seeds (LCB_SEEDS): its refits (16 configs) made 20 seeds take hours on the
 # shared 2-core machine; make case-study-livecodebench LCB_SEEDS=20 runs the full 20.
