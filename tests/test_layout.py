@@ -37,7 +37,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("streams", ("pipeline.streams",)),  # events and the append-only streams
     ("store", ("pipeline.store", "pipeline.compat.manifest_store")),  # the table's format and views; no writing
-    ("compact", ("pipeline.compact",)),  # stream bytes -> one commit of the store
+    ("compact", ("pipeline.compact", "pipeline.compat.daily_layout")),  # stream bytes -> one commit of the store
     ("routing", ("pipeline.routing", "pipeline.compat.routing_v1")),  # the table and the router: no fit in it
     ("fit", ("pipeline.fit",)),  # the model: never its judging or the job
     ("evaluate", ("pipeline.evaluate",)),  # judging the model: never the job

@@ -88,7 +88,7 @@ class Store:
         from .table import commits
 
         lines = []
-        for commit in commits(self.table):
+        for commit in commits(self.table, self.location):
             if METADATA_KEY in commit:
                 record = CommitRecord.model_validate(commit[METADATA_KEY])
                 for stream, rng in record.streams.items():
