@@ -182,16 +182,21 @@ class Outcome:
         return getattr(self, verdict) == "adopt"
 
 
-def run_one(family: str, seed: int, root: Path, tasks: int = TASKS) -> Outcome:
+def run_one(family: str, seed: int, root: Path, tasks: int = TASKS, subsample: int | None = None) -> Outcome:
     """Simulate, compact, evaluate; check each adopted verdict against the truth (under the null, the fitted
-    constants whatever the verdicts)."""
+    constants whatever the verdicts). ``subsample``: the held-out tasks above which the exploration verdict's
+    bootstrap replays only that many (pipeline.evaluate.exploration.SUBSAMPLE; None: the code's)."""
+    from pipeline.evaluate import exploration
     from pipeline.simulate import simulate
+
+    if subsample is not None:
+        exploration.SUBSAMPLE = subsample
 
     sc = scenario(family, tasks)
     home = root / f"{family}-{seed}"
     simulate(home, sc, seed=seed)
     try:
-        inputs, shipped, ev = evaluate_home(home, seed)
+        ctx, ev = evaluate_home(home, seed)
     finally:
         shutil.rmtree(home, ignore_errors=True)
     verdicts = {"prior": ev.routing["recommendation"], "exploration": ev.routing["exploration"]["recommendation"]}
@@ -199,13 +204,11 @@ def run_one(family: str, seed: int, root: Path, tasks: int = TASKS) -> Outcome:
     checks = {}
     if verdicts["prior"] == "adopt" or null:
         candidate = ev.shipped.model_copy(update={f: getattr(ev.fitted, f) for f in PRIOR_FIELDS})
-        checks["prior"] = _check(candidate, ev.shipped, lambda c: routing_value(inputs, c, shipped, sc))
+        checks["prior"] = _check(candidate, ev.shipped, lambda c: routing_value(ctx, c, sc))
     if verdicts["exploration"] == "adopt" or null:
         candidate = ev.published.model_copy(update={"exploration": ev.fitted.exploration})
         length = ev.split["held_out_tasks"]
-        checks["exploration"] = _check(
-            candidate, ev.shipped, lambda c: loop_value(inputs, c, shipped, sc, seed, length)
-        )
+        checks["exploration"] = _check(candidate, ev.shipped, lambda c: loop_value(ctx, c, sc, seed, length))
     return Outcome(family, seed, verdicts["prior"], verdicts["exploration"], checks)
 
 
@@ -226,13 +229,13 @@ def _truth(sc: Scenario) -> tuple[dict[str, dict[str, float]], dict[str, dict[st
     return after, mean_cost(sc), shares / shares.sum()
 
 
-def routing_value(inputs: Any, constants: Any, shipped: Any, sc: Scenario) -> float:
+def routing_value(ctx: Any, constants: Any, sc: Scenario) -> float:
     """Expected quality per dollar against the truth after any drift of routing new tasks with the table fitted on
     all tasks under ``constants``: each region's greedy choice among its members (the table's ``choice``),
     ``sum_r share_r Q(choice_r, r) / sum_r share_r cost(choice_r, r)``."""
-    from pipeline.fit.model import fit_model
+    from pipeline.fit.context import Part
 
-    model = fit_model(inputs, constants, shipped, "quality_per_dollar")
+    model = ctx.model(Part.FULL, constants)
     members = model.members.filter(pl.col("region") != "*")
     choice = model.choose_frame(members.select(task="region", region="region", config_key="config_key"))
     chosen = dict(zip(choice["task"].to_list(), choice["chosen"].to_list(), strict=True))
@@ -243,7 +246,7 @@ def routing_value(inputs: Any, constants: Any, shipped: Any, sc: Scenario) -> fl
     return float(total_q / total_cost)
 
 
-def loop_value(inputs: Any, constants: Any, shipped: Any, sc: Scenario, seed: int, tasks: int) -> float:
+def loop_value(ctx: Any, constants: Any, sc: Scenario, seed: int, tasks: int) -> float:
     """Quality per dollar a loop with ``constants`` realizes against the truth over ``tasks`` new tasks: it starts
     from the fit on all tasks, routes each task (greedy, or with probability epsilon another config), observes the
     truth's draw for the chosen config (success with its true quality after any drift, scored 1 or 0 with weight 1,
@@ -251,16 +254,14 @@ def loop_value(inputs: Any, constants: Any, shipped: Any, sc: Scenario, seed: in
     :data:`CONTINUATIONS` continuations of :data:`PATHS` exploration paths; the continuations and the paths' draws
     depend on ``seed`` only, so two constant sets meet the same tasks, outcomes and draws."""
     from pipeline.evaluate.replay import ReplayRun, replay_runs, start_from
-    from pipeline.fit.inputs import task_values
-    from pipeline.fit.model import fit_model
+    from pipeline.fit.context import Part
 
     quality, cost, shares = _truth(sc)
     names = sc.region_names
     keys = np.array(sc.config_keys)
     q = np.array([[quality[k][r] for r in names] for k in keys])
     c = np.array([[cost[k][r] for r in names] for k in keys])
-    model = fit_model(inputs, constants, shipped, "quality_per_dollar")
-    start = start_from(model, task_values(inputs, half_life_days=constants.half_life_days), names)
+    start = start_from(ctx.model(Part.FULL, constants), names)
     values = []
     for i in range(CONTINUATIONS):
         rng = np.random.default_rng([seed, 77, i])
@@ -282,22 +283,25 @@ def loop_value(inputs: Any, constants: Any, shipped: Any, sc: Scenario, seed: in
     return float(np.mean(values))
 
 
-def evaluate_home(home: Path, seed: int) -> tuple[Any, Any, Any]:
-    """Compact ``home`` and evaluate it as the nightly job does: (inputs, shipped file, evaluation)."""
+def evaluate_home(home: Path, seed: int) -> tuple[Any, Any]:
+    """Compact ``home`` and evaluate it as the nightly job does: (its aggregation, the evaluation)."""
+    from fractions import Fraction
+
     from pipeline.compact import compact
     from pipeline.evaluate.protocol import evaluate
-    from pipeline.evaluate.search import Pins
-    from pipeline.fit.inputs import load_inputs
+    from pipeline.evaluate.search import Pins, half_lives_of
+    from pipeline.fit.aggregate import DuckDBEngine, Spec
+    from pipeline.fit.context import FitContext
     from pipeline.fit.model import load_shipped
     from pipeline.store import open_store
 
     compact(home)
-    with open_store(home) as store:
-        inputs = load_inputs(store)
     shipped = load_shipped(home / "fits" / "shipped.json")
-    ev = evaluate(inputs, shipped=shipped, shipped_constants=shipped.to_constants(), pins=Pins(),
-                  objective="quality_per_dollar", fraction=0.7, seed=seed)  # fmt: skip
-    return inputs, shipped, ev
+    constants = shipped.to_constants()
+    spec = Spec(half_lives=half_lives_of(constants, Pins()), fraction=Fraction(7, 10))
+    with open_store(home) as store:
+        ctx = FitContext.build(DuckDBEngine(store), spec, shipped=shipped)
+    return ctx, evaluate(ctx, shipped_constants=constants, pins=Pins(), seed=seed)
 
 
 def default_backlog(root: Path) -> str:
@@ -309,7 +313,7 @@ def default_backlog(root: Path) -> str:
     sc = preset("backlog")
     home = root / "default-backlog"
     simulate(home, sc, seed=7)
-    inputs, shipped, ev = evaluate_home(home, 0)
+    ctx, ev = evaluate_home(home, 0)
     prior_fields = {f: getattr(ev.fitted, f) for f in PRIOR_FIELDS if f != "lambda_"}
     length = ev.split["held_out_tasks"]
     with_priors = ev.shipped.model_copy(update=prior_fields)
@@ -320,14 +324,14 @@ def default_backlog(root: Path) -> str:
             ", ".join(f"{k} {v}" for k, v in prior_fields.items()),
             ev.routing["recommendation"],
             "routes new tasks (greedy, expected against the truth) at",
-            _check(with_priors, ev.shipped, lambda c: routing_value(inputs, c, shipped, sc)),
+            _check(with_priors, ev.shipped, lambda c: routing_value(ctx, c, sc)),
         ),
         (
             "exploration",
             f"exploration {ev.fitted.exploration:g}",
             ev.routing["exploration"]["recommendation"],
             f"realizes in a loop over {length} new tasks",
-            _check(with_eps, ev.shipped, lambda c: loop_value(inputs, c, shipped, sc, 0, length)),
+            _check(with_eps, ev.shipped, lambda c: loop_value(ctx, c, sc, 0, length)),
         ),
     )
     lines = ["default backlog (preset backlog, seed 7; the truth is fits/truth.json):"]
@@ -501,6 +505,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--jobs", type=int, default=1, help="Runs at once, each in its own process.")
     parser.add_argument("--no-default", action="store_true", help="Skip the default backlog's truth check.")
+    parser.add_argument(
+        "--subsample",
+        type=int,
+        default=None,
+        metavar="M",
+        help="Replay M held-out tasks per bootstrap resample of the exploration verdict (its m-out-of-n form, "
+        "checked at a size the study reaches; default: the code's threshold).",
+    )
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
     for family in families:
@@ -514,7 +526,9 @@ def main(argv: list[str] | None = None) -> int:
             seeds = range(args.first_seed, args.first_seed + args.seeds)
             # Runs are independent and seeded: in parallel, the outcomes (in seed order) are the same.
             with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                runs = pool.map(run_one, repeat(family), seeds, repeat(Path(tmp)), repeat(args.tasks))
+                runs = pool.map(
+                    run_one, repeat(family), seeds, repeat(Path(tmp)), repeat(args.tasks), repeat(args.subsample)
+                )
                 for i, o in enumerate(runs):
                     outcomes.append(o)
                     print(

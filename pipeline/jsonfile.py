@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import PipelineError
 
@@ -80,9 +80,10 @@ def first_problem(exc: ValueError) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def json_schema(model: type[BaseModel], schema_id: str, title: str) -> dict[str, Any]:
-    """The published JSON Schema (draft 2020-12) of ``model``, with its JSON (alias) names, ``$id`` and ``title``."""
-    schema = model.model_json_schema(by_alias=True)
+def json_schema(model: Any, schema_id: str, title: str) -> dict[str, Any]:
+    """The published JSON Schema (draft 2020-12) of ``model`` (a model class, or a union of them), with its JSON
+    (alias) names, ``$id`` and ``title``."""
+    schema = TypeAdapter(model).json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = schema_id
     schema["title"] = title

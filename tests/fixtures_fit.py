@@ -1,8 +1,9 @@
 """Fit test helpers: tiny hand-made stores as in-memory DuckDB tables with the store's columns.
 
 ``memory_store(*events)`` builds one table per family (columns of :mod:`pipeline.store.families`, defaults
-filled in: docs/design.md, Events), which is what :func:`pipeline.fit.inputs.load_inputs` queries; so hand-made
-inputs go through the same SQL as a compacted store. Event helpers return ``(family, row)``.
+filled in: docs/design.md, Events), which is what the aggregation (:mod:`pipeline.fit.aggregate`) queries; so
+hand-made inputs go through the same SQL as a compacted store. ``context(*events)`` aggregates them into a
+:class:`pipeline.fit.context.FitContext`. Event helpers return ``(family, row)``.
 Times are hours after ``T0``. Plain helpers (no fixtures): tests import them with
 ``from fixtures_fit import ...`` (``tests/`` is on the path through its conftest).
 """
@@ -15,7 +16,9 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from pipeline.fit.inputs import FitInputs, load_inputs
+from pipeline.fit.aggregate import DuckDBEngine, Spec
+from pipeline.fit.context import FitContext
+from pipeline.fit.shipped import Shipped
 from pipeline.store import families
 from pipeline.streams.events import Config
 from pipeline.utc import format_timestamp
@@ -116,6 +119,26 @@ def retracted(id: str, rating: str, hours: float = 2) -> Event:
     return "retractions", {"id": id, "rating": rating, "at": at(hours), "reason": "wrong task"}
 
 
+def decided(
+    id: str,
+    task: str,
+    chosen: str,
+    candidates: list[str],
+    hours: float = 0,
+    propensity: float | None = 1.0,
+    policy: str = "learning_governed",
+) -> Event:
+    return "decisions", {
+        "id": id,
+        "task": task,
+        "at": at(hours),
+        "policy": policy,
+        "chosen": chosen,
+        "candidates": candidates,
+        "propensity": propensity,
+    }
+
+
 def closed(id: str, task: str, hours: float = 3, outcome: str = "done") -> Event:
     return "closures", {"id": id, "task": task, "at": at(hours), "outcome": outcome}
 
@@ -153,9 +176,32 @@ def _polars_type(sql: str) -> pl.DataType:
     }[sql]
 
 
-def load(*events: Event, prm: bool = False, **kw: Any) -> FitInputs:
-    """``load_inputs`` over a memory store of ``events`` (PRM off unless asked)."""
-    return load_inputs(memory_store(*events), prm=prm, **kw)
+def context(
+    *events: Event,
+    prm: bool = False,
+    shipped: Shipped | None = None,
+    objective: str = "quality_per_dollar",
+    **spec: Any,
+) -> FitContext:
+    """The aggregation of a memory store of ``events`` (PRM off unless asked; ``spec``: :class:`Spec` fields)."""
+    return FitContext.build(
+        DuckDBEngine(memory_store(*events)),
+        Spec(prm=prm, **spec),
+        shipped=shipped or Shipped(found=False),
+        objective=objective,
+    )
+
+
+def task_ids(*events: Event) -> list[str]:
+    """The task ids of ``events`` in code order (a task's code is its rank by id)."""
+    return sorted({row["task"] for _, row in events if row.get("task") is not None})
+
+
+def named(frame: pl.DataFrame, events: list[Event] | tuple[Event, ...]) -> pl.DataFrame:
+    """``frame`` with its task codes as the task ids of ``events`` and its configs and regions as text."""
+    ids = task_ids(*events)
+    out = frame.with_columns(pl.col("task").map_elements(lambda i: ids[i], return_dtype=pl.String))
+    return out.with_columns(pl.col(c).cast(pl.String) for c in ("config_key", "region") if c in out.columns)
 
 
 def worked_events() -> list[Event]:

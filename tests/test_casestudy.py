@@ -242,9 +242,9 @@ def test_renders_the_fitters_own_stats(tmp_path, tiny_fit):
 def test_a_default_policy_held_back_by_the_gate_is_explained(tmp_path, page):
     assert "did exactly what the static choice" not in page[0]
     stats = sample()
-    policies = stats["policies"]
+    policies = stats["policies"]["policies"]
     policies["workflow_default"] = dict(policies["learning_governed"])
-    stats["policies"] = {"protocol": "each eligible held-out task routed by a learned-only table", "policies": policies}
+    stats["policies"]["protocol"] = "each eligible held-out task routed by a learned-only table"
     html, _readme, _ = render(tmp_path, stats)
     text = text_of(html)
     assert "It did exactly what the static choice (workflow_default) does: the evidence gate" in text
@@ -258,8 +258,15 @@ def test_empty_signals_are_one_line_and_commands_name_the_home(tmp_path):
     stats["signals"] = {
         **(stats["signals"] or {}),
         "decisions": [],
-        "prompt_versions": None,
-        "off_policy": {"n": 0, "ips": None, "reason": "no resolved decision carries a propensity"},
+        "prompt_versions": [],
+        "off_policy": {
+            "n": 0,
+            "matched": 0,
+            "ips": None,
+            "snips": None,
+            "ess": 0.0,
+            "reason": "no resolved decision carries a propensity",
+        },
     }
     stats["source"]["command"] = "fit-routing --home 'build/my home' --case-study routing-by-rating"
     html, _readme, _ = render(tmp_path, stats)
@@ -337,8 +344,9 @@ def test_no_raw_column_names_on_the_page(page):
 def test_members_by_advantage_list_each_config_once_where_it_belongs(tmp_path):
     # Two members in region r: the top 3 and the bottom 3 both hold both of them. Each is listed once, on its side.
     stats = sample()
-    a = {"config_key": "c/-/a/-", "relative_advantage": 0.4, "win_rate": 0.7, "n_tasks": 9}
-    b = {"config_key": "c/-/b/-", "relative_advantage": -0.4, "win_rate": 0.3, "n_tasks": 9}
+    counts = {"region": "r", "n_tasks": 9, "wins": None, "losses": None, "ties": None, "rated_tasks": 9}
+    a = {**counts, "config_key": "c/-/a/-", "relative_advantage": 0.4, "win_rate": 0.7}
+    b = {**counts, "config_key": "c/-/b/-", "relative_advantage": -0.4, "win_rate": 0.3}
     stats["signals"]["members"] = {"r": {"top": [a, b], "bottom": [b, a]}}
     html, _readme, _ = render(tmp_path, stats)
     section = spaced(html.split("Members by relative advantage")[1].split("<tbody>")[1].split("</table>")[0])
@@ -428,7 +436,7 @@ def test_free_text_names_configurations_by_their_short_labels(tmp_path: Path) ->
     key = stats["baselines"]["best_single"]["config"]
     stats["ladders"]["rule"] = {"name": "best-single", "reason": f"the best single {key} alone"}
     html, readme, _ = render(tmp_path, stats)
-    from pipeline.casestudy.optional import short_config
+    from pipeline.casestudy.names import short_config
 
     assert key.count("/") == 3 and key not in text_of(html) and key not in readme
     assert f"The rule: The best single {short_config(key)} alone." in text_of(html)
@@ -436,7 +444,10 @@ def test_free_text_names_configurations_by_their_short_labels(tmp_path: Path) ->
 
 def test_kappa_rows_that_all_agree_are_one_sentence(tmp_path: Path) -> None:
     stats = sample()
-    kappas = [{"kappa": k, "ladders": 0, "difference": 0.0, "lower": 0.0, "spend_difference": 0.0} for k in (-1, 0, 1)]
+    kappas = [
+        {"kappa": k, "tasks": 40, "ladders": 0, "difference": 0.0, "lower": 0.0, "spend_difference": 0.0}
+        for k in (-1, 0, 1)
+    ]
     stats["ladders"]["rule"] = {"name": "best-single", "folds": 4, "kappas": kappas}
     html, _readme, _ = render(tmp_path, stats)
     assert 'data-label="kappa"' not in html
@@ -481,15 +492,16 @@ def test_frontier_labels_stay_inside_the_axes_clear_of_markers_and_each_other() 
 
 
 def test_the_frontier_names_most_singles_and_is_deterministic() -> None:
-    from pipeline.casestudy.optional import short_config
+    from pipeline.casestudy.names import short_config
     from pipeline.casestudy.plots import frontier_plot
     from pipeline.nightly.stats import load_stats
 
     stats = load_stats(Path(__file__).parent.parent / "case-studies" / "routerbench" / "stats.json")
     first, second = frontier_plot(stats), frontier_plot(stats)
     assert first is not None and second is not None and first.svg == second.svg
-    singles = (stats.frontier or {})["singles"]
-    named = sum(f">{short_config(s['config'])}<".encode() in first.svg for s in singles)
+    assert stats.frontier is not None
+    singles = stats.frontier.singles
+    named = sum(f">{short_config(s.config)}<".encode() in first.svg for s in singles)
     assert named >= len(singles) - 2
 
 

@@ -30,6 +30,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
             "pipeline.jsonfile",
             "pipeline.money",
             "pipeline.rounding",
+            "pipeline.defaults",
             "pipeline.scalars",
             "pipeline.compat",
             "pipeline.compat.table_v1",

@@ -2,7 +2,8 @@
 
 A long table (CSV, CSV.gz, Parquet) is read exactly as ``ratings import`` reads it: imported into a scratch home
 under the backtest's ``--out`` and compacted; a home (``--home``) is read from its store as it is (nothing is
-written there). Both then go through :func:`from_inputs`:
+written there). Both then go through :func:`from_frames`, fed by the fit's own statements
+(:mod:`pipeline.fit.aggregate`):
 
 - a **row** of (task t, config c) is one attempt of c on t with the ratings that followed it: the ratings of
   (t, c) at or after the attempt's time and before the next attempt's (those before the first attempt count
@@ -31,7 +32,6 @@ import polars as pl
 from ..errors import PipelineError
 
 if TYPE_CHECKING:
-    from ..fit.inputs import FitInputs
     from ..streams.imports import ConfigFormat
     from ..workspace import Workspace
 
@@ -113,14 +113,24 @@ def read_file(path: str | Path, scratch: Workspace, *, config_format: ConfigForm
 
 def read_home(ws: Workspace, *, source: str | None = None) -> FullTable:
     """The full-information table of a home's store as it is (read only: nothing is compacted or written)."""
-    from ..fit.inputs import load_inputs
+    from ..fit.aggregate import INSIDE_ATTEMPT, Spec, ratings_sql, tasks_sql
+    from ..fit.engine import DUCKDB
     from ..store import open_store
     from ..store.views import reading
 
     with open_store(ws, read_only=True) as store, reading(store):
-        inputs = load_inputs(store, prm=False)
-        modes = store.con.sql(_FAILURE_MODES).pl()
-    return from_inputs(inputs, source=source or str(ws.root), failure_modes=modes)
+        con = store.con
+        con.execute(f"CREATE OR REPLACE TEMP VIEW fit_all_ratings AS {ratings_sql()}")
+        # every rating and rejection inside the event bounds with a weight above 0, not retracted (as the fit)
+        ratings = con.sql(
+            'SELECT task, config_key, "at", id, w, score FROM fit_all_ratings WHERE inside AND w > 0 '
+            "AND score IS NOT NULL AND id NOT IN (SELECT rating FROM retractions WHERE rating IS NOT NULL)"
+        ).pl()
+        attempts = con.sql(f'SELECT task, config_key, "at", id, cost_usd FROM attempts WHERE {INSIDE_ATTEMPT}').pl()
+        tasks = con.sql(f"SELECT task, first_at FROM ({tasks_sql(DUCKDB, Spec(prm=False))}) t").pl()
+        modes = con.sql(_FAILURE_MODES).pl()
+        con.execute("DROP VIEW fit_all_ratings")
+    return from_frames(ratings, attempts, tasks, source=source or str(ws.root), failure_modes=modes)
 
 
 # An attempt's failure_mode is kept in the attempts view's extra until the event spec gives it a column.
@@ -130,16 +140,20 @@ WHERE json_extract_string(extra, '$.failure_mode') IS NOT NULL
 """
 
 
-def from_inputs(inputs: FitInputs, *, source: str, failure_modes: pl.DataFrame | None = None) -> FullTable:
-    """The rows of every (task, config) of ``inputs`` (module doc), the kept tasks in order; ``failure_modes``
-    (``id, failure_mode``) names the attempts that carry one."""
+def from_frames(
+    ratings: pl.DataFrame,
+    attempts: pl.DataFrame,
+    tasks: pl.DataFrame,
+    *,
+    source: str,
+    failure_modes: pl.DataFrame | None = None,
+) -> FullTable:
+    """The rows of every (task, config) (module doc), the kept tasks in order. ``ratings``: ``task, config_key,
+    at, id, w, score`` (weights above 0); ``attempts``: ``task, config_key, at, id, cost_usd``; ``tasks``: ``task,
+    first_at``; ``failure_modes`` (``id, failure_mode``) names the attempts that carry one."""
 
     keys = ["task", "config_key"]
-    ratings = (
-        inputs.ratings.filter((pl.col("origin") != "prm") & (pl.col("w") > 0))
-        .select(*keys, "at", "id", ws=pl.col("w") * pl.col("score"), w="w")
-        .sort("at", "id")
-    )
+    ratings = ratings.select(*keys, "at", "id", ws=pl.col("w") * pl.col("score"), w="w").sort("at", "id")
     if ratings.height == 0:
         raise BacktestInputError(f"{source}: no rating with a weight above 0: nothing to replay")
     modes = (
@@ -148,7 +162,7 @@ def from_inputs(inputs: FitInputs, *, source: str, failure_modes: pl.DataFrame |
         else pl.DataFrame(schema={"id": pl.String, "failure_mode": pl.String})
     )
     attempts = (
-        inputs.attempts.select(*keys, "at", "id", "cost_usd")
+        attempts.select(*keys, "at", "id", "cost_usd")
         .join(modes, on="id", how="left")
         .sort(*keys, "at", "id")
         .with_columns(j=pl.int_range(pl.len()).over(keys))
@@ -184,8 +198,8 @@ def from_inputs(inputs: FitInputs, *, source: str, failure_modes: pl.DataFrame |
     )
     configs = tuple(sorted(rows["config_key"].unique().to_list()))
     complete = rows.group_by("task").agg(k=pl.col("config_key").n_unique()).filter(pl.col("k") == len(configs))
-    tasks = inputs.tasks.join(complete, on="task", how="semi").sort("first_at", "task")
-    named = inputs.tasks.join(rows.select("task").unique(), on="task", how="semi").height
+    named = tasks.join(rows.select("task").unique(), on="task", how="semi").height
+    tasks = tasks.join(complete, on="task", how="semi").sort("first_at", "task")
     if tasks.height == 0:
         raise BacktestInputError(
             f"{source}: no task was done by every one of its {len(configs)} configs, so no task can reveal the "

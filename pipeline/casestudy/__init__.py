@@ -117,4 +117,9 @@ def render_case_study(home: Workspace | StrPath | None, name: str) -> Rendered:
         stats = load_stats(path)
     except ValueError as exc:  # pydantic's ValidationError and JSON errors are both ValueErrors
         raise PipelineError(f"{path}: not a case-study-stats/v1 file: {first_problem(exc)}") from None
+    if not isinstance(stats, Stats):
+        raise PipelineError(
+            f"{path}: the stats of a refit without evaluation (fit-routing --no-evaluate) hold no held-out figure to "
+            f"render; run `fit-routing --case-study {name}` (with the evaluation) first"
+        )
     return render(stats, ws, name)

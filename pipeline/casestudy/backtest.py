@@ -8,7 +8,7 @@ from ..nightly.stats import Stats
 from . import fmt
 from .doc import Block, Code, Figure, Heading, Note, Strong, para, table
 from .glossary import see_glossary
-from .optional import short_config
+from .names import short_config
 from .plots import Plot
 
 DEFAULT_POLICY = "learning_governed"

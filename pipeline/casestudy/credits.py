@@ -10,7 +10,6 @@ Terminal-Bench data always says where the data came from.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 
 from ..nightly.stats import Stats
 from .doc import Inline, Link
@@ -38,20 +37,9 @@ KNOWN: dict[str, tuple[Inline, ...]] = {
 }
 
 
-def _as_list(value: str | Iterable[object] | None) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return [str(v) for v in value]
-
-
 def credits(stats: Stats) -> list[tuple[Inline, ...]]:
-    """Credit lines: explicit ``credit`` strings first, then the known sources named anywhere in the stats."""
-    extra = stats.model_extra or {}
-    source_extra = stats.source.model_extra or {}
-    lines: list[tuple[Inline, ...]] = [(text,) for text in _as_list(source_extra.get("credit"))]
-    lines += [(text,) for text in _as_list(extra.get("credit"))]
+    """Credit lines: the explicit ``source.credit`` first, then the known sources named anywhere in the stats."""
+    lines: list[tuple[Inline, ...]] = [(stats.source.credit,)] if stats.source.credit else []
     haystack = " ".join([stats.name, json.dumps(stats.source.model_dump(mode="json")), *stats.notes]).lower()
     explicit = " ".join(str(line[0]) for line in lines)
     for key, line in KNOWN.items():

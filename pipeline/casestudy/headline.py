@@ -6,11 +6,12 @@ interval; the figures and tables below only support it.
 
 from __future__ import annotations
 
-from ..nightly.stats import HitRate, Stats
+from ..nightly.sections import HitRate, PolicyFigures
+from ..nightly.stats import Stats
 from . import fmt
 from .backtest import backtest_lead
 from .doc import Block, Code, Note, Strong, para
-from .optional import first, ladder_regions, ladder_summary, policy_rows, rungs, short_config
+from .names import chain, short_config
 
 VERDICT = {
     "adopt": "The fitted prior family beats the shipped one on held-out tasks.",
@@ -44,7 +45,7 @@ def _routing_phrase(stats: Stats) -> Block:
             "more configurations (an eligible task), so no choice on them can be scored right or wrong.",
             lead=True,
         )
-    expected = (r.shipped.model_extra or {}).get("expected_hit_rate_with_exploration")
+    expected = r.shipped.expected_hit_rate_with_exploration
     return para(
         Strong("Constants (plain greedy routing, without the evidence gate): "),
         f"of {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks, the ",
@@ -80,22 +81,21 @@ def routing_lead(stats: Stats) -> list[Block]:
         )
     )
     x = r.exploration
-    if x is not None:
-        ci = x.difference.ci95
-        span = "n/a" if ci is None else f"{fmt.signed(ci[0])} to {fmt.signed(ci[1])}"
-        blocks.append(
-            para(
-                Strong("Exploration: "),
-                f"replaying the {fmt.count(x.method.get('tasks'))} held-out tasks in time order (mean of "
-                f"{x.method.get('seeds')} replay seeds), exploration {x.fitted.exploration:g} (fitted) realized "
-                f"{fmt.num(x.fitted.realized_value)} and {x.shipped.exploration:g} (shipped) "
-                f"{fmt.num(x.shipped.realized_value)}; fitted minus shipped {fmt.signed(x.difference.value)} "
-                f"(95% CI {span}, moving-block bootstrap). ",
-                Strong(f"{EXPLORATION_VERDICT[x.recommendation]} "),
-                f"Verdict: {x.recommendation}. {fmt.sentence(x.reason)}",
-                lead=True,
-            )
+    ci = x.difference.ci95
+    span = "n/a" if ci is None else f"{fmt.signed(ci[0])} to {fmt.signed(ci[1])}"
+    blocks.append(
+        para(
+            Strong("Exploration: "),
+            f"replaying the {fmt.count(x.method.tasks)} held-out tasks in time order (mean of "
+            f"{x.method.seeds} replay seeds), exploration {x.fitted.exploration:g} (fitted) realized "
+            f"{fmt.num(x.fitted.realized_value)} and {x.shipped.exploration:g} (shipped) "
+            f"{fmt.num(x.shipped.realized_value)}; fitted minus shipped {fmt.signed(x.difference.value)} "
+            f"(95% CI {span}, moving-block bootstrap). ",
+            Strong(f"{EXPLORATION_VERDICT[x.recommendation]} "),
+            f"Verdict: {x.recommendation}. {fmt.sentence(x.reason)}",
+            lead=True,
         )
+    )
     provenance = ", ".join(f"{k} {v}" for k, v in sorted(c.provenance.items()))
     blocks.append(
         para(
@@ -114,7 +114,7 @@ def _best_single_phrase(stats: Stats) -> str:
         return ""
     fitted = stats.baselines.fitted
     costs = best.mean_cost_usd is not None and fitted.mean_cost_usd is not None
-    coverage = (best.model_extra or {}).get("coverage")
+    coverage = best.coverage
     where = (
         f" on the {fmt.pct(coverage)} of the eligible tasks it did" if coverage is not None and coverage < 1.0 else ""
     )
@@ -157,13 +157,12 @@ def calibration_lead(stats: Stats) -> list[Block]:
 
 
 def ladder_lead(stats: Stats) -> list[Block]:
-    s = ladder_summary(stats)
-    if not s:
+    ladders = stats.ladders
+    s = ladders.summary if ladders is not None else None
+    if ladders is None or s is None:
         return []
-    global_rungs = rungs(s) or rungs(ladder_regions(stats).get("*"))
-    alone = global_rungs == [s.get("best_single_config")] and all(
-        row.get("source") != "region" for row in ladder_regions(stats).values()
-    )
+    global_rungs = ladders.regions["*"].ladder if "*" in ladders.regions else []
+    alone = global_rungs == [s.best_single_config] and all(r.source != "region" for r in ladders.regions.values())
     if alone:  # the rule kept the best single: say so instead of comparing it with itself
         return [
             para(
@@ -174,28 +173,26 @@ def ladder_lead(stats: Stats) -> list[Block]:
                 lead=True,
             )
         ]
-    chain = " → ".join(short_config(k) for k in global_rungs)
-    chain = f"the published ladders (global: {chain})" if chain else "the published ladders"
+    rungs = chain(global_rungs)
+    rungs = f"the published ladders (global: {rungs})" if rungs else "the published ladders"
     at, their = "", ""
-    if first(s, "held_out_cost_usd") is not None and first(s, "cost_ratio") is not None:
-        at = f" at {fmt.usd(s['held_out_cost_usd'])} per task"
-        their = (
-            f" at {fmt.usd(first(s, 'best_single_cost_usd'))} ({fmt.pct(s['cost_ratio'])} of it spent by the ladders)"
-        )
-    compared = (stats.ladders or {}).get("held_out_tasks_compared")
+    if s.held_out_cost_usd is not None and s.cost_ratio is not None:
+        at = f" at {fmt.usd(s.held_out_cost_usd)} per task"
+        their = f" at {fmt.usd(s.best_single_cost_usd)} ({fmt.pct(s.cost_ratio)} of it spent by the ladders)"
+    compared = ladders.held_out_tasks_compared
     on = f"{fmt.count(compared)} held-out tasks" if compared is not None else "held-out tasks"
     blocks: list[Block] = [
         para(
             Strong("Escalation ladders: "),
-            f"{chain} reached held-out quality {fmt.num(first(s, 'held_out_quality'), 3)}{at}, against "
-            f"{fmt.num(first(s, 'best_single_quality'), 3)}{their} for "
-            f"{short_config(str(first(s, 'best_single_config') or 'n/a'))}, the best single configuration; measured "
-            f"on the {on} where every rung they ran and the best single were observed ({fmt.pct(first(s, 'coverage'))} "
+            f"{rungs} reached held-out quality {fmt.num(s.held_out_quality, 3)}{at}, against "
+            f"{fmt.num(s.best_single_quality, 3)}{their} for "
+            f"{short_config(s.best_single_config)}, the best single configuration; measured "
+            f"on the {on} where every rung they ran and the best single were observed ({fmt.pct(s.coverage)} "
             "coverage of the eligible tasks; the rest are not counted).",
             lead=True,
         )
     ]
-    reached, single = first(s, "held_out_quality"), first(s, "best_single_quality")
+    reached, single = s.held_out_quality, s.best_single_quality
     if reached is not None and single is not None and reached < single:
         blocks.append(
             Note(
@@ -205,7 +202,7 @@ def ladder_lead(stats: Stats) -> list[Block]:
                 )
             )
         )
-    if s.get("gate_is_target"):
+    if s.gate_is_target:
         blocks.append(
             Note(
                 (
@@ -218,26 +215,17 @@ def ladder_lead(stats: Stats) -> list[Block]:
 
 
 def policy_lead(stats: Stats) -> list[Block]:
-    rows = dict(policy_rows(stats))
+    rows = stats.policies.policies if stats.policies is not None else {}
     default = rows.get("learning_governed")
-    if not default or not stats.split.eligible_held_out:  # no eligible task: the routing lead said why
+    if default is None or not stats.split.eligible_held_out:  # no eligible task: the routing lead said why
         return []
-    hits, n = first(default, "hits"), first(default, "n")
-    counted = (
-        f"{fmt.count(hits)} of {fmt.count(n)} ({fmt.pct(first(default, 'hit_rate'))})"
-        if hits is not None and n is not None
-        else fmt.pct(first(default, "hit_rate"))
-    )
+    counted = f"{fmt.count(default.hits)} of {fmt.count(default.n)} ({fmt.pct(default.hit_rate)})"
     parts: list = [
         Strong("Default policy: "),
         Code("learning_governed"),
         f" routed {counted} held-out tasks to a best configuration, mean quality "
-        f"{fmt.num(first(default, 'mean_quality'), 3)}"
-        + (
-            f" at {fmt.usd(first(default, 'mean_cost_usd'))} per task"
-            if first(default, "mean_cost_usd") is not None
-            else ""
-        )
+        f"{fmt.num(default.mean_quality, 3)}"
+        + (f" at {fmt.usd(default.mean_cost_usd)} per task" if default.mean_cost_usd is not None else "")
         + ".",
     ]
     static, greedy = rows.get("workflow_default"), rows.get("quality_per_dollar")
@@ -245,17 +233,13 @@ def policy_lead(stats: Stats) -> list[Block]:
         parts.append(
             " It did exactly what the static choice (workflow_default) does: the evidence gate did not let the "
             "learned choice override it anywhere"
-            + (
-                f"; without the gate, the quality_per_dollar policy hit {fmt.pct(first(greedy, 'hit_rate'))}"
-                if greedy
-                else ""
-            )
+            + (f"; without the gate, the quality_per_dollar policy hit {fmt.pct(greedy.hit_rate)}" if greedy else "")
             + "."
         )
-    elif greedy and first(greedy, "hit_rate") is not None and first(default, "hit_rate") is not None:
-        gap = first(default, "hit_rate") - first(greedy, "hit_rate")
+    elif greedy and greedy.hit_rate is not None and default.hit_rate is not None:
+        gap = default.hit_rate - greedy.hit_rate
         parts.append(
-            f" Plain quality_per_dollar, without the evidence gate, hit {fmt.pct(first(greedy, 'hit_rate'))} "
+            f" Plain quality_per_dollar, without the evidence gate, hit {fmt.pct(greedy.hit_rate)} "
             f"({fmt.points(gap)} for the gate)."
         )
     return [para(*parts, lead=True)]
@@ -277,9 +261,8 @@ def cheapest_lead(stats: Stats) -> list[Block]:
     ]
 
 
-def _same_figures(a: dict, b: dict) -> bool:
-    keys = ("hits", "n", "mean_quality", "mean_cost_usd")
-    return all(a.get(k) == b.get(k) for k in keys)
+def _same_figures(a: PolicyFigures, b: PolicyFigures) -> bool:
+    return (a.hits, a.n, a.mean_quality, a.mean_cost_usd) == (b.hits, b.n, b.mean_quality, b.mean_cost_usd)
 
 
 def headline(stats: Stats) -> list[Block]:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 from ..nightly.backtest import BacktestReport
 from ..nightly.stats import ConstantSet, GridRow, Stats
 from . import fmt
-from .optional import frontier_points, short_config
+from .names import short_config
+from .points import frontier_points
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -65,20 +66,16 @@ def _draw(file: str, alt: str, draw: Callable[[Figure], None]) -> Plot:
 
 
 # --------------------------------------------------------------------------- grid heat map
-def _kind(row: GridRow) -> str | None:
-    return (row.model_extra or {}).get("kind")
-
-
 def _grid_slice(stats: Stats) -> list[GridRow]:
     """The plane of prior weight x exploration with the other constants at their fitted values.
 
-    The fitter writes it as rows of kind ``expected_hit_rate``; without kinds, take the rows at the fitted
+    The fitter writes it as rows of kind ``expected_hit_rate``; without them, take the greedy rows at the fitted
     half-life and lambda. Replay rows score realized value, not hits, and never enter the heat map.
     """
-    if any(_kind(r) == "expected_hit_rate" for r in stats.grid):
-        return [r for r in stats.grid if _kind(r) == "expected_hit_rate"]
+    if any(r.kind == "expected_hit_rate" for r in stats.grid):
+        return [r for r in stats.grid if r.kind == "expected_hit_rate"]
     fitted = stats.constants.fitted
-    rows = [r for r in stats.grid if _kind(r) != "replay"]
+    rows = [r for r in stats.grid if r.kind != "replay"]
     return [r for r in rows if r.half_life_days == fitted.half_life_days and r.lambda_ == fitted.lambda_] or rows
 
 

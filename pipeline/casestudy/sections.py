@@ -8,15 +8,9 @@ from ..routing.table import CONSTANT_NAMES
 from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, para, table
 from .glossary import see_glossary
-from .optional import (
-    first,
-    frontier_aiq,
-    frontier_points,
-    ladder_summary,
-    policy_rows,
-    short_config,
-)
+from .names import short_config
 from .plots import Plot, same_cell, shown_priors
+from .points import frontier_points
 
 #: What sequential replay's realized value measures, per objective (docs/design.md, Sequential replay).
 REALIZED = {
@@ -159,7 +153,7 @@ def baselines_section(stats: Stats) -> list[Block]:
         x = getattr(b, name)
         if name == "cheapest" and not stats.cost_known:  # no costs: there is no cheapest configuration
             continue
-        coverage = (x.model_extra or {}).get("coverage")
+        coverage = x.coverage
         rows.append(
             [
                 name.replace("_", " "),
@@ -182,7 +176,7 @@ def baselines_section(stats: Stats) -> list[Block]:
         for k, run in (("shipped", rp.shipped), ("fitted", rp.fitted))
     ]
     verdict = stats.routing.exploration
-    seeds = verdict.method.get("seeds") if verdict else None
+    seeds = verdict.method.seeds
     over = f"the mean over {seeds} replay seeds" if seeds else "the mean over the replay seeds"
     return [
         Heading(2, "Against the baselines", "baselines"),
@@ -226,7 +220,7 @@ def grid_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         Heading(2, "The grid of constants (diagnostic)", "grid"),
         fig or para("No grid rows were evaluated."),
     ]
-    replay = [r for r in stats.grid if (r.model_extra or {}).get("kind") == "replay"]
+    replay = [r for r in stats.grid if r.kind == "replay"]
     if replay:
         rows = [
             [
@@ -289,13 +283,12 @@ def _frontier_figure(stats: Stats, plots: dict[str, Plot]) -> Block:
         + names[-1]
         + "."
     ]
-    summary = ladder_summary(stats)
-    if summary and summary.get("gate_is_target"):
+    summary = stats.ladders.summary if stats.ladders else None
+    if summary is not None and summary.gate_is_target:
         caption.append(" The ladder point is an upper bound for a perfect verifier (its gate is the target).")
-    if summary:
+    if summary is not None:
         caption.append(
-            " The ladder is measured on the fully observed tasks only "
-            f"({fmt.pct(first(summary, 'coverage'))} coverage)."
+            f" The ladder is measured on the fully observed tasks only ({fmt.pct(summary.coverage)} coverage)."
         )
     return figure(stats, plots, "frontier.svg", *caption) or para("No cost figures to draw.")
 
@@ -308,16 +301,18 @@ def _singles_table(stats: Stats) -> Block | None:
     )
     if not singles:
         return None
-    extra = {s["config"]: s for s in (stats.frontier or {}).get("singles") or [] if isinstance(s, dict)}
-    snips = any("snips_quality" in s for s in extra.values())
+    extra = {s.config: s for s in (stats.frontier.singles if stats.frontier else [])}
+    snips = any("snips_quality" in s.model_fields_set for s in extra.values())
     columns = ["single configuration", "mean quality", "mean cost", "coverage"]
     columns += ["SNIPS quality", "SNIPS cost"] if snips else []
     rows = []
     for p in singles:
-        row = extra.get(p.label, {})
-        cells = [short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost), fmt.pct(row.get("coverage"))]
+        row = extra.get(p.label)
+        coverage = row.coverage if row else None
+        cells = [short_config(p.label), fmt.num(p.quality, 3), fmt.usd(p.cost), fmt.pct(coverage)]
         if snips:
-            cells += [fmt.num(row.get("snips_quality"), 3), fmt.usd(row.get("snips_cost_usd"))]
+            quality, cost = (row.snips_quality, row.snips_cost_usd) if row else (None, None)
+            cells += [fmt.num(quality, 3), fmt.usd(cost)]
         rows.append(cells)
     return costed_table(
         stats,
@@ -335,7 +330,7 @@ def _singles_table(stats: Stats) -> Block | None:
 
 def _aiq(stats: Stats) -> list[Block]:
     out: list[Block] = []
-    aiq = frontier_aiq(stats)
+    aiq = _aiq_values(stats)
     if aiq:
         out.append(
             para(
@@ -344,14 +339,22 @@ def _aiq(stats: Stats) -> list[Block]:
                 + "."
             )
         )
-        note = (stats.frontier or {}).get("note")
+        note = stats.frontier.note if stats.frontier else None
         if note:
             out.append(para(fmt.sentence(note)))
     elif stats.frontier is None:
         out.append(not_computed("frontier"))
-    elif stats.frontier.get("reason"):
-        out.append(para(f"No AIQ: {stats.frontier['reason']}."))
+    elif stats.frontier.reason:
+        out.append(para(f"No AIQ: {stats.frontier.reason}."))
     return out
+
+
+def _aiq_values(stats: Stats) -> dict[str, float]:
+    """AIQ per series (``router``, ``singles``) where it is defined."""
+    aiq = stats.frontier.aiq if stats.frontier else None
+    if aiq is None:
+        return {}
+    return {k: v for k, v in (("router", aiq.router), ("singles", aiq.singles)) if v is not None}
 
 
 def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
@@ -428,26 +431,24 @@ POLICY_MEANING = {
 
 def policies_section(stats: Stats) -> list[Block]:
     out: list[Block] = [Heading(2, "Routing policies on the held-out tasks", "policies")]
-    rows = policy_rows(stats)
-    if not rows:
+    policies = stats.policies
+    if policies is None or not policies.policies:
         return [*out, not_computed("policies")]
     empty = no_eligible(stats, "policy comparison")
     if empty is not None:
         return [*out, empty]
-    protocol = (stats.policies or {}).get("protocol")
-    if isinstance(protocol, str):
-        out.append(para(fmt.sentence(protocol)))
+    out.append(para(fmt.sentence(policies.protocol)))
     body = [
         [
             name + (" (default)" if name == "learning_governed" else ""),
             POLICY_MEANING.get(name, "registered"),
-            fmt.pct(first(r, "hit_rate")),
-            fmt.num(first(r, "mean_quality"), 3),
-            fmt.usd(first(r, "mean_cost_usd", "cost_usd")),
-            fmt.num(first(r, "mean_configs_run"), 2),
-            fmt.count(first(r, "n")),
+            fmt.pct(r.hit_rate),
+            fmt.num(r.mean_quality, 3),
+            fmt.usd(r.mean_cost_usd),
+            fmt.num(r.mean_configs_run, 2),
+            fmt.count(r.n),
         ]
-        for name, r in rows
+        for name, r in policies.policies.items()
     ]
     return [
         *out,

@@ -6,12 +6,11 @@ with nothing in it says so in one sentence.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..nightly.sections import MemberRanks, MemberSignal, OffPolicy, PromptVersionRow, RejectionRow, WritebackRow
 from ..nightly.stats import Stats
 from . import fmt
 from .doc import Block, Heading, para, table
-from .optional import first, short_config
+from .names import short_config
 
 COUNT_LABELS = {
     "ratings_by_origin": "ratings by origin",
@@ -27,16 +26,15 @@ def signals_section(stats: Stats) -> list[Block]:
     signals = stats.signals
     if signals is None:
         return [*out, para("Not computed: the stats file has no signals section.")]
-    counts = signals.get("counts") or {}
-    if counts:
-        rows = [[COUNT_LABELS.get(k, k.replace("_", " ")), _count(v)] for k, v in counts.items()]
-        out.append(table(["count", "value"], rows, numeric=[False, True]))
+    counts = sorted(signals.counts.model_dump().items())  # in the order stats.json lists them (sorted keys)
+    rows = [[COUNT_LABELS.get(k, k.replace("_", " ")), _count(v)] for k, v in counts]
+    out.append(table(["count", "value"], rows, numeric=[False, True]))
     empty: list[str] = []
     for title, part in (
-        ("members by relative advantage", _members(signals.get("members"))),
-        ("logged routing decisions", _decisions(signals.get("decisions"), signals.get("off_policy"))),
-        ("prompt versions", _prompts(signals.get("prompt_versions"))),
-        ("rejections", _rejections(signals.get("rejections"))),
+        ("members by relative advantage", _members(signals.members)),
+        ("logged routing decisions", _decisions(signals.decisions, signals.off_policy)),
+        ("prompt versions", _prompts(signals.prompt_versions)),
+        ("rejections", _rejections(signals.rejections)),
     ):
         if part:
             out += [Heading(3, title[0].upper() + title[1:]), *part]
@@ -47,23 +45,23 @@ def signals_section(stats: Stats) -> list[Block]:
     return out
 
 
-def _count(value: Any) -> str:
+def _count(value: int | dict[str, int]) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k} {fmt.count(v)}" for k, v in value.items())
-    return fmt.count(value) if isinstance(value, int) else str(value)
+    return fmt.count(value)
 
 
-def _members(members: Any) -> list[Block]:
+def _members(members: dict[str, MemberRanks]) -> list[Block]:
     """Per region each configuration once, by relative advantage: above the task mean first, then below it."""
-    if not isinstance(members, dict) or not members:
+    if not members:
         return []
     rows = []
     for region, ranked in members.items():
-        seen: dict[str, dict[str, Any]] = {}
-        for m in [*(ranked.get("top") or []), *(ranked.get("bottom") or [])]:
-            seen.setdefault(str(first(m, "config_key", "config")), m)
-        for config, m in sorted(seen.items(), key=lambda kv: (-(kv[1].get("relative_advantage") or 0.0), kv[0])):
-            advantage = m.get("relative_advantage") or 0.0
+        seen: dict[str, MemberSignal] = {}
+        for m in [*ranked.top, *ranked.bottom]:
+            seen.setdefault(m.config_key, m)
+        for config, m in sorted(seen.items(), key=lambda kv: (-kv[1].relative_advantage, kv[0])):
+            advantage = m.relative_advantage
             side = "above" if advantage > 0 else "below" if advantage < 0 else "at"
             rows.append(
                 [
@@ -71,8 +69,8 @@ def _members(members: Any) -> list[Block]:
                     short_config(config),
                     fmt.signed(advantage, 2),
                     f"{side} the task mean",
-                    fmt.pct(m.get("win_rate")),
-                    fmt.count(first(m, "n_tasks", "n")),
+                    fmt.pct(m.win_rate),
+                    fmt.count(m.n_tasks),
                 ]
             )
     return [
@@ -89,17 +87,11 @@ def _members(members: Any) -> list[Block]:
     ]
 
 
-def _decisions(decisions: Any, off_policy: Any) -> list[Block]:
+def _decisions(decisions: list[WritebackRow] | None, off_policy: OffPolicy | None) -> list[Block]:
     out: list[Block] = []
-    if isinstance(decisions, list) and decisions:
+    if decisions:
         rows = [
-            [
-                str(d.get("policy")),
-                fmt.count(d.get("decisions")),
-                fmt.count(d.get("resolved")),
-                fmt.count(d.get("unresolved")),
-                fmt.pct(d.get("mean_reward")),
-            ]
+            [d.policy, fmt.count(d.decisions), fmt.count(d.resolved), fmt.count(d.unresolved), fmt.pct(d.mean_reward)]
             for d in decisions
         ]
         out.append(
@@ -111,33 +103,33 @@ def _decisions(decisions: Any, off_policy: Any) -> list[Block]:
                 [False, True, True, True, True],
             )
         )
-    if isinstance(off_policy, dict) and off_policy.get("n"):
-        if off_policy.get("snips") is None:
-            out.append(para(f"No off-policy estimate: {off_policy.get('reason') or 'nothing matches'}."))
+    if off_policy is not None and off_policy.n:
+        if off_policy.snips is None:
+            out.append(para(f"No off-policy estimate: {off_policy.reason or 'nothing matches'}."))
         else:
             out.append(
                 para(
                     f"SNIPS estimate of the share of tasks the published table's greedy choice would have done: "
-                    f"{fmt.pct(off_policy['snips'])} (IPS {fmt.pct(off_policy.get('ips'))}; "
-                    f"{fmt.count(off_policy.get('matched'))} of {fmt.count(off_policy['n'])} logged decisions chose "
-                    f"what it chooses; effective sample size {fmt.num(off_policy.get('ess'), 1)})."
+                    f"{fmt.pct(off_policy.snips)} (IPS {fmt.pct(off_policy.ips)}; "
+                    f"{fmt.count(off_policy.matched)} of {fmt.count(off_policy.n)} logged decisions chose "
+                    f"what it chooses; effective sample size {fmt.num(off_policy.ess, 1)})."
                 )
             )
     return out
 
 
-def _prompts(rows: Any) -> list[Block]:
-    if not isinstance(rows, list) or not rows:
+def _prompts(rows: list[PromptVersionRow]) -> list[Block]:
+    if not rows:
         return []
     body = [
         [
-            str(r.get("prompt_version")),
-            str(r.get("region")),
-            fmt.count(r.get("n_tasks")),
-            fmt.count(r.get("wins")),
-            fmt.count(r.get("losses")),
-            fmt.count(r.get("ties")),
-            fmt.pct(r.get("win_rate")),
+            r.prompt_version,
+            r.region,
+            fmt.count(r.n_tasks),
+            fmt.count(r.wins),
+            fmt.count(r.losses),
+            fmt.count(r.ties),
+            fmt.pct(r.win_rate),
         ]
         for r in rows
     ]
@@ -151,18 +143,10 @@ def _prompts(rows: Any) -> list[Block]:
     ]
 
 
-def _rejections(rows: Any) -> list[Block]:
-    if not isinstance(rows, list) or not rows:
+def _rejections(rows: list[RejectionRow]) -> list[Block]:
+    if not rows:
         return []
-    body = [
-        [
-            short_config(str(r.get("config_key"))),
-            str(r.get("region")),
-            fmt.count(r.get("rejections")),
-            f"{r.get('weight'):g}",
-        ]
-        for r in rows
-    ]
+    body = [[short_config(r.config_key), r.region, fmt.count(r.rejections), f"{r.weight:g}"] for r in rows]
     return [
         table(
             ["config", "region", "rejections", "weight"],

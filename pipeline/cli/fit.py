@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
+from .. import defaults
 from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD
 from ..errors import PipelineError
 from ..workspace import Workspace
@@ -67,15 +68,15 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option(
     "--split",
     type=Finite(0, 1, min_open=True, max_open=True),
-    default=0.7,
+    default=defaults.SPLIT,
     show_default=True,
     help="Fraction of tasks (in time order) learned; the rest is held out.",
 )
-@seed_option(0, "Seed of the bootstrap and replay draws.")
+@seed_option(defaults.SEED, "Seed of the bootstrap and replay draws.")
 @click.option(
     "--case-study",
     "case_study",
-    default="routing-by-rating",
+    default=defaults.CASE_STUDY,
     show_default=True,
     callback=_case_study,
     help="Write case-studies/NAME/stats.json.",
@@ -103,7 +104,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
     "--cost-floor",
     "cost_floor_usd",
     type=Finite(0, MAX_USD, min_open=True),
-    default=0.000001,
+    default=defaults.COST_FLOOR_USD,
     show_default=True,
     help="Costs below this many USD count as this.",
 )
@@ -115,7 +116,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option(
     "--min-exploration",
     type=Finite(0, 1),
-    default=0.05,
+    default=defaults.MIN_EXPLORATION,
     show_default=True,
     metavar="EPS",
     help="Floor of the searched exploration grid (0: the loop may stop trying non-greedy configs).",
@@ -145,12 +146,20 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--thread", default=None, help="Fit only the tasks of this thread.")
 @click.option("--since", default=None, metavar="DATE", callback=_since, help="Fit only tasks opened since DATE.")
 @click.option("--no-compact", is_flag=True, help="Do not compact the streams first.")
+@click.option(
+    "--no-evaluate",
+    "evaluate",
+    flag_value=False,
+    default=True,
+    help="Refit the table on every task with the current constants (the live table's, else shipped.json's); "
+    "no held-out evaluation, no page.",
+)
 @click.option("--wait", is_flag=True, help="Wait for a running fit on this home instead of exiting.")
 @click.option("--no-prm", "prm", flag_value=False, default=True, help="No PRM fill-in ratings from attempt traces.")
 @click.option(
     "--pass-threshold",
     type=Finite(0, 1),
-    default=0.5,
+    default=defaults.PASS_THRESHOLD,
     show_default=True,
     help="Escalation ladders: a rung whose gate rating is below this escalates to the next.",
 )
@@ -215,6 +224,7 @@ def fit(
       ratings fit --half-life-days inf --since 2026-01-01 --case-study january
       ratings fit --ladder-budget 0.001 --pass-threshold 0.7
       ratings fit --min-quality 0.8
+      fit-routing --no-evaluate --no-compact
       fit-routing --home build/lcb --case-study livecodebench --credit "LiveCodeBench leaderboard data"
     """
     from ..nightly.job import run_fit
@@ -239,10 +249,14 @@ def fit(
 
 
 def _render_case_study(name: str, *, quiet: bool) -> Callable[[Workspace, FitResult], None]:
-    """The step after the fit (still under its lock): render the case-study page from the stats it wrote."""
+    """The step after the fit (still under its lock): render the case-study page from the stats it wrote (a refit
+    without evaluation writes no page: its stats hold no held-out figure)."""
 
     def render(ws: Workspace, result: FitResult) -> None:
         from ..casestudy import render_case_study
+
+        if result.evaluation is None:
+            return
 
         if not quiet and sys.stderr.isatty():
             click.echo("fit: rendering the case study...", err=True)

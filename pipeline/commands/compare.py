@@ -18,16 +18,15 @@ from pydantic import BaseModel, ConfigDict
 
 from ..casestudy import fmt
 from ..compat import table_v1
+from ..defaults import DISAGREE_BY
 from ..errors import PipelineError
 from ..fit.shipped import Shipped, defaults_note, load_shipped
 from ..jsonfile import first_problem, parse_json
 from ..nightly.publish import stats_path_of
-from ..nightly.stats import HitRate, Stats, load_stats
+from ..nightly.sections import Calibration, Policies, Routing
+from ..nightly.stats import Stats, load_stats
 from ..routing.table import CONSTANT_NAMES, Constants, RoutingTable, load
 from ..workspace import StrPath, Workspace
-
-#: A prior disagrees when it differs from the measured quality by more than this (docs/design.md, Case studies).
-DISAGREE_BY = 0.1
 
 _M = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -42,43 +41,10 @@ class ConstantRow(BaseModel):
     selected_on: str
 
 
-class HitFigures(BaseModel):
-    model_config = _M
-
-    hit_rate: float | None
-    hits: int | None
-    n: int | None
-    ci95: tuple[float, float] | None
-
-
-class RoutingFigures(BaseModel):
-    model_config = _M
-
-    shipped: HitFigures
-    fitted: HitFigures
-    difference: float | None
-    difference_ci95: tuple[float, float] | None
-    shipped_expected_with_exploration: float | None
-
-
-class ExplorationFigures(BaseModel):
-    """The exploration verdict: held-out replay (mean over the replay seeds) of the fitted against the shipped
-    epsilon, with the published priors; the difference's moving-block bootstrap interval."""
-
-    model_config = _M
-
-    shipped_exploration: float
-    fitted_exploration: float
-    shipped_value: float | None
-    fitted_value: float | None
-    difference: float | None
-    difference_ci95: tuple[float, float] | None
-    seeds: int | None
-    recommendation: str
-    reason: str
-
-
 class PriorCheck(BaseModel):
+    """A prior as the owner ships it now (``shipped.json``, else the stats' record of it) against what the fit
+    measured for it (the stats' ``priors``): compare's own join, null where the fit did not measure it."""
+
     model_config = _M
 
     selector: str
@@ -88,19 +54,6 @@ class PriorCheck(BaseModel):
     weight: float | None
     n: int | None
     disagrees: bool
-
-
-class PolicyFigures(BaseModel):
-    """One routing policy on the held-out tasks (``stats.json`` ``policies``)."""
-
-    model_config = _M
-
-    policy: str
-    hit_rate: float | None
-    n: int | None
-    mean_quality: float | None
-    mean_cost_usd: float | None
-    mean_configs_run: float | None
 
 
 class RegionChange(BaseModel):
@@ -130,7 +83,9 @@ class PreviousFit(BaseModel):
 
 
 class Comparison(BaseModel):
-    """What ``ratings compare --json`` prints; the key set is stable (absent parts are null or empty)."""
+    """What ``ratings compare --json`` prints; the key set is stable (absent parts are null or empty). The held-out
+    figures are the stats' own sections (``routing``, ``calibration``, ``policies``); without a stats file, the
+    published table's ``evaluation`` (hit rates without n or intervals) stands in."""
 
     model_config = _M
 
@@ -142,15 +97,12 @@ class Comparison(BaseModel):
     published_from: Literal["table", "stats"] | None
     provenance: dict[str, str]  # per searched constant: fitted, shipped or pinned (empty for older tables)
     constants: list[ConstantRow]
-    routing: RoutingFigures
-    recommendation: str | None  # the prior family's verdict (greedy hit rates)
-    reason: str | None
-    exploration: ExplorationFigures | None  # the exploration verdict (null for stats written before it)
-    calibration_recommendation: str | None
-    calibration_reason: str | None
+    routing: Routing | None  # the stats' verdicts: prior family, exploration, the published combination
+    calibration: Calibration | None
+    evaluation: dict[str, Any] | None  # the table's evaluation, read when there is no stats file
     priors: list[PriorCheck]
     disagreements: int
-    policies: list[PolicyFigures]
+    policies: Policies | None
     notes: list[str]
     previous: PreviousFit | None
 
@@ -211,23 +163,22 @@ def compare(
         if routing_table is not None
         else dict(case.constants.provenance if case else {}),
         constants=_constants(case, routing_table, evaluation, owner),
-        routing=_routing(case, evaluation),
-        recommendation=case.routing.recommendation if case else evaluation.get("recommendation"),
-        reason=case.routing.reason if case else evaluation.get("reason"),
-        exploration=_exploration(case),
-        calibration_recommendation=case.calibration.recommendation if case else evaluation.get("calibration"),
-        calibration_reason=case.calibration.reason if case else None,
+        routing=case.routing if case else None,
+        calibration=case.calibration if case else None,
+        evaluation=None if case else dict(evaluation),
         priors=priors,
         disagreements=sum(p.disagrees for p in priors),
-        policies=_policies(case),
+        policies=case.policies if case else None,
         notes=notes,
         previous=_previous(ws, routing_table, table_path) if previous else None,
     )
 
 
-def _load_stats(path: Path) -> Stats:
+def _load_stats(path: Path) -> Stats | None:
+    """The evaluated stats at ``path``; None for a refit's (``fit-routing --no-evaluate``: no held-out figures)."""
     try:
-        return load_stats(path)
+        stats = load_stats(path)
+        return stats if isinstance(stats, Stats) else None
     except FileNotFoundError:
         raise PipelineError(f"{path}: no such stats file") from None
     except ValueError as exc:
@@ -257,73 +208,6 @@ def _constants(
         for n in CONSTANT_NAMES
         if n != "lambda" or any(d.get(n) is not None for d in (shipped, fitted, published))
     ]
-
-
-def _routing(case: Stats | None, evaluation: dict[str, Any]) -> RoutingFigures:
-    if case is not None:
-        r = case.routing
-
-        def figures(h: HitRate) -> HitFigures:
-            return HitFigures(hit_rate=h.hit_rate, hits=h.hits, n=h.n, ci95=h.ci95)
-
-        return RoutingFigures(
-            shipped=figures(r.shipped),
-            fitted=figures(r.fitted),
-            difference=r.difference.value,
-            difference_ci95=r.difference.ci95,
-            shipped_expected_with_exploration=(r.shipped.model_extra or {}).get("expected_hit_rate_with_exploration"),
-        )
-    rates = evaluation.get("hit_rate") or {}
-    diff = evaluation.get("difference") or {}
-    n = evaluation.get("eligible_held_out")
-
-    def bare(rate: float | None) -> HitFigures:
-        return HitFigures(hit_rate=rate, hits=None, n=n, ci95=None)
-
-    return RoutingFigures(
-        shipped=bare(rates.get("shipped")),
-        fitted=bare(rates.get("fitted")),
-        difference=diff.get("value"),
-        difference_ci95=_pair(diff.get("ci95")),
-        shipped_expected_with_exploration=None,
-    )
-
-
-def _exploration(case: Stats | None) -> ExplorationFigures | None:
-    x = case.routing.exploration if case is not None else None
-    if x is None:
-        return None
-    return ExplorationFigures(
-        shipped_exploration=x.shipped.exploration,
-        fitted_exploration=x.fitted.exploration,
-        shipped_value=x.shipped.realized_value,
-        fitted_value=x.fitted.realized_value,
-        difference=x.difference.value,
-        difference_ci95=x.difference.ci95,
-        seeds=x.method.get("seeds"),
-        recommendation=x.recommendation,
-        reason=x.reason,
-    )
-
-
-def _policies(case: Stats | None) -> list[PolicyFigures]:
-    from ..casestudy.optional import first, policy_rows
-
-    return [
-        PolicyFigures(
-            policy=name,
-            hit_rate=first(row, "hit_rate"),
-            n=first(row, "n"),
-            mean_quality=first(row, "mean_quality"),
-            mean_cost_usd=first(row, "mean_cost_usd"),
-            mean_configs_run=first(row, "mean_configs_run"),
-        )
-        for name, row in (policy_rows(case) if case is not None else [])
-    ]
-
-
-def _pair(value: Any) -> tuple[float, float] | None:
-    return (value[0], value[1]) if isinstance(value, (list, tuple)) and len(value) == 2 else None
 
 
 def _priors(case: Stats | None, owner: Shipped | None) -> tuple[list[PriorCheck], list[str]]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Container
 
 from ..casestudy import fmt
-from .compare import Comparison, HitFigures, PreviousFit
+from ..nightly.sections import HitRate, Routing
+from .compare import Comparison, PreviousFit
 
 
 def _aligned(columns: list[str], rows: list[list[str]], right: Container[int] = frozenset()) -> list[str]:
@@ -19,9 +20,8 @@ def _aligned(columns: list[str], rows: list[list[str]], right: Container[int] = 
     return [line(columns), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
 
 
-def _hit(h: HitFigures) -> list[str]:
-    counted = f"{fmt.count(h.hits)} of {fmt.count(h.n)}" if h.hits is not None else f"n = {fmt.count(h.n)}"
-    return [fmt.pct(h.hit_rate), counted, fmt.interval(h.ci95)]
+def _hit(h: HitRate) -> list[str]:
+    return [fmt.pct(h.hit_rate), f"{fmt.count(h.hits)} of {fmt.count(h.n)}", fmt.interval(h.ci95)]
 
 
 def comparison_text(c: Comparison) -> str:
@@ -57,33 +57,59 @@ def _constants_text(c: Comparison) -> list[str]:
 
 
 def _verdicts_text(c: Comparison) -> list[str]:
-    r = c.routing
+    """The held-out hit rates and the two verdicts (the stats', else the table's), provenance, calibration."""
     out = ["", "Held-out hit rate (greedy, routed to a best configuration)"]
-    out += _aligned(
+    out += _table_verdict(c) if c.routing is None else _stats_verdicts(c.routing)
+    if c.provenance:
+        out.append(f"Published: {c.published} (" + ", ".join(f"{k} {v}" for k, v in sorted(c.provenance.items())) + ")")
+    if c.calibration is not None:
+        cal = c.calibration
+        out.append(f"Calibration against the plain mean: {cal.recommendation}. {cal.reason}".rstrip())
+    elif verdict := (c.evaluation or {}).get("calibration"):
+        out.append(f"Calibration against the plain mean: {verdict}.")
+    return out
+
+
+def _table_verdict(c: Comparison) -> list[str]:
+    """The table's evaluation (no stats file): rates and the verdict, no counts or intervals."""
+    ev = c.evaluation or {}
+    rates, diff, n = ev.get("hit_rate") or {}, ev.get("difference") or {}, ev.get("eligible_held_out")
+    out = _aligned(
+        ["constants", "hit rate", "hits", "95% CI"],
+        [[k, fmt.pct(rates.get(k)), f"n = {fmt.count(n)}", fmt.interval(None)] for k in ("shipped", "fitted")],
+        right={1},
+    )
+    ci = diff.get("ci95")
+    interval = fmt.points_interval((ci[0], ci[1]) if isinstance(ci, list) and len(ci) == 2 else None)
+    out.append(f"Fitted minus shipped: {fmt.points(diff.get('value'))} (95% CI {interval})")
+    reason = ev.get("reason") or ""
+    return [*out, "", f"Prior family (greedy hit rate): {ev.get('recommendation') or 'n/a'}. {reason}".rstrip()]
+
+
+def _stats_verdicts(r: Routing) -> list[str]:
+    """The stats' verdicts: the prior family's hit rates with n and intervals, then the exploration replay."""
+    out = _aligned(
         ["constants", "hit rate", "hits", "95% CI"],
         [["shipped", *_hit(r.shipped)], ["fitted", *_hit(r.fitted)]],
         right={1},
     )
-    out.append(f"Fitted minus shipped: {fmt.points(r.difference)} (95% CI {fmt.points_interval(r.difference_ci95)})")
-    if r.shipped_expected_with_exploration is not None:
-        out.append(f"Shipped under its exploration, expected: {fmt.pct(r.shipped_expected_with_exploration)}")
-    out += ["", f"Prior family (greedy hit rate): {c.recommendation or 'n/a'}. {c.reason or ''}".rstrip()]
-    x = c.exploration
-    if x is not None:
-        out += [
-            "",
-            f"Exploration (held-out replay, mean of {x.seeds} seeds): shipped {x.shipped_exploration:g} realized "
-            f"{fmt.num(x.shipped_value)}, fitted {x.fitted_exploration:g} realized {fmt.num(x.fitted_value)}; "
-            f"fitted minus shipped {fmt.signed(x.difference)} (95% CI {_span(x.difference_ci95)})",
-            f"Exploration: {x.recommendation}. {x.reason}",
-        ]
-    if c.provenance:
-        out.append(f"Published: {c.published} (" + ", ".join(f"{k} {v}" for k, v in sorted(c.provenance.items())) + ")")
-    if c.calibration_recommendation:
-        out.append(
-            f"Calibration against the plain mean: {c.calibration_recommendation}. {c.calibration_reason or ''}".rstrip()
-        )
-    return out
+    out.append(
+        f"Fitted minus shipped: {fmt.points(r.difference.value)} (95% CI {fmt.points_interval(r.difference.ci95)})"
+    )
+    expected = r.shipped.expected_hit_rate_with_exploration
+    if expected is not None:
+        out.append(f"Shipped under its exploration, expected: {fmt.pct(expected)}")
+    out += ["", f"Prior family (greedy hit rate): {r.recommendation}. {r.reason}".rstrip()]
+    x = r.exploration
+    return [
+        *out,
+        "",
+        f"Exploration (held-out replay, mean of {x.method.seeds} seeds): shipped {x.shipped.exploration:g} realized "
+        f"{fmt.num(x.shipped.realized_value)}, fitted {x.fitted.exploration:g} realized "
+        f"{fmt.num(x.fitted.realized_value)}; fitted minus shipped {fmt.signed(x.difference.value)} "
+        f"(95% CI {_span(x.difference.ci95)})",
+        f"Exploration: {x.recommendation}. {x.reason}",
+    ]
 
 
 def _priors_text(c: Comparison) -> list[str]:
@@ -116,22 +142,23 @@ def _priors_text(c: Comparison) -> list[str]:
 
 
 def _policies_text(c: Comparison) -> list[str]:
-    if not c.policies:
+    if c.policies is None or not c.policies.policies:
         return []
-    costed = any(x.mean_cost_usd is not None for x in c.policies)
+    rows = c.policies.policies
+    costed = any(x.mean_cost_usd is not None for x in rows.values())
     out = ["", "Routing policies on the held-out tasks (a table fitted on the learned tasks only)"]
     out += _aligned(
         ["policy", "hit rate", "mean quality", *(["mean cost"] if costed else []), "configs run", "n"],
         [
             [
-                x.policy + (" (default)" if x.policy == "learning_governed" else ""),
+                name + (" (default)" if name == "learning_governed" else ""),
                 fmt.pct(x.hit_rate),
                 fmt.num(x.mean_quality, 3),
                 *([fmt.usd(x.mean_cost_usd)] if costed else []),
                 fmt.num(x.mean_configs_run, 2),
                 fmt.count(x.n),
             ]
-            for x in c.policies
+            for name, x in rows.items()
         ],
         right=set(range(1, 6 if costed else 5)),
     )

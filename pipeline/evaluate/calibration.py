@@ -6,8 +6,8 @@ mean over the learned ratings without regions (the global weighted mean for a
 config never rated in the learned part). The deciding score is the mean squared
 error (the Brier score for 0/1 scores); the mean absolute error is reported
 beside it. Both are per-task columns first (sums of squared and absolute errors and
-the number of ratings ``k`` of each held-out task): ``MSE = sum_t se_t / sum_t k_t``,
-and the interval of ``MSE(regions) - MSE(plain)`` is the paired bootstrap over
+the number of ratings ``k`` of each held-out task, from its ratings counted by (config, score)):
+``MSE = sum_t se_t / sum_t k_t``, and the interval of ``MSE(regions) - MSE(plain)`` is the paired bootstrap over
 those task rows.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
@@ -36,14 +37,16 @@ class CalibrationResult(BaseModel):
     tasks: int
 
 
-def calibrate(held_out_ratings: pl.DataFrame, model: Any, *, seed: int) -> CalibrationResult:
+def calibrate(scores: pl.DataFrame, model: Any, *, seed: int) -> CalibrationResult:
     """Score the fitted ``q(c, r)`` of ``model`` against its plain mean on the held-out ratings.
 
-    The plain mean is the fit's measured prior (``model.configs.measured``: c's weighted mean over all regions,
-    the global weighted mean for a config the fit never saw), so both predictions come from the same fit.
+    ``scores``: per held-out (task, config, score) the number ``k`` of real ratings (PRM fill-ins are never targets),
+    with the task's ``region`` (the ``scores`` of :class:`pipeline.fit.context.FitContext`). The plain mean is the fit's
+    measured prior (``model.configs.measured``: c's weighted mean over all regions, the global weighted mean for a
+    config the fit never saw), so both predictions come from the same fit. Per row its squared and absolute errors
+    count ``k`` times; per task they are summed in row order (``numpy.bincount``).
     """
-    targets = held_out_ratings.filter(pl.col("origin") != "prm").select("task", "region", "config_key", "score")
-    if targets.height == 0 or model.global_quality is None:
+    if scores.height == 0 or model.global_quality is None:
         return CalibrationResult(
             regions_mse=None,
             plain_mean_mse=None,
@@ -53,29 +56,32 @@ def calibrate(held_out_ratings: pl.DataFrame, model: Any, *, seed: int) -> Calib
             recommendation="insufficient-evidence",
             n=0,
             tasks=0,
-            reason="no held-out ratings to predict" if targets.height == 0 else "no learned ratings to predict from",
+            reason="no held-out ratings to predict" if scores.height == 0 else "no learned ratings to predict from",
         )
-    predicted = model.lookup(targets).select("region", "config_key", pl.col("quality").alias("q_regions"))
-    plain = model.configs.select("config_key", pl.col("measured").alias("plain"))
+    predicted = model.lookup(scores).select("region", "config_key", pl.col("quality").alias("q_regions"))
+    plain = model.configs.select(pl.col("config_key").cast(scores.schema["config_key"]), plain="measured")
     scored = (
-        targets.join(predicted, on=["region", "config_key"], how="left")
-        .join(plain, on="config_key", how="left")
+        scores.join(predicted, on=["region", "config_key"], how="left", maintain_order="left")
+        .join(plain, on="config_key", how="left", maintain_order="left")
         .with_columns(pl.col("plain").fill_null(model.global_quality))
-        .with_columns(
-            ((pl.col("q_regions") - pl.col("score")) ** 2).alias("se_r"),
-            ((pl.col("plain") - pl.col("score")) ** 2).alias("se_p"),
-            (pl.col("q_regions") - pl.col("score")).abs().alias("ae_r"),
-            (pl.col("plain") - pl.col("score")).abs().alias("ae_p"),
-        )
     )
-    per_task = (
-        scored.group_by("task").agg(pl.col("se_r", "se_p", "ae_r", "ae_p").sum(), pl.len().alias("k")).sort("task")
+    k = scored["k"].to_numpy().astype(np.float64)
+    score = scored["score"].to_numpy()
+    errors = {
+        "se_r": k * (scored["q_regions"].to_numpy() - score) ** 2,
+        "se_p": k * (scored["plain"].to_numpy() - score) ** 2,
+        "ae_r": k * np.abs(scored["q_regions"].to_numpy() - score),
+        "ae_p": k * np.abs(scored["plain"].to_numpy() - score),
+        "k": k,
+    }
+    tasks, index = np.unique(scored["task"].to_numpy(), return_inverse=True)
+    per_task = pl.DataFrame(
+        {"task": tasks, **{name: np.bincount(index, weights=x, minlength=len(tasks)) for name, x in errors.items()}}
     )
     n = int(per_task["k"].sum())
     mse_r, mse_p, mae_r, mae_p = (float(per_task[col].sum()) / n for col in ("se_r", "se_p", "ae_r", "ae_p"))
     ci = paired_bootstrap(per_task, "se_r", "se_p", weight="k", seed=seed)
-    tasks = per_task.height
-    recommendation, reason = calibration_verdict(mse_r, mse_p, ci, tasks, n)
+    recommendation, reason = calibration_verdict(mse_r, mse_p, ci, len(tasks), n)
     return CalibrationResult(
         regions_mse=mse_r,
         plain_mean_mse=mse_p,
@@ -85,5 +91,5 @@ def calibrate(held_out_ratings: pl.DataFrame, model: Any, *, seed: int) -> Calib
         recommendation=recommendation,
         reason=reason,
         n=n,
-        tasks=tasks,
+        tasks=len(tasks),
     )

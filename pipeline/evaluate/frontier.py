@@ -29,24 +29,23 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..defaults import lambda_grid
 from ..rounding import round_figure
 from ..scalars import mean_of
 from .metrics import mark_best
-from .search import lambda_grid
 from .yardstick import oracle_row, single_rows, snips_singles
 
 
 def frontier_lambdas(task_values_learn: pl.DataFrame) -> list[float] | None:
-    """The lambdas of the frontier: :func:`pipeline.evaluate.search.lambda_grid` of (mean learned cost / mean
-    learned quality), docs/design.md, Grids and the search.
-
-    Means over the learned (task, config) rows with a known cost and a value; None without costs.
+    """The utility lambda grid (:func:`pipeline.defaults.lambda_grid`) in units of mean learned cost / mean learned
+    quality, over the learned (task, config) rows with a known cost and a value; None without costs. (Kept to 15
+    decimals: the frontier only routes by them and reports them rounded.)
     """
     rows = task_values_learn.filter(pl.col("cost_usd").is_not_null() & pl.col("value").is_not_null())
     mean_cost, mean_quality = mean_of(rows["cost_usd"]), mean_of(rows["value"])
     if mean_cost is None or not mean_quality:
         return None
-    grid = lambda_grid(mean_cost / mean_quality)
+    grid = lambda_grid(mean_cost / mean_quality, decimals=15)
     # A subnormal mean quality can overflow the quotient: no finite grid, no frontier (never an infinite lambda).
     return grid if all(map(math.isfinite, grid)) else None
 
@@ -65,8 +64,19 @@ def route_by_table(members: pl.DataFrame, task_values: pl.DataFrame, lam: float)
 def _pool(members: pl.DataFrame, task_values: pl.DataFrame) -> pl.DataFrame:
     """``task, config_key, q, c`` of every routable (task, config): what :func:`route_by_table` ranks (the same
     for every lambda, so the frontier builds it once)."""
-    region_rows = members.filter(pl.col("region") != "*").select("region", "config_key", q="quality", c="cost_usd")
-    star = members.filter(pl.col("region") == "*").select("config_key", q_star="quality", c_star="cost_usd")
+    types = task_values.schema
+    members = members.filter(
+        pl.col("config_key").cast(pl.String).is_in(task_values["config_key"].cast(pl.String).unique().implode())
+    )
+    region_rows = members.filter(pl.col("region") != "*").select(
+        pl.col("region").cast(types["region"]),
+        pl.col("config_key").cast(types["config_key"]),
+        q="quality",
+        c="cost_usd",
+    )
+    star = members.filter(pl.col("region") == "*").select(
+        pl.col("config_key").cast(types["config_key"]), q_star="quality", c_star="cost_usd"
+    )
     return (
         task_values.select("task", "region", "config_key")
         .join(region_rows, on=["region", "config_key"], how="left")
@@ -136,6 +146,53 @@ def aiq(points: list[tuple[float, float]], c_min: float, c_max: float) -> float 
     return area / (c_max - c_min)
 
 
+def _with_costs(tv: pl.DataFrame, cost_estimates: dict[str, float] | None) -> pl.DataFrame:
+    """``tv`` with ``cost``: the (task, config)'s own cost, else the fitted estimate of its config (never 0)."""
+    est = pl.DataFrame(
+        {"config_key": list((cost_estimates or {}).keys()), "_est": list((cost_estimates or {}).values())},
+        schema={"config_key": pl.String, "_est": pl.Float64},
+    ).with_columns(pl.col("config_key").cast(tv.schema["config_key"]))
+    return tv.join(est, on="config_key", how="left").with_columns(cost=pl.coalesce("cost_usd", "_est"))
+
+
+def _router_points(
+    tv: pl.DataFrame,
+    lambdas: list[float],
+    *,
+    members: pl.DataFrame | None,
+    choose: Callable[[float], pl.DataFrame] | None,
+) -> list[dict[str, Any]]:
+    """The router's point per lambda: mean quality and cost of its choices on the held-out tasks."""
+    pool = _pool(members, tv) if choose is None and members is not None else None
+    router = []
+    for lam in lambdas:
+        if choose is not None:
+            chosen = choose(lam)
+        elif pool is not None:
+            chosen = _route(pool, lam)
+        else:
+            raise ValueError("frontier_section needs members or choose")
+        realized = chosen.select("task", "config_key").join(tv, on=["task", "config_key"], how="inner")
+        q, c, n = _point(realized)
+        router.append(
+            {"lambda": round_figure(lam), "quality": round_figure(q), "cost_usd": round_figure(c), "tasks": n}
+        )
+    return router
+
+
+def _partial_note(singles: list[dict[str, Any]], tasks: int, *, snips: bool) -> str | None:
+    """What a single's point means when some configurations did only some of the held-out tasks."""
+    partial = [s["config"] for s in singles if s["tasks"] < tasks]
+    if not partial:
+        return None
+    return (
+        f"{len(partial)} of {len(singles)} configurations did only some of the {tasks} held-out tasks (logged "
+        "data): each single's point is its mean over the tasks it did (its coverage says how many), while "
+        "the router routes every task among the configs that did it"
+        + ("; the SNIPS estimates beside them are what each would do on every task" if snips else "")
+    )
+
+
 def frontier_section(
     task_values_heldout: pl.DataFrame,
     lambdas: list[float] | None,
@@ -156,12 +213,7 @@ def frontier_section(
     else :func:`route_by_table` over ``members``. A held-out (task, config) cost is its ``cost_usd``;
     when unknown, ``cost_estimates[config]`` (the fitted cost(c, r)) fills it, never 0.
     """
-    tv = task_values_heldout.filter(pl.col("value").is_not_null())
-    est = pl.DataFrame(
-        {"config_key": list((cost_estimates or {}).keys()), "_est": list((cost_estimates or {}).values())},
-        schema={"config_key": pl.String, "_est": pl.Float64},
-    )
-    tv = tv.join(est, on="config_key", how="left").with_columns(cost=pl.coalesce("cost_usd", "_est"))
+    tv = _with_costs(task_values_heldout.filter(pl.col("value").is_not_null()), cost_estimates)
     cost_known = tv.height > 0 and tv["cost"].null_count() == 0
     best = mark_best(tv, objective="quality_per_dollar", floor=floor, cost="cost")  # as the baselines' best set
     snips = snips_singles(best, decisions, cost_known=cost_known, cost="cost") if decisions is not None else {}
@@ -178,7 +230,6 @@ def frontier_section(
     ]
     o = oracle_row(best, cost_known=cost_known, cost="cost")
     oracle = {"quality": o["mean_quality"], "cost_usd": o["mean_cost_usd"], "tasks": o["tasks"]}
-    router = []
     if lambdas is None:
         return {
             "lambdas": None,
@@ -188,19 +239,7 @@ def frontier_section(
             "aiq": {"router": None, "singles": None},
             "reason": "no costs: the utility objective degrades to quality and has no frontier",
         }
-    pool = _pool(members, tv) if choose is None and members is not None else None
-    for lam in lambdas:
-        if choose is not None:
-            chosen = choose(lam)
-        elif pool is not None:
-            chosen = _route(pool, lam)
-        else:
-            raise ValueError("frontier_section needs members or choose")
-        realized = chosen.select("task", "config_key").join(tv, on=["task", "config_key"], how="inner")
-        q, c, n = _point(realized)
-        router.append(
-            {"lambda": round_figure(lam), "quality": round_figure(q), "cost_usd": round_figure(c), "tasks": n}
-        )
+    router = _router_points(tv, lambdas, members=members, choose=choose)
 
     def known(points: list[dict]) -> list[tuple[float, float]]:
         return [(p["cost_usd"], p["quality"]) for p in points if p["cost_usd"] is not None and p["quality"] is not None]
@@ -217,17 +256,7 @@ def frontier_section(
         }
     c_min, c_max = min(c for c, _ in single_pts), max(c for c, _ in single_pts)
     tasks = tv["task"].n_unique()
-    partial = [s["config"] for s in singles if s["tasks"] < tasks]
-    note = (
-        None
-        if not partial
-        else (
-            f"{len(partial)} of {len(singles)} configurations did only some of the {tasks} held-out tasks (logged "
-            "data): each single's point is its mean over the tasks it did (its coverage says how many), while "
-            "the router routes every task among the configs that did it"
-            + ("; the SNIPS estimates beside them are what each would do on every task" if snips else "")
-        )
-    )
+    note = _partial_note(singles, tasks, snips=bool(snips))
     return {
         "lambdas": [round_figure(x) for x in lambdas],
         "router": router,

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..defaults import PASS_THRESHOLD
 from ..fit.ladder_search import MAX_RUNGS, MIN_COVERAGE, TaskMatrix, run_ladder, search_ladders, task_matrix
-from ..fit.ladders import DEFAULT_PASS_THRESHOLD, LadderFit
+from ..fit.ladders import LadderFit
 from ..rounding import round_figure
 from ..scalars import mean_of
 
@@ -28,7 +29,7 @@ def evaluate_ladder(
     rungs: list[str],
     task_values: pl.DataFrame,
     *,
-    pass_threshold: float = DEFAULT_PASS_THRESHOLD,
+    pass_threshold: float = PASS_THRESHOLD,
     cost_estimates: dict[str, float] | None = None,
 ) -> pl.DataFrame:
     """Per task: ``task, region, stopped_at, calls, quality, cost_usd, observed`` of one ladder.
@@ -50,7 +51,7 @@ def evaluate_ladder(
             "observed": run.observed,
         },
         schema={
-            "task": pl.String,
+            "task": task_values.schema["task"],
             "region": pl.String,
             "stopped_at": pl.String,
             "calls": pl.Int64,

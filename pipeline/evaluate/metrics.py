@@ -1,6 +1,6 @@
 """Held-out scoring (docs/design.md, Evaluation): objective score, best set, per-task hits, hit rate.
 
-Everything works on the task-value frame of :func:`pipeline.fit.inputs.task_values`
+Everything works on the task-value frame of :meth:`pipeline.fit.context.FitContext.values`
 (one row per ``task, config_key``: ``value`` = q_t,c, ``cost_usd`` = cost_t,c)
 and a ``chosen`` frame (one row per ``task``: ``task, chosen``) produced by any chooser.
 """

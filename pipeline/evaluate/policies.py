@@ -28,17 +28,15 @@ The loop is over tasks (a few thousand), never over ratings.
 
 from __future__ import annotations
 
-import itertools
-import operator
 from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
 
+from ..defaults import PASS_THRESHOLD
+from ..fit.context import FitContext, Part
 from ..fit.gate import member_gate
-from ..fit.inputs import FitInputs, task_values
 from ..fit.learning import costed_targets
-from ..fit.model import Shipped, fit_model
 from ..fit.signals import member_signals
 from ..fit.table_build import build_table
 from ..rounding import round_figure
@@ -46,12 +44,6 @@ from ..routing.policies import BUILTIN, ESCALATES, POLICIES
 from ..routing.router import Router
 from ..routing.table import Constants, Ladder, RoutingTable
 from .metrics import eligible, mark_best
-from .split import parts
-
-DEFAULT_PASS_THRESHOLD = 0.5
-
-#: One eligible held-out task: (task, region, pool, {config: (value, cost, in the best set, gate or value)}).
-_Task = tuple[str, str, tuple[str, ...], dict[str, tuple[float, float | None, bool, float]]]
 
 
 def _with_costs(router: Router, values: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
@@ -80,7 +72,7 @@ def evaluate_policies(
 ) -> dict[str, dict[str, Any]]:
     """Per policy ``{hit_rate, hits, n, mean_quality, mean_cost_usd, mean_configs_run}`` on the held-out tasks.
 
-    ``heldout_task_values`` is :func:`pipeline.fit.inputs.task_values` of the held-out tasks. Figures are null
+    ``heldout_task_values`` is :meth:`pipeline.fit.context.FitContext.values` of the held-out tasks. Figures are null
     when there is no eligible task (and ``mean_cost_usd`` when no cost is known).
     """
     router = table_or_router if isinstance(table_or_router, Router) else Router(table_or_router)
@@ -106,80 +98,96 @@ def evaluate_policies(
     if "gate" not in best.columns:
         best = best.with_columns(gate=pl.lit(None, pl.Float64))
     best = best.with_columns(passed_on=pl.coalesce("gate", "value")).sort("task", "config_key")
-    tasks: list[_Task] = []
-    rows_by_task = best.select("task", "region", "config_key", "value", "cost", "best", "passed_on").iter_rows()
-    for task, rows_of_task in itertools.groupby(rows_by_task, key=operator.itemgetter(0)):  # rows sorted by task
-        group = list(rows_of_task)
-        cells = {c: (v, k, b, g) for _t, _r, c, v, k, b, g in group}
-        tasks.append((task, group[0][1], tuple(sorted(cells)), cells))
-    return {name: _summary(policy_columns(router, name, tasks, pass_threshold), cost_known) for name in names}
+    return {name: _summary(policy_columns(router, name, best, pass_threshold), cost_known) for name in names}
 
 
-def policy_columns(
-    router: Router, policy: str, tasks: Sequence[_Task], pass_threshold: float | None
-) -> dict[str, list[Any]]:
+def policy_columns(router: Router, policy: str, best: pl.DataFrame, pass_threshold: float | None) -> pl.DataFrame:
     """Per task, in task order: ``task``, ``config`` (where it stopped), ``hit`` (in the best set), ``quality``
-    (its task value), ``cost`` (summed over every config run), ``ran`` (configs run)."""
-    columns: dict[str, list[Any]] = {"task": [], "config": [], "hit": [], "quality": [], "cost": [], "ran": []}
-    for task, region, pool, cells in tasks:
-        config, cost, ran = _run(router, policy, region, pool, cells, pass_threshold)
-        value, _, is_best, _ = cells[config]
-        for name, x in zip(columns, (task, config, bool(is_best), value, cost, ran), strict=True):
-            columns[name].append(x)
-    return columns
+    (its task value), ``cost`` (summed over every config run, in the order run), ``ran`` (configs run).
+
+    ``best``: the eligible rows with ``value, cost, best, passed_on``, by (task, config). A policy's choices
+    depend on a task only through its region, its pool and (for those that escalate) which pool members pass
+    their gate, so each such signature is routed once (:func:`_route_signature`) and the tasks take its run."""
+    threshold = pl.lit(pass_threshold if pass_threshold is not None else PASS_THRESHOLD)
+    if policy == "ladder" and pass_threshold is None:
+        regions = best["region"].cast(pl.String).unique().to_list()
+        marks = {r: _ladder_threshold(router, r) for r in regions}
+        threshold = pl.col("region").cast(pl.String).replace_strict(marks, return_dtype=pl.Float64)
+    signed = best.with_columns(
+        key=pl.col("config_key").cast(pl.String),
+        bit=pl.when(pl.col("passed_on") >= threshold).then(pl.lit("1")).otherwise(pl.lit("0")),
+    )
+    tasks = signed.group_by("task", maintain_order=True).agg(
+        region=pl.col("region").first().cast(pl.String),
+        pool=pl.col("key").str.join("|"),
+        bits=pl.col("bit").str.join("") if policy in ESCALATES else pl.lit(""),
+    )
+    signatures = tasks.select("region", "pool", "bits").unique(maintain_order=True)
+    runs = [_route_signature(router, policy, *row) for row in signatures.iter_rows()]
+    signatures = signatures.with_columns(run=pl.Series(runs, dtype=pl.List(pl.String)))
+    per_task = tasks.join(signatures, on=["region", "pool", "bits"], how="left", maintain_order="left")
+    steps = (
+        per_task.select("task", "run")
+        .with_columns(step=pl.int_ranges(pl.col("run").list.len()))
+        .explode("run", "step")
+        .join(
+            signed.select("task", run="key", cost=pl.col("cost").fill_null(0.0), value="value", hit="best"),
+            on=["task", "run"],
+            how="left",
+            maintain_order="left",
+        )
+    )
+    width = int(steps["step"].to_numpy().max(initial=0)) + 1
+    wide = steps.pivot(on="step", index="task", values="cost", maintain_order=True)
+    total = pl.col("0")
+    for k in range(1, width):  # the costs added in the order the configs ran, as a running total would
+        total = total + pl.col(str(k)).fill_null(0.0)
+    last = steps.group_by("task", maintain_order=True).last()
+    return last.select("task", config="run", hit="hit", quality="value", ran=pl.col("step") + 1).with_columns(
+        cost=wide.select(cost=total)["cost"]
+    )
 
 
-def _summary(columns: dict[str, list[Any]], cost_known: bool) -> dict[str, Any]:
+def _ladder_threshold(router: Router, region: str) -> float:
+    """The pass threshold ``ladder`` escalates on in ``region``: its ladder's, else the default."""
+    view = router.view(region)
+    ladder = view.ladder or router.star.ladder
+    return ladder.pass_threshold if ladder is not None else PASS_THRESHOLD
+
+
+def _route_signature(router: Router, policy: str, region: str, pool: str, bits: str) -> list[str]:
+    """The configs a policy runs for a task of ``region`` whose pool is ``pool`` (keys joined by ``|``): one, or
+    for an escalating policy every config it ran until one passed (``bits``: pass marks in pool order) or the
+    pool was used up."""
+    members = tuple(pool.split("|"))
+    config = router.route(region, pool=members, policy=policy).config
+    ran = [config]
+    if policy not in ESCALATES:
+        return ran
+    passes = dict(zip(members, bits, strict=True))
+    while passes[config] != "1" and len(ran) < len(members):
+        config = router.route(region, pool=members, failures=ran, policy=policy).config
+        ran.append(config)
+    return ran
+
+
+def _summary(columns: pl.DataFrame, cost_known: bool) -> dict[str, Any]:
     """Means of the per-task columns of one policy. Summed in task order with Python floats (as a running total
     would), so the published figures never depend on a vectorised summation order."""
-    n = len(columns["task"])
-    hits = sum(columns["hit"])
+    n = columns.height
+    hits = int(columns["hit"].sum())
     return {
         "hit_rate": round_figure(hits / n),
         "hits": hits,
         "n": n,
-        "mean_quality": round_figure(sum(columns["quality"]) / n),
-        "mean_cost_usd": round_figure(sum(columns["cost"]) / n) if cost_known else None,
-        "mean_configs_run": round_figure(sum(columns["ran"]) / n),
+        "mean_quality": round_figure(sum(columns["quality"].to_list()) / n),
+        "mean_cost_usd": round_figure(sum(columns["cost"].to_list()) / n) if cost_known else None,
+        "mean_configs_run": round_figure(sum(columns["ran"].to_list()) / n),
     }
 
 
-def _run(
-    router: Router,
-    policy: str,
-    region: str,
-    pool: tuple[str, ...],
-    cells: dict[str, tuple[float, float | None, bool, float]],
-    pass_threshold: float | None,
-) -> tuple[str, float, int]:
-    """Route one task; escalate on a failed gate for sequential policies. Returns (final config, cost, configs run)."""
-    decision = router.route(region, pool=pool, policy=policy)
-    config, cost, ran = decision.config, cells[decision.config][1] or 0.0, 1
-    if policy not in ESCALATES:
-        return config, cost, ran
-    threshold = pass_threshold
-    if threshold is None:
-        view = router.view(region)
-        ladder = view.ladder or router.star.ladder
-        threshold = ladder.pass_threshold if ladder is not None and policy == "ladder" else DEFAULT_PASS_THRESHOLD
-    failures: list[str] = []
-    while cells[config][3] < threshold and len(failures) + 1 < len(pool):
-        failures.append(config)
-        config = router.route(region, pool=pool, failures=failures, policy=policy).config
-        cost += cells[config][1] or 0.0
-        ran += 1
-    return config, cost, ran
-
-
 def held_out_policies(
-    inputs: FitInputs,
-    constants: Constants,
-    shipped: Shipped,
-    objective: str,
-    fraction: float,
-    ladders: dict[str, Ladder],
-    *,
-    seed: int = 0,
+    ctx: FitContext, constants: Constants, objective: str, ladders: dict[str, Ladder], *, seed: int = 0
 ) -> dict[str, Any]:
     """The ``policies`` section: every built-in routing policy scored on the held-out tasks.
 
@@ -188,19 +196,18 @@ def held_out_policies(
     the published table, which has seen the held-out tasks. Held-out targets exclude PRM fill-ins, as every
     held-out figure.
     """
-    cut = parts(inputs, fraction)
-    model = fit_model(cut.learned, constants, shipped, objective)
+    model = ctx.model(Part.LEARNED, constants, objective)
     table = build_table(
         model,
         constants_source="fitted",
-        static=shipped.static,
+        static=ctx.shipped.static,
         source={"version": None},
-        fitted_at=cut.learned.newest_at,
+        fitted_at=ctx.newest_of(Part.LEARNED),
         ladders=ladders,
-        signals=member_signals(task_values(cut.learned), cut.learned.newest_at),
-        gate=member_gate(cut.learned, model, shipped.static, attempts=inputs.attempts, seed=seed),
+        signals=member_signals(ctx.values(Part.LEARNED), ctx.newest_of(Part.LEARNED)),
+        gate=member_gate(ctx, Part.LEARNED, model, seed=seed),
     )
-    figures = evaluate_policies(table, costed_targets(cut.held_out, model), policies=BUILTIN)
+    figures = evaluate_policies(table, costed_targets(ctx.values(Part.HELD_OUT, real=True), model), policies=BUILTIN)
     return {
         "protocol": (
             "each eligible held-out task routed as new by a table fitted on the learned tasks only "

@@ -1,6 +1,6 @@
-"""The evaluation protocol (docs/design.md, Evaluation) over loaded inputs: split, validate, search, refit, score once.
+"""The evaluation protocol (docs/design.md, Evaluation) over one aggregation: split, validate, search, refit, score.
 
-:func:`evaluate` takes the store's :class:`~pipeline.fit.inputs.FitInputs` and returns every held-out
+:func:`evaluate` takes a :class:`~pipeline.fit.context.FitContext` and returns every held-out
 figure of the constants the stats file reports; :func:`learning_figures` scores the learning stage's
 ladders and the cost-quality frontier on the same held-out tasks. :mod:`pipeline.nightly.job` adds the
 I/O (lock, compaction, publishing). Nothing here reads the clock or the disk.
@@ -8,17 +8,18 @@ I/O (lock, compaction, publishing). Nothing here reads the clock or the disk.
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
 import polars as pl
 
-from ..fit.inputs import FitInputs, task_values
+from ..defaults import DISAGREE_BY
+from ..fit.context import FitContext, Part
 from ..fit.learning import LearningOutputs, costed_targets
-from ..fit.model import FittedModel, Shipped, fit_model
+from ..fit.model import FittedModel, Shipped
 from ..routing.table import ConstantOrigin, Constants
 from ..utc import format_timestamp
 from .baselines import baselines
@@ -29,8 +30,8 @@ from .intervals import paired_bootstrap
 from .ladders import ladders_section
 from .metrics import eligible, expected_hit, hit_summary, mark_best
 from .replay import ReplayStart, start_from
-from .search import MIN_EXPLORATION, SEARCHED, ConstantSearch, Part, Pins, greedy_hits, make_part, search
-from .split import Parts, inner_parts, parts
+from .search import MIN_EXPLORATION, SEARCHED, ConstantSearch, Pins, Scored, greedy_hits, search
+from .split import check_split, split_rows
 from .verdict import ELIGIBLE_TASKS, MIN_ELIGIBLE, recommend
 
 
@@ -55,8 +56,8 @@ class Evaluation:
     learned_members: pl.DataFrame  # the learned fit of the fitted constants (the leakage tests compare it)
 
 
-def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel, *, floor: float) -> Part:
-    """A :class:`Part`: fit on ``fit_inputs``, score on ``scored``'s tasks.
+def scored_part(ctx: FitContext, fit_part: Part, scored: Part, reference: FittedModel, *, floor: float) -> Scored:
+    """A :class:`Scored`: fit on ``fit_part``, score on ``scored``'s tasks.
 
     Task costs with unknown attempts take the estimate of ``reference`` (a fit of the fit part: costs do not
     depend on the searched constants), so the best set is fixed before any constant is tried. The targets are
@@ -64,52 +65,42 @@ def scored_part(fit_inputs: FitInputs, scored: FitInputs, reference: FittedModel
     is best per dollar, ``argmax q_t,c / max(cost_t,c, floor)``, whatever the objective (docs/design.md,
     Best per dollar and the hit rate); with no costs it ranks like q.
     """
-    values = reference.task_costs(task_values(scored, real=True))
+    values = reference.task_costs(ctx.values(scored, real=True))
     best = mark_best(eligible(values), objective="quality_per_dollar", floor=floor, cost="cost_t")
-    return make_part(fit_inputs, best, scored.tasks.select("task", "region", "first_at"), values)
+    return Scored.of(fit_part, best, ctx.tasks_of(scored), values)
 
 
 def evaluate(
-    inputs: FitInputs,
+    ctx: FitContext,
     *,
-    shipped: Shipped,
     shipped_constants: Constants,
     pins: Pins,
-    objective: str,
-    fraction: float,
     seed: int,
     min_exploration: float = MIN_EXPLORATION,
 ) -> Evaluation:
-    """Run the evaluation (docs/design.md, Evaluation) on ``inputs``.
+    """Run the evaluation (docs/design.md, Evaluation) on ``ctx`` (aggregated with a split and every half-life of
+    the grid; its ``shipped`` and ``objective`` are the fit's).
 
     ``shipped_constants`` already carry the cost floor, min samples and lambda.
     """
-    outer, learned, held = parts(inputs, fraction)
-    inner, inner_learned, validation = inner_parts(inputs, fraction)
+    check_split(ctx)
+    shipped = ctx.shipped
     # Costs are known when some learned (task, config) has every attempt priced: the model's own rule
     # (pipeline.fit.model), taken from the learned part so that held-out data cannot change it.
-    learned_values = task_values(learned)
+    learned_values = ctx.values(Part.LEARNED)
     cost_known = bool((learned_values["cost_usd"].is_not_null() & (learned_values["unknown_cost"] == 0)).any())
-    effective = objective if cost_known else "quality"
+    effective = ctx.objective if cost_known else "quality"
     floor = float(shipped_constants.cost_floor_usd)
 
-    aggregated: dict[tuple[int, float | None], FittedModel] = {}
+    def fit(part: Part, constants: Constants) -> FittedModel:
+        return ctx.model(part, constants, effective)
 
-    def fit(part_inputs: FitInputs, constants: Constants) -> FittedModel:
-        """fit_model, aggregating the ratings once per (part, half-life): only the evaluation of the members
-        depends on the other constants."""
-        key = (id(part_inputs), constants.half_life_days)
-        if key not in aggregated:
-            aggregated[key] = fit_model(part_inputs, constants, shipped, effective)
-        return with_constants(aggregated[key], constants)
+    def start(model: FittedModel, part: Scored) -> ReplayStart:
+        regions = sorted(set(part.tasks["region"].cast(pl.String).to_list()))
+        return start_from(model, regions)
 
-    def start(model: FittedModel, part: Part, constants: Constants) -> ReplayStart:
-        fitted_values = task_values(part.fit_inputs, half_life_days=constants.half_life_days)
-        regions = sorted(set(part.tasks["region"].to_list()))
-        return start_from(model, fitted_values, regions)
-
-    val_part = scored_part(inner_learned, validation, fit(inner_learned, shipped_constants), floor=floor)
-    held_part = scored_part(learned, held, fit(learned, shipped_constants), floor=floor)
+    val_part = scored_part(ctx, Part.INNER, Part.VALIDATION, fit(Part.INNER, shipped_constants), floor=floor)
+    held_part = scored_part(ctx, Part.LEARNED, Part.HELD_OUT, fit(Part.LEARNED, shipped_constants), floor=floor)
     found: ConstantSearch = search(
         val_part,
         held_part,
@@ -118,39 +109,77 @@ def evaluate(
         shipped=shipped_constants,
         pins=pins,
         objective=effective,
-        lambda_scale=lambda_scale(task_values(learned))[0],
+        lambda_scale=lambda_scale(learned_values)[0],
         has_shipped_priors=bool(shipped.priors),
         seed=seed,
         min_exploration=min_exploration,
     )
     fitted = found.constants
-    models = {"shipped": fit(learned, shipped_constants), "fitted": fit(learned, fitted)}
+    models = {"shipped": fit(Part.LEARNED, shipped_constants), "fitted": fit(Part.LEARNED, fitted)}
     hits = {name: greedy_hits(model, held_part) for name, model in models.items()}
     val_hits = {
-        name: hit_summary(greedy_hits(fit(inner_learned, c), val_part))["hit_rate"]
+        name: hit_summary(greedy_hits(fit(Part.INNER, c), val_part))["hit_rate"]
         for name, c in (("shipped", shipped_constants), ("fitted", fitted))
     }
     # The prior family's verdict: greedy hit rates (exploration does not change a greedy choice).
     routing = _routing(hits, val_hits, shipped_constants, fitted, seed)
-    prior_adopted = routing["recommendation"] == "adopt"
-    priors = shipped_constants.model_copy(
-        update={f: getattr(fitted if prior_adopted or _pin(f) in pins else shipped_constants, f) for f in PRIOR_FAMILY}
+    published, provenance = _published(
+        routing, held_part, shipped_constants, found, pins, fit=fit, start=start, effective=effective, seed=seed
     )
-    # The exploration verdict: the replay on held-out with the priors that will be published.
-    prior_model = fit(learned, priors)
+    exploration = routing["exploration"]
+    replays = {"shipped": exploration["shipped"], "fitted": exploration["fitted"]}
+    cal, base = _held_out_figures(ctx, held_part, models, cost_known=cost_known, seed=seed)
+    return Evaluation(
+        objective=effective,
+        cost_known=cost_known,
+        split=split_rows(ctx, held_part.best["task"].n_unique()),
+        shipped=shipped_constants,
+        fitted=fitted,
+        published=published,
+        provenance=provenance,
+        selected_on=found.selected_on,
+        routing=routing,
+        replay=replays,
+        calibration=cal,
+        baselines=base,
+        priors=prior_rows(shipped, ctx.values(Part.LEARNED, real=True), min_samples=int(shipped_constants.min_samples)),
+        grid=found.rows,
+        learned_members=models["fitted"].members,
+    )
+
+
+def _published(
+    routing: dict[str, Any],
+    held_part: Scored,
+    shipped: Constants,
+    found: ConstantSearch,
+    pins: Pins,
+    *,
+    fit: Callable[[Part, Constants], FittedModel],
+    start: Callable[[FittedModel, Scored], ReplayStart],
+    effective: str,
+    seed: int,
+) -> tuple[Constants, dict[str, ConstantOrigin]]:
+    """The published constants and where each comes from: the prior family as its verdict says, then the
+    exploration verdict (the replay on held-out with the priors that will be published); both verdicts and the
+    published combination's figures go into ``routing``."""
+    fitted = found.constants
+    prior_adopted = routing["recommendation"] == "adopt"
+    priors = shipped.model_copy(
+        update={f: getattr(fitted if prior_adopted or _pin(f) in pins else shipped, f) for f in PRIOR_FAMILY}
+    )
+    prior_model = fit(Part.LEARNED, priors)
     exploration = _exploration(
-        start(prior_model, held_part, priors),
+        start(prior_model, held_part),
         held_part,
-        shipped_constants,
+        shipped,
         fitted,
         found.validation_replay,
         seed,
         eligible=held_part.best["task"].n_unique(),
     )
     explore_adopted = exploration["recommendation"] == "adopt" or "exploration" in pins
-    published = priors.model_copy(
-        update={"exploration": (fitted if explore_adopted else shipped_constants).exploration}
-    )
+    published = priors.model_copy(update={"exploration": (fitted if explore_adopted else shipped).exploration})
     provenance: dict[str, ConstantOrigin] = {
         name: "pinned"
         if name in pins
@@ -166,56 +195,43 @@ def evaluate(
         "exploration": published.exploration,
         "realized_value": exploration["fitted" if explore_adopted else "shipped"]["realized_value"],
     }
-    replays = {"shipped": exploration["shipped"], "fitted": exploration["fitted"]}
-    cal = calibrate(held.ratings, models["fitted"], seed=seed)
+    return published, provenance
+
+
+def _held_out_figures(
+    ctx: FitContext, held_part: Scored, models: dict[str, FittedModel], *, cost_known: bool, seed: int
+) -> tuple[CalibrationResult, dict[str, dict]]:
+    """Calibration of the fitted regions against the plain mean, and the baselines, on the held-out tasks."""
+    scores = ctx.scores.join(ctx.tasks.select("task", "region"), on="task", how="left", maintain_order="left")
+    cal = calibrate(scores, models["fitted"], seed=seed)
     star = models["fitted"].members.filter(pl.col("region") == "*")
+    candidates = held_part.best.select("task", "region", "config_key")
     base = baselines(
         held_part.best,
         learned_quality=list(star.select("config_key", "quality").iter_rows()),
         learned_cost=list(star.select("config_key", "cost_usd").iter_rows()),
-        shipped=models["shipped"].choose_frame(held_part.best.select("task", "region", "config_key")),
-        fitted=models["fitted"].choose_frame(held_part.best.select("task", "region", "config_key")),
+        shipped=models["shipped"].choose_frame(candidates),
+        fitted=models["fitted"].choose_frame(candidates),
         cost_known=cost_known,
     )
-    split = {
-        "learned_tasks": outer.learned.len(),
-        "held_out_tasks": outer.held_out.len(),
-        "eligible_held_out": held_part.best["task"].n_unique(),
-        "cutoff_at": outer.cutoff_at,
-        "validation_tasks": inner.held_out.len(),
-    }
-    return Evaluation(
-        objective=effective,
-        cost_known=cost_known,
-        split=split,
-        shipped=shipped_constants,
-        fitted=fitted,
-        published=published,
-        provenance=provenance,
-        selected_on=found.selected_on,
-        routing=routing,
-        replay=replays,
-        calibration=cal,
-        baselines=base,
-        priors=prior_rows(shipped, learned, min_samples=int(shipped_constants.min_samples)),
-        grid=found.rows,
-        learned_members=models["fitted"].members,
-    )
+    return cal, base
 
 
-def learning_figures(learning: LearningOutputs, cut: Parts, decisions: pl.DataFrame | None = None) -> dict[str, Any]:
+def learning_figures(
+    learning: LearningOutputs, ctx: FitContext, decisions: pl.DataFrame | None = None
+) -> dict[str, Any]:
     """The ``ladders`` and ``frontier`` objects of ``stats.json``: the learning stage's ladders reported once on
     the held-out tasks, and the cost-quality frontier of the learned fit there (its lambda grid from the learned
     tasks). Both on the eligible held-out tasks, the baselines' yardstick (:mod:`pipeline.evaluate.yardstick`);
     ``decisions`` (the logged routing decisions) give the singles' SNIPS estimates. Held-out targets exclude PRM
     fill-ins; unknown attempt costs take the learned fit's estimate."""
     model = learning.learned_model
-    held_tv = eligible(costed_targets(cut.held_out, model))  # one yardstick: the eligible held-out tasks
+    held_tv = eligible(costed_targets(ctx.values(Part.HELD_OUT, real=True), model))  # one yardstick
     if learning.ladder_fit is not None:
         ladders = ladders_section(learning.ladder_fit, held_tv)
     else:
         ladders = {"summary": None, "regions": {}, "reason": learning.ladder_reason}
-    learned_tv = costed_targets(cut.learned, model)
+    learned_tv = costed_targets(ctx.values(Part.LEARNED, real=True), model)
     frontier = frontier_section(
         held_tv,
         frontier_lambdas(learned_tv) if model.cost_known else None,
@@ -224,14 +240,6 @@ def learning_figures(learning: LearningOutputs, cut: Parts, decisions: pl.DataFr
         decisions=decisions,
     )
     return {"ladders": ladders, "frontier": frontier}
-
-
-def with_constants(model: FittedModel, constants: Constants) -> FittedModel:
-    """The same aggregated fit under other constants of equal half-life (members re-evaluated by ``lookup``)."""
-    if constants == model.constants:
-        return model
-    changed = dataclasses.replace(model, constants=constants)
-    return dataclasses.replace(changed, members=changed.lookup(model.pairs))
 
 
 def lambda_scale(values: pl.DataFrame) -> tuple[float | None, str | None]:
@@ -274,7 +282,7 @@ def constants_source(provenance: dict[str, ConstantOrigin]) -> str:
 
 def _exploration(
     start: ReplayStart,
-    part: Part,
+    part: Scored,
     shipped: Constants,
     fitted: Constants,
     validation: dict[float, float | None],
@@ -340,23 +348,25 @@ def _routing(
     }
 
 
-def prior_rows(shipped: Shipped, learned: FitInputs, *, min_samples: int) -> list[dict]:
+def prior_rows(shipped: Shipped, learned: pl.DataFrame, *, min_samples: int) -> list[dict]:
     """One row per shipped prior: its quality against the learned ratings it covers.
 
-    ``measured`` = weighted mean ``sum(w*s)/sum(w)`` of the learned ratings whose config key starts with the
-    selector's segments and whose region is the prior's (every region for ``*``); ``disagrees`` when they differ
-    by more than 0.1 with ``n >= min_samples``.
+    ``learned``: the learned part's task values of real ratings. ``measured`` = ``sum(w*s)/sum(w)`` over the
+    (task, config) pairs whose config key starts with the selector's segments and whose region is the prior's
+    (every region for ``*``); ``n`` their ratings; ``disagrees`` when measured and shipped differ by more than
+    :data:`pipeline.defaults.DISAGREE_BY` with ``n >= min_samples``.
     """
-    ratings = learned.ratings.filter(pl.col("origin") != "prm")
+    keys = learned.select(key=pl.col("config_key").cast(pl.String), region=pl.col("region").cast(pl.String))
+    weights, wscores, counts = (learned[c].to_numpy() for c in ("weight", "wscore", "n"))
     rows = []
     for prior in shipped.priors:
-        covered = ratings.filter(
-            ((pl.col("config_key") == prior.selector) | pl.col("config_key").str.starts_with(prior.selector + "/"))
-            & ((pl.lit(prior.region) == "*") | (pl.col("region") == prior.region))
-        )
-        weight = float(covered["w"].sum()) if covered.height else 0.0
-        measured = float((covered["w"] * covered["score"]).sum()) / weight if weight > 0 else None
-        n = covered.height
+        matches = (keys["key"] == prior.selector) | keys["key"].str.starts_with(prior.selector + "/")
+        if prior.region != "*":
+            matches = matches & (keys["region"] == prior.region)
+        covered = matches.to_numpy()
+        weight = float(weights[covered].sum())
+        measured = float(wscores[covered].sum()) / weight if weight > 0 else None
+        n = int(counts[covered].sum())
         rows.append(
             {
                 "selector": prior.selector,
@@ -365,7 +375,7 @@ def prior_rows(shipped: Shipped, learned: FitInputs, *, min_samples: int) -> lis
                 "measured": measured,
                 "weight": weight,
                 "n": n,
-                "disagrees": measured is not None and n >= min_samples and abs(measured - prior.quality) > 0.1,
+                "disagrees": measured is not None and n >= min_samples and abs(measured - prior.quality) > DISAGREE_BY,
             }
         )
     return rows

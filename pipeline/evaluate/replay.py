@@ -42,9 +42,9 @@ class ReplayResult(BaseModel):
 
 @dataclass(frozen=True)
 class ReplayStart:
-    """What a replay starts from: the fitted part's task values and the fit's prior and cost per (c, r)."""
+    """What a replay starts from: the fit's sums, prior and cost per (c, r)."""
 
-    fitted_task_values: pl.DataFrame  # task, region, config_key, value, weight, cost_usd, unknown_cost
+    state: dict[tuple[str, str], tuple[float, float, float, int]]  # (c, r) -> S, W, sum and count of known costs
     pool: Sequence[str]  # the configs the router knows
     lookup: dict[tuple[str, str], tuple[float, float | None]]  # (c, r) -> (p(c, r), cost(c, r) of the fit)
     prior_weight: float
@@ -54,17 +54,22 @@ class ReplayStart:
     min_quality: float | None = None  # the quality floor of the greedy order (FittedModel's greedy_order)
 
 
-def start_from(model: Any, fitted_task_values: pl.DataFrame, regions: Sequence[str]) -> ReplayStart:
-    """A replay starting from ``model`` (a :class:`pipeline.fit.model.FittedModel`) for tasks of ``regions``."""
-    pool = model.members.filter(pl.col("region") == "*")["config_key"].to_list()
-    pairs = pl.DataFrame(
-        {"config_key": [c for c in pool for _ in regions], "region": [r for _ in pool for r in regions]},
-        schema={"config_key": pl.String, "region": pl.String},
-    )
+def start_from(model: Any, regions: Sequence[str]) -> ReplayStart:
+    """A replay starting from ``model`` (a :class:`pipeline.fit.model.FittedModel`) for tasks of ``regions``.
+
+    The starting sums per (c, r) are the model's: S = sum(w*s), W = sum(w), and the sum and count of the known task
+    costs (a task cost is known when every attempt of c on t has a cost, as in the fit)."""
+    pool = [str(c) for c in model.members.filter(pl.col("region") == "*")["config_key"].to_list()]
+    pairs = model.keys([c for c in pool for _ in regions], [r for _ in pool for r in regions])
     rows = model.lookup(pairs).select("config_key", "region", "prior", "cost_usd").iter_rows()
     c = model.constants
+    if model.effective_objective == "utility" and c.lambda_ is None:
+        raise ValueError("the utility objective needs lambda: a replay has no default")
+    sums = model.pairs.filter(pl.col("region") != "*").select(
+        "config_key", "region", "wscore", "weight", "cost_sum", "cost_n"
+    )
     return ReplayStart(
-        fitted_task_values=fitted_task_values,
+        state={(k, r): (s, w, cs, int(cn)) for k, r, s, w, cs, cn in sums.iter_rows()},
         pool=pool,
         lookup={(k, r): (p, cost) for k, r, p, cost in rows},
         prior_weight=float(c.prior_weight),
@@ -135,15 +140,16 @@ def replay_runs(
             )
             for r in runs
         ]
-    regions = sorted(set(ordered["region"].to_list()))
-    task_region = ordered["region"].replace_strict(regions, list(range(len(regions))), return_dtype=pl.Int64).to_numpy()
+    names = ordered["region"].cast(pl.String)
+    regions = sorted(set(names.to_list()))
+    task_region = names.replace_strict(regions, list(range(len(regions))), return_dtype=pl.Int64).to_numpy()
     return _run(
         start,
         pool,
         regions,
         task_region,
         _outcome_matrix(ordered, outcomes, pool),
-        _initial_state(start.fitted_task_values),
+        start.state,
         runs,
     )
 
@@ -227,7 +233,12 @@ def _outcome_matrix(
     cells = (
         outcomes.filter(pl.col("value").is_not_null())
         .join(ordered.select("task").with_row_index("ti"), on="task")
-        .join(pl.DataFrame({"config_key": pool, "ci": list(range(k_pool))}), on="config_key")
+        .join(
+            pl.DataFrame({"config_key": pool, "ci": list(range(k_pool))}).with_columns(
+                pl.col("config_key").cast(outcomes.schema["config_key"])
+            ),
+            on="config_key",
+        )
         .select(
             (pl.col("ti").cast(pl.Int64) * k_pool + pl.col("ci")).alias("cell"),
             "value",
@@ -255,18 +266,3 @@ def _realized(start: ReplayStart, routed: int, total_q: float, total_cost: float
     if start.objective == "utility":
         return total_utility / routed
     return total_q / routed
-
-
-def _initial_state(task_values: pl.DataFrame) -> dict[tuple[str, str], tuple[float, float, float, int]]:
-    """Per (config, region): S = sum(w*s), W = sum(w), sum and count of the known task costs.
-
-    A task cost is known when every attempt of c on t has a cost (``unknown_cost == 0``), as in the fit.
-    """
-    known = (pl.col("unknown_cost") == 0) & pl.col("cost_usd").is_not_null()
-    grouped = task_values.group_by("config_key", "region").agg(
-        pl.col("wscore").sum().alias("s"),
-        pl.col("weight").sum().alias("w"),
-        pl.col("cost_usd").filter(known).sum().alias("cost_sum"),
-        known.sum().alias("cost_n"),
-    )
-    return {(c, r): (s, w, cs, int(cn)) for c, r, s, w, cs, cn in grouped.iter_rows()}

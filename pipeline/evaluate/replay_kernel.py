@@ -5,9 +5,12 @@ moving-block resamples), so the loop over task positions is compiled (numba), on
 parallel. Each run keeps, per region, the greedy choice of its current posterior and recomputes it only when a
 routed task changes that region's sums: a skipped task costs a few loads.
 
-The arithmetic is the one :mod:`pipeline.evaluate.replay` documents, operation for operation (the same IEEE
-operations in the same order, no fast-math), so a run gives the same floats, bit for bit, as a plain numpy
-replay: ``tests/evaluate/test_replay_kernel.py`` checks it against one.
+The greedy choice is the router's rule (:func:`pipeline.routing.greedy.greedy_key`, the spec), written here once
+more because a compiled loop cannot call it: members at or above the quality floor first, then the higher value,
+the higher quality, the lower cost (an unknown cost last), the lower index (the pool is in key order); an
+undefined quality or value ranks after every defined one. ``tests/evaluate/test_replay_kernel.py`` checks the
+kernel's choice against the router on generated tables, and whole replays against one that asks the rule itself
+at every step (the same IEEE operations in the same order, no fast-math: the same floats, bit for bit).
 
 Only :mod:`pipeline.evaluate.replay` imports this module, inside the function that routes, so numba is loaded
 by a replay and never by the CLI. Compiled code is cached beside this file when the directory is writable.
@@ -22,7 +25,6 @@ import numpy as np
 
 #: Objective codes of the kernel.
 OBJECTIVES = {"quality": 0, "utility": 1, "quality_per_dollar": 2}
-_BIG = np.finfo(np.float64).max
 
 _jit = numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 
@@ -89,10 +91,7 @@ def route_runs(
         np.ascontiguousarray(init, dtype=np.float64).reshape(n_regions * k_pool, 4),
         np.ascontiguousarray(policy.prior, dtype=np.float64).reshape(-1),
         np.ascontiguousarray(policy.fallback, dtype=np.float64).reshape(-1),
-        np.array([policy.prior_weight, policy.floor, policy.lam or 0.0, policy.min_quality or 0.0], dtype=np.float64),
-        np.array(
-            [OBJECTIVES[policy.objective], policy.lam is not None, policy.min_quality is not None], dtype=np.int64
-        ),
+        *_constants(policy),
         np.ascontiguousarray(draws[0], dtype=np.float64),
         np.ascontiguousarray(draws[1], dtype=np.float64),
         np.ascontiguousarray(draw_of_run, dtype=np.int64),
@@ -115,31 +114,30 @@ def _refresh(i, sums, prior, fallback, params, flags, keys, above):  # type: ign
     est = cost_sum / max(cost_n, 1.0) if cost_n > 0 else fallback[i]
     if not np.isnan(est):
         est = max(est, floor)
-    # the objective on the posterior (quality where the cost is unknown)
+    # the objective on the posterior (quality where the cost is unknown: pipeline.routing.greedy.objective_value)
     if flags[0] == 0 or np.isnan(est):
         value = q
     elif flags[0] == 1:
         value = lam * q - est
     else:
         value = q / est
+    # an undefined quality or value ranks after every defined one (pipeline.routing.greedy.greedy_key)
+    if np.isnan(q):
+        q = -np.inf
+    if np.isnan(value):
+        value = -np.inf
     up = True if flags[2] == 0 else q >= min_quality
     above[i] = up
     # at or above the quality floor first, by the objective; below it, by quality alone (docs/design.md, Fit)
     keys[i, 0] = value if up else q
     keys[i, 1] = q
-    # lower cost first, an unknown cost as 0 (numpy's nan_to_num: infinities as the largest finite numbers)
-    keys[i, 2] = -(0.0 if np.isnan(est) else (_BIG if est == np.inf else (-_BIG if est == -np.inf else est)))
-
-
-@_jit
-def _nan(keys, i):  # type: ignore[no-untyped-def]
-    """Cell i's keys hold a NaN (its score or q: the cost key never does)."""
-    return np.isnan(keys[i, 0]) or np.isnan(keys[i, 1])
+    # lower cost first, an unknown cost last
+    keys[i, 2] = -np.inf if np.isnan(est) else -est
 
 
 @_jit
 def _before(keys, above, a, b):  # type: ignore[no-untyped-def]
-    """Cell a ranks strictly before cell b in the greedy order (their keys hold no NaN)."""
+    """Cell a ranks strictly before cell b in the greedy order (a lower index breaks a tie: the caller's order)."""
     if above[a] != above[b]:
         return above[a]
     for j in range(3):
@@ -149,40 +147,54 @@ def _before(keys, above, a, b):  # type: ignore[no-untyped-def]
 
 
 @_jit
-def _greedy(first, n, keys, above, best):  # type: ignore[no-untyped-def]
-    """The greedy choice among cells ``first .. first + n - 1`` (one region's configs; docs/design.md, Fit): at or
-    above the floor, then the best score, the higher q, the lower cost, the first key. Stage by stage as numpy's max
-    over the remaining ties: a NaN among them leaves none, and the choice is then the first key. Without a NaN the
-    stages are one lexicographic max."""
-    plain = True
-    for i in range(first, first + n):
-        plain = plain and not _nan(keys, i)
-    if plain:
-        b = first
-        for i in range(first + 1, first + n):
-            if _before(keys, above, i, b):
-                b = i
-        return b - first
-    any_above = False
-    for i in range(first, first + n):
-        any_above = any_above or above[i]
-    for c in range(n):
-        best[c] = above[first + c] == any_above
-    for stage in range(3):
-        top = -np.inf
-        nan = False
-        for c in range(n):
-            x = keys[first + c, stage] if best[c] else -np.inf
-            if np.isnan(x):
-                nan = True
-            elif x > top:
-                top = x
-        for c in range(n):
-            best[c] = best[c] and not nan and keys[first + c, stage] == top
-    for c in range(n):
-        if best[c]:
-            return c
-    return 0
+def _greedy(first, n, keys, above):  # type: ignore[no-untyped-def]
+    """The greedy choice among cells ``first .. first + n - 1`` (one region's configs, in key order)."""
+    b = first
+    for i in range(first + 1, first + n):
+        if _before(keys, above, i, b):
+            b = i
+    return b - first
+
+
+def greedy_choices(policy: Policy, init: np.ndarray) -> np.ndarray:
+    """Per region the kernel's greedy choice (an index into the pool) from ``init`` (regions x configs x 4 sums):
+    what a replay routes a task to before any exploration draw (``tests/evaluate/test_replay_kernel.py`` holds it
+    against the router)."""
+    n_regions, k_pool = policy.prior.shape
+    return _choices(
+        k_pool,
+        np.ascontiguousarray(init, dtype=np.float64).reshape(n_regions * k_pool, 4),
+        np.ascontiguousarray(policy.prior, dtype=np.float64).reshape(-1),
+        np.ascontiguousarray(policy.fallback, dtype=np.float64).reshape(-1),
+        *_constants(policy),
+    )
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _choices(k_pool, init, prior, fallback, params, flags):  # type: ignore[no-untyped-def]
+    n_cells = init.shape[0]
+    keys = np.empty((n_cells, 3))
+    above = np.empty(n_cells, dtype=np.bool_)
+    for i in range(n_cells):
+        _refresh(i, init, prior, fallback, params, flags, keys, above)
+    out = np.empty(n_cells // k_pool, dtype=np.int64)
+    for g in range(n_cells // k_pool):
+        out[g] = _greedy(g * k_pool, k_pool, keys, above)
+    return out
+
+
+def _constants(policy: Policy) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's ``params`` (k, floor, lambda, quality floor) and ``flags`` (objective code, lambda given, floor
+    given). Utility needs lambda: there is no default (pipeline.routing.greedy)."""
+    if policy.objective == "utility" and policy.lam is None:
+        raise ValueError("the utility objective needs lambda: a replay has no default")
+    params = np.array(
+        [policy.prior_weight, policy.floor, policy.lam or 0.0, policy.min_quality or 0.0], dtype=np.float64
+    )
+    flags = np.array(
+        [OBJECTIVES[policy.objective], policy.lam is not None, policy.min_quality is not None], dtype=np.int64
+    )
+    return params, flags
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
@@ -198,16 +210,12 @@ def _routes(  # type: ignore[no-untyped-def]
     keys0 = np.empty((n_cells + 1, 3))
     above0 = np.empty(n_cells + 1, dtype=np.bool_)
     choice0 = np.empty(n_regions, dtype=np.int64)
-    nans0 = np.zeros(n_regions, dtype=np.int64)  # per region, the cells whose keys hold a NaN
-    ties = np.empty(k_pool, dtype=np.bool_)
     for i in range(n_cells):
         _refresh(i, init, prior, fallback, params, flags, keys0, above0)
-        nans0[i // k_pool] += _nan(keys0, i)
     for g in range(n_regions):
-        choice0[g] = _greedy(g * k_pool, k_pool, keys0, above0, ties)
+        choice0[g] = _greedy(g * k_pool, k_pool, keys0, above0)
     for run in numba.prange(eps.shape[0]):
-        sums, keys, above, choice, nans = init.copy(), keys0.copy(), above0.copy(), choice0.copy(), nans0.copy()
-        best = np.empty(k_pool, dtype=np.bool_)
+        sums, keys, above, choice = init.copy(), keys0.copy(), above0.copy(), choice0.copy()
         u_row, i_row, e = draw_u[draw_of_run[run]], draw_i[draw_of_run[run]], eps[run]
         n_routed, n_explored, tq, tc, tu = 0, 0, 0.0, 0.0, 0.0
         for step in range(order.shape[0]):
@@ -239,12 +247,11 @@ def _routes(  # type: ignore[no-untyped-def]
                 sums[i, 3] += 1.0
             keys[old, 0], keys[old, 1], keys[old, 2], above[old] = keys[i, 0], keys[i, 1], keys[i, 2], above[i]
             _refresh(i, sums, prior, fallback, params, flags, keys, above)
-            nans[g] += _nan(keys, i) - _nan(keys, old)
-            # Only cell i changed. Without a NaN in the region the choice is the better of the previous choice and
-            # i, unless i was the choice and fell back: then every cell of the region is ranked again.
+            # Only cell i changed: the choice is the better of the previous choice and i, unless i was the choice
+            # and fell back: then every cell of the region is ranked again.
             b = first + choice[g]
-            if nans[g] or (i == b and _before(keys, above, old, i)):
-                choice[g] = _greedy(first, k_pool, keys, above, best)
+            if i == b and _before(keys, above, old, i):
+                choice[g] = _greedy(first, k_pool, keys, above)
             elif i != b and (_before(keys, above, i, b) or (i < b and not _before(keys, above, b, i))):
                 choice[g] = chosen
         routed[run] = n_routed

@@ -30,29 +30,14 @@ from typing import Any
 
 import polars as pl
 
-from ..fit.model import greedy_order
+from ..defaults import EXPLORATIONS, HALF_LIVES, MIN_EXPLORATION, PRIOR_SOURCES, PRIOR_WEIGHTS, lambda_grid
+from ..fit.context import Part
 from ..routing.table import Constants
 from .exploration import replay_value
-from .metrics import BestIndex, expected_hit, hit_summary, route_hits
+from .metrics import BestIndex, expected_hit, hit_summary
 from .replay import ReplayStart
 
-PRIOR_SOURCES = ("shipped", "measured")
-PRIOR_WEIGHTS = (0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
-EXPLORATIONS = (0.0, 0.05, 0.1, 0.2, 0.3)  # the grid; it starts at the floor (min_exploration, default 0.05)
-#: With exploration 0 the loop stops trying non-greedy members and later verdicts starve (docs/design.md, Evaluation).
-MIN_EXPLORATION = 0.05
-HALF_LIVES: tuple[float | None, ...] = (None, 90.0, 30.0, 14.0)  # None: infinity, no recency weighting
-LAMBDA_STEPS = 13  # geometric from 0.01 to 100 times (mean learned cost / mean learned quality)
-
 SEARCHED = ("prior_source", "prior_weight", "exploration", "half_life_days", "lambda")
-
-
-def lambda_grid(scale: float) -> list[float]:
-    """13 values ``scale * 10 ** (-2 + i / 3)``, i = 0..12: 0.01x to 100x of the scale, geometric.
-
-    Rounded to 9 decimals where they are made, so the lambda used, published and reported is one number.
-    """
-    return [round(scale * 10 ** (-2 + i / 3), 9) for i in range(LAMBDA_STEPS)]
 
 
 class Pins(dict):
@@ -61,28 +46,28 @@ class Pins(dict):
 
 
 @dataclass(frozen=True)
-class Part:
-    """One evaluation part: the inputs a model is fitted on and the tasks it is scored on.
+class Scored:
+    """One scored part of the evaluation: the part a model is fitted on and the tasks it is scored on.
 
     ``best``: :func:`pipeline.evaluate.metrics.mark_best` of the eligible scored tasks (``task, region,
     config_key, value, cost, score, best``); ``tasks`` and ``outcomes`` feed the sequential replay.
     """
 
-    fit_inputs: Any
+    fit_part: Part
     best: pl.DataFrame
     tasks: pl.DataFrame
     outcomes: pl.DataFrame
-    index: BestIndex | None = None  # BestIndex.of(best), built by :func:`make_part`
+    index: BestIndex
+
+    @classmethod
+    def of(cls, fit_part: Part, best: pl.DataFrame, tasks: pl.DataFrame, outcomes: pl.DataFrame) -> Scored:
+        return cls(fit_part=fit_part, best=best, tasks=tasks, outcomes=outcomes, index=BestIndex.of(best))
 
 
-def make_part(fit_inputs: Any, best: pl.DataFrame, tasks: pl.DataFrame, outcomes: pl.DataFrame) -> Part:
-    return Part(fit_inputs=fit_inputs, best=best, tasks=tasks, outcomes=outcomes, index=BestIndex.of(best))
-
-
-FitFn = Callable[[Any, Constants], Any]
-"""``(fit_inputs, constants) -> FittedModel`` (objective and shipped file bound by the caller)."""
-StartFn = Callable[[Any, "Part", Constants], ReplayStart]
-"""``(model, part, constants) -> ReplayStart``: a replay of ``part``'s tasks starting from that fit."""
+FitFn = Callable[[Part, Constants], Any]
+"""``(part, constants) -> FittedModel`` (:meth:`pipeline.fit.context.FitContext.model`, objective bound)."""
+StartFn = Callable[[Any, Scored], ReplayStart]
+"""``(model, scored) -> ReplayStart``: a replay of ``scored``'s tasks starting from that fit."""
 
 
 @dataclass
@@ -95,20 +80,18 @@ class ConstantSearch:
     validation_replay: dict[float, float | None] = field(default_factory=dict)
 
 
-def greedy_hits(model: Any, part: Part | pl.DataFrame) -> pl.DataFrame:
-    """Route every scored task greedily among the configs that did it; per-task hit frame (:func:`route_hits`)."""
-    if isinstance(part, pl.DataFrame) or part.index is None:
-        best = part if isinstance(part, pl.DataFrame) else part.best
-        return route_hits(best, model.choose_frame(best.select("task", "region", "config_key")))
-    # The model's members already hold most pairs; only pairs the fit never saw go through lookup's fallbacks.
-    pairs = part.index.pairs.select("region", "config_key")
-    cols = ["region", "config_key", "value", "quality", "cost_usd"]
-    known = pairs.join(model.members.select(cols), on=["region", "config_key"], how="inner")
-    missing = pairs.join(known.select("region", "config_key"), on=["region", "config_key"], how="anti")
-    if missing.height:
-        known = pl.concat([known, model.lookup(missing).select(cols)])
-    by, descending = greedy_order(model.constants.min_quality)  # as FittedModel.choose_frame, region by region
-    return part.index.route(known.sort([pl.col("region"), *by], descending=[False, *descending], nulls_last=True))
+def greedy_hits(model: Any, part: Scored) -> pl.DataFrame:
+    """Route every scored task greedily among the configs that did it (the greedy rule of
+    :mod:`pipeline.routing.greedy`, by :meth:`pipeline.fit.model.FittedModel.ranking`); the per-task hit frame of
+    :func:`pipeline.evaluate.metrics.route_hits`."""
+    return part.index.route(model.ranking(part.index.pairs.select("region", "config_key")))
+
+
+def half_lives_of(shipped: Constants, pins: Pins) -> tuple[float, ...]:
+    """Every finite half-life a search may fit (the grid's, the shipped one, a pinned one), longest first: the
+    recency sums the aggregation must hold (:class:`pipeline.fit.aggregate.Spec`)."""
+    lives = [*HALF_LIVES, shipped.half_life_days, pins.get("half_life_days")]
+    return tuple(sorted({float(h) for h in lives if h is not None}, reverse=True))
 
 
 def exploration_grid(min_exploration: float) -> tuple[float, ...]:
@@ -166,8 +149,8 @@ def _tie_key(c: Constants, shipped: Constants) -> tuple:
 
 
 def search(
-    validation: Part,
-    held_out: Part,
+    validation: Scored,
+    held_out: Scored,
     *,
     fit: FitFn,
     start: StartFn,
@@ -183,20 +166,39 @@ def search(
 
     Exploration is chosen on the validation replay averaged over the replay seeds
     (:func:`pipeline.evaluate.exploration.replay_value`) among :func:`exploration_grid`."""
-    fit = _memo(fit)
     candidates = candidate_sets(
         shipped, pins, objective=objective, lambda_scale=lambda_scale, has_shipped_priors=has_shipped_priors
     )
     selected_on = {name: ("pinned" if name in pins else "validation") for name in SEARCHED}
     if objective != "utility":
         selected_on.pop("lambda")
+    rows, chosen, chosen_hits = _prior_search(candidates, validation, held_out, fit=fit, shipped=shipped)
+    grid = exploration_grid(min_exploration)
+    chosen, replayed = _exploration_search(
+        chosen, validation, held_out, rows, fit=fit, start=start, shipped=shipped, pins=pins, grid=grid, seed=seed
+    )
+    rows.extend(_heat_map(validation, held_out, fit, chosen, pins, grid))
+    return ConstantSearch(
+        constants=chosen,
+        selected_on=selected_on,
+        rows=rows,
+        validation_hits=chosen_hits,
+        validation_replay=replayed,
+    )
+
+
+def _prior_search(
+    candidates: list[Constants], validation: Scored, held_out: Scored, *, fit: FitFn, shipped: Constants
+) -> tuple[list[dict], Constants, pl.DataFrame]:
+    """Every candidate set's greedy hit rate on validation (held-out beside it, a diagnostic); the best one, by
+    the validation score then the tie-break, with its per-task validation hits."""
     rows: list[dict] = []
-    # The best set so far: the highest validation score, then the tie-break (only its per-task hits are kept: a
-    # grid of per-task frames would hold every candidate's).
+    # The best set so far (only its per-task hits are kept: a grid of per-task frames would hold every
+    # candidate's).
     best: tuple[tuple[float, tuple], Constants, pl.DataFrame] | None = None
     for constants in candidates:
-        val_hits = greedy_hits(fit(validation.fit_inputs, constants), validation)
-        held_hits = greedy_hits(fit(held_out.fit_inputs, constants), held_out)
+        val_hits = greedy_hits(fit(validation.fit_part, constants), validation)
+        held_hits = greedy_hits(fit(held_out.fit_part, constants), held_out)
         val = hit_summary(val_hits)["hit_rate"]
         rows.append(
             _row(
@@ -213,66 +215,48 @@ def search(
             best = (key, constants, val_hits)
     if best is None:
         raise ValueError("the grid of constants is empty")
-    _, chosen, chosen_hits = best
+    return rows, best[1], best[2]
 
-    grid = exploration_grid(min_exploration)
-    # The replay on validation of every grid value and of the shipped exploration (the verdict compares them).
+
+def _exploration_search(
+    chosen: Constants,
+    validation: Scored,
+    held_out: Scored,
+    rows: list[dict],
+    *,
+    fit: FitFn,
+    start: StartFn,
+    shipped: Constants,
+    pins: Pins,
+    grid: tuple[float, ...],
+    seed: int,
+) -> tuple[Constants, dict[float, float | None]]:
+    """Exploration chosen by the validation replay of every grid value (and the shipped and pinned ones, which the
+    verdict compares); the held-out replay of the grid beside it in ``rows``, a diagnostic."""
     explorations = sorted(
         {*grid, float(shipped.exploration), *([float(pins["exploration"])] if "exploration" in pins else [])}
     )
-    model = fit(validation.fit_inputs, chosen)
-    runs = replay_value(
-        start(model, validation, chosen), validation.tasks, validation.outcomes, explorations, seed=seed
-    )
+    model = fit(validation.fit_part, chosen)
+    runs = replay_value(start(model, validation), validation.tasks, validation.outcomes, explorations, seed=seed)
     replayed = dict(zip(explorations, (r["realized_value"] for r in runs), strict=True))
     if "exploration" in pins:
-        chosen = chosen.model_copy(update={"exploration": float(pins["exploration"])})
-    else:
-        held_model = fit(held_out.fit_inputs, chosen)
-        held_runs = replay_value(
-            start(held_model, held_out, chosen), held_out.tasks, held_out.outcomes, list(grid), seed=seed
+        return chosen.model_copy(update={"exploration": float(pins["exploration"])}), replayed
+    held_model = fit(held_out.fit_part, chosen)
+    held_runs = replay_value(start(held_model, held_out), held_out.tasks, held_out.outcomes, list(grid), seed=seed)
+    for eps, held in zip(grid, held_runs, strict=True):
+        rows.append(
+            _row(chosen, kind="replay", validation=replayed[eps], held_out=held["realized_value"], exploration=eps)
         )
-        for eps, held in zip(grid, held_runs, strict=True):
-            rows.append(
-                _row(
-                    chosen,
-                    kind="replay",
-                    validation=replayed[eps],
-                    held_out=held["realized_value"],
-                    exploration=eps,
-                )
-            )
 
-        def eps_key(eps: float) -> tuple[float, bool, float]:
-            value = replayed[eps]
-            return (-(-math.inf if value is None else value), eps != shipped.exploration, eps)
+    def eps_key(eps: float) -> tuple[float, bool, float]:
+        value = replayed[eps]
+        return (-(-math.inf if value is None else value), eps != shipped.exploration, eps)
 
-        chosen = chosen.model_copy(update={"exploration": min(grid, key=eps_key)})
-    rows.extend(_heat_map(validation, held_out, fit, chosen, pins, grid))
-    return ConstantSearch(
-        constants=chosen,
-        selected_on=selected_on,
-        rows=rows,
-        validation_hits=chosen_hits,
-        validation_replay=replayed,
-    )
-
-
-def _memo(fit: FitFn) -> FitFn:
-    """The same (inputs, constants but exploration) is fitted once: exploration does not change a fit."""
-    cache: dict[tuple[int, Constants], Any] = {}
-
-    def fitted(inputs: Any, constants: Constants) -> Any:
-        key = (id(inputs), constants.model_copy(update={"exploration": 0.0}))
-        if key not in cache:
-            cache[key] = fit(inputs, constants)
-        return cache[key]
-
-    return fitted
+    return chosen.model_copy(update={"exploration": min(grid, key=eps_key)}), replayed
 
 
 def _heat_map(
-    validation: Part, held_out: Part, fit: FitFn, chosen: Constants, pins: Pins, grid: tuple[float, ...]
+    validation: Scored, held_out: Scored, fit: FitFn, chosen: Constants, pins: Pins, grid: tuple[float, ...]
 ) -> list[dict]:
     """Rows prior weight x exploration: expected hit rate under exploration, validation and held-out (diagnostic).
 
@@ -283,8 +267,8 @@ def _heat_map(
     rows = []
     for k in weights:
         constants = chosen.model_copy(update={"prior_weight": k})
-        val_hits = greedy_hits(fit(validation.fit_inputs, constants), validation)
-        held_hits = greedy_hits(fit(held_out.fit_inputs, constants), held_out)
+        val_hits = greedy_hits(fit(validation.fit_part, constants), validation)
+        held_hits = greedy_hits(fit(held_out.fit_part, constants), held_out)
         for eps in grid:
             rows.append(
                 _row(

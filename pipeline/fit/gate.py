@@ -6,7 +6,8 @@ static choice s of the table (:func:`references`):
 
 - the **shared tasks**: tasks of r on which both c and s have a task value from real ratings (PRM fill-ins are
   estimates, not evidence), leaving out every task on which either was run only because another config had
-  already failed there (:func:`escalated_pairs`): an escalated attempt is not a draw from c's routing;
+  already failed there (the aggregation marks those pairs: :mod:`pipeline.fit.aggregate`): an escalated attempt
+  is not a draw from c's routing;
 - the **paired difference** on those tasks, objective of c minus objective of s:
 
   - quality per dollar: a ratio of sums, ``sum q_c / max(sum cost_c, floor) - sum q_s / max(sum cost_s, floor)``
@@ -35,17 +36,17 @@ import numpy as np
 import polars as pl
 
 from ..routing.table import Constants, Static
-from .inputs import FitInputs, task_values
+from .context import FitContext, Part
 from .model import GLOBAL, FittedModel, static_choice
 
 #: Resamples of the gate's bootstrap (the evaluation's paired bootstrap uses as many).
 RESAMPLES = 1000
 #: The one-sided level: the lower bound is this quantile of the resampled differences.
 LOWER_QUANTILE = 0.05
-#: Statuses of a failed attempt (``unknown`` is not a failure).
-FAILED = ("failure", "vacuous", "blocked", "escalated")
 #: Resamples drawn per block (bounds the memory of the count matrix on large regions).
 _BLOCK_CELLS = 5_000_000
+#: Above this many tasks the bootstrap resamples a subsample of this many (:func:`_fraction`).
+SUBSAMPLE = 20_000
 
 EVIDENCE_SCHEMA = {
     "region": pl.String,
@@ -65,32 +66,6 @@ def references(static: Static, model: FittedModel) -> list[str]:
     return list(dict.fromkeys(c for c in named if c))
 
 
-def escalated_pairs(attempts: pl.DataFrame) -> pl.DataFrame:
-    """``task, config_key``: configs run on a task only after another config had failed on it.
-
-    c was escalated to on t when c's first attempt on t started (``at - duration_ms``, or ``at`` when the
-    duration is unknown) strictly after an attempt of another config on t ended (``at``) with a failed status.
-    Attempts logged at one time (imported tables) are never escalations.
-    """
-    if attempts.is_empty() or "status" not in attempts.columns:
-        return pl.DataFrame(schema={"task": pl.String, "config_key": pl.String})
-    duration = pl.duration(milliseconds=pl.col("duration_ms").fill_null(0)) if "duration_ms" in attempts.columns else 0
-    starts = attempts.group_by("task", "config_key").agg(start=(pl.col("at") - duration).min())
-    failed = (
-        attempts.filter(pl.col("status").is_in(FAILED))
-        .group_by("task", "config_key")
-        .agg(failed_at=pl.col("at").min())
-        .rename({"config_key": "failed_config"})
-    )
-    return (
-        starts.join(failed, on="task")
-        .filter((pl.col("failed_config") != pl.col("config_key")) & (pl.col("failed_at") < pl.col("start")))
-        .select("task", "config_key")
-        .unique()
-        .sort("task", "config_key")
-    )
-
-
 def gate_evidence(
     values: pl.DataFrame,
     *,
@@ -104,7 +79,7 @@ def gate_evidence(
 
     ``values``: one row per (task, config) with ``task, region, config_key, value`` (q_t,c) and ``cost``
     (cost_t,c with unknown attempts estimated; null everywhere when no cost is known, and then the objective is
-    quality). ``escalated``: :func:`escalated_pairs`. Rows :data:`EVIDENCE_SCHEMA`, sorted by
+    quality). ``escalated``: ``task, config_key`` of the escalated pairs. Rows :data:`EVIDENCE_SCHEMA`, sorted by
     (region, config_key, against); no row for a config against itself or against a config the region lacks.
 
     For each static choice s, each region's tasks that s shares with another config are resampled on their own
@@ -120,18 +95,25 @@ def gate_evidence(
     rows = rows.with_columns(pl.col("_esc").fill_null(False))
     cost_known = "cost" in rows.columns and rows["cost"].null_count() < rows.height
     effective = objective if cost_known else "quality"
-    configs = sorted(rows["config_key"].unique().to_list())
+    configs = sorted(rows["config_key"].cast(pl.String).unique().to_list())
     refs = [r for r in dict.fromkeys(against) if r in configs]
     if not refs:
         return pl.DataFrame(schema=EVIDENCE_SCHEMA)
-    sums = {
-        region: _region_sums(part, configs, refs, effective, constants, cost_known, seed, region)
-        for (region,), part in sorted(rows.group_by("region"), key=lambda g: g[0][0])
-    }
+    rows = rows.with_columns(pl.col("config_key").cast(pl.String), pl.col("region").cast(pl.String))
+    parts = sorted(rows.group_by("region"), key=lambda g: str(g[0][0]))
+
+    def summed(part: pl.DataFrame, region: str, fraction: float) -> _Sums:
+        return _region_sums(part, configs, refs, effective, constants, cost_known, seed, region, fraction)
+
+    sums = {str(r): summed(part, str(r), _fraction(part["task"].n_unique())) for (r,), part in parts}
+    # '*': the regions' resamples put together (stratified by region), each of the same fraction of its tasks.
+    fraction = _fraction(rows["task"].n_unique())
+    strata = list(sums.values()) if fraction == 1.0 else [summed(part, str(r), fraction) for (r,), part in parts]
     sums[GLOBAL] = _Sums(
-        point=np.sum([x.point for x in sums.values()], axis=0),
-        boot=np.sum([x.boot for x in sums.values()], axis=0),
-        members=set().union(*(x.members for x in sums.values())),
+        point=np.sum([x.point for x in strata], axis=0),
+        boot=np.sum([x.boot for x in strata], axis=0),
+        members=set().union(*(x.members for x in strata)),
+        scale=math.sqrt(fraction),
     )
     out = []
     for region in sorted(sums):
@@ -142,11 +124,20 @@ def gate_evidence(
 @dataclass(frozen=True)
 class _Sums:
     """A region's sums per (static choice, column, config): on its own tasks (``point``, shape K) and on each
-    bootstrap resample (``boot``, RESAMPLES x K); ``members``: the configs rated there."""
+    bootstrap resample (``boot``, RESAMPLES x K); ``members``: the configs rated there; ``scale``: the square root
+    of the fraction of its tasks the bootstrap resampled (1: all of them; :func:`_fraction`)."""
 
     point: np.ndarray
     boot: np.ndarray
     members: set[str]
+    scale: float = 1.0
+
+
+def _fraction(tasks: int) -> float:
+    """The share of tasks a bootstrap resamples: all of them up to :data:`SUBSAMPLE` tasks, else that many (a
+    subsample each task enters with this probability, then the Poisson bootstrap on it; the spread of its
+    statistic is scaled by ``sqrt(fraction)``: docs/design.md, Evidence gate)."""
+    return 1.0 if tasks <= SUBSAMPLE else SUBSAMPLE / tasks
 
 
 def _columns(objective: str) -> int:
@@ -163,19 +154,18 @@ def _region_sums(
     cost_known: bool,
     seed: int,
     region: str,
+    fraction: float = 1.0,
 ) -> _Sums:
     """The per-task columns of every (static choice s, config c) pair, summed over the tasks s shares with
-    another config in the region and over each resample of them. Columns, with m = [both usable on the task]:
-    quality per dollar
+    another config in the region and over each resample of them (of a ``fraction`` of them: :func:`_fraction`).
+    Columns, with m = [both usable on the task]: quality per dollar
     ``m*q_c, m*cost_c, m*q_s, m*cost_s, m``; utility ``m*(lambda (q_c - q_s) - (cost_c - cost_s)), m``; quality
     ``m*(q_c - q_s), m``."""
-    tasks = part["task"].unique().sort().to_list()
-    t_index = {t: i for i, t in enumerate(tasks)}
+    _, ti = np.unique(part["task"].to_numpy(), return_inverse=True)  # tasks in id order
     c_index = {c: j for j, c in enumerate(configs)}
-    shape = (len(tasks), len(configs))
+    ci = part["config_key"].replace_strict(c_index, return_dtype=pl.Int64).to_numpy()
+    shape = (int(ti.max()) + 1 if len(ti) else 0, len(configs))
     q, cost, usable = np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool)
-    ti = np.array([t_index[t] for t in part["task"].to_list()], dtype=np.int64)
-    ci = np.array([c_index[c] for c in part["config_key"].to_list()], dtype=np.int64)
     q[ti, ci] = part["value"].to_numpy()
     if cost_known:
         cost[ti, ci] = part["cost"].fill_null(0.0).to_numpy()
@@ -195,17 +185,21 @@ def _region_sums(
         else:
             per_task = qk - qk[:, [j]]
             if objective == "utility":
-                per_task = float(constants.lambda_ or 1.0) * per_task - (ck - ck[:, [j]])
+                assert constants.lambda_ is not None  # a utility fit always has lambda (pipeline.routing.greedy)
+                per_task = float(constants.lambda_) * per_task - (ck - ck[:, [j]])
             matrices.append(np.hstack([m * per_task, m]))
         rows.append(sel)
     boots = [np.zeros((RESAMPLES, x.shape[1])) for x in matrices]
-    for start, weights in _resample_weights(len(q), seed, region):
+    rng = np.random.default_rng([seed, zlib.crc32(region.encode())])
+    kept = np.ones(len(q), dtype=bool) if fraction == 1.0 else rng.random(len(q)) < fraction
+    for start, weights in _resample_weights(int(kept.sum()), rng):
         for sel, matrix, boot in zip(rows, matrices, boots, strict=True):
-            boot[start : start + len(weights)] = weights[:, sel] @ matrix
+            boot[start : start + len(weights)] = weights[:, sel[kept]] @ matrix[kept[sel]]
     return _Sums(
         point=np.concatenate([x.sum(axis=0) for x in matrices]),
         boot=np.hstack(boots),
         members=set(part["config_key"].unique().to_list()),
+        scale=math.sqrt(fraction),
     )
 
 
@@ -219,12 +213,11 @@ def _poisson_table() -> np.ndarray:
 _POISSON = _poisson_table()
 
 
-def _resample_weights(n_tasks: int, seed: int, region: str) -> Iterator[tuple[int, np.ndarray]]:
+def _resample_weights(n_tasks: int, rng: np.random.Generator) -> Iterator[tuple[int, np.ndarray]]:
     """Blocks of the bootstrap's weights (resamples x tasks), as (first resample, block): each task's count in a
     resample is an independent Poisson(1) draw (the Poisson bootstrap, the large-sample form of drawing the tasks
-    with replacement, drawn in one vector operation). Seeded by the fit's seed and the region's name, so the same
-    data give the same bounds whatever the other regions hold."""
-    rng = np.random.default_rng([seed, zlib.crc32(region.encode())])
+    with replacement, drawn in one vector operation). ``rng`` is seeded by the fit's seed and the region's name, so
+    the same data give the same bounds whatever the other regions hold."""
     if n_tasks == 0:
         return
     per_block = max(1, min(RESAMPLES, _BLOCK_CELLS // n_tasks))
@@ -251,7 +244,7 @@ def _tests(
             shared = int(n[j])
             column = boot[:, j]
             finite = column[np.isfinite(column)]
-            lower = float(np.quantile(finite, LOWER_QUANTILE)) if shared >= 2 and finite.size else None
+            lower = _lower(finite, float(point[j]), sums.scale) if shared >= 2 and finite.size else None
             out.append(
                 {
                     "region": region,
@@ -264,6 +257,15 @@ def _tests(
                 }
             )
     return out
+
+
+def _lower(resampled: np.ndarray, estimate: float, scale: float) -> float:
+    """The one-sided 95% lower bound: the 5% quantile of the resampled differences; from a subsample (``scale`` < 1)
+    the estimate plus ``scale`` times that quantile's distance from the resamples' median."""
+    low = float(np.quantile(resampled, LOWER_QUANTILE))
+    if scale == 1.0:
+        return low
+    return estimate + scale * (low - float(np.median(resampled)))
 
 
 def _statistic(sums: np.ndarray, n_configs: int, objective: str, constants: Constants) -> np.ndarray:
@@ -284,18 +286,17 @@ def _statistic(sums: np.ndarray, n_configs: int, objective: str, constants: Cons
     return np.where(n > 0, diff, np.nan)
 
 
-def member_gate(
-    part: FitInputs, model: FittedModel, static: Static, *, attempts: pl.DataFrame, seed: int
-) -> pl.DataFrame:
-    """The gate's tests of the table fitted as ``model`` on ``part``: :func:`gate_evidence` of ``part``'s task
-    values (real ratings, costed by ``model``) against :func:`references`, with the escalations of ``attempts``
-    (the whole store's: ``part`` may have dropped the attempts' statuses)."""
-    values = model.task_costs(task_values(part, half_life_days=model.constants.half_life_days, real=True))
+def member_gate(ctx: FitContext, part: Part, model: FittedModel, *, seed: int) -> pl.DataFrame:
+    """The gate's tests of the table fitted as ``model`` on ``part``: :func:`gate_evidence` of the part's task values
+    of real ratings (under the model's half-life, costed by ``model``) against :func:`references`, leaving out
+    the escalated pairs (the aggregation marks them from every attempt of the task)."""
+    values = model.task_costs(ctx.values(part, model.constants.half_life_days, real=True))
+    escalated = values.filter(pl.col("escalated")).select("task", "config_key")
     return gate_evidence(
         values.rename({"cost_t": "cost"}),
-        against=references(static, model),
+        against=references(ctx.shipped.static, model),
         objective=model.effective_objective,
         constants=model.constants,
-        escalated=escalated_pairs(attempts),
+        escalated=escalated,
         seed=seed,
     )

@@ -71,7 +71,7 @@ def _filled_costs(tv: pl.DataFrame, cost_estimates: dict[str, float] | None) -> 
         est = pl.DataFrame(
             {"config_key": list(cost_estimates), "_est": list(cost_estimates.values())},
             schema={"config_key": pl.String, "_est": pl.Float64},
-        )
+        ).with_columns(pl.col("config_key").cast(tv.schema["config_key"]))
     else:
         est = known.group_by("config_key").agg(_est=pl.col("cost_usd").mean())
     tv = tv.join(est, on="config_key", how="left").with_columns(
@@ -90,7 +90,11 @@ def task_matrix(
         configs = tuple(sorted(tv["config_key"].unique().to_list()))
     tasks = tv.group_by("task").agg(pl.col("region").first()).sort("task")
     t_index = tasks.with_row_index("_ti")
-    c_index = pl.DataFrame({"config_key": list(configs)}, schema={"config_key": pl.String}).with_row_index("_ci")
+    c_index = (
+        pl.DataFrame({"config_key": list(configs)}, schema={"config_key": pl.String})
+        .with_columns(pl.col("config_key").cast(tv.schema["config_key"]))
+        .with_row_index("_ci")
+    )
     cells = tv.join(t_index.select("task", "_ti"), on="task").join(c_index, on="config_key")
     shape = (tasks.height, len(configs))
     ti, ci = cells["_ti"].to_numpy(), cells["_ci"].to_numpy()
@@ -102,7 +106,7 @@ def task_matrix(
 
     return TaskMatrix(
         tasks=tasks["task"].to_numpy(),
-        regions=tasks["region"].to_numpy(),
+        regions=tasks["region"].cast(pl.String).to_numpy(),
         configs=tuple(configs),
         value=grid("value"),
         gate=grid("gate"),
@@ -145,19 +149,40 @@ def _start(n: int) -> _Partial:
     )
 
 
-def _step(
-    p: _Partial, k: int, value: np.ndarray, gate: np.ndarray, cost: np.ndarray, *, last: bool, pass_threshold: float
-) -> _Partial:
-    """Rung ``k`` (columns ``value``/``gate``/``cost`` of its config): the escalation rule of the module docstring."""
-    n = len(value)
-    seen = ~np.isnan(value) & (last | ~np.isnan(gate))
-    passed = np.full(n, True) if last else (gate >= pass_threshold)
-    stopping = p.active & passed
+@dataclass(frozen=True)
+class _Column:
+    """One config's column of a matrix, with what the escalation rule asks of it computed once."""
+
+    value: np.ndarray
+    cost: np.ndarray
+    seen_last: np.ndarray  # a task value (all the last rung needs)
+    seen: np.ndarray  # a task value and a gate (what an earlier rung needs)
+    passes: np.ndarray  # gate >= pass threshold
+
+    @classmethod
+    def of(cls, value: np.ndarray, gate: np.ndarray, cost: np.ndarray, pass_threshold: float) -> _Column:
+        seen_last = ~np.isnan(value)
+        return cls(value, cost, seen_last, seen_last & ~np.isnan(gate), gate >= pass_threshold)
+
+
+def _step(p: _Partial, k: int, column: _Column, *, last: bool) -> _Partial:
+    """Rung ``k`` (its config's column): the escalation rule of the module docstring."""
+    if last:  # the last rung always stops
+        stopping = p.active
+        return _Partial(
+            active=np.zeros_like(p.active),
+            observed=p.observed & (~p.active | column.seen_last),
+            quality=np.where(stopping, column.value, p.quality),
+            cost=p.cost + np.where(p.active, column.cost, 0.0),
+            calls=p.calls + p.active,
+            stop=np.where(stopping, k, p.stop),
+        )
+    stopping = p.active & column.passes
     return _Partial(
-        active=p.active & ~passed,
-        observed=p.observed & (~p.active | seen),
-        quality=np.where(stopping, value, p.quality),
-        cost=p.cost + np.where(p.active, cost, 0.0),
+        active=p.active & ~column.passes,
+        observed=p.observed & (~p.active | column.seen),
+        quality=np.where(stopping, column.value, p.quality),
+        cost=p.cost + np.where(p.active, column.cost, 0.0),
         calls=p.calls + p.active,
         stop=np.where(stopping, k, p.stop),
     )
@@ -177,9 +202,8 @@ def run_ladder(m: TaskMatrix, rungs: tuple[int, ...], pass_threshold: float) -> 
     """Run a ladder (column indexes of ``m``) on every task: the escalation rule of the module docstring."""
     state = _start(len(m.tasks))
     for k, j in enumerate(rungs):
-        state = _step(
-            state, k, m.value[:, j], m.gate[:, j], m.cost[:, j], last=k == len(rungs) - 1, pass_threshold=pass_threshold
-        )
+        column = _Column.of(m.value[:, j], m.gate[:, j], m.cost[:, j], pass_threshold)
+        state = _step(state, k, column, last=k == len(rungs) - 1)
     return _finish(state)
 
 
@@ -190,22 +214,12 @@ class _Runner:
     :func:`run_ladder`: the runs are identical."""
 
     def __init__(self, m: TaskMatrix, pass_threshold: float):
-        self.value = np.ascontiguousarray(m.value.T)
-        self.gate = np.ascontiguousarray(m.gate.T)
-        self.cost = np.ascontiguousarray(m.cost.T)
-        self.pass_threshold = pass_threshold
+        value, gate, cost = (np.ascontiguousarray(x.T) for x in (m.value, m.gate, m.cost))
+        self.columns = [_Column.of(value[j], gate[j], cost[j], pass_threshold) for j in range(len(m.configs))]
         self.prefixes: dict[tuple[int, ...], _Partial] = {(): _start(len(m.tasks))}
 
     def _step(self, prefix: tuple[int, ...], j: int, *, last: bool) -> _Partial:
-        return _step(
-            self._prefix(prefix),
-            len(prefix),
-            self.value[j],
-            self.gate[j],
-            self.cost[j],
-            last=last,
-            pass_threshold=self.pass_threshold,
-        )
+        return _step(self._prefix(prefix), len(prefix), self.columns[j], last=last)
 
     def _prefix(self, rungs: tuple[int, ...]) -> _Partial:
         state = self.prefixes.get(rungs)
@@ -254,9 +268,10 @@ def mean_or_none(x: np.ndarray) -> float | None:
     return float(np.mean(x)) if x.size else None
 
 
-def score(run: LadderRun, rows: np.ndarray, cost_known: bool) -> Score:
-    ok = rows & run.observed
-    n = int(rows.sum())
+def score(run: LadderRun, rows: np.ndarray | None, cost_known: bool) -> Score:
+    """``rows`` None: every row."""
+    ok = run.observed if rows is None else rows & run.observed
+    n = len(run.observed) if rows is None else int(rows.sum())
     return Score(
         quality=mean_or_none(run.quality[ok]),
         cost=mean_or_none(run.cost[ok]) if cost_known else None,
@@ -375,7 +390,7 @@ def search_ladders(
     def evaluate(ladders: Iterable[tuple[int, ...]]) -> None:
         for lad in ladders:
             if lad not in scored:
-                scored[lad] = score(runner.run(lad), rows, m.cost_known)
+                scored[lad] = score(runner.run(lad), None, m.cost_known)
 
     singles = [(j,) for j in range(n)]
     evaluate(singles)

@@ -42,10 +42,11 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
+from ..defaults import PASS_THRESHOLD
 from ..routing.table import Ladder
+from .kappa import KappaRow
 from .ladder_search import LadderRun, TaskMatrix, mean_or_none, run_ladder, score, search_ladders, task_matrix
 
-DEFAULT_PASS_THRESHOLD = 0.5
 #: A region gets its own search with at least this many learned tasks.
 MIN_REGION_TASKS = 30
 #: "Better by more than its noise": a paired mean difference beyond this many standard errors.
@@ -83,19 +84,6 @@ class LadderChoice(BaseModel):
     validated_tasks: int
     target_quality: float | None  # the cross-validated quality of the best single on the same tasks
     reason: str
-
-
-class KappaRow(BaseModel):
-    """One confidence level of the rule, cross-validated: its choices against each fold's best single, pooled."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kappa: float
-    tasks: int  # validation tasks both the choice and the best single observed, over all folds
-    difference: float | None  # mean quality of the choices minus the best single's there
-    lower: float | None  # its one-sided 95% lower bound
-    spend_difference: float | None  # mean cost (calls without costs) of the choices minus the best single's
-    ladders: int  # folds whose choice is a ladder other than their best single
 
 
 class LadderFit(BaseModel):
@@ -223,14 +211,11 @@ def _folds(m: TaskMatrix, blocks: np.ndarray, pass_threshold: float, strategy: s
     return out
 
 
-def _pooled(
-    m: TaskMatrix, folds: list[_Fold], choose: Callable[[_Fold], tuple[int, ...]], pass_threshold: float
-) -> dict[str, Any]:
-    """The choices ``choose(fold) -> rungs`` scored on each validation block against the fold's best single,
-    pooled: per-task quality and spend differences and the figures of both."""
+def _pooled(m: TaskMatrix, folds: list[_Fold], choices: list[tuple[int, ...]], pass_threshold: float) -> dict[str, Any]:
+    """The choices (one ladder per fold, in the folds' order) scored on each validation block against the fold's
+    best single, pooled: per-task quality and spend differences and the figures of both."""
     d, ds, q, sp, calls, qb, seen, total, ladders = [], [], [], [], [], [], 0, 0, 0
-    for f in folds:
-        rungs = choose(f)
+    for f, rungs in zip(folds, choices, strict=True):
         ladders += rungs != (f.single,)
         run, base = run_ladder(m, rungs, pass_threshold), run_ladder(m, (f.single,), pass_threshold)
         ok = f.val & run.observed & base.observed
@@ -295,10 +280,7 @@ def _kappa_row(
 ) -> KappaRow:
     """The rule at ``kappa``, cross-validated: its choices in the folds against each fold's best single."""
 
-    def choose(f: _Fold) -> tuple[int, ...]:
-        return _pick(f.cands, kappa, f.single, configs)
-
-    pooled = _pooled(m, folds, choose, pass_threshold)
+    pooled = _pooled(m, folds, [_pick(f.cands, kappa, f.single, configs) for f in folds], pass_threshold)
     return KappaRow(kappa=kappa, **{k: v for k, v in pooled.items() if k in KappaRow.model_fields})
 
 
@@ -308,19 +290,70 @@ def _kappa(rows: list[KappaRow]) -> float:
     return next((r.kappa for r in rows if r.ladders and r.lower is not None and r.lower >= -_EPS), math.inf)
 
 
+def _task_order(task_values_learned: pl.DataFrame) -> dict[Any, int] | None:
+    """Each task's place in time (by its first rating, then id) for the chronological folds; None without times."""
+    if "first_at" not in task_values_learned.columns:
+        return None
+    times = task_values_learned.group_by("task").agg(pl.col("first_at").min()).sort("first_at", "task")
+    return {t: i for i, t in enumerate(times["task"].to_list())}
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """The rule's choice on all learned tasks and what its choices did on the folds' validation blocks."""
+
+    kappa: float | None  # None: the budget target
+    rows: list[KappaRow]  # the cross-validation per confidence level (best-single target)
+    rungs: tuple[int, ...]
+    validated: dict[str, Any]
+    reason: str
+    pick: Callable[[list[_Candidate], int], tuple[int, ...]]  # the rule on a candidate list, with its fallback
+
+
+def _rule(
+    m: TaskMatrix,
+    folds: list[_Fold],
+    cands: list[_Candidate],
+    single: int,
+    configs: tuple[str, ...],
+    *,
+    target: Target,
+    budget_usd: float | None,
+    pass_threshold: float,
+) -> _Rule:
+    """The budget rule (best quality within the budget) or the best-single rule with its kappa cross-validated."""
+    if target == "budget":
+        budget = float(budget_usd or 0.0)
+
+        def within(cs: list[_Candidate], fallback: int) -> tuple[int, ...]:
+            return _pick_budget(cs, budget, fallback)
+
+        validated = _pooled(m, folds, [within(f.cands, f.single) for f in folds], pass_threshold)
+        reason = f"best quality within {budget_usd} USD per task on the learned tasks"
+        return _Rule(None, [], within(cands, single), validated, reason, within)
+    rows = [_kappa_row(m, folds, k, configs, pass_threshold) for k in KAPPAS]
+    kappa = _kappa(rows)
+
+    def pick(cs: list[_Candidate], fallback: int) -> tuple[int, ...]:
+        return _pick(cs, kappa, fallback, configs)
+
+    validated = _pooled(m, folds, [pick(f.cands, f.single) for f in folds], pass_threshold)
+    return _Rule(kappa, rows, pick(cands, single), validated, _rule_reason(kappa, rows, configs[single]), pick)
+
+
 def fit_ladders(
     task_values_learned: pl.DataFrame,
     *,
     target: Target = "best-single",
     budget_usd: float | None = None,
-    pass_threshold: float = DEFAULT_PASS_THRESHOLD,
+    pass_threshold: float = PASS_THRESHOLD,
     strategy: str = "beam",
     best_single: str | None = None,
     gate_is_target_override: bool | None = None,
 ) -> LadderFit:
     """Fit the global ladder and the per-region ladders (see the module docstring).
 
-    ``task_values_learned``: :func:`pipeline.fit.inputs.task_values` of the learned tasks (costed), with
+    ``task_values_learned``: :meth:`pipeline.fit.context.FitContext.values` of the learned tasks (costed), with
     ``first_at`` for the chronological folds (else task ids give the order). ``best_single``: the configuration
     the ladders must reach (the learned fit's highest quality, which the held-out summary compares with);
     None: the highest mean task value. ``target='budget'`` needs ``budget_usd`` (mean cost per task).
@@ -333,10 +366,7 @@ def fit_ladders(
     if target == "budget" and not cost_known:
         raise ValueError("the budget ladder target needs costs, and these task values have none")
     git = gate_is_target(task_values_learned) if gate_is_target_override is None else gate_is_target_override
-    order = None
-    if "first_at" in task_values_learned.columns:
-        times = task_values_learned.group_by("task").agg(pl.col("first_at").min()).sort("first_at", "task")
-        order = {t: i for i, t in enumerate(times["task"].to_list())}
+    order = _task_order(task_values_learned)
     blocks = _time_blocks(m, order)
     every = np.ones(len(m.tasks), dtype=bool)
     single = configs.index(best_single) if best_single in configs else _best_single(m, every)
@@ -357,25 +387,8 @@ def fit_ladders(
     folds = _folds(m, blocks, pass_threshold, strategy)
     cands, found = _candidates(m, every, [single], pass_threshold, strategy)
     search_info.update(pruned=list(found.pruned), evaluated=found.evaluated, candidates=len(found.candidates))
-    if target == "budget":
-        budget = float(budget_usd or 0.0)
-        validated = _pooled(m, folds, lambda f: _pick_budget(f.cands, budget, f.single), pass_threshold)
-        rungs = _pick_budget(cands, budget, single)
-        kappa, rows = None, []
-        reason = f"best quality within {budget_usd} USD per task on the learned tasks"
-
-        def rule(cs: list[_Candidate], fallback: int) -> tuple[int, ...]:
-            return _pick_budget(cs, budget, fallback)
-    else:
-        rows = [_kappa_row(m, folds, k, configs, pass_threshold) for k in KAPPAS]
-        kappa = _kappa(rows)
-        validated = _pooled(m, folds, lambda f: _pick(f.cands, kappa, f.single, configs), pass_threshold)
-        rungs = _pick(cands, kappa, single, configs)
-        reason = _rule_reason(kappa, rows, configs[single])
-
-        def rule(cs: list[_Candidate], fallback: int) -> tuple[int, ...]:
-            return _pick(cs, kappa, fallback, configs)
-
+    r = _rule(m, folds, cands, single, configs, target=target, budget_usd=budget_usd, pass_threshold=pass_threshold)
+    kappa, rows, rungs, validated, reason, rule = r.kappa, r.rows, r.rungs, r.validated, r.reason, r.pick
     ladders = {"*": _choice("*", m, every, rungs, validated, "global", reason, pass_threshold)}
     for region in sorted(set(m.regions.tolist())):
         region_rows = m.regions == region
@@ -448,11 +461,12 @@ def _region_choice(
         for f in folds
         if (f.fit & region_rows).sum() >= MIN_PAIRED and (f.val & region_rows).any()
     ]
-    mine = {id(f): regional(f.fit, f.single) for f in local}
-    theirs = {id(f): rule(f.cands, f.single) for f in local}
+    # The two rules' choices per fold, in the folds' order.
+    mine = [regional(f.fit, f.single) for f in local]
+    theirs = [rule(f.cands, f.single) for f in local]
     dq, dc = [], []
-    for f in local:
-        a, b = run_ladder(m, mine[id(f)], pass_threshold), run_ladder(m, theirs[id(f)], pass_threshold)
+    for f, own_rungs, global_choice in zip(local, mine, theirs, strict=True):
+        a, b = run_ladder(m, own_rungs, pass_threshold), run_ladder(m, global_choice, pass_threshold)
         ok = f.val & a.observed & b.observed
         dq.append(a.quality[ok] - b.quality[ok])
         dc.append(_spend(a, m.cost_known)[ok] - _spend(b, m.cost_known)[ok])
@@ -460,7 +474,7 @@ def _region_choice(
     c = np.concatenate(dc) if dc else np.empty(0)
     n = q.size
     mq, mc, se_q, se_c = mean_or_none(q) or 0.0, mean_or_none(c) or 0.0, _se(q), _se(c)
-    validated_own = _pooled(m, local, lambda f: mine[id(f)], pass_threshold)
+    validated_own = _pooled(m, local, mine, pass_threshold)
     better_q = n >= MIN_PAIRED and mq > NOISE_SE * se_q
     if target == "budget":
         better = better_q
@@ -475,7 +489,7 @@ def _region_choice(
     if better and own != global_rungs:
         why = f"its own ladder beats the global one beyond {NOISE_SE:g} se, {paired}"
         return _choice(region, m, region_rows, own, validated_own, "region", why, pass_threshold)
-    validated = _pooled(m, local, lambda f: theirs[id(f)], pass_threshold)
+    validated = _pooled(m, local, theirs, pass_threshold)
     names = [m.configs[j] for j in own]
     why = f"the region's own ladder {names} is not better beyond its noise ({paired})"
     return _choice(region, m, region_rows, global_rungs, validated, "global", why, pass_threshold)

@@ -5,10 +5,11 @@ publishes, in one call.
 columns, the gate's tests and the ladders for :func:`pipeline.fit.table_build.build_table`, the ``signals``
 object of ``stats.json``, and the ladder fit that :func:`pipeline.evaluate.protocol.learning_figures` reports
 once on the held-out tasks (with the cost-quality frontier). It follows the evaluation protocol (docs/design.md,
-Evaluation) on the parts the caller cut: ladders are chosen on the learned part by the cross-validated rule of
-:mod:`pipeline.fit.ladders`; the table publishes exactly those ladders (the ones the stats prove). Their targets
-never include PRM fill-ins (they are never a held-out target nor a ladder gate: docs/design.md, Fit), and task
-costs with unknown attempts take the estimate of the learned fit.
+Evaluation) on the parts the context holds: ladders are chosen on the learned part by the cross-validated rule of
+:mod:`pipeline.fit.ladders` (on every task when the fit is not evaluated: ``fit-routing --no-evaluate``); the
+table publishes exactly those ladders. Their targets never include PRM fill-ins (they are never a held-out target
+nor a ladder gate: docs/design.md, Fit), and task costs with unknown attempts take the estimate of the fit of the
+part they were chosen on.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from typing import Any, Literal
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..defaults import PASS_THRESHOLD
 from ..routing.table import Constants, Ladder
+from .context import FitContext, Part
 from .gate import member_gate
-from .inputs import FitInputs, task_values
-from .ladders import DEFAULT_PASS_THRESHOLD, LadderFit, fit_ladders, table_ladders
-from .model import FittedModel, Shipped, fit_model
+from .ladders import LadderFit, fit_ladders, table_ladders
+from .model import FittedModel
 from .signals import member_signals, relative_advantage, signals_section, win_rates
 from .writeback import decision_candidates, decision_writeback, off_policy
 
@@ -33,7 +35,7 @@ class LadderOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    pass_threshold: float = Field(default=DEFAULT_PASS_THRESHOLD, ge=0.0, le=1.0)
+    pass_threshold: float = Field(default=PASS_THRESHOLD, ge=0.0, le=1.0)
     target: Literal["best-single", "budget"] = "best-single"
     budget_usd: float | None = Field(default=None, gt=0.0)
 
@@ -52,56 +54,56 @@ class LearningOutputs:
     signals: dict[str, Any]  # the ``signals`` object of stats.json
     ladder_fit: LadderFit | None  # None: no ladder fitted, ``ladder_reason`` says why
     ladder_reason: str | None
-    learned_model: FittedModel  # the fit of the learned part: it costs the held-out tasks
+    learned_model: FittedModel  # the fit of the part the ladders were chosen on: it costs the held-out tasks
 
 
-def costed_targets(part: FitInputs, model: FittedModel) -> pl.DataFrame:
-    """Task values without PRM fill-ins, ``cost_usd`` = cost_t,c costed by ``model`` (unknown attempts filled)."""
-    values = model.task_costs(task_values(part, real=True))
-    return values.with_columns(cost_usd=pl.col("cost_t"), unknown_cost=pl.lit(0, pl.Int64)).drop("cost_t")
+def costed_targets(values: pl.DataFrame, model: FittedModel) -> pl.DataFrame:
+    """Task values of real ratings with ``cost_usd`` = cost_t,c costed by ``model`` (unknown attempts filled)."""
+    costed = model.task_costs(values)
+    return costed.with_columns(cost_usd=pl.col("cost_t"), unknown_cost=pl.lit(0, pl.Int64)).drop("cost_t")
 
 
 def learning_stage(
-    inputs: FitInputs,
+    ctx: FitContext,
     published: FittedModel,
     *,
     constants: Constants,
-    shipped: Shipped,
-    objective: str,
-    learned: FitInputs,
     seed: int = 0,
     ladder: LadderOptions | None = None,
+    writeback: bool = True,
+    evaluated: bool = True,
 ) -> LearningOutputs:
-    """Signals and the evidence gate's tests on all tasks (as the published table), ladders chosen on the
-    ``learned`` part of the fit's split (:func:`pipeline.evaluate.split.parts`) by the cross-validated rule of
-    :mod:`pipeline.fit.ladders`, aiming at the learned fit's best single configuration.
+    """Signals and the evidence gate's tests on all tasks (as the published table), ladders chosen on the learned
+    part (every task when not ``evaluated``) by the cross-validated rule of :mod:`pipeline.fit.ladders`, aiming at
+    that fit's best single configuration.
 
-    ``published`` is the model the table publishes (refit on all tasks with ``constants``); its greedy
-    choice is the target policy of the off-policy estimates.
+    ``published`` is the model the table publishes (refit on all tasks with ``constants``); its greedy choice is
+    the target policy of the off-policy estimates. ``writeback`` False: the logged decisions are ignored.
     """
     ladder = ladder or LadderOptions()
-    values = task_values(inputs)
-    decisions, closures = inputs.decisions, inputs.closures
+    values = ctx.values(Part.FULL)
+    decisions = ctx.decisions if writeback else ctx.decisions.clear()
+    candidates = decision_candidates(ctx, decisions)
     target = (
-        published.choose_frame(decision_candidates(decisions, ordered=False))
-        if decisions.height
-        else pl.DataFrame(schema={"task": pl.String, "chosen": pl.String})
+        published.choose_frame(candidates)
+        if candidates.height
+        else pl.DataFrame(schema={"task": pl.Int64, "chosen": ctx.config_dtype})
     )
-    advantage = relative_advantage(values, inputs.newest_at)
-    wins = win_rates(values, inputs.attempts)
+    newest = ctx.newest_of(Part.FULL)
+    advantage = relative_advantage(values, newest)
+    wins = win_rates(values)
     signals = signals_section(
+        ctx.counts,
         task_values=values,
-        ratings=inputs.ratings,
-        attempts=inputs.attempts,
-        newest_at=inputs.newest_at,
-        writeback=decision_writeback(decisions, closures),
-        off_policy=off_policy(decisions, closures, target),
+        newest_at=newest,
+        writeback=decision_writeback(decisions, ctx.closures),
+        off_policy=off_policy(decisions, ctx.closures, target),
         advantage=advantage,
         wins=wins,
     )
-
-    learned_model = fit_model(learned, constants, shipped, objective)
-    learned_tv = costed_targets(learned, learned_model)
+    part = Part.LEARNED if evaluated else Part.FULL
+    learned_model = ctx.model(part, constants, published.objective) if evaluated else published
+    learned_tv = costed_targets(ctx.values(part, real=True), learned_model)
     fit: LadderFit | None = None
     reason: str | None = None
     if not learned_tv.height:
@@ -117,8 +119,8 @@ def learning_stage(
             best_single=learned_model.highest_quality(),
         )
     return LearningOutputs(
-        member_signals=member_signals(values, inputs.newest_at, advantage=advantage, wins=wins),
-        gate=member_gate(inputs, published, shipped.static, attempts=inputs.attempts, seed=seed),
+        member_signals=member_signals(values, newest, advantage=advantage, wins=wins),
+        gate=member_gate(ctx, Part.FULL, published, seed=seed),
         ladders=table_ladders(fit) if fit is not None else {},
         signals=signals,
         ladder_fit=fit,

@@ -1,23 +1,26 @@
 """The fitted model (docs/design.md, Fit): priors, quality, cost, objective, greedy choice, static fallback.
 
 Notation (docs/design.md, Fit): for configuration c in region r over the fitted tasks, ``W = sum w``,
-``S = sum w*s``, ``n`` = number of ratings; the global pool ``'*'`` is every region at once.
-Ratings are aggregated once to task values (:func:`pipeline.fit.inputs.task_values`), then to
-(config, region) sums here; every formula below is one polars expression over those frames,
-evaluated for all members at once.
+``S = sum w*s``, ``n`` = number of ratings; the global pool ``'*'`` is every region at once. The task values of a
+part (:meth:`pipeline.fit.context.FitContext.values`) are summed once to (config, region) sums here, in task
+order (``numpy.bincount``, one term after the other: the same floats on every run); every formula below is then
+one polars expression over those few rows. The greedy choice is the router's (:mod:`pipeline.routing.greedy`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import polars as pl
 
 from ..errors import FitError
+from ..routing.greedy import greedy_key
 from ..routing.table import Constants, Static
-from .inputs import FitInputs, task_values
+from ..routing.view import GLOBAL
 from .shipped import Prior, Shipped, load_shipped, priors_frame, shipped_prior
 
 __all__ = [
@@ -27,48 +30,17 @@ __all__ = [
     "Objective",
     "Prior",
     "Shipped",
-    "fit_model",
     "fit_values",
     "load_shipped",
     "static_choice",
+    "with_constants",
 ]
 
 Objective = Literal["quality_per_dollar", "utility", "quality"]
 OBJECTIVES: tuple[Objective, ...] = ("quality_per_dollar", "utility", "quality")
-#: The region name of the global pool.
-GLOBAL = "*"
 
 #: Columns of :attr:`FittedModel.members` (and of :meth:`FittedModel.lookup`), in order.
 MEMBER_COLUMNS = ("region", "config_key", "prior", "quality", "cost_usd", "value", "weight", "n_ratings")
-
-
-def greedy_order(min_quality: float | None) -> tuple[list[pl.Expr], list[bool]]:
-    """Sort keys (and their descending flags) of the greedy order over member rows (``value, quality, cost_usd,
-    config_key``).
-
-    docs/design.md, Fit: best objective, then higher q, then lower cost (unknown last), then key order. With a quality
-    floor Q (``constants.min_quality``): members with ``q >= Q`` first, by that order; the others after them by
-    quality alone, so the choice is the best objective among members at or above the floor, else the highest
-    quality.
-    """
-    if min_quality is None:
-        return [pl.col("value"), pl.col("quality"), pl.col("cost_usd"), pl.col("config_key")], [
-            True,
-            True,
-            False,
-            False,
-        ]
-    below = pl.col("quality") < float(min_quality)
-    return (
-        [
-            below,
-            pl.when(below).then(pl.col("quality")).otherwise(pl.col("value")),
-            pl.col("quality"),
-            pl.col("cost_usd"),
-            pl.col("config_key"),
-        ],
-        [False, True, True, False, False],
-    )
 
 
 @dataclass(frozen=True)
@@ -82,10 +54,10 @@ class FittedModel:
     Pairs that are not members (a config never rated in r, an unknown region) are still answered
     by :meth:`lookup` and the scalar methods through the fallbacks of docs/design.md, Cost.
 
-    Beyond what the document says (docs/design.md, Fit): :meth:`lookup` (vectorised scoring of any pairs),
-    :meth:`prior`, :meth:`n`, :meth:`task_costs` (cost_t,c with the unknown-cost estimate), :meth:`most_rated`,
-    :attr:`effective_objective`; ``quality``/``value`` return None only when nothing at all is known (no weighted
-    rating and no matching shipped prior).
+    ``pairs``: the (config, region) sums: ``weight, wscore, n_ratings``, ``cost_sum``/``cost_n`` (the known task
+    costs) and ``cost_mean``; ``configs``: per config its measured prior and cost over every region. These few rows
+    hold config keys and regions as text; :meth:`lookup` answers in the types of the frame it is asked about (the
+    context's ``Enum`` columns), so its rows join back to it.
     """
 
     members: pl.DataFrame
@@ -94,7 +66,7 @@ class FittedModel:
     constants: Constants
     global_quality: float | None  # S / W over every fitted rating (None without weighted ratings)
     global_cost: float | None  # mean known cost_t,c over every fitted (task, config), unfloored
-    pairs: pl.DataFrame  # config_key, region, weight, wscore, n_ratings, cost_mean (region '*' included)
+    pairs: pl.DataFrame
     configs: pl.DataFrame  # config_key, measured (c's weighted mean, else global), cost_config
     priors: pl.DataFrame  # selector, prior_region, prior_quality, segments, order (shipped priors)
 
@@ -103,16 +75,28 @@ class FittedModel:
         """The objective actually ranked by: ``quality`` when no cost is known."""
         return self.objective if self.cost_known else "quality"
 
+    @staticmethod
+    def keys(configs: Sequence[str], regions: Sequence[str]) -> pl.DataFrame:
+        """``config_key, region`` rows of these names."""
+        return pl.DataFrame(
+            {"config_key": list(configs), "region": list(regions)},
+            schema={"config_key": pl.String, "region": pl.String},
+        )
+
     def lookup(self, pairs: pl.DataFrame) -> pl.DataFrame:
         """Prior, quality, cost, value, weight and n for any (config_key, region) rows.
 
-        One row per distinct input pair, in :data:`MEMBER_COLUMNS`, sorted by (region, config_key).
+        One row per distinct input pair, in :data:`MEMBER_COLUMNS`, sorted by (region, config_key), with the input's
+        types of ``config_key`` and ``region``.
         """
-        keys = pairs.select("config_key", "region").unique().sort("region", "config_key")
-        return self._evaluate(keys)
+        keys = pairs.select("config_key", "region").unique()
+        types = keys.schema
+        named = keys.select(pl.col("config_key").cast(pl.String), pl.col("region").cast(pl.String))
+        out = self._evaluate(named.sort("region", "config_key"))
+        return out.with_columns(pl.col("config_key").cast(types["config_key"]), pl.col("region").cast(types["region"]))
 
     def _row(self, config_key: str, region: str) -> dict:
-        return self._evaluate(pl.DataFrame({"config_key": [config_key], "region": [region]})).row(0, named=True)
+        return self._evaluate(self.keys([config_key], [region])).row(0, named=True)
 
     def prior(self, config_key: str, region: str) -> float | None:
         return self._row(config_key, region)["prior"]
@@ -130,29 +114,37 @@ class FittedModel:
         return self._row(config_key, region)["value"]
 
     def n(self, config_key: str, region: str) -> int:
-        """n(c, r), the number of fitted ratings (the evidence gate compares it with min_samples)."""
+        """n(c, r), the number of fitted ratings."""
         return int(self._row(config_key, region)["n_ratings"])
+
+    def ranking(self, pairs: pl.DataFrame) -> pl.DataFrame:
+        """``region, config_key, rank``: the distinct (config, region) pairs of ``pairs``, each region's ranked in
+        the greedy order (:func:`pipeline.routing.greedy.greedy_key`, the router's), rank 0 first; the regions in
+        key order one after the other (a task is ranked within its region only)."""
+        rows = self.lookup(pairs)
+        floor = self.constants.min_quality
+        order = sorted(
+            range(rows.height),
+            key=lambda i: (
+                rows["region"][i],
+                greedy_key(rows["config_key"][i], rows["quality"][i], rows["cost_usd"][i], rows["value"][i], floor),
+            ),
+        )
+        ranked = rows.select("region", "config_key")[order]
+        return ranked.with_row_index("rank")
 
     def choose(self, region: str, pool: Sequence[str]) -> str:
         """The greedy choice for a task of ``region`` among ``pool`` (docs/design.md, Greedy choice and ties)."""
         if not pool:
             raise ValueError("the pool is empty: there is nothing to choose from")
-        frame = pl.DataFrame({"task": [""] * len(pool), "region": [region] * len(pool), "config_key": list(pool)})
-        return self.choose_frame(frame)["chosen"][0]
+        frame = self.keys(list(pool), [region] * len(pool)).with_columns(task=pl.lit(0))
+        return str(self.choose_frame(frame)["chosen"][0])
 
     def choose_frame(self, candidates: pl.DataFrame) -> pl.DataFrame:
-        """Greedy choice per task: rows (task, region, config_key) -> one row per task (task, chosen), by task.
-
-        The pairs are ranked once in the greedy order; each task then takes its best-ranked row.
-        """
-        by, descending = greedy_order(self.constants.min_quality)
-        ranked = (
-            self.lookup(candidates)
-            .sort([*by, pl.col("region")], descending=[*descending, False], nulls_last=True)
-            .with_row_index("rank")
-            .select("region", "config_key", "rank")
+        """Greedy choice per task: rows (task, region, config_key) -> one row per task (task, chosen), by task."""
+        scored = candidates.select("task", "region", "config_key").join(
+            self.ranking(candidates), on=["region", "config_key"]
         )
-        scored = candidates.select("task", "region", "config_key").join(ranked, on=["region", "config_key"])
         return scored.group_by("task").agg(chosen=pl.col("config_key").get(pl.col("rank").arg_min())).sort("task")
 
     def task_costs(self, values: pl.DataFrame) -> pl.DataFrame:
@@ -175,14 +167,14 @@ class FittedModel:
         """The best single configuration: the highest quality in the global pool (ties: key order); None without
         members. The baselines, the ladders and the page compare with this one config."""
         pool = self.members.filter(pl.col("region") == GLOBAL).sort(["quality", "config_key"], descending=[True, False])
-        return pool["config_key"][0] if pool.height else None
+        return str(pool["config_key"][0]) if pool.height else None
 
     def most_rated(self) -> str | None:
         """The config with the most fitted ratings (ties: key order); None without ratings."""
         pool = self.members.filter(pl.col("region") == GLOBAL).sort(
             ["n_ratings", "config_key"], descending=[True, False]
         )
-        return pool["config_key"][0] if pool.height else None
+        return str(pool["config_key"][0]) if pool.height else None
 
     def _evaluate(self, keys: pl.DataFrame) -> pl.DataFrame:
         c = self.constants
@@ -230,7 +222,7 @@ def as_objective(name: str) -> Objective:
 
 
 def _objective(objective: Objective, constants: Constants) -> pl.Expr:
-    """quality_per_dollar = q / cost; utility = lambda * q - cost; quality = q."""
+    """quality_per_dollar = q / cost (cost floored already); utility = lambda * q - cost; quality = q."""
     if objective == "quality_per_dollar":
         return pl.col("quality") / pl.col("cost_usd")
     if objective == "utility":
@@ -240,44 +232,82 @@ def _objective(objective: Objective, constants: Constants) -> pl.Expr:
     return pl.col("quality")
 
 
-def fit_model(
-    inputs: FitInputs, constants: Constants, shipped: Shipped, objective: str = "quality_per_dollar"
-) -> FittedModel:
-    """Fit the model (docs/design.md, Fit) on ``inputs`` (already restricted to the fitted tasks and time).
+def enum_coded(values: pl.DataFrame) -> pl.DataFrame:
+    """``values`` with ``config_key`` and ``region`` as ``Enum`` columns (the context's already are; a frame made by
+    hand gets the sorted names it holds, the global pool among the regions)."""
+    out = values
+    if not isinstance(out.schema["config_key"], pl.Enum):
+        keys = sorted(set(out["config_key"].cast(pl.String).drop_nulls().to_list()))
+        out = out.with_columns(pl.col("config_key").cast(pl.Enum(keys)))
+    if not isinstance(out.schema["region"], pl.Enum) or GLOBAL not in out.schema["region"].categories:
+        names = sorted({GLOBAL, *out["region"].cast(pl.String).drop_nulls().to_list()})
+        out = out.with_columns(pl.col("region").cast(pl.String).cast(pl.Enum(names)))
+    return out
 
-    Task values are memoised per half-life on ``inputs``, so a grid over the other constants
-    aggregates the ratings only once per half-life.
-    """
-    return fit_values(task_values(inputs, half_life_days=constants.half_life_days), constants, shipped, objective)
+
+def _sums(values: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, float | None]]:
+    """Per (config, region) and per (config, ``'*'``): ``weight, wscore, n_ratings, cost_sum, cost_n, cost_mean``
+    (the cost over the priced pairs: every attempt with a cost, ``unknown_cost = 0``), summed in row order; and the
+    totals ``W``, ``S`` and the mean priced cost."""
+    config_dtype, region_dtype = values.schema["config_key"], values.schema["region"]
+    n_configs = len(config_dtype.categories)  # type: ignore[attr-defined]
+    regions = list(region_dtype.categories)  # type: ignore[attr-defined]
+    star = regions.index(GLOBAL)
+    config = values["config_key"].to_physical().to_numpy().astype(np.int64)
+    region = values["region"].to_physical().to_numpy().astype(np.int64)
+    priced = ((values["unknown_cost"] == 0) & values["cost_usd"].is_not_null()).to_numpy()
+    columns = {
+        "weight": values["weight"].fill_null(0.0).to_numpy(),
+        "wscore": values["wscore"].fill_null(0.0).to_numpy(),
+        "n_ratings": values["n"].to_numpy().astype(np.float64),
+        "cost_sum": np.where(priced, values["cost_usd"].fill_null(0.0).to_numpy(), 0.0),
+        "cost_n": priced.astype(np.float64),
+        "rows": np.ones(values.height),
+    }
+    size = len(regions) * n_configs
+    by_region = region * n_configs + config
+    by_star = star * n_configs + config
+    out = {
+        name: np.bincount(by_region, weights=x, minlength=size) + np.bincount(by_star, weights=x, minlength=size)
+        for name, x in columns.items()
+    }
+    cells = np.flatnonzero(out["rows"] > 0)
+    pairs = pl.DataFrame(
+        {
+            "config_key": pl.Series((cells % n_configs).astype(np.uint32)).cat.to(config_dtype).cast(pl.String),
+            "region": pl.Series((cells // n_configs).astype(np.uint32)).cat.to(region_dtype).cast(pl.String),
+            "weight": out["weight"][cells],
+            "wscore": out["wscore"][cells],
+            "n_ratings": out["n_ratings"][cells].astype(np.int64),
+            "cost_sum": out["cost_sum"][cells],
+            "cost_n": out["cost_n"][cells].astype(np.int64),
+        }
+    ).with_columns(cost_mean=pl.when(pl.col("cost_n") > 0).then(pl.col("cost_sum") / pl.col("cost_n")))
+    cost_n = int(columns["cost_n"].sum())
+    totals: dict[str, float | None] = {
+        "W": float(columns["weight"].sum()),
+        "S": float(columns["wscore"].sum()),
+        "cost": float(columns["cost_sum"].sum()) / cost_n if cost_n else None,
+    }
+    return pairs.sort("region", "config_key"), totals
 
 
 def fit_values(
     values: pl.DataFrame, constants: Constants, shipped: Shipped, objective: str = "quality_per_dollar"
 ) -> FittedModel:
-    """:func:`fit_model` from task values (:func:`pipeline.fit.inputs.task_values` rows).
+    """The model (docs/design.md, Fit) of task values (:meth:`pipeline.fit.context.FitContext.values` rows).
 
-    Costs come from the rated (task, config) rows: cost_t,c counts as known when every attempt of c
-    on t has a cost (``unknown_cost == 0``). Only those enter the cost means, which is what keeps
-    the estimate for unknown attempts (cost_t,c = known + unknown * cost(c, r)) free of circularity.
+    Costs come from the rated (task, config) rows: cost_t,c counts as known when every attempt of c on t has a cost
+    (``unknown_cost == 0``). Only those enter the cost means, which is what keeps the estimate for unknown attempts
+    (cost_t,c = known + unknown * cost(c, r)) free of circularity.
     """
     checked = as_objective(objective)
     _objective(checked, constants)  # refuse a bad objective or a missing lambda up front
-    known = pl.col("unknown_cost") == 0  # cost_t,c is known when every attempt of c on t has a cost
-    sums = [
-        pl.col("weight").sum(),
-        pl.col("wscore").sum(),
-        pl.col("n").sum().cast(pl.Int64).alias("n_ratings"),
-        pl.col("cost_usd").filter(known).mean().alias("cost_mean"),
-    ]
-    by_region = values.group_by("config_key", "region").agg(sums)
-    by_config = values.group_by("config_key").agg(sums).with_columns(region=pl.lit(GLOBAL))
-    pairs = pl.concat([by_region, by_config.select(by_region.columns)]).sort("region", "config_key")
-    totals = values.select(
-        W=pl.col("weight").sum(), S=pl.col("wscore").sum(), cost=pl.col("cost_usd").filter(known).mean()
-    ).row(0, named=True)
-    global_quality = totals["S"] / totals["W"] if totals["W"] else None
+    pairs, totals = _sums(enum_coded(values))
+    total_w, total_s = totals["W"], totals["S"]
+    global_quality = total_s / total_w if total_w and total_s is not None else None
     # Measured prior: c's weighted mean S_c / W_c over all regions; the global mean when W_c = 0.
-    configs = by_config.select(
+    configs = pairs.filter(pl.col("region") == GLOBAL).select(
         "config_key",
         measured=pl.when(pl.col("weight") > 0).then(pl.col("wscore") / pl.col("weight")),
         cost_config="cost_mean",
@@ -293,8 +323,16 @@ def fit_values(
         configs=configs,
         priors=priors_frame(shipped.priors),
     )
-    members = model._evaluate(pairs.select("config_key", "region")).sort("region", "config_key")
-    return FittedModel(**{**model.__dict__, "members": members})
+    return dataclasses.replace(model, members=model._evaluate(pairs.select("config_key", "region")))
+
+
+def with_constants(model: FittedModel, constants: Constants) -> FittedModel:
+    """The same sums under other constants of equal half-life (members evaluated again)."""
+    if constants == model.constants:
+        return model
+    _objective(model.objective, constants)
+    changed = dataclasses.replace(model, constants=constants)
+    return dataclasses.replace(changed, members=changed._evaluate(model.pairs.select("config_key", "region")))
 
 
 def static_choice(static: Static, role: str | None = None, model: FittedModel | None = None) -> str | None:

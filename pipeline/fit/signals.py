@@ -1,11 +1,10 @@
-"""Learning signals of the mini-ork loop: PRM fill-ins, relative advantage, win rates, rejections.
+"""Learning signals of the mini-ork loop: relative advantage, win rates, rejections (docs/design.md, Signals).
 
-docs/design.md, Signals.
-
-Pure functions over the fit frames of :mod:`pipeline.fit.inputs` (polars expressions, no Python loop over
-ratings). Each formula lives in exactly one function, written in its docstring. Decision writeback and
-the off-policy estimates live in :mod:`pipeline.fit.writeback`; :func:`signals_section` assembles the
-``signals`` object of ``stats.json`` from all of them.
+Pure functions over task values (:meth:`pipeline.fit.context.FitContext.values`: polars expressions, no Python
+loop over tasks). Each formula lives in exactly one function, written in its docstring. The PRM fill-ins are made
+by the aggregation (:func:`pipeline.fit.aggregate.prm_score_sql`); decision writeback and the off-policy estimates
+live in :mod:`pipeline.fit.writeback`; :func:`signals_section` assembles the ``signals`` object of ``stats.json``
+from all of them.
 """
 
 from __future__ import annotations
@@ -20,68 +19,14 @@ import polars as pl
 from ..scalars import latest
 from ..utc import aware, naive
 
-#: Reviewer verdicts that count as approval for the PRM (compared case-insensitively).
-APPROVALS = ("approve", "approved", "pass", "success", "ok")
 #: Half-life of the relative-advantage recency weight, in days (docs/design.md, Relative advantage).
 ADVANTAGE_HALF_LIFE_DAYS = 14.0
 _ROUND = 9
 
 
-def prm_ratings(attempts: pl.DataFrame, ratings: pl.DataFrame) -> pl.DataFrame:
-    """PRM fill-in ratings, in the ``FitInputs.ratings`` shape (``origin='prm'``, rater gate/prm, ``w = 1``).
-
-    For an attempt that carries trace counts (any of ``tool_calls``, ``files_read``, ``files_written``
-    not null), the process-reward score is::
-
-        prm = clamp01( 0.40 * [status == success]
-                     + min(0.20 * [tool_calls > 0] + 0.10 * [files_read + files_written > 0], 0.15)
-                     + 0.15 * [status == success and lower(reviewer_verdict) in APPROVALS]
-                     + 0.10 * [1000 <= duration_ms <= 600000]
-                     + 0.05 * [cost_usd > 0] )
-
-    One fill-in per (task, config) that has no other rating (a rejection is a rating): when several
-    attempts of the same (task, config) carry traces, the **latest** one (by ``at``, then ``id``)
-    speaks, because it is the state the work ended in. The fill-in takes the attempt's time and id
-    (``prm:<attempt id>``). Rows are sorted by ``(at, id)``.
-    """
-    traced = pl.any_horizontal(pl.col(c).is_not_null() for c in ("tool_calls", "files_read", "files_written"))
-    success = pl.col("status") == "success"
-    files = pl.col("files_read").fill_null(0) + pl.col("files_written").fill_null(0)
-    activity = pl.min_horizontal(
-        0.20 * (pl.col("tool_calls").fill_null(0) > 0).cast(pl.Float64) + 0.10 * (files > 0).cast(pl.Float64),
-        pl.lit(0.15),
-    )
-    approved = success & pl.col("reviewer_verdict").str.to_lowercase().is_in(list(APPROVALS)).fill_null(False)
-    timely = pl.col("duration_ms").is_between(1000, 600000).fill_null(False)
-    paid = (pl.col("cost_usd") > 0).fill_null(False)
-    score = (
-        0.40 * success.fill_null(False).cast(pl.Float64)
-        + activity
-        + 0.15 * approved.cast(pl.Float64)
-        + 0.10 * timely.cast(pl.Float64)
-        + 0.05 * paid.cast(pl.Float64)
-    ).clip(0.0, 1.0)
-    rated = ratings.select("task", "config_key")  # an anti join needs no unique right side
-    return (
-        attempts.filter(traced)
-        .sort("at", "id")
-        .group_by("task", "config_key", maintain_order=True)
-        .last()
-        .join(rated, on=["task", "config_key"], how="anti")
-        .select(
-            id=pl.lit("prm:") + pl.col("id"),
-            task="task",
-            region="region",
-            config_key="config_key",
-            at="at",
-            score=score.round(_ROUND),
-            w=pl.lit(1.0),
-            rater_kind=pl.lit("gate"),
-            rater_name=pl.lit("prm"),
-            origin=pl.lit("prm"),
-        )
-        .sort("at", "id")
-    )
+def _everywhere(frame: pl.DataFrame) -> pl.Expr:
+    """The global pool ``'*'`` as a ``region`` column of ``frame``'s region type."""
+    return pl.lit("*", dtype=frame.schema["region"])
 
 
 def _age_days(at: pl.Expr, newest_at: datetime, dtype: pl.DataType) -> pl.Expr:
@@ -124,11 +69,11 @@ def relative_advantage(task_values: pl.DataFrame, newest_at: datetime | None) ->
             schema={"region": pl.String, "config_key": pl.String, "relative_advantage": pl.Float64, "n_tasks": pl.Int64}
         )
     newest = newest_at if newest_at is not None else latest(adv["at"])
-    # No time known at all: no recency weighting, as :func:`pipeline.fit.inputs.recency_weight` without a newest time.
+    # No time known at all: no recency weighting, as the fit's recency without a newest time.
     age = _age_days(pl.col("at"), newest, adv.schema["at"]) if newest is not None else pl.lit(0.0)
     u = (-math.log(2.0) * age / ADVANTAGE_HALF_LIFE_DAYS).exp()
     adv = adv.with_columns(u=pl.when(pl.col("configs") >= 2).then(u).otherwise(0.0))
-    both = pl.concat([adv, adv.with_columns(region=pl.lit("*"))])
+    both = pl.concat([adv, adv.with_columns(region=_everywhere(adv))])
     return (
         both.group_by("region", "config_key")
         .agg(
@@ -195,24 +140,28 @@ def _rate(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     )
 
 
-def win_rates(task_values: pl.DataFrame, attempts: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
+def win_rates(task_values: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Pairwise win rates on shared tasks (docs/design.md, Win rate): the higher task value wins, ties excluded.
 
     Returns ``{"configs": ..., "prompt_versions": ...}``:
     - ``configs``: per (region incl. ``'*'``, config_key): ``wins, losses, ties, n_tasks, win_rate``;
     - ``prompt_versions`` (mini-ork's RHO): each rated (task, config) takes the prompt version of its
-      latest attempt that names one, and is compared with every other config rated on that task whose
-      prompt version differs (a comparison within one prompt version says nothing about the prompt);
-      per (prompt_version, region incl. ``'*'``): ``wins, losses, ties, n_tasks, win_rate`` and
+      latest attempt that names one (``prompt_version`` of the task values), and is compared with every other
+      config rated on that task whose prompt version differs (a comparison within one prompt version says nothing
+      about the prompt); per (prompt_version, region incl. ``'*'``): ``wins, losses, ties, n_tasks, win_rate`` and
       ``n = wins + losses``, its sample size.
     """
-    rows = task_values.filter(pl.col("value").is_not_null()).select("task", "region", "config_key", "value")
-    scored = _outcomes(rows)
-    configs = _rate(pl.concat([scored, scored.with_columns(region=pl.lit("*"))]), ["region", "config_key"])
+    if "prompt_version" not in task_values.columns:  # no attempt names one
+        task_values = task_values.with_columns(prompt_version=pl.lit(None, pl.String))
+    rows = task_values.filter(pl.col("value").is_not_null()).select(
+        "task", "region", "config_key", "value", "prompt_version"
+    )
+    scored = _outcomes(rows.drop("prompt_version"))
+    configs = _rate(pl.concat([scored, scored.with_columns(region=_everywhere(scored))]), ["region", "config_key"])
     empty = pl.DataFrame(
         schema={
             "prompt_version": pl.String,
-            "region": pl.String,
+            "region": task_values.schema["region"],
             "wins": pl.Int64,
             "losses": pl.Int64,
             "ties": pl.Int64,
@@ -221,18 +170,11 @@ def win_rates(task_values: pl.DataFrame, attempts: pl.DataFrame | None = None) -
             "n": pl.Int64,
         }
     )
-    if attempts is None or attempts.is_empty() or attempts["prompt_version"].null_count() == attempts.height:
+    if rows["prompt_version"].null_count() == rows.height:
         return {"configs": configs, "prompt_versions": empty}
-    versions = (
-        attempts.filter(pl.col("prompt_version").is_not_null())
-        .sort("at", "id")
-        .group_by("task", "config_key", maintain_order=True)
-        .agg(pl.col("prompt_version").last())
-    )
-    labelled = rows.join(versions, on=["task", "config_key"], how="left")
     pairs = (
-        labelled.filter(pl.col("prompt_version").is_not_null())
-        .join(labelled.select("task", other_value="value", other_version="prompt_version"), on="task")
+        rows.filter(pl.col("prompt_version").is_not_null())
+        .join(rows.select("task", other_value="value", other_version="prompt_version"), on="task")
         .filter(pl.col("other_version").is_null() | (pl.col("other_version") != pl.col("prompt_version")))
         .with_columns(
             wins=(pl.col("value") > pl.col("other_value")).cast(pl.Int64),
@@ -242,24 +184,24 @@ def win_rates(task_values: pl.DataFrame, attempts: pl.DataFrame | None = None) -
     )
     if pairs.is_empty():
         return {"configs": configs, "prompt_versions": empty}
-    rho = _rate(pl.concat([pairs, pairs.with_columns(region=pl.lit("*"))]), ["prompt_version", "region"])
+    rho = _rate(pl.concat([pairs, pairs.with_columns(region=_everywhere(pairs))]), ["prompt_version", "region"])
     return {
         "configs": configs,
         "prompt_versions": rho.with_columns(n=(pl.col("wins") + pl.col("losses")).cast(pl.Int64)),
     }
 
 
-def rejection_counts(ratings: pl.DataFrame) -> pl.DataFrame:
-    """Grounded rejections (the anti-reward) per (region incl. ``'*'``, config_key): ``rejections, weight``.
+def rejection_counts(task_values: pl.DataFrame) -> pl.DataFrame:
+    """Grounded rejections (the anti-reward) per (region incl. ``'*'``, config_key): ``rejections, weight`` (the
+    sum of their weights), from the task values' ``n_rej``/``w_rej``.
 
-    They already enter the fit as ratings of score 0 with their weight (``origin = 'rejection'``);
-    this only counts them.
+    They already enter the fit as ratings of score 0 with their weight; this only counts them.
     """
-    rej = ratings.filter(pl.col("origin") == "rejection")
-    both = pl.concat([rej, rej.with_columns(region=pl.lit("*"))])
+    rej = task_values.filter(pl.col("n_rej") > 0).select("task", "region", "config_key", "n_rej", "w_rej")
+    both = pl.concat([rej, rej.with_columns(region=_everywhere(rej))])
     return (
         both.group_by("region", "config_key")
-        .agg(rejections=pl.len().cast(pl.Int64), weight=pl.col("w").sum().round(_ROUND))
+        .agg(rejections=pl.col("n_rej").sum().cast(pl.Int64), weight=pl.col("w_rej").sum())
         .sort("region", "config_key")
     )
 
@@ -287,11 +229,21 @@ def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     return frame.to_dicts()
 
 
+def origin_counts(counts: list[dict[str, Any]], prm_fill_ins: int) -> dict[str, int]:
+    """The fitted ratings by origin (``prm``, ``rating``, ``rejection``: those there are), from the aggregation's
+    counts of real ratings not retracted and the number of PRM fill-ins."""
+    out = {
+        "prm": prm_fill_ins,
+        "rating": sum(int(r["live"]) for r in counts if not r["rejection"]),
+        "rejection": sum(int(r["live"]) for r in counts if r["rejection"]),
+    }
+    return {k: v for k, v in out.items() if v}
+
+
 def signals_section(
+    counts: list[dict[str, Any]],
     *,
     task_values: pl.DataFrame,
-    ratings: pl.DataFrame,
-    attempts: pl.DataFrame | None,
     newest_at: datetime | None,
     writeback: list[dict[str, Any]] | None = None,
     off_policy: dict[str, Any] | None = None,
@@ -305,37 +257,37 @@ def signals_section(
     ``members`` per region (incl. ``'*'``): the ``top`` best and worst members by relative advantage
     with their win rate and sample sizes, ``rejections`` per region/config, ``prompt_versions`` (RHO),
     ``decisions`` (:func:`pipeline.fit.writeback.decision_writeback`) and ``off_policy``
-    (:func:`pipeline.fit.writeback.off_policy`) as given by the caller. ``advantage`` / ``wins``:
-    :func:`relative_advantage` / :func:`win_rates` (with ``attempts``) of these task values, when computed
-    already.
+    (:func:`pipeline.fit.writeback.off_policy`) as given by the caller. ``counts``: the aggregation's rating
+    counts (the ``counts`` of :class:`pipeline.fit.context.FitContext`); ``advantage`` / ``wins``:
+    :func:`relative_advantage` / :func:`win_rates` of these task values, when computed already.
     """
     adv = advantage if advantage is not None else relative_advantage(task_values, newest_at)
-    wins = wins or win_rates(task_values, attempts)
+    wins = wins or win_rates(task_values)
     members = adv.join(
         wins["configs"].rename({"n_tasks": "rated_tasks"}), on=["region", "config_key"], how="full", coalesce=True
     ).with_columns(pl.col("relative_advantage").fill_null(0.0), pl.col("n_tasks").fill_null(0))
     per_region: dict[str, Any] = {}
-    for region in sorted(members["region"].unique().to_list()):
+    for region in sorted(members["region"].cast(pl.String).unique().to_list()):
         rows = members.filter(pl.col("region") == region)
         best = rows.sort(["relative_advantage", "config_key"], descending=[True, False]).head(top)
         worst = rows.sort(["relative_advantage", "config_key"], descending=[False, False]).head(top)
         per_region[region] = {"top": _rows(best), "bottom": _rows(worst)}
-    by_origin = ratings.group_by("origin").agg(pl.len()).sort("origin")
     # tasks the advantage compares: those rated on two or more configs
     compared = (
         task_values.filter(pl.col("value").is_not_null()).group_by("task").len().filter(pl.col("len") >= 2).height
     )
-    rejections = rejection_counts(ratings)
+    prm = int(task_values["prm"].sum())
+    by_origin = origin_counts(counts, prm)
     return {
         "counts": {
-            "ratings_by_origin": {r["origin"]: int(r["len"]) for r in by_origin.to_dicts()},
-            "prm_fill_ins": int(ratings.filter(pl.col("origin") == "prm").height),
+            "ratings_by_origin": by_origin,
+            "prm_fill_ins": prm,
             "tasks_compared": int(compared),
-            "rejections": int(ratings.filter(pl.col("origin") == "rejection").height),
+            "rejections": by_origin.get("rejection", 0),
             "prompt_versions": int(wins["prompt_versions"]["prompt_version"].n_unique()),
         },
         "members": per_region,
-        "rejections": _rows(rejections),
+        "rejections": _rows(rejection_counts(task_values)),
         "prompt_versions": _rows(wins["prompt_versions"]),
         "decisions": writeback,
         "off_policy": off_policy,

@@ -55,7 +55,7 @@ def build_table(
     if signals is not None:
         present = [c for c in SIGNAL_COLUMNS if c in signals.columns]
         members = members.join(
-            signals.select("config_key", "region", *present),
+            signals.select(pl.col("config_key").cast(pl.String), pl.col("region").cast(pl.String), *present),
             on=["config_key", "region"],
             how="left",
             maintain_order="left",

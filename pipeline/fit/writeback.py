@@ -3,14 +3,18 @@
 Every ``route.decided`` resolves with its task's ``task.closed``: ``done`` is a success (1.0), any other
 outcome a failure (0.0). From the resolved decisions: the realized score of each logging policy, and
 IPS / SNIPS estimates of what the published (target) policy would have scored, from the logged
-propensities. Pure functions over the ``decisions`` and ``closures`` frames of :class:`~pipeline.fit.inputs.FitInputs`.
+propensities. Pure functions over the ``decisions``, ``candidates`` and ``closures`` frames of
+:class:`pipeline.fit.context.FitContext` (decisions numbered in ``(at, id)`` order; times in microseconds).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from .context import FitContext
 
 _ROUND = 9
 
@@ -25,10 +29,10 @@ def resolve(decisions: pl.DataFrame, closures: pl.DataFrame) -> pl.DataFrame:
     ``reward = 1.0`` when that outcome is ``done``, else ``0.0``; null (unresolved) when the task has
     no closure at or after the decision. Taking the first closure after the decision (not the task's
     last) resolves a task closed ``escalated``, re-routed and then closed ``done`` correctly: the first
-    decision failed, the second succeeded. Sorted by ``(at, id)``.
+    decision failed, the second succeeded. Sorted by ``(at, id)`` (the decision number).
     """
     # join_asof needs each side sorted by time within ``task`` (checked here by sorting, not by polars).
-    left = decisions.sort("at", "id")
+    left = decisions.sort("at", "decision", nulls_last=False)
     right = closures.select("task", closed_at="at", outcome="outcome").sort("closed_at", "task")
     if right.is_empty():
         out = left.with_columns(closed_at=pl.lit(None, left.schema["at"]), outcome=pl.lit(None, pl.String))
@@ -43,7 +47,7 @@ def resolve(decisions: pl.DataFrame, closures: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("outcome") == "done")
         .then(1.0)
         .otherwise(0.0)
-    ).sort("at", "id")
+    ).sort("at", "decision", nulls_last=False)
 
 
 def decision_writeback(decisions: pl.DataFrame, closures: pl.DataFrame) -> list[dict[str, Any]]:
@@ -71,21 +75,19 @@ def decision_writeback(decisions: pl.DataFrame, closures: pl.DataFrame) -> list[
     ]
 
 
-def decision_candidates(decisions: pl.DataFrame, *, ordered: bool = True) -> pl.DataFrame:
-    """``task, region, config_key``: the candidate pool of each logged decision, one row per candidate.
+def decision_candidates(ctx: FitContext, decisions: pl.DataFrame) -> pl.DataFrame:
+    """``task, region, config_key``: the candidate pool of each of ``decisions`` (logged decisions of ``ctx``), one
+    row per candidate, in the region of the decision's task.
 
-    Each decision is its own pool, keyed by the decision's ``id`` in the ``task`` column (the key
+    Each decision is its own pool, keyed by the decision's number in the ``task`` column (the key
     :meth:`~pipeline.fit.model.FittedModel.choose_frame` groups by): a task routed twice from two different
     pools gets the target's choice among each pool, never among their union. Pass the ``task, chosen`` result to
-    :func:`off_policy` as ``target_choice``. ``ordered=False`` skips the de-duplication and the sort by
-    ``(task, config_key)``: the greedy choice of each pool is the same.
+    :func:`off_policy` as ``target_choice``.
     """
-    rows = (
-        decisions.select(task="id", region="region", config_key="candidates")
-        .explode("config_key")
-        .drop_nulls("config_key")
+    regions = decisions.select("decision", "task").join(ctx.tasks.select("task", "region"), on="task", how="left")
+    return ctx.candidates.join(regions.select("decision", "region"), on="decision", how="inner").select(
+        task="decision", region="region", config_key="config"
     )
-    return rows.unique().sort("task", "config_key") if ordered else rows
 
 
 def off_policy(decisions: pl.DataFrame, closures: pl.DataFrame, target_choice: pl.DataFrame) -> dict[str, Any]:
@@ -93,7 +95,7 @@ def off_policy(decisions: pl.DataFrame, closures: pl.DataFrame, target_choice: p
 
     Over the resolved decisions that carry a propensity p_i (logged action a_i, reward r_i), with the
     target's choice pi(i) among decision i's candidates (``target_choice``: columns ``task`` = the decision
-    id, as :func:`decision_candidates` keys it, and ``chosen``)::
+    number, as :func:`decision_candidates` keys it, and ``chosen``)::
 
         w_i   = [a_i == pi(i)] / p_i
         IPS   = sum(w_i * r_i) / n
@@ -103,8 +105,8 @@ def off_policy(decisions: pl.DataFrame, closures: pl.DataFrame, target_choice: p
     ``n`` counts the decisions used, ``matched`` those whose logged action is the target's choice.
     """
     resolved = resolve(decisions, closures).filter(pl.col("reward").is_not_null() & pl.col("propensity").is_not_null())
-    target = target_choice.select(id="task", target="chosen")
-    rows = resolved.join(target, on="id", how="left").with_columns(
+    target = target_choice.select(decision=pl.col("task").cast(pl.Int64), target="chosen")
+    rows = resolved.join(target, on="decision", how="left").with_columns(
         w=pl.when(pl.col("chosen") == pl.col("target")).then(1.0 / pl.col("propensity")).otherwise(0.0)
     )
     n = rows.height

@@ -9,7 +9,6 @@ time comes from the store, floats are rounded to 9 decimals, JSON keys sorted).
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,45 +17,51 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
+from ..defaults import OBJECTIVE
 from ..errors import FitError
 from ..evaluate.policies import held_out_policies
-from ..evaluate.protocol import Evaluation, cutoff_text, evaluate, lambda_scale, learning_figures
-from ..evaluate.search import SEARCHED, Pins
-from ..evaluate.split import parts
+from ..evaluate.protocol import Evaluation, constants_source, cutoff_text, evaluate, lambda_scale, learning_figures
+from ..evaluate.search import SEARCHED, Pins, half_lives_of
+from ..evaluate.split import check_split, exact_fraction
+from ..fit.aggregate import DuckDBEngine, Spec
+from ..fit.context import FitContext, Part
 from ..fit.finite import ids_text, non_finite_paths
-from ..fit.inputs import FitInputs, load_inputs, task_values
-from ..fit.learning import LadderOptions, learning_stage
-from ..fit.model import Shipped, fit_model, load_shipped
+from ..fit.learning import LearningOutputs, learning_stage
+from ..fit.model import FittedModel, Shipped, load_shipped
 from ..fit.shipped import defaults_note, placeholder_note
 from ..fit.table_build import build_table
 from ..rounding import rounded
 from ..routing.summary import summarize
-from ..routing.table import Constants, RoutingTable
+from ..routing.table import ConstantOrigin, Constants, RoutingTable, load
 from ..store import open_store
 from ..store.views import reading
 from ..streams.future import MAX_FUTURE
 from ..workspace import StrPath, Workspace
 from .options import FitOptions
-from .publish import pinned_version, publish_fit, publish_table
-from .stats import Stats
+from .publish import pinned_version, publish_fit
+from .sections import Ladders
+from .stats import AnyStats, RefitStats, Stats
 
 
 @dataclass(frozen=True)
 class FitResult:
     table: RoutingTable
-    stats: Stats
-    evaluation: Evaluation  # the held-out evaluation (its learned fit for the leakage tests)
+    stats: AnyStats
+    evaluation: Evaluation | None  # the held-out evaluation (its learned fit for the leakage tests); None: not run
 
     def summary_lines(self) -> list[str]:
         """A readable summary for people (the CLI prints it; ``--json`` prints the stats instead)."""
         s, t = self.stats, self.table
-        r, cal = s.routing, s.calibration
-        lines = [
+        head = [
             f"published routing table {t.version} (constants: {_source_word(s)}; table version {t.source.version}, "
             f"fitted_at {t.fitted_at})",
             f"objective: {s.objective}" + ("" if s.cost_known else " (no costs in the store: ranked by quality alone)"),
+        ]
+        if not isinstance(s, Stats):
+            return [*head, *s.notes]
+        r, cal = s.routing, s.calibration
+        lines = [
+            *head,
             f"split: {s.split.learned_tasks} learned / {s.split.held_out_tasks} held-out tasks (cutoff "
             f"{s.split.cutoff_at}), {s.split.eligible_held_out} eligible, {s.split.validation_tasks} validation",
             f"held-out hit rate: shipped {_fmt(r.shipped.hit_rate)} {_ci(r.shipped.ci95)}, fitted "
@@ -66,13 +71,12 @@ class FitResult:
             f"{r.recommendation}: {r.reason}",
         ]
         x = r.exploration
-        if x is not None:
-            lines += [
-                f"held-out replay (mean of {x.method['seeds']} seeds): shipped exploration {x.shipped.exploration:g} "
-                f"{_fmt(x.shipped.realized_value)}, fitted {x.fitted.exploration:g} {_fmt(x.fitted.realized_value)}, "
-                f"difference {_fmt(x.difference.value)} {_ci(x.difference.ci95)}",
-                f"exploration: {x.recommendation}: {x.reason}",
-            ]
+        lines += [
+            f"held-out replay (mean of {x.method.seeds} seeds): shipped exploration {x.shipped.exploration:g} "
+            f"{_fmt(x.shipped.realized_value)}, fitted {x.fitted.exploration:g} {_fmt(x.fitted.realized_value)}, "
+            f"difference {_fmt(x.difference.value)} {_ci(x.difference.ci95)}",
+            f"exploration: {x.recommendation}: {x.reason}",
+        ]
         provenance = ", ".join(f"{k} {v}" for k, v in sorted(s.constants.provenance.items()))
         lines += [
             f"published constants: {s.constants.published}" + (f" ({provenance})" if provenance else ""),
@@ -83,36 +87,35 @@ class FitResult:
             b = getattr(s.baselines, name)
             label = f"{name} ({b.config})" if b.config else name
             lines.append(f"  {label}: {_fmt(b.hit_rate)} / {_fmt(b.mean_quality)} / {_fmt(b.mean_cost_usd)}")
-        policies = (s.policies or {}).get("policies") or {}
+        policies = s.policies.policies if s.policies is not None else {}
         if "learning_governed" in policies and "quality_per_dollar" in policies:
-            lg, qpd = policies["learning_governed"], policies["quality_per_dollar"]
             lines.append(
-                f"default policy learning_governed (evidence gate): held-out hit rate {_fmt(lg['hit_rate'])}, "
-                f"quality_per_dollar without the gate {_fmt(qpd['hit_rate'])}"
+                "default policy learning_governed (evidence gate): held-out hit rate "
+                f"{_fmt(policies['learning_governed'].hit_rate)}, quality_per_dollar without the gate "
+                f"{_fmt(policies['quality_per_dollar'].hit_rate)}"
             )
-        ladders = s.ladders or {}
-        if ladders.get("summary"):
-            lad, rungs = ladders["summary"], ladders["regions"]["*"]["ladder"]
-            replaced = sorted(r for r, v in ladders["regions"].items() if v["source"] == "region")
-            where = f"; own ladders in {', '.join(replaced)}" if replaced else ""
-            rule_of = ladders.get("rule") or {}
-            kappa = rule_of.get("kappa")
-            rule = (
-                f"kappa {kappa:g}"
-                if kappa is not None
-                else "the best single alone"
-                if rule_of.get("name") == "best-single"
-                else str(rule_of.get("name", "n/a"))
-            )
-            lines.append(
-                f"published ladders (global {' > '.join(rungs)}{where}; rule: {rule}): held-out quality "
-                f"{_fmt(lad['held_out_quality'])} at "
-                f"{_fmt(lad['held_out_cost_usd'])} USD/task vs best single {lad['best_single_config']} "
-                f"{_fmt(lad['best_single_quality'])} at {_fmt(lad['best_single_cost_usd'])} "
-                f"(coverage {_fmt(lad['coverage'])})"
-            )
+        if s.ladders is not None and s.ladders.summary is not None:
+            lines.append(_ladder_line(s.ladders))
         lines.extend(s.notes)
         return lines
+
+
+def _ladder_line(ladders: Ladders) -> str:
+    """The published ladders on the held-out tasks, in one line of the summary."""
+    lad, rungs = ladders.summary, ladders.regions["*"].ladder
+    assert lad is not None
+    replaced = sorted(r for r, v in ladders.regions.items() if v.source == "region")
+    where = f"; own ladders in {', '.join(replaced)}" if replaced else ""
+    rule_of = ladders.rule
+    kappa = rule_of.kappa if rule_of is not None else None
+    name = rule_of.name if rule_of is not None else None
+    rule = f"kappa {kappa:g}" if kappa is not None else "the best single alone" if name == "best-single" else str(name)
+    return (
+        f"published ladders (global {' > '.join(rungs)}{where}; rule: {rule}): held-out quality "
+        f"{_fmt(lad.held_out_quality)} at {_fmt(lad.held_out_cost_usd)} USD/task vs best single "
+        f"{lad.best_single_config} {_fmt(lad.best_single_quality)} at {_fmt(lad.best_single_cost_usd)} "
+        f"(coverage {_fmt(lad.coverage)})"
+    )
 
 
 @contextmanager
@@ -158,78 +161,116 @@ def run_fit(
 
 
 def _fit(ws: Workspace, options: FitOptions, say: _Progress, command: str) -> FitResult:
+    shipped = load_shipped(options.shipped if options.shipped is not None else ws.shipped)
+    objective = options.objective or shipped.constants.objective or OBJECTIVE
+    overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
+    if options.min_samples is not None:
+        overrides["min_samples"] = options.min_samples
+    if options.min_quality is not None:
+        overrides["min_quality"] = options.min_quality
+    shipped_constants = shipped.to_constants(**overrides)
+    current = None if options.evaluate else current_constants(ws, shipped_constants, options)
     say("loading the store")
-    version, events, inputs_sha, inputs = _read(ws, options)
-    shipped, objective, shipped_constants, notes = _shipped_constants(ws, options, inputs, version)
-    say("evaluating on the held-out split (validation search included)")
+    version, events, inputs_sha, ctx, notes = _read(ws, options, shipped, objective, shipped_constants, current)
+    if ctx.values(Part.FULL).height == 0:
+        raise FitError(f"no ratings in the store (table version {version}); append task.rated events and compact first")
+    if not shipped.found:
+        notes.append(defaults_note(shipped_constants))
+    placeholders = placeholder_note(shipped, options.shipped or "fits/shipped.json")
+    notes += [placeholders] if placeholders else []
+    source = {"version": version, "events": events, "sha256": inputs_sha}
+    if current is None:
+        say("evaluating on the held-out split (validation search included)")
+        return _evaluated(ws, ctx, options, say, command, shipped_constants, source, notes)
+    say("refitting on all tasks with the current constants (no held-out evaluation)")
+    return _refit(ws, ctx, options, command, current, source, notes)
+
+
+def _evaluated(
+    ws: Workspace,
+    ctx: FitContext,
+    options: FitOptions,
+    say: _Progress,
+    command: str,
+    shipped_constants: Constants,
+    source: dict[str, Any],
+    notes: list[str],
+) -> FitResult:
+    """The nightly job's fit: the held-out evaluation, then the table refit on all tasks with what it publishes."""
+    if ctx.objective == "utility" and shipped_constants.lambda_ is None:
+        check_split(ctx)
+        scale, problem = lambda_scale(ctx.values(Part.LEARNED))
+        notes += [problem] if problem else []
+        # With no costs at all the objective degrades to quality (docs/design.md, Cost): no lambda is needed then.
+        if options.lambda_ or scale is not None:
+            shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
     ev = evaluate(
-        inputs,
-        shipped=shipped,
+        ctx,
         shipped_constants=shipped_constants,
         pins=Pins(options.pins()),
-        objective=objective,
-        fraction=options.split,
         seed=options.seed,
         min_exploration=options.min_exploration,
     )
     published = ev.published
-    source_word = ev.routing["published"]["constants_source"]
     say("refitting on all tasks and publishing")
-    model = fit_model(inputs, published, shipped, ev.objective)
-    source = {"version": version, "events": events, "sha256": inputs_sha}
+    model = ctx.model(Part.FULL, published, ev.objective)
     summary = _evaluation_summary(ev, cutoff_text(ev.split["cutoff_at"]), options, ws)
     say("learning signals, escalation ladders and the cost-quality frontier")
-    ladder = _ladder_options(options)
-    if not options.writeback:  # the fit ignores logged decisions: no writeback, no off-policy estimates
-        inputs = dataclasses.replace(inputs, decisions=inputs.decisions.clear())
-    cut = parts(inputs, options.split)
     learning = learning_stage(
-        inputs,
-        model,
-        constants=published,
-        shipped=shipped,
-        objective=ev.objective,
-        learned=cut.learned,
-        seed=options.seed,
-        ladder=ladder,
+        ctx, model, constants=published, seed=options.seed, ladder=options.ladders(), writeback=options.writeback
     )
-    table = build_table(
-        model,
-        constants_source=source_word,
-        provenance=ev.provenance,
-        static=shipped.static,
-        signals=learning.member_signals,
-        gate=learning.gate,
-        ladders=learning.ladders,
-        source=source,
-        fitted_at=inputs.newest_at,
-        evaluation=rounded(summary),
-    )
+    table = _table(model, ctx, learning, source, ev.routing["published"]["constants_source"], ev.provenance, summary)
     say("evaluating every routing policy on the held-out tasks")
-    policies = held_out_policies(
-        inputs, published, shipped, ev.objective, options.split, learning.ladders, seed=options.seed
-    )
-    pinned = pinned_version(ws)
-    table = table.with_version()
+    policies = held_out_policies(ctx, published, ev.objective, learning.ladders, seed=options.seed)
+    decisions = ctx.decisions if options.writeback else ctx.decisions.clear()
     stats = _stats(
         ev,
-        inputs,
+        ctx,
         options,
-        objective,
         {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
-        published_source=source_word,
+        published_source=ev.routing["published"]["constants_source"],
         sections={
             "routing_table": summarize(table).model_dump(mode="json"),
             "signals": learning.signals,
-            **learning_figures(learning, cut, decisions=inputs.decisions),
+            **learning_figures(learning, ctx, decisions=decisions),
             "policies": policies,
             **({"backtest": _backtest(options.backtest)} if options.backtest else {}),
         },
         cutoff=cutoff_text(ev.split["cutoff_at"]),
         notes=notes,
-        shipped_found=shipped.found,
         table_version=table.version,
     )
+    return _publish(ws, options, table, stats, ev)
+
+
+def _table(
+    model: FittedModel,
+    ctx: FitContext,
+    learning: LearningOutputs,
+    source: dict[str, Any],
+    constants_source: Any,
+    provenance: dict[str, ConstantOrigin],
+    evaluation: dict[str, Any],
+) -> RoutingTable:
+    """The published table: the model refit on all tasks with its learning signals, gate tests and ladders."""
+    return build_table(
+        model,
+        constants_source=constants_source,
+        provenance=provenance,
+        static=ctx.shipped.static,
+        signals=learning.member_signals,
+        gate=learning.gate,
+        ladders=learning.ladders,
+        source=source,
+        fitted_at=ctx.newest_of(Part.FULL),
+        evaluation=rounded(evaluation),
+    ).with_version()
+
+
+def _publish(
+    ws: Workspace, options: FitOptions, table: RoutingTable, stats: AnyStats, ev: Evaluation | None
+) -> FitResult:
+    pinned = pinned_version(ws)
     if pinned is not None:  # `ratings pin` holds the live table: keep it, record this fit in the history only
         stats = stats.model_copy(
             update={
@@ -246,101 +287,155 @@ def _fit(ws: Workspace, options: FitOptions, say: _Progress, command: str) -> Fi
     return FitResult(table=table, stats=stats, evaluation=ev)
 
 
-def refit_table(home: Workspace | StrPath | None, options: FitOptions | None = None) -> RoutingTable:
-    """The table refit on every task with the current constants and no held-out evaluation: the shipped
-    constants (code defaults without ``shipped.json``) with the options' pins, signals, gate tests and ladders
-    (chosen on every task), published to ``fits/routing-table.json`` (and ``fits/history/``); no stats, no
-    page. The store as it is (no compaction). What ``ratings backtest --fit table`` refits each night with."""
-    ws = Workspace.of(home)
-    options = options or FitOptions()
-    with fit_lock(ws, wait=options.wait):
-        version, events, inputs_sha, inputs = _read(ws, options)
-        shipped, objective, shipped_constants, _ = _shipped_constants(ws, options, inputs, version)
-        pins = options.pins()
-        constants = shipped_constants.model_copy(
-            update={("lambda_" if name == "lambda" else name): value for name, value in pins.items()}
-        )
-        model = fit_model(inputs, constants, shipped, objective)
-        ladder = _ladder_options(options)
-        if not options.writeback:
-            inputs = dataclasses.replace(inputs, decisions=inputs.decisions.clear())
-        learning = learning_stage(
-            inputs,
-            model,
-            constants=constants,
-            shipped=shipped,
-            objective=model.objective,
-            learned=inputs,
-            seed=options.seed,
-            ladder=ladder,
-        )
-        searched = [n for n in SEARCHED if n != "lambda" or model.effective_objective == "utility"]
-        provenance: dict[str, Any] = {n: "pinned" if n in pins else "shipped" for n in searched}
-        table = build_table(
-            model,
-            constants_source="shipped" if all(v == "shipped" for v in provenance.values()) else "mixed",
-            provenance=provenance,
-            static=shipped.static,
-            signals=learning.member_signals,
-            gate=learning.gate,
-            ladders=learning.ladders,
-            source={"version": version, "events": events, "sha256": inputs_sha},
-            fitted_at=inputs.newest_at,
-            evaluation={"protocol": "no held-out evaluation: the current constants refit on all tasks"},
-        ).with_version()
-        publish_table(ws, table, live=pinned_version(ws) is None)
-    return table
+def _read(
+    ws: Workspace,
+    options: FitOptions,
+    shipped: Shipped,
+    objective: str,
+    shipped_constants: Constants,
+    current: Current | None,
+) -> tuple[int | None, dict[str, int], str | None, FitContext, list[str]]:
+    """The store's table version, event counts, inputs hash, its aggregation and the notes on what it left out,
+    all at one version. A file of the store that is missing or unreadable is
+    :class:`~pipeline.errors.StoreCorrupt` (exit 1) on one line that says how to recover
+    (pipeline.store.views.reading).
 
-
-def _ladder_options(options: FitOptions) -> LadderOptions:
-    return LadderOptions(
-        pass_threshold=options.pass_threshold,
-        budget_usd=options.ladder_budget_usd,
-        target="budget" if options.ladder_budget_usd is not None else "best-single",
-    )
-
-
-def _shipped_constants(
-    ws: Workspace, options: FitOptions, inputs: FitInputs, version: int | None
-) -> tuple[Shipped, str, Constants, list[str]]:
-    """The shipped file, the objective, the shipped constants with the options' overrides (and lambda's scale
-    for utility when neither shipped nor pinned), and the notes they give."""
-    if inputs.ratings.height == 0:
-        raise FitError(f"no ratings in the store (table version {version}); append task.rated events and compact first")
-    shipped = load_shipped(options.shipped if options.shipped is not None else ws.shipped)
-    objective = options.objective or shipped.constants.objective or "quality_per_dollar"
-    overrides: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
-    if options.min_samples is not None:
-        overrides["min_samples"] = options.min_samples
-    if options.min_quality is not None:
-        overrides["min_quality"] = options.min_quality
-    shipped_constants = shipped.to_constants(**overrides)
-    notes = list(inputs.notes)
-    if not shipped.found:
-        notes.append(defaults_note(shipped_constants))
-    placeholders = placeholder_note(shipped, options.shipped or "fits/shipped.json")
-    notes += [placeholders] if placeholders else []
-    if objective == "utility" and shipped_constants.lambda_ is None:
-        scale, problem = lambda_scale(task_values(parts(inputs, options.split).learned))
-        notes += [problem] if problem else []
-        # With no costs at all the objective degrades to quality (docs/design.md, Cost): no lambda is needed then.
-        if options.lambda_ or scale is not None:
-            shipped_constants = shipped_constants.model_copy(update={"lambda_": options.lambda_ or scale})
-    return shipped, objective, shipped_constants, notes
-
-
-def _read(ws: Workspace, options: FitOptions) -> tuple[int | None, dict[str, int], str | None, FitInputs]:
-    """The store's table version, event counts, inputs hash and events as fit inputs, all at one version. A file
-    of the store that is missing or unreadable is :class:`~pipeline.errors.StoreCorrupt` (exit 1) on one line
-    that says how to recover (pipeline.store.views.reading)."""
+    The aggregation sums the recency weights of every half-life the fit may use: the grid's, the shipped one and a
+    pinned one (the current constants' alone without an evaluation)."""
+    if current is None:
+        lives, fraction = half_lives_of(shipped_constants, Pins(options.pins())), exact_fraction(options.split)
+    else:
+        h = current.constants.half_life_days
+        lives, fraction = ((float(h),) if h is not None else ()), None
+    spec = Spec(thread=options.thread, since=options.since, prm=options.prm, half_lives=lives, fraction=fraction)
     with open_store(ws) as store, reading(store):
-        inputs = load_inputs(store, prm=options.prm, thread=options.thread, since=options.since)
+        ctx = FitContext.build(DuckDBEngine(store), spec, shipped=shipped, objective=objective)
+        notes = list(ctx.notes)
         unknown = store.unknown_retractions()
         if unknown:  # said, not silent: a retraction of an id the store does not hold retracts nothing
             shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-            note = f"{len(unknown)} retraction(s) name an id no rating or rejection holds, and retract nothing: {shown}"
-            inputs = dataclasses.replace(inputs, notes=(*inputs.notes, note))
-        return store.version, store.event_counts(), store.inputs_sha256(), inputs
+            notes.append(
+                f"{len(unknown)} retraction(s) name an id no rating or rejection holds, and retract nothing: {shown}"
+            )
+        return store.version, store.event_counts(), store.inputs_sha256(), ctx, notes
+
+
+@dataclass(frozen=True)
+class Current:
+    """The constants a refit without evaluation uses (``fit-routing --no-evaluate``) and where they come from."""
+
+    constants: Constants
+    provenance: dict[str, ConstantOrigin]
+    source: str  # "the live table <version>", or the shipped file
+    shipped: Constants  # the shipped constants (the stats report them beside the current ones)
+
+
+#: FitOptions field -> the Constants field it pins.
+_PINS = {
+    "prior_source": "prior_source",
+    "prior_weight": "prior_weight",
+    "exploration": "exploration",
+    "half_life_days": "half_life_days",
+    "lambda_": "lambda_",
+    "min_samples": "min_samples",
+    "min_quality": "min_quality",
+}
+
+
+def current_constants(ws: Workspace, shipped_constants: Constants, options: FitOptions) -> Current:
+    """The current constants (docs/design.md, Refit without evaluation): those of the live table
+    (``fits/routing-table.json``: what the last evaluated fit adopted, or a pinned table's) when there is one, else
+    the shipped ones (``shipped.json``, else the code defaults); a constant given on the command line wins, and the
+    cost floor is always the option's. The provenance of each searched constant is kept from the table (its verdict
+    chose it) or ``shipped``; a pinned one is ``pinned``."""
+    table = load(ws.table) if ws.table.exists() else None
+    base = table.constants if table is not None else shipped_constants
+    provenance: dict[str, ConstantOrigin] = dict(table.constants_provenance) if table is not None else {}
+    update: dict[str, Any] = {"cost_floor_usd": options.cost_floor_usd}
+    for option, field in _PINS.items():
+        value = getattr(options, option)
+        if value is None:
+            continue
+        update[field] = None if value == "inf" else value
+        name = "lambda" if field == "lambda_" else field
+        if name in SEARCHED:
+            provenance[name] = "pinned"
+    constants = base.model_copy(update=update)
+    for name in SEARCHED:
+        provenance.setdefault(name, "shipped")
+    if table is not None:
+        where = f"the live table {table.version}"
+    else:
+        where = "fits/shipped.json" if options.shipped is None else options.shipped
+    return Current(constants, provenance, where, shipped_constants)
+
+
+def _refit(
+    ws: Workspace,
+    ctx: FitContext,
+    options: FitOptions,
+    command: str,
+    current: Current,
+    source: dict[str, Any],
+    notes: list[str],
+) -> FitResult:
+    """``fit-routing --no-evaluate``: the table refit on every task with the current constants, its ladders chosen
+    on every task by their cross-validated rule; no held-out evaluation, and the stats say so."""
+    constants = current.constants
+    if ctx.objective == "utility" and constants.lambda_ is None:
+        scale, problem = lambda_scale(ctx.values(Part.FULL))
+        notes += [problem] if problem else []
+        if scale is not None:
+            constants = constants.model_copy(update={"lambda_": scale})
+    model = ctx.model(Part.FULL, constants)
+    learning = learning_stage(
+        ctx, model, constants=constants, seed=options.seed, ladder=options.ladders(), writeback=options.writeback,
+        evaluated=False,
+    )  # fmt: skip
+    provenance = {
+        k: v for k, v in current.provenance.items() if k != "lambda" or model.effective_objective == "utility"
+    }
+    evaluation = {
+        "case_study": options.case_study,
+        "stats": ws.relative(ws.stats(options.case_study)),
+        "protocol": f"refit on every task with the current constants (from {current.source}); no held-out evaluation",
+    }
+    table = _table(model, ctx, learning, source, constants_source(provenance), provenance, evaluation)
+    notes.append(
+        f"No held-out evaluation ran (fit-routing --no-evaluate): the table was refit on every task with the "
+        f"constants of {current.source}, and its ladders were chosen on every task by their cross-validated rule."
+    )
+    if not model.cost_known:
+        notes.append(
+            f"No attempt in the store carries a cost, so the ranking used quality alone (the "
+            f"{ctx.objective} objective degrades to quality) and every cost figure is null."
+        )
+    c = _constant_set(constants, model.effective_objective)
+    shipped = _constant_set(current.shipped, model.effective_objective)
+    data = {
+        "name": options.case_study,
+        "table_version": table.version,
+        "source": {**source, "command": command, **({"credit": options.credit} if options.credit else {})},
+        "objective": model.effective_objective,
+        "objective_requested": ctx.objective,
+        "cost_known": model.cost_known,
+        "ratings": rating_counts(ctx),
+        "constants": {
+            "shipped": shipped,
+            "fitted": c,
+            "values": c,
+            "selected_on": {},
+            "published": table.constants_source,
+            "provenance": provenance,
+            "shipped_from": "file" if ctx.shipped.found else "code defaults",
+        },
+        "routing_table": summarize(table).model_dump(mode="json"),
+        "signals": learning.signals,
+        "options": options.model_dump(mode="json", by_alias=True),
+        "notes": notes,
+        "evaluated": False,
+    }
+    return _publish(ws, options, table, RefitStats.model_validate(_validated(data, notes)), None)
 
 
 def _backtest(path: str) -> dict[str, Any]:
@@ -394,11 +489,24 @@ def _evaluation_summary(ev: Evaluation, cutoff: str | None, options: FitOptions,
     }
 
 
+def rating_counts(ctx: FitContext) -> dict[str, Any]:
+    """The ``ratings`` object of the stats: real ratings (not retracted, within the bounds) in all and by rater
+    kind, and the retracted ones."""
+    kinds: dict[Any, int] = {}
+    for row in ctx.counts:
+        if row["live"]:
+            kinds[row["rater_kind"]] = kinds.get(row["rater_kind"], 0) + int(row["live"])
+    return {
+        "total": sum(kinds.values()),
+        "by_rater_kind": kinds,
+        "retracted": sum(int(row["retracted"]) for row in ctx.counts),
+    }
+
+
 def _stats(
     ev: Evaluation,
-    inputs: FitInputs,
+    ctx: FitContext,
     options: FitOptions,
-    requested: str,
     source: dict[str, Any],
     *,
     published_source: str,
@@ -406,30 +514,23 @@ def _stats(
     sections: dict[str, Any] | None = None,
     notes: list[str] | None = None,
     table_version: str | None = None,
-    shipped_found: bool = True,
 ) -> Stats:
     """``sections``: the ``signals``, ``ladders``, ``frontier`` and ``policies`` objects of ``stats.json``;
     ``notes``: what the fit left out or could not compute (first in the stats' notes)."""
-    real = inputs.ratings.filter(pl.col("origin") != "prm")
-    kinds = real.group_by("rater_kind").len().sort("rater_kind")
     notes = list(notes or [])
     if not ev.cost_known:
         notes.append(
             f"No attempt in the store carries a cost, so the ranking used quality alone (the "
-            f"{requested} objective degrades to quality) and every cost figure is null."
+            f"{ctx.objective} objective degrades to quality) and every cost figure is null."
         )
     data = {
         "name": options.case_study,
         "table_version": table_version,
         "source": source,
         "objective": ev.objective,
-        "objective_requested": requested,
+        "objective_requested": ctx.objective,
         "cost_known": ev.cost_known,
-        "ratings": {
-            "total": real.height,
-            "by_rater_kind": dict(kinds.iter_rows()),
-            "retracted": inputs.retracted.height,
-        },
+        "ratings": rating_counts(ctx),
         "split": {**ev.split, "cutoff_at": cutoff},
         "constants": {
             "shipped": _constant_set(ev.shipped, ev.objective),
@@ -438,7 +539,7 @@ def _stats(
             "published": published_source,
             "provenance": ev.provenance,
             "values": _constant_set(ev.published, ev.objective),
-            "shipped_from": "file" if shipped_found else "code defaults",
+            "shipped_from": "file" if ctx.shipped.found else "code defaults",
         },
         "routing": ev.routing,
         "replay": ev.replay,
@@ -446,10 +547,7 @@ def _stats(
         "baselines": ev.baselines,
         "priors": ev.priors,
         "grid": ev.grid,
-        # without a backtest attached, the options read as before the option existed (the same bytes)
-        "options": options.model_dump(
-            mode="json", by_alias=True, exclude={"backtest"} if not options.backtest else None
-        ),
+        "options": options.model_dump(mode="json", by_alias=True, exclude={"evaluate"}),
         "notes": notes,
         **(sections or {}),
     }
@@ -459,13 +557,18 @@ def _stats(
             "The ladder gates are the same ratings that measure quality (as in an imported benchmark "
             "table): the ladder figures are an upper bound, reached only with a perfect verifier."
         )
+    return Stats.model_validate(_validated(data, notes))
+
+
+def _validated(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """``data`` rounded as written, with a note naming every figure that was not finite."""
     undefined = non_finite_paths(data)
     if undefined:
         notes.append(f"{len(undefined)} figure(s) could not be computed finitely and are null: {ids_text(undefined)}.")
-    return Stats.model_validate(rounded(data))
+    return rounded(data)
 
 
-def _source_word(stats: Stats) -> str:
+def _source_word(stats: AnyStats) -> str:
     """``fitted``, ``mixed``, ``shipped``, or ``code defaults`` when there was no shipped.json to ship."""
     c = stats.constants
     return "code defaults" if c.published == "shipped" and c.shipped_from == "code defaults" else c.published

@@ -9,7 +9,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-DEFAULT_CASE_STUDY = "routing-by-rating"
+from .. import defaults
+
+DEFAULT_CASE_STUDY = defaults.CASE_STUDY
 
 
 class FitOptions(BaseModel):
@@ -21,31 +23,33 @@ class FitOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    split: float = Field(default=0.7, gt=0.0, lt=1.0)
-    seed: int = 0
+    split: float = Field(default=defaults.SPLIT, gt=0.0, lt=1.0)
+    seed: int = defaults.SEED
     case_study: str = DEFAULT_CASE_STUDY
     shipped: str | None = None
     objective: Literal["quality_per_dollar", "utility", "quality"] | None = None
     lambda_: float | None = Field(default=None, alias="lambda", gt=0.0)
-    cost_floor_usd: float = Field(default=0.000001, gt=0.0)
+    cost_floor_usd: float = Field(default=defaults.COST_FLOOR_USD, gt=0.0)
     prior_source: Literal["shipped", "measured"] | None = None
     prior_weight: float | None = Field(default=None, ge=0.0)
     exploration: float | None = Field(default=None, ge=0.0, le=1.0)
     # The floor of the searched exploration grid (0 only when asked for: the loop then stops learning).
-    min_exploration: float = Field(default=0.05, ge=0.0, le=1.0)
+    min_exploration: float = Field(default=defaults.MIN_EXPLORATION, ge=0.0, le=1.0)
     half_life_days: float | Literal["inf"] | None = None
     min_samples: int | None = Field(default=None, ge=0)
     min_quality: float | None = Field(default=None, ge=0.0, le=1.0)  # --min-quality: the quality floor
     thread: str | None = None
     since: datetime | None = None
     prm: bool = True
-    pass_threshold: float = Field(default=0.5, ge=0.0, le=1.0)  # ladder gate pass mark (--pass-threshold)
+    pass_threshold: float = Field(default=defaults.PASS_THRESHOLD, ge=0.0, le=1.0)  # ladder gate pass mark
     ladder_budget_usd: float | None = Field(default=None, gt=0.0)  # --ladder-budget: budget target, else best-single
     credit: str | None = None  # where the data came from, shown on the page (stats.source.credit)
     backtest: str | None = None  # a `ratings backtest` backtest.json to attach to the stats (--backtest)
     writeback: bool = True  # resolve logged route.decided events with task.closed (--no-writeback: ignore them)
     no_compact: bool = False
     wait: bool = False
+    # --no-evaluate: refit the table on every task with the current constants, without the held-out evaluation
+    evaluate: bool = True
 
     @field_validator("half_life_days")
     @classmethod
@@ -79,6 +83,16 @@ class FitOptions(BaseModel):
                 )
                 words += [flag, text]
         return " ".join(shlex.quote(w) for w in words)
+
+    def ladders(self) -> Any:
+        """The ladder options (:class:`pipeline.fit.learning.LadderOptions`) these options give."""
+        from ..fit.learning import LadderOptions
+
+        return LadderOptions(
+            pass_threshold=self.pass_threshold,
+            budget_usd=self.ladder_budget_usd,
+            target="budget" if self.ladder_budget_usd is not None else "best-single",
+        )
 
     def pins(self) -> dict[str, Any]:
         """The pinned constants, by :data:`pipeline.evaluate.search.SEARCHED` name (half-life inf -> None)."""
@@ -118,4 +132,5 @@ _FLAGS = {
     "backtest": "--backtest",
     "no_compact": "--no-compact",
     "wait": "--wait",
+    "evaluate": "--no-evaluate",
 }

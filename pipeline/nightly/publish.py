@@ -29,10 +29,10 @@ from ..jsonfile import first_problem, parse_json
 from ..routing.table import RoutingTable, canonical_json, table_json_schema
 from ..workspace import Workspace
 from .options import DEFAULT_CASE_STUDY
-from .stats import Stats
+from .stats import AnyStats
 
 
-def publish_fit(ws: Workspace, table: RoutingTable, stats: Stats, stats_path: Path, *, live: bool) -> None:
+def publish_fit(ws: Workspace, table: RoutingTable, stats: AnyStats, stats_path: Path, *, live: bool) -> None:
     """Write history, stats, schema and (when ``live``, i.e. no pin holds the table) the table, in that order.
 
     ``table`` carries its version and ``stats.table_version`` names it.

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import RoutingError
 from .table import Constants
 from .view import GLOBAL, RegionView
 
@@ -121,7 +122,9 @@ def explain_sql(view: RegionView, constants: Constants, objective: str, configs:
     recency = "1.0" if half_life is None else f"exp(-ln(2) * age_days / {float(half_life)!r})"
     # The objective (docs/design.md, Objectives) over the recomputed columns (quality alone without a known cost).
     if objective == "utility":
-        value = f"CASE WHEN cost_usd IS NULL THEN quality ELSE {float(c.lambda_ or 1.0)!r} * quality - cost_usd END"
+        if c.lambda_ is None:  # a utility table always carries lambda (pipeline.routing.greedy)
+            raise RoutingError("the utility objective needs lambda (constants.lambda): none is given")
+        value = f"CASE WHEN cost_usd IS NULL THEN quality ELSE {float(c.lambda_)!r} * quality - cost_usd END"
     elif objective == "quality_per_dollar":
         value = "CASE WHEN cost_usd IS NULL THEN quality ELSE quality / cost_usd END"
     else:

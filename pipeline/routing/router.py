@@ -44,9 +44,10 @@ from typing import Any, NamedTuple
 
 from ..errors import RoutingError
 from .explain_sql import explain_sql
+from .greedy import objective_value
 from .policies import POLICIES, Policy, gate_checks
 from .table import SCHEMA_MAJOR, Evidence, Member, RoutingTable, load
-from .view import GLOBAL, RegionView, Row, objective_value
+from .view import GLOBAL, RegionView, Row
 
 DEFAULT_POLICY = "learning_governed"
 _MEMO_LIMIT = 1 << 16  # memoised greedy decisions per router (cleared when full)
@@ -143,7 +144,15 @@ class Router:
     def prior_row(self, config: str) -> Row:
         q, cost = self._global_quality, self._global_cost
         return Row(
-            config, q, cost, objective_value(q, cost, self.objective, self.constants), 0.0, 0, None, None, "prior"
+            config,
+            q,
+            cost,
+            objective_value(q, cost, self.objective, self.constants.lambda_, self.constants.cost_floor_usd),
+            0.0,
+            0,
+            None,
+            None,
+            "prior",
         )
 
     def view(self, region: str) -> RegionView:

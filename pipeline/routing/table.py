@@ -17,8 +17,9 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .. import defaults
 from ..errors import TableSchemaError
 from ..jsonfile import json_schema, read_json, validate
 from ..workspace import TABLE_SCHEMA_FILE, atomic_write
@@ -43,12 +44,12 @@ class Constants(BaseModel):
 
     model_config = _MODEL
 
-    prior_source: Literal["shipped", "measured"] = "shipped"
-    prior_weight: float = 3.0
-    exploration: float = 0.3
-    half_life_days: float | None = None
-    min_samples: int = 3
-    cost_floor_usd: float = 0.000001
+    prior_source: Literal["shipped", "measured"] = defaults.PRIOR_SOURCE  # type: ignore[assignment]
+    prior_weight: float = defaults.PRIOR_WEIGHT
+    exploration: float = defaults.EXPLORATION
+    half_life_days: float | None = defaults.HALF_LIFE_DAYS
+    min_samples: int = defaults.MIN_SAMPLES
+    cost_floor_usd: float = defaults.COST_FLOOR_USD
     lambda_: float | None = Field(default=None, alias="lambda")
     # The quality floor: the best objective among members whose quality is at least this, else the highest
     # quality (docs/design.md, Routing). None: no floor.
@@ -163,6 +164,13 @@ class RoutingTable(BaseModel):
     static: Static
     regions: dict[str, Region]
     evaluation: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _utility_needs_lambda(self) -> RoutingTable:
+        # The greedy rule has no default lambda (pipeline.routing.greedy): a utility table carries its own.
+        if self.objective == "utility" and self.constants.lambda_ is None:
+            raise ValueError("a table ranked by utility needs constants.lambda (lambda * quality - cost)")
+        return self
 
     def content_hash(self) -> str:
         """``version``: sha256 (first 16 hex) of the canonical JSON of everything below ``fitted_at``."""

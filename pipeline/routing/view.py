@@ -7,14 +7,13 @@ policy may use.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from .table import Constants, Evidence, Ladder, Static
+from .greedy import GreedyKey, greedy_key, objective_value
+from .table import Evidence, Ladder, Static
 
 GLOBAL = "*"
-_INF = math.inf
 
 
 class Row(NamedTuple):
@@ -39,38 +38,16 @@ class Row(NamedTuple):
         return self._asdict()
 
 
-def objective_value(quality: float, cost: float | None, objective: str, constants: Constants) -> float:
-    """The objective (docs/design.md, Objectives) for a row the table does not list.
-
-    quality_per_dollar = q / max(cost, floor); utility = lambda * q - cost;
-    quality = q. With no known cost the objective degrades to quality.
-    """
-    if cost is None or objective == "quality":
-        return quality
-    if objective == "utility":
-        return (constants.lambda_ or 1.0) * quality - cost
-    return quality / max(cost, constants.cost_floor_usd)
+def _sort_key(row: Row, min_quality: float | None = None) -> GreedyKey:
+    """The greedy order of the table's objective (:func:`pipeline.routing.greedy.greedy_key` of the row's value)."""
+    return greedy_key(row.config, row.quality, row.cost_usd, row.value, min_quality)
 
 
-def _sort_key(row: Row, min_quality: float | None = None) -> tuple[bool, float, float, float, str]:
-    """Best objective, then higher quality, then lower cost (unknown last), then key order.
-
-    With a quality floor Q: rows with ``quality >= Q`` first in that order, then the others by quality alone
-    (the greedy order of :func:`pipeline.fit.model.greedy_order`)."""
-    return _floored(row, row.value, min_quality)
-
-
-def _qpd_key(row: Row, floor: float, min_quality: float | None = None) -> tuple[bool, float, float, float, str]:
-    """Quality per dollar q / max(cost, floor) whatever the table's objective; no cost: quality. Floored as
-    :func:`_sort_key`."""
-    qpd = row.quality if row.cost_usd is None else row.quality / max(row.cost_usd, floor)
-    return _floored(row, qpd, min_quality)
-
-
-def _floored(row: Row, objective: float, min_quality: float | None) -> tuple[bool, float, float, float, str]:
-    below = min_quality is not None and row.quality < min_quality
-    cost = _INF if row.cost_usd is None else row.cost_usd
-    return (below, -(row.quality if below else objective), -row.quality, cost, row.config)
+def _qpd_key(row: Row, floor: float, min_quality: float | None = None) -> GreedyKey:
+    """The greedy order of quality per dollar ``q / max(cost, floor)`` whatever the table's objective (quality
+    without a cost)."""
+    qpd = objective_value(row.quality, row.cost_usd, "quality_per_dollar", None, floor)
+    return greedy_key(row.config, row.quality, row.cost_usd, qpd, min_quality)
 
 
 class RegionView:

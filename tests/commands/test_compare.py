@@ -152,9 +152,13 @@ def test_without_stats_the_tables_evaluation_is_used(tmp_path):
         home / "fits" / "routing-table.json",
     )
     result = compare(home)
-    assert result.stats_file is None and result.routing.fitted.hit_rate == 0.6 and result.routing.fitted.n == 90
-    assert result.priors == [] and result.calibration_recommendation == "keep"
+    assert result.stats_file is None and result.routing is None and result.calibration is None
+    assert result.evaluation == evaluation and result.priors == [] and result.policies is None
     assert "hit rates come from the table's evaluation" in result.notes[0]
+    text = comparison_text(result)
+    assert "fitted        60.0%  n = 90" in text and "Fitted minus shipped: +10.0 points (95% CI +2.0 to +18.0)" in text
+    assert "Prior family (greedy hit rate): adopt. fitted wins" in text
+    assert "Calibration against the plain mean: keep." in text
 
 
 def test_previous_fit_shows_changed_regions_and_value_moves(tmp_path):
@@ -208,11 +212,8 @@ def test_cli_json_shape_is_stable_and_errors_exit_2(tmp_path):
         "provenance",
         "constants",
         "routing",
-        "recommendation",
-        "reason",
-        "exploration",
-        "calibration_recommendation",
-        "calibration_reason",
+        "calibration",
+        "evaluation",
         "priors",
         "disagreements",
         "policies",
@@ -236,7 +237,8 @@ def test_compare_on_a_fitted_home(tiny_fit):
     assert [p.disagrees for p in result.priors] == [p.disagrees for p in fit.stats.priors]
     assert result.routing.fitted.n == fit.stats.routing.fitted.n
     assert result.stats_file == str(home / "case-studies" / "routing-by-rating" / "stats.json")  # the table's pointer
-    default = next(p for p in result.policies if p.policy == "learning_governed")
+    assert result.policies is not None
+    default = result.policies.policies["learning_governed"]
     assert (default.hit_rate, default.n, default.mean_cost_usd) == (pytest.approx(2 / 3), 3, pytest.approx(0.1))
     text = comparison_text(result)
     assert "Routing policies on the held-out tasks" in text and "learning_governed (default)" in text

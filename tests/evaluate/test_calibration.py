@@ -22,10 +22,10 @@ def values(rows) -> pl.DataFrame:
 
 
 def held_out(n_tasks: int) -> pl.DataFrame:
-    # half the tasks in region a scoring 1, half in b scoring 0, one rating each, plus a PRM rating (ignored)
-    rows = [(f"H{i}", "a" if i % 2 == 0 else "b", "x", 1.0 if i % 2 == 0 else 0.0, "rating") for i in range(n_tasks)]
-    rows.append(("H0", "a", "x", 0.0, "prm"))
-    return pl.DataFrame(rows, schema=["task", "region", "config_key", "score", "origin"], orient="row")
+    # half the tasks in region a scoring 1, half in b scoring 0, one rating each (the real ratings by (task, config,
+    # score) as the aggregation counts them: a PRM fill-in is never one)
+    rows = [(i, "a" if i % 2 == 0 else "b", "x", 1.0 if i % 2 == 0 else 0.0, 1) for i in range(n_tasks)]
+    return pl.DataFrame(rows, schema=["task", "region", "config_key", "score", "k"], orient="row")
 
 
 def model(a: float, b: float):
@@ -68,5 +68,5 @@ def test_fewer_than_ten_tasks_give_no_verdict():
 
 
 def test_nothing_to_predict():
-    result = calibrate(held_out(0).filter(pl.col("origin") != "prm"), model(1.0, 0.0), seed=0)
+    result = calibrate(held_out(0), model(1.0, 0.0), seed=0)
     assert result.regions_mse is None and result.recommendation == "insufficient-evidence"

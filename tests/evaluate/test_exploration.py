@@ -71,7 +71,7 @@ TASKS = pl.DataFrame(
 
 def test_the_hand_worked_interval():
     model = fit_values(FIT, Constants(prior_source="measured", prior_weight=1e6), Shipped(), "quality_per_dollar")
-    start = start_from(model, FIT, ["r"])
+    start = start_from(model, ["r"])
     found = compare_explorations(start, TASKS, HELD, shipped=0.0, fitted=1.0, seed=3, seeds=4, resamples=50)
     assert found["shipped"]["realized_value"] == pytest.approx(0.5)
     assert found["fitted"]["realized_value"] == pytest.approx(0.25)

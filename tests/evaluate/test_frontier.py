@@ -22,7 +22,7 @@ def members(rows):
     return pl.DataFrame([dict(zip(MEMBERS, r, strict=True)) for r in rows], schema=MEMBERS)
 
 
-def test_frontier_lambdas_are_13_geometric_values_around_cost_per_quality():
+def test_lambda_grid_is_13_geometric_values_around_cost_per_quality():
     grid = frontier_lambdas(tv([("t1", "g", "A", 1.0, 2.0), ("t2", "g", "B", 0.0, 4.0)]))  # base = 3 / 0.5 = 6
     assert len(grid) == 13
     assert grid[0] == pytest.approx(0.06) and grid[6] == pytest.approx(6.0) and grid[-1] == pytest.approx(600.0)

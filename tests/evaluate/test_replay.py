@@ -16,7 +16,7 @@ T0 = datetime(2026, 1, 1)
 
 
 def values(rows) -> pl.DataFrame:
-    """(task, region, config, value, weight, cost) -> task-value rows as pipeline.fit.inputs.task_values makes."""
+    """(task, region, config, value, weight, cost) -> task-value rows as FitContext.values makes."""
     frame = pl.DataFrame(rows, schema=["task", "region", "config_key", "value", "weight", "cost_usd"], orient="row")
     return frame.with_columns(
         wscore=pl.col("value") * pl.col("weight"),
@@ -46,7 +46,7 @@ TASKS = pl.DataFrame(
 
 def start(objective="quality"):
     model = fit_values(FIT, Constants(prior_weight=1.0, prior_source="measured"), Shipped(), objective)
-    return start_from(model, FIT, ["r"])
+    return start_from(model, ["r"])
 
 
 def test_posterior_formula():

@@ -10,18 +10,11 @@ import itertools
 import polars as pl
 import pytest
 
+from pipeline.defaults import EXPLORATIONS, PRIOR_WEIGHTS, lambda_grid
 from pipeline.evaluate.metrics import BestIndex, eligible, mark_best, route_hits
-from pipeline.evaluate.search import (
-    EXPLORATIONS,
-    PRIOR_WEIGHTS,
-    Pins,
-    _tie_key,
-    candidate_sets,
-    greedy_hits,
-    lambda_grid,
-    make_part,
-)
-from pipeline.fit.model import fit_values
+from pipeline.evaluate.search import Pins, Scored, _tie_key, candidate_sets, greedy_hits
+from pipeline.fit.context import Part
+from pipeline.fit.model import enum_coded, fit_values
 from pipeline.fit.shipped import Shipped
 from pipeline.routing.table import Constants
 
@@ -83,6 +76,8 @@ def values(rows) -> pl.DataFrame:
 
 
 def test_coded_routing_equals_the_models_choose_frame():
+    """The hit rates of the search route each task by the model's ranking (the router's greedy rule) through integer
+    codes; the model's choice per task is the same."""
     # learned: a is cheap and good in r1, b best in r2, c never seen (falls back to the global mean)
     learned = values(
         [
@@ -106,8 +101,9 @@ def test_coded_routing_equals_the_models_choose_frame():
             ("H4", "r3", "b", 0.0, 0.1),
         ]
     )
+    learned, scored = enum_coded(pl.concat([learned, scored])).head(5), enum_coded(pl.concat([learned, scored]))[5:]
     best = mark_best(eligible(scored), objective="quality_per_dollar", floor=1e-6, cost="cost_t")
-    part = make_part(None, best, scored.select("task", "region").unique(), scored)
+    part = Scored.of(Part.LEARNED, best, scored.select("task", "region").unique(), scored)
     for k in (0.0, 3.0, 34.0):
         for objective in ("quality_per_dollar", "quality"):
             model = fit_values(learned, Constants(prior_weight=k, prior_source="measured"), Shipped(), objective)

@@ -3,15 +3,18 @@ are one number each, and they are what a direct computation over the store's hel
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import polars as pl
 import pytest
 
-from pipeline.casestudy.optional import frontier_points
+from pipeline.casestudy.points import frontier_points
 from pipeline.evaluate.metrics import eligible
-from pipeline.evaluate.split import parts
-from pipeline.fit.inputs import load_inputs
+from pipeline.evaluate.search import Pins, half_lives_of
+from pipeline.fit.aggregate import DuckDBEngine, Spec
+from pipeline.fit.context import FitContext, Part
 from pipeline.fit.learning import costed_targets
-from pipeline.fit.model import fit_model, load_shipped
+from pipeline.fit.model import load_shipped
 from pipeline.nightly.stats import load_stats
 from pipeline.store import open_store
 
@@ -26,12 +29,13 @@ def by_hand(home) -> dict[str, tuple[float, float, int]]:
     held-out tasks (two or more configs, some value > 0), realized costs with unknown attempts at the learned
     fit's estimate; a single over the tasks it did; the oracle's pick on each task the highest quality among
     the best per dollar, then the lower cost, then key order."""
-    with open_store(home) as store:
-        inputs = load_inputs(store)
     shipped = load_shipped(home / "fits" / "shipped.json")
-    cut = parts(inputs, 0.7)
-    model = fit_model(cut.learned, shipped.to_constants(), shipped, "quality_per_dollar")
-    rows = costed_targets(cut.held_out, model).filter(pl.col("value").is_not_null())
+    spec = Spec(half_lives=half_lives_of(shipped.to_constants(), Pins()), fraction=Fraction(7, 10))
+    with open_store(home) as store:
+        ctx = FitContext.build(DuckDBEngine(store), spec, shipped=shipped)
+    model = ctx.model(Part.LEARNED, shipped.to_constants())
+    held_out = ctx.values(Part.HELD_OUT, real=True)
+    rows = costed_targets(held_out, model).filter(pl.col("value").is_not_null())
     keep = (
         rows.group_by("task")
         .agg(n=pl.len(), top=pl.col("value").max())
@@ -46,26 +50,26 @@ def by_hand(home) -> dict[str, tuple[float, float, int]]:
         .first()
     )
     points = {"oracle": (oracle["value"].mean(), oracle["cost_usd"].mean(), oracle.height)}
-    for config in rows["config_key"].unique().to_list():
+    for config in rows["config_key"].cast(pl.String).unique().to_list():
         mine = rows.filter(pl.col("config_key") == config)
         points[config] = (mine["value"].mean(), mine["cost_usd"].mean(), mine.height)
-    assert rows["task"].n_unique() == eligible(costed_targets(cut.held_out, model))["task"].n_unique()
+    assert rows["task"].n_unique() == eligible(costed_targets(held_out, model))["task"].n_unique()
     return points
 
 
 def test_table_figure_and_store_agree_on_the_oracle_cheapest_and_best_single(fitted_sim_home, stats):
     b, f = stats.baselines, stats.frontier
     hand = by_hand(fitted_sim_home)
-    singles = {s["config"]: s for s in f["singles"]}
+    singles = {s.config: s for s in f.singles}
     for name, row in (("best_single", b.best_single), ("cheapest", b.cheapest)):
         point = singles[row.config]
         # the baselines table and the frontier figure's data: one number each
-        assert (row.mean_quality, row.mean_cost_usd) == (point["quality"], point["cost_usd"]), name
-        assert (row.model_extra["tasks"], row.model_extra["coverage"]) == (point["tasks"], point["coverage"]), name
+        assert (row.mean_quality, row.mean_cost_usd) == (point.quality, point.cost_usd), name
+        assert (row.tasks, row.coverage) == (point.tasks, point.coverage), name
         # ... and what the store gives
-        assert (row.mean_quality, row.mean_cost_usd, point["tasks"]) == pytest.approx(hand[row.config]), name
-    assert (b.oracle.mean_quality, b.oracle.mean_cost_usd) == (f["oracle"]["quality"], f["oracle"]["cost_usd"])
-    assert (b.oracle.mean_quality, b.oracle.mean_cost_usd, f["oracle"]["tasks"]) == pytest.approx(hand["oracle"])
+        assert (row.mean_quality, row.mean_cost_usd, point.tasks) == pytest.approx(hand[row.config]), name
+    assert (b.oracle.mean_quality, b.oracle.mean_cost_usd) == (f.oracle.quality, f.oracle.cost_usd)
+    assert (b.oracle.mean_quality, b.oracle.mean_cost_usd, f.oracle.tasks) == pytest.approx(hand["oracle"])
     # the figure draws exactly these points
     drawn = {(p.kind, p.label): (p.quality, p.cost) for p in frontier_points(stats)}
     assert drawn[("oracle", "oracle")] == (b.oracle.mean_quality, b.oracle.mean_cost_usd)
@@ -74,12 +78,11 @@ def test_table_figure_and_store_agree_on_the_oracle_cheapest_and_best_single(fit
 
 def test_every_held_out_section_counts_the_same_eligible_tasks(stats):
     n = stats.split.eligible_held_out
-    assert stats.frontier["held_out_tasks"] == n
-    assert {p["tasks"] for p in stats.frontier["router"]} == {n}
-    assert {r["n"] for r in stats.policies["policies"].values()} == {n}
-    assert stats.frontier["oracle"]["tasks"] == n
+    assert stats.frontier.held_out_tasks == n
+    assert {p.tasks for p in stats.frontier.router} == {n}
+    assert {r.n for r in stats.policies.policies.values()} == {n}
+    assert stats.frontier.oracle.tasks == n
     # a single did only some of them on this logged backlog: its coverage says how many
-    assert all(s["coverage"] == pytest.approx(s["tasks"] / n) for s in stats.frontier["singles"])
-    assert any(s["coverage"] < 1 for s in stats.frontier["singles"])
-    ladders = stats.ladders["summary"]
-    assert ladders is None or stats.ladders["held_out_tasks_compared"] <= n
+    assert all(s.coverage == pytest.approx(s.tasks / n) for s in stats.frontier.singles)
+    assert any(s.coverage < 1 for s in stats.frontier.singles)
+    assert stats.ladders.summary is None or stats.ladders.held_out_tasks_compared <= n

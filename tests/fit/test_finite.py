@@ -15,12 +15,13 @@ from typing import Any
 
 import polars as pl
 import pytest
-from fixtures_fit import A, B, attempted, load, opened, rated
+from fixtures_fit import A, B, attempted, context, opened, rated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.evaluate.protocol import lambda_scale
-from pipeline.fit.finite import ids_text, non_finite_paths, within_bounds
+from pipeline.fit.context import Part
+from pipeline.fit.finite import ids_text, non_finite_paths
 from pipeline.nightly.job import run_fit
 from pipeline.nightly.options import FitOptions
 from pipeline.routing.table import load as load_table
@@ -102,29 +103,22 @@ def test_extreme_valid_values_give_a_finite_published_table_and_stats(tmp_path_f
 
 def test_rows_outside_the_event_bounds_are_left_out_and_named():
     # A store written before the bounds: a weight of 1e300 twice would overflow W; a cost of 1e300 likewise.
-    inputs = load(
+    ctx = context(
         opened("t1", "r", 0),
         rated("ok", "t1", A, 1.0),
         rated("huge-1", "t1", B, 1.0, importance=1e300),
         rated("huge-2", "t1", B, 0.0, importance=1e300),
         attempted("cheap", "t1", A, cost=0.5),
         attempted("dear", "t1", B, cost=1e300),
+        attempted("unknown", "t1", A, cost=None),
     )
-    assert inputs.ratings["id"].to_list() == ["ok"]
-    assert inputs.attempts["id"].to_list() == ["cheap"]
-    assert inputs.notes == (
+    row = ctx.values(Part.FULL).row(0, named=True)  # only A's rating is left; B's attempt went with B's ratings
+    assert ctx.values(Part.FULL).height == 1 and (row["n"], row["attempts"], row["cost_usd"]) == (1, 2, 0.5)
+    assert ctx.notes == (
         "2 rating(s) with a weight outside [0, 1e+06] or a score outside [0, 1] were left out of the fit "
         "(the event bounds): huge-1, huge-2",
         "1 attempt(s) with a cost outside [0, 1e+06] USD were left out of the fit (the event bounds): dear",
     )
-
-
-def test_within_bounds_keeps_unknown_costs_and_the_bounds_themselves():
-    ratings = pl.DataFrame({"id": ["a", "b", "c"], "w": [1e6, math.nan, 0.0], "score": [1.0, 1.0, 0.0]})
-    attempts = pl.DataFrame({"id": ["x", "y", "z"], "cost_usd": [None, 1e6, math.inf]})
-    kept_r, kept_a, notes = within_bounds(ratings, attempts)
-    assert kept_r["id"].to_list() == ["a", "c"] and kept_a["id"].to_list() == ["x", "y"]
-    assert len(notes) == 2 and notes[0].endswith(": b") and notes[1].endswith(": z")
 
 
 def test_a_lambda_unit_that_overflows_is_one_and_said():

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 import polars as pl
 import pytest
 
-from pipeline.fit.gate import escalated_pairs, gate_evidence
+from pipeline.fit.gate import gate_evidence
 from pipeline.routing.table import Constants
 
 CHEAP, STATIC, OTHER = "cheap/-/c/-", "static/-/s/-", "other/-/o/-"
@@ -80,16 +78,21 @@ def test_tasks_where_either_was_run_after_a_failure_are_left_out():
 
 
 def test_an_escalation_is_an_attempt_started_after_another_config_failed():
-    t0 = datetime(2026, 1, 1)
-    attempts = pl.DataFrame(
-        {
-            "task": ["t1", "t1", "t2", "t2", "t3", "t3"],
-            "config_key": [STATIC, OTHER, STATIC, OTHER, STATIC, OTHER],
-            # t1: STATIC fails at 0:10, OTHER runs 0:20-0:30: escalated. t2: OTHER started 0:05, before STATIC's
-            # failure at 0:10: a second opinion, not an escalation. t3: both at one time (an import): none.
-            "at": [t0 + timedelta(minutes=10), t0 + timedelta(minutes=30)] * 2 + [t0, t0],
-            "status": ["failure", "success", "failure", "success", "failure", "success"],
-            "duration_ms": [600_000, 600_000, 600_000, 1_500_000, None, None],
-        }
-    )
-    assert escalated_pairs(attempts).rows() == [("t1", OTHER)]
+    from fixtures_fit import attempted, context, named, rated
+
+    from pipeline.fit.context import Part
+
+    # t1: STATIC fails at 0:10, OTHER runs 0:20-0:30: escalated. t2: OTHER started 0:05, before STATIC's failure
+    # at 0:10: a second opinion, not an escalation. t3: both at one time (an import): none.
+    minute = 1 / 60
+    events = [
+        attempted("a1", "t1", STATIC, 10 * minute, status="failure", duration_ms=600_000),
+        attempted("a2", "t1", OTHER, 30 * minute, status="success", duration_ms=600_000),
+        attempted("a3", "t2", STATIC, 10 * minute, status="failure", duration_ms=600_000),
+        attempted("a4", "t2", OTHER, 30 * minute, status="success", duration_ms=1_500_000),
+        attempted("a5", "t3", STATIC, 0, status="failure"),
+        attempted("a6", "t3", OTHER, 0, status="success"),
+        *(rated(f"r{t}{c[0]}", t, c, 1.0, 1) for t in ("t1", "t2", "t3") for c in (STATIC, OTHER)),
+    ]
+    values = named(context(*events).values(Part.FULL), events)
+    assert values.filter(pl.col("escalated")).select("task", "config_key").rows() == [("t1", OTHER)]

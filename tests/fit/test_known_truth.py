@@ -6,8 +6,9 @@ import json
 
 import polars as pl
 
-from pipeline.fit.inputs import load_inputs
-from pipeline.fit.model import fit_model, load_shipped
+from pipeline.fit.aggregate import DuckDBEngine, Spec
+from pipeline.fit.context import FitContext, Part
+from pipeline.fit.model import load_shipped
 from pipeline.routing.table import Constants
 from pipeline.store import open_store
 
@@ -18,10 +19,12 @@ def truth(home) -> dict:
 
 def refit(home, constants: dict, objective: str = "quality_per_dollar"):
     """The model of ``constants`` on all tasks, as the published table would hold it."""
-    with open_store(home) as store:
-        inputs = load_inputs(store)
     shipped = load_shipped(home / "fits" / "shipped.json")
-    return fit_model(inputs, Constants.model_validate(constants), shipped, objective)
+    fixed = Constants.model_validate(constants)
+    spec = Spec(half_lives=() if fixed.half_life_days is None else (fixed.half_life_days,))
+    with open_store(home) as store:
+        ctx = FitContext.build(DuckDBEngine(store), spec, shipped=shipped, objective=objective)
+    return ctx.model(Part.FULL, fixed)
 
 
 def region_choices(model) -> dict[str, str]:
@@ -49,7 +52,7 @@ def test_calibration_beats_the_plain_mean(sim_fit):
 def test_search_chose_on_validation_and_the_grid_is_complete(sim_fit):
     stats = sim_fit[1].stats
     assert set(stats.constants.selected_on.values()) == {"validation"}
-    greedy = [r for r in stats.grid if r.model_extra["kind"] == "greedy_hit_rate"]
+    greedy = [r for r in stats.grid if r.kind == "greedy_hit_rate"]
     assert len(greedy) == 2 * 9 * 4 and all(r.validation is not None for r in greedy)
     chosen = stats.constants.fitted
     top = max(r.validation for r in greedy)

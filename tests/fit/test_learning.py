@@ -1,20 +1,21 @@
-"""learning_stage end to end: a small imported long table -> store -> inputs -> signals and ladders for the table,
+"""learning_stage end to end: a small imported long table -> store -> context -> signals and ladders for the table,
 then their held-out figures (ladders, frontier) by pipeline.evaluate.protocol.learning_figures."""
 
 from __future__ import annotations
 
 import gzip
 from datetime import datetime, timedelta
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from pipeline.compact import compact
 from pipeline.evaluate.protocol import learning_figures
-from pipeline.evaluate.split import parts
-from pipeline.fit.inputs import load_inputs
+from pipeline.fit.aggregate import DuckDBEngine, Spec
+from pipeline.fit.context import FitContext, Part
 from pipeline.fit.learning import LadderOptions, learning_stage
-from pipeline.fit.model import fit_model, load_shipped
+from pipeline.fit.model import load_shipped
 from pipeline.fit.table_build import build_table
 from pipeline.routing.table import Static
 from pipeline.store import open_store
@@ -39,21 +40,13 @@ def fitted(tmp_path_factory):
     table.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
     import_table(home, table)
     compact(home)
-    with open_store(home) as store:
-        inputs = load_inputs(store)
     shipped = load_shipped(None)
+    with open_store(home) as store:
+        ctx = FitContext.build(DuckDBEngine(store), Spec(fraction=Fraction(7, 10)), shipped=shipped)
     constants = shipped.to_constants(cost_floor_usd=1e-6)
-    model = fit_model(inputs, constants, shipped, "quality_per_dollar")
-    cut = parts(inputs, 0.7)
-    out = learning_stage(
-        inputs,
-        model,
-        constants=constants,
-        shipped=shipped,
-        objective="quality_per_dollar",
-        learned=cut.learned,
-    )
-    return model, out, learning_figures(out, cut)
+    model = ctx.model(Part.FULL, constants)
+    out = learning_stage(ctx, model, constants=constants)
+    return model, out, learning_figures(out, ctx)
 
 
 def test_stats_sections_and_summary(fitted):

@@ -16,14 +16,15 @@ t2 A (attempt without cost) and t3 B (no attempt) are unknown.
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import polars as pl
 import pytest
-from fixtures_fit import A, B, C, attempted, load, opened, rated, worked_events
+from fixtures_fit import A, B, C, attempted, context, named, opened, rated, worked_events
 
 from pipeline.errors import FitError
-from pipeline.fit.inputs import restrict, task_values
-from pipeline.fit.model import GLOBAL, MEMBER_COLUMNS, fit_model, fit_values, load_shipped, static_choice
+from pipeline.fit.context import Part
+from pipeline.fit.model import GLOBAL, MEMBER_COLUMNS, fit_values, load_shipped, static_choice
 from pipeline.fit.shipped import Shipped
 from pipeline.routing.table import Constants, Static
 
@@ -32,7 +33,14 @@ MEASURED = Constants(prior_source="measured", prior_weight=3)
 
 @pytest.fixture(scope="module")
 def worked():
-    return load(*worked_events())
+    return worked_events()
+
+
+def fit_model(events, constants, shipped, objective="quality_per_dollar", part=Part.FULL, **spec):
+    """The model of ``events`` fitted on ``part`` (the recency sums of the constants' half-life included)."""
+    lives = () if constants.half_life_days is None else (constants.half_life_days,)
+    ctx = context(*events, shipped=shipped, objective=objective, half_lives=lives, **spec)
+    return ctx.model(part, constants)
 
 
 def member(model, region, config) -> dict:
@@ -125,7 +133,7 @@ def test_cost_means_fallbacks_floor_and_unknown_cost_estimate(worked):
     # floored at cost_floor_usd
     assert fit_model(worked, MEASURED.model_copy(update={"cost_floor_usd": 1.0}), Shipped()).cost(A, "implement") == 1.0
     # cost_t,c = known costs + unknown attempts * cost(c, r): t2 A = 0 + 1 * 0.40, t3 B = 0 + 1 * 1.5
-    costs = model.task_costs(task_values(worked))
+    costs = named(model.task_costs(context(*worked).values(Part.FULL)), worked)
     cost_t = {(r["task"], r["config_key"]): r["cost_t"] for r in costs.iter_rows(named=True)}
     assert cost_t == pytest.approx(
         {("t1", A): 0.4, ("t1", B): 1.0, ("t2", A): 0.4, ("t2", B): 2.0, ("t3", A): 0.2, ("t3", B): 1.5}
@@ -159,12 +167,12 @@ def test_choice_ties_higher_quality_then_lower_cost_then_key_order():
     events = []
     for i, (name, (score, cost)) in enumerate(spec.items()):
         events += [attempted(f"x{i}", f"t{i}", keys[name], i, cost), rated(f"r{i}", f"t{i}", keys[name], score, i)]
-    model = fit_model(load(*events), Constants(prior_source="measured", prior_weight=0), Shipped())
+    model = fit_model(events, Constants(prior_source="measured", prior_weight=0), Shipped())
     all_four = [keys[n] for n in "SRQP"]
     assert model.choose("general", all_four) == keys["P"]  # equal value: higher quality wins
     assert model.choose("general", [keys["S"], keys["R"]]) == keys["R"]  # equal value: 0.4 > 0.2
     assert model.choose("general", [keys["R"], keys["Q"]]) == keys["Q"]  # equal everything: key order
-    quality = fit_model(load(*events), Constants(prior_source="measured", prior_weight=0), Shipped(), "quality")
+    quality = fit_model(events, Constants(prior_source="measured", prior_weight=0), Shipped(), "quality")
     assert quality.choose("general", [keys["R"], keys["Q"], keys["S"]]) == keys["Q"]
     frame = pl.DataFrame(
         {
@@ -186,7 +194,7 @@ def test_lower_cost_breaks_a_tie_of_value_and_quality():
         attempted("x2", "t2", "y/-/m/-", 0, 1.0),
         rated("r2", "t2", "y/-/m/-", 0.5),
     ]
-    model = fit_model(load(*events), MEASURED, Shipped(), "quality")
+    model = fit_model(events, MEASURED, Shipped(), "quality")
     assert model.choose("general", ["x/-/m/-", "y/-/m/-"]) == "y/-/m/-"
 
 
@@ -197,32 +205,33 @@ def test_no_costs_at_all_degrades_to_quality():
         rated("r2", "t1", B, 0.6),
         attempted("x1", "t1", A, 0.5, None),
     ]
-    model = fit_model(load(*events), MEASURED, Shipped())
+    model = fit_model(events, MEASURED, Shipped())
     assert not model.cost_known and model.effective_objective == "quality"
     assert model.members["cost_usd"].null_count() == model.members.height
     assert model.members["value"].to_list() == model.members["quality"].to_list()
     assert model.cost(A, "implement") is None
-    assert model.task_costs(task_values(load(*events)))["cost_t"].null_count() == 2
+    assert model.task_costs(context(*events).values(Part.FULL))["cost_t"].null_count() == 2
     assert json.dumps(model.members.to_dicts(), allow_nan=False)  # no NaN anywhere
 
 
 def test_recency_weighting_in_the_model():
     # one config, scores 1.0 (10 days before the newest event) and 0.0 (the newest): H = 10 days
     # w = 0.5 and 1: W = 1.5, S = 0.5; measured prior = 1/3; k = 3: q = (1 + 0.5) / 4.5 = 1/3
-    inputs = load(rated("r1", "t1", A, 1.0, 0), rated("r2", "t2", A, 0.0, 240))
+    inputs = [rated("r1", "t1", A, 1.0, 0), rated("r2", "t2", A, 0.0, 240)]
     model = fit_model(inputs, MEASURED.model_copy(update={"half_life_days": 10.0}), Shipped())
     row = member(model, "general", A)
     assert row["weight"] == pytest.approx(1.5) and row["quality"] == pytest.approx(1 / 3)
     assert member(fit_model(inputs, MEASURED, Shipped()), "general", A)["quality"] == pytest.approx(0.5)
 
 
-def test_fit_on_a_restricted_part_uses_that_part_only(worked):
-    learned = restrict(worked, ["t1", "t2"], until=None)
-    model = fit_model(learned, MEASURED, Shipped())
+def test_fit_on_a_part_uses_that_part_only(worked):
+    # split 2/3: t1, t2 learned (every event of theirs is before t3's, the cutoff)
+    ctx = context(*worked, fraction=Fraction(2, 3))
+    model = ctx.model(Part.LEARNED, MEASURED)
     assert set(model.members["region"]) == {GLOBAL, "implement"}
     # A measured over t1, t2 only: S = 1.9, W = 2.5 -> 0.76; q(A, implement) = (3 * 0.76 + 1.9) / 5.5 = 0.76
     assert member(model, "implement", A)["quality"] == pytest.approx(0.76)
-    assert fit_values(task_values(learned), MEASURED, Shipped()).members.equals(model.members)
+    assert fit_values(ctx.values(Part.LEARNED), MEASURED, Shipped(found=False)).members.equals(model.members)
 
 
 def test_static_choice_roles_default_and_most_rated(worked):
@@ -267,12 +276,8 @@ def test_load_shipped_defaults_constants_and_errors(tmp_path):
 
 
 def test_a_fit_without_ratings_has_no_members_and_answers_from_shipped_priors():
-    from fixtures_fit import memory_store
-
-    from pipeline.fit.inputs import load_inputs
-
     model = fit_model(
-        load_inputs(memory_store(), prm=True),
+        [],
         Constants(),
         Shipped.model_validate({"priors": [{"selector": "b", "quality": 0.7}]}),
     )

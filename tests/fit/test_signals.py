@@ -6,10 +6,11 @@ from datetime import datetime, timedelta
 
 import polars as pl
 import pytest
+from fixtures_fit import A, at
 
+from pipeline.fit.context import Part
 from pipeline.fit.signals import (
     member_signals,
-    prm_ratings,
     rejection_counts,
     relative_advantage,
     signals_section,
@@ -18,44 +19,6 @@ from pipeline.fit.signals import (
 from pipeline.fit.writeback import decision_candidates, decision_writeback, off_policy, resolve
 
 T0 = datetime(2026, 1, 1)
-RATING_SCHEMA = {
-    "id": pl.String,
-    "task": pl.String,
-    "region": pl.String,
-    "config_key": pl.String,
-    "at": pl.Datetime("us"),
-    "score": pl.Float64,
-    "w": pl.Float64,
-    "rater_kind": pl.String,
-    "rater_name": pl.String,
-    "origin": pl.String,
-}
-ATTEMPT_SCHEMA = {
-    "id": pl.String,
-    "task": pl.String,
-    "region": pl.String,
-    "config_key": pl.String,
-    "at": pl.Datetime("us"),
-    "status": pl.String,
-    "cost_usd": pl.Float64,
-    "duration_ms": pl.Int64,
-    "node": pl.String,
-    "prompt_version": pl.String,
-    "reviewer_verdict": pl.String,
-    "tool_calls": pl.Int64,
-    "files_read": pl.Int64,
-    "files_written": pl.Int64,
-}
-
-
-def attempts(rows: list[dict]) -> pl.DataFrame:
-    full = [{k: r.get(k) for k in ATTEMPT_SCHEMA} for r in rows]
-    return pl.DataFrame(full, schema=ATTEMPT_SCHEMA)
-
-
-def ratings(rows: list[dict]) -> pl.DataFrame:
-    full = [{k: r.get(k) for k in RATING_SCHEMA} for r in rows]
-    return pl.DataFrame(full, schema=RATING_SCHEMA)
 
 
 def tv(rows: list[tuple], at: datetime = T0) -> pl.DataFrame:
@@ -72,93 +35,22 @@ def tv(rows: list[tuple], at: datetime = T0) -> pl.DataFrame:
     )
 
 
-def a(id_: str, task: str = "t1", config: str = "c/-/m/-", minutes: int = 0, **kw) -> dict:
-    return {
-        "id": id_,
-        "task": task,
-        "region": "general",
-        "config_key": config,
-        "at": T0 + timedelta(minutes=minutes),
-        **kw,
-    }
-
-
 # ----------------------------------------------------------------------------------------------- PRM
-@pytest.mark.parametrize(
-    ("fields", "expected"),
-    [
-        # success 0.40 + activity capped 0.15 + approve 0.15 + duration 0.10 + cost 0.05 = 0.85
-        (
-            {
-                "status": "success",
-                "tool_calls": 3,
-                "files_read": 2,
-                "reviewer_verdict": "APPROVED",
-                "duration_ms": 5000,
-                "cost_usd": 0.1,
-            },
-            0.85,
-        ),
-        # tool calls alone: 0.20 capped at 0.15
-        ({"status": "failure", "tool_calls": 1}, 0.15),
-        # files alone: 0.10
-        ({"status": "failure", "tool_calls": 0, "files_written": 1}, 0.10),
-        # a verdict counts only with success; duration outside [1000, 600000]; zero cost earns nothing
-        ({"status": "failure", "tool_calls": 0, "reviewer_verdict": "ok", "duration_ms": 600001, "cost_usd": 0.0}, 0.0),
-        ({"status": "success", "tool_calls": 0, "reviewer_verdict": "reject", "duration_ms": 1000}, 0.50),
-    ],
-)
-def test_prm_score_terms(fields, expected):
-    out = prm_ratings(attempts([a("x", **fields)]), ratings([]))
-    assert out["score"].to_list() == [pytest.approx(expected)]
-    row = out.row(0, named=True)
-    assert (row["id"], row["w"], row["rater_kind"], row["rater_name"], row["origin"]) == (
-        "prm:x",
-        1.0,
-        "gate",
-        "prm",
-        "prm",
-    )
-
-
 def test_prm_only_traced_only_unrated_latest_attempt_wins():
-    rows = [
-        a("old", status="failure", tool_calls=0, minutes=0),
-        a("new", status="success", tool_calls=0, minutes=5),  # latest traced attempt of t1 -> 0.40
-        a("untraced", task="t2", status="success"),  # no trace counts: no PRM
-        a("rated", task="t3", status="success", tool_calls=4),  # t3 already rated: no PRM
-        a("rejected", task="t4", status="success", tool_calls=4),  # a rejection is a rating
+    # The score terms are tests/fit/test_aggregate.py's; here which attempts make a fill-in.
+    from fixtures_fit import attempted, context, named, rated, rejected
+
+    events = [
+        attempted("old", "t1", A, 0, status="failure", tool_calls=0),
+        attempted("new", "t1", A, 5, status="success", tool_calls=0),  # latest traced attempt of t1 -> 0.40
+        attempted("untraced", "t2", A, 0, status="success"),  # no trace counts: no PRM
+        attempted("rated", "t3", A, 0, status="success", tool_calls=4),  # t3 already rated: no PRM
+        rated("r", "t3", A, 1.0, 0),
+        attempted("rejected", "t4", A, 0, status="success", tool_calls=4),  # a rejection is a rating
+        rejected("j", "t4", A, 0),
     ]
-    existing = ratings(
-        [
-            {
-                "id": "r",
-                "task": "t3",
-                "region": "general",
-                "config_key": "c/-/m/-",
-                "at": T0,
-                "score": 1.0,
-                "w": 1.0,
-                "rater_kind": "gate",
-                "rater_name": "ci",
-                "origin": "rating",
-            },
-            {
-                "id": "j",
-                "task": "t4",
-                "region": "general",
-                "config_key": "c/-/m/-",
-                "at": T0,
-                "score": 0.0,
-                "w": 1.0,
-                "rater_kind": "reviewer",
-                "rater_name": "r",
-                "origin": "rejection",
-            },
-        ]
-    )
-    out = prm_ratings(attempts(rows), existing)
-    assert out.select("id", "task", "score").rows() == [("prm:new", "t1", 0.4)]
+    values = named(context(*events, prm=True).values(Part.FULL), events)
+    assert values.filter(pl.col("prm")).select("task", "wscore", "at").rows() == [("t1", 0.4, at(5))]
 
 
 # -------------------------------------------------------------------------------- relative advantage
@@ -254,62 +146,16 @@ def test_prompt_version_win_rates_rho():
             ("t3", "g", "B", 0.0),
         ]
     )
-    att = attempts(
-        [
-            a("1", "t1", "A", prompt_version="v2"),
-            a("2", "t1", "B", prompt_version="v1"),
-            a("3", "t2", "A", prompt_version="v2"),
-            a("4", "t2", "B", prompt_version="v1"),
-            a("5", "t3", "A", prompt_version="v1", minutes=-1),
-            a("6", "t3", "A", prompt_version="v2"),  # the latest attempt names the version
-            a("7", "t3", "B", prompt_version="v1"),
-        ]
-    )
-    rho = win_rates(frame, att)["prompt_versions"].filter(pl.col("region") == "*")
+    # each (task, config)'s prompt version is its latest attempt's that names one (the aggregation takes it)
+    frame = frame.with_columns(prompt_version=pl.Series(["v2", "v1", "v2", "v1", "v2", "v1"]))
+    rho = win_rates(frame)["prompt_versions"].filter(pl.col("region") == "*")
     got = {r["prompt_version"]: (r["wins"], r["losses"], r["n"], r["win_rate"]) for r in rho.to_dicts()}
     assert got == {"v1": (1, 2, 3, pytest.approx(1 / 3)), "v2": (2, 1, 3, pytest.approx(2 / 3))}
 
 
 def test_rejection_counts_per_region_and_config():
-    rows = ratings(
-        [
-            {
-                "id": "1",
-                "task": "t1",
-                "region": "x",
-                "config_key": "A",
-                "at": T0,
-                "score": 0.0,
-                "w": 2.0,
-                "rater_kind": "reviewer",
-                "rater_name": "r",
-                "origin": "rejection",
-            },
-            {
-                "id": "2",
-                "task": "t2",
-                "region": "y",
-                "config_key": "A",
-                "at": T0,
-                "score": 0.0,
-                "w": 1.0,
-                "rater_kind": "reviewer",
-                "rater_name": "r",
-                "origin": "rejection",
-            },
-            {
-                "id": "3",
-                "task": "t2",
-                "region": "y",
-                "config_key": "B",
-                "at": T0,
-                "score": 1.0,
-                "w": 1.0,
-                "rater_kind": "gate",
-                "rater_name": "ci",
-                "origin": "rating",
-            },
-        ]
+    rows = tv([("t1", "x", "A", 0.0), ("t2", "y", "A", 0.0), ("t2", "y", "B", 1.0)]).with_columns(
+        n_rej=pl.Series([1, 1, 0]), w_rej=pl.Series([2.0, 1.0, 0.0])
     )
     assert rejection_counts(rows).rows() == [("*", "A", 2, 3.0), ("x", "A", 1, 2.0), ("y", "A", 1, 1.0)]
 
@@ -319,83 +165,67 @@ def test_member_signals_and_section_shape():
     members = member_signals(frame, T0)
     assert members.columns == ["region", "config_key", "relative_advantage", "win_rate"]
     assert members.filter(pl.col("region") == "*")["win_rate"].to_list() == [1.0, 0.5, 0.0]
-    section = signals_section(task_values=frame, ratings=ratings([]), attempts=None, newest_at=T0, top=1)
+    frame = frame.with_columns(prm=pl.lit(False), prompt_version=pl.lit(None, pl.String), n_rej=0, w_rej=0.0)
+    section = signals_section([], task_values=frame, newest_at=T0, top=1)
     assert section["members"]["*"]["top"][0]["config_key"] == "A"
     assert section["members"]["*"]["bottom"][0]["config_key"] == "C"
     assert section["counts"]["tasks_compared"] == 1
 
 
 # ------------------------------------------------------------------------------- decision writeback
-DEC_SCHEMA = {
-    "id": pl.String,
-    "task": pl.String,
-    "region": pl.String,
-    "at": pl.Datetime("us"),
-    "policy": pl.String,
-    "chosen": pl.String,
-    "candidates": pl.List(pl.String),
-    "propensity": pl.Float64,
-}
+def logged(*events):
+    """The context of ``events`` (decisions and closures) and its decision numbers by id."""
+    from fixtures_fit import context
 
-
-def decisions(rows: list[tuple]) -> pl.DataFrame:
-    return pl.DataFrame(
-        [
-            {
-                "id": i,
-                "task": t,
-                "region": "g",
-                "at": T0 + timedelta(minutes=m),
-                "policy": pol,
-                "chosen": ch,
-                "candidates": ["A", "B"],
-                "propensity": p,
-            }
-            for i, t, m, pol, ch, p in rows
-        ],
-        schema=DEC_SCHEMA,
-    )
-
-
-def closures(rows: list[tuple]) -> pl.DataFrame:
-    return pl.DataFrame(
-        [{"id": f"c{i}", "task": t, "at": T0 + timedelta(minutes=m), "outcome": o} for i, (t, m, o) in enumerate(rows)],
-        schema={"id": pl.String, "task": pl.String, "at": pl.Datetime("us"), "outcome": pl.String},
-    )
+    return context(*events)
 
 
 def test_writeback_first_closure_after_decision():
-    dec = decisions(
-        [
-            ("d1", "t1", 0, "learned", "A", 0.5),
-            ("d2", "t1", 10, "learned", "B", 0.5),
-            ("d3", "t2", 0, "static", "A", 1.0),
-            ("d4", "t3", 0, "static", "A", 1.0),
-        ]
+    from fixtures_fit import closed, decided
+
+    ctx = logged(
+        decided("d1", "t1", "A", ["A", "B"], 0, 0.5, "learned"),
+        decided("d2", "t1", "B", ["A", "B"], 10 / 60, 0.5, "learned"),
+        decided("d3", "t2", "A", ["A", "B"], 0, 1.0, "static"),
+        decided("d4", "t3", "A", ["A", "B"], 0, 1.0, "static"),
+        closed("c1", "t1", 5 / 60, "escalated"),
+        closed("c2", "t1", 15 / 60, "done"),
+        closed("c3", "t2", 1 / 60, "abandoned"),
     )
-    clo = closures([("t1", 5, "escalated"), ("t1", 15, "done"), ("t2", 1, "abandoned")])
-    assert resolve(dec, clo)["reward"].to_list() == [0.0, 0.0, None, 1.0]
-    assert decision_writeback(dec, clo) == [
+    # in (at, id) order: d1, d3, d4 at hour 0, then d2: d1 -> t1's closure at 0:05 (escalated), d3 -> abandoned,
+    # d4 -> none, d2 -> t1's closure at 0:15 (done)
+    assert resolve(ctx.decisions, ctx.closures)["reward"].to_list() == [0.0, 0.0, None, 1.0]
+    assert decision_writeback(ctx.decisions, ctx.closures) == [
         {"policy": "learned", "decisions": 2, "resolved": 2, "unresolved": 0, "mean_reward": 0.5},
         {"policy": "static", "decisions": 2, "resolved": 1, "unresolved": 1, "mean_reward": 0.0},
     ]
 
 
+def target(ctx, ranking: dict[str, int]):
+    """The choice among each decision's candidates of a target policy ranking configs by ``ranking``."""
+    pools = decision_candidates(ctx, ctx.decisions)
+    return (
+        pools.with_columns(r=pl.col("config_key").cast(pl.String).replace_strict(ranking, return_dtype=pl.Int64))
+        .sort("task", "r")
+        .group_by("task", maintain_order=True)
+        .agg(chosen=pl.col("config_key").first())
+    )
+
+
 def test_off_policy_ips_snips_ess_hand_made_log():
+    from fixtures_fit import closed, decided
+
     # Logged uniform-ish policy; target always picks A.
     # d1: A p=0.5 r=1 -> w=2; d2: A p=0.25 r=0 -> w=4; d3: B p=0.5 r=1 -> w=0; d4: A p=0.8 r=1 -> w=1.25
-    dec = decisions(
-        [
-            ("d1", "t1", 0, "eps", "A", 0.5),
-            ("d2", "t2", 0, "eps", "A", 0.25),
-            ("d3", "t3", 0, "eps", "B", 0.5),
-            ("d4", "t4", 0, "eps", "A", 0.8),
-            ("d5", "t5", 0, "eps", "A", None),
-        ]
-    )  # no propensity: not used
-    clo = closures([("t1", 1, "done"), ("t2", 1, "abandoned"), ("t3", 1, "done"), ("t4", 1, "done"), ("t5", 1, "done")])
-    target = decision_candidates(dec).group_by("task").agg(pl.lit("A").alias("chosen")).sort("task")
-    out = off_policy(dec, clo, target)
+    ctx = logged(
+        decided("d1", "t1", "A", ["A", "B"], 0, 0.5, "eps"),
+        decided("d2", "t2", "A", ["A", "B"], 0, 0.25, "eps"),
+        decided("d3", "t3", "B", ["A", "B"], 0, 0.5, "eps"),
+        decided("d4", "t4", "A", ["A", "B"], 0, 0.8, "eps"),
+        decided("d5", "t5", "A", ["A", "B"], 0, None, "eps"),  # no propensity: not used
+        *(closed(f"c{i}", f"t{i}", 1 / 60, "abandoned" if i == 2 else "done") for i in range(1, 6)),
+    )
+    out = off_policy(ctx.decisions, ctx.closures, target(ctx, {"A": 0, "B": 1}))
     assert out["n"] == 4 and out["matched"] == 3
     assert out["ips"] == pytest.approx((2 + 0 + 0 + 1.25) / 4)
     assert out["snips"] == pytest.approx(3.25 / 7.25)
@@ -403,8 +233,10 @@ def test_off_policy_ips_snips_ess_hand_made_log():
 
 
 def test_off_policy_nothing_usable():
-    dec = decisions([("d1", "t1", 0, "eps", "A", None)])
-    out = off_policy(dec, closures([("t1", 1, "done")]), pl.DataFrame({"task": ["d1"], "chosen": ["A"]}))
+    from fixtures_fit import closed, decided
+
+    ctx = logged(decided("d1", "t1", "A", ["A", "B"], 0, None, "eps"), closed("c1", "t1", 1 / 60, "done"))
+    out = off_policy(ctx.decisions, ctx.closures, target(ctx, {"A": 0, "B": 1}))
     assert out["ips"] is None and out["ess"] == 0.0 and out["reason"]
 
 
@@ -413,41 +245,15 @@ def test_off_policy_targets_each_decisions_own_pool():
     A target ranking C > A > B picks A for d1 (matched, w = 1/0.5, r = 0) and C for d2 (not matched):
     IPS = 0 / 2, SNIPS = 0 / 2 = 0, one match. Pooling the task's candidates into {A, B, C} would pick C
     for both decisions and match none."""
-    dec = pl.DataFrame(
-        [
-            {
-                "id": "d1",
-                "task": "t1",
-                "region": "g",
-                "at": T0,
-                "policy": "eps",
-                "chosen": "A",
-                "candidates": ["A", "B"],
-                "propensity": 0.5,
-            },
-            {
-                "id": "d2",
-                "task": "t1",
-                "region": "g",
-                "at": T0 + timedelta(minutes=10),
-                "policy": "eps",
-                "chosen": "B",
-                "candidates": ["B", "C"],
-                "propensity": 0.5,
-            },
-        ],
-        schema=DEC_SCHEMA,
+    from fixtures_fit import closed, decided
+
+    ctx = logged(
+        decided("d1", "t1", "A", ["A", "B"], 0, 0.5, "eps"),
+        decided("d2", "t1", "B", ["B", "C"], 10 / 60, 0.5, "eps"),
+        closed("c1", "t1", 5 / 60, "escalated"),
+        closed("c2", "t1", 15 / 60, "done"),
     )
-    clo = closures([("t1", 5, "escalated"), ("t1", 15, "done")])
-    rank = {"C": 0, "A": 1, "B": 2}
-    pools = decision_candidates(dec)
-    assert sorted(pools["task"].unique().to_list()) == ["d1", "d2"]
-    target = (
-        pools.with_columns(r=pl.col("config_key").replace_strict(rank, return_dtype=pl.Int64))
-        .sort("task", "r")
-        .group_by("task", maintain_order=True)
-        .agg(chosen=pl.col("config_key").first())
-    )
-    out = off_policy(dec, clo, target)
+    assert sorted(decision_candidates(ctx, ctx.decisions)["task"].unique().to_list()) == [0, 1]
+    out = off_policy(ctx.decisions, ctx.closures, target(ctx, {"C": 0, "A": 1, "B": 2}))
     assert out["n"] == 2 and out["matched"] == 1
     assert out["ips"] == 0.0 and out["snips"] == 0.0

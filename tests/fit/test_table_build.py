@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from fixtures_fit import A, B, load, opened, rated, worked_events
+from fixtures_fit import A, B, context, opened, rated, worked_events
 
 from pipeline.errors import FitError
-from pipeline.fit.model import fit_model
+from pipeline.fit.context import Part
 from pipeline.fit.shipped import Shipped
 from pipeline.fit.table_build import build_table
 from pipeline.routing.table import Ladder, RoutingTable, Static, canonical_json, publish
@@ -21,18 +21,18 @@ MEASURED = {"prior_source": "measured", "prior_weight": 3}
 
 @pytest.fixture(scope="module")
 def worked():
-    return load(*worked_events())
+    return context(*worked_events())
 
 
-def table_of(inputs, objective="quality_per_dollar", **kw) -> RoutingTable:
+def table_of(ctx, objective="quality_per_dollar", **kw) -> RoutingTable:
     shipped = Shipped()
-    model = fit_model(inputs, shipped.to_constants(**MEASURED), shipped, objective)
+    model = ctx.model(Part.FULL, shipped.to_constants(**MEASURED), objective)
     return build_table(
         model,
         constants_source="shipped",
         static=Static(cheap_config=A, frontier_config=B),
         source={"version": 7, "events": {"ratings": 6}},
-        fitted_at=inputs.newest_at,
+        fitted_at=ctx.newest_of(Part.FULL),
         **kw,
     )
 
@@ -77,7 +77,7 @@ def test_signals_and_ladders_are_attached(worked):
 
 
 def test_no_costs_publishes_null_costs_and_the_quality_objective():
-    table = table_of(load(opened("t1", "implement"), rated("r1", "t1", A, 0.9), rated("r2", "t1", B, 0.6)))
+    table = table_of(context(opened("t1", "implement"), rated("r1", "t1", A, 0.9), rated("r2", "t1", B, 0.6)))
     assert table.objective == "quality"
     assert all(m.cost_usd is None for region in table.regions.values() for m in region.members)
     assert table.regions["implement"].choice == A
@@ -85,7 +85,7 @@ def test_no_costs_publishes_null_costs_and_the_quality_objective():
 
 def test_publish_round_trip_is_byte_identical(tmp_path, worked):
     first = publish(table_of(worked), tmp_path / "routing-table.json")
-    again = publish(table_of(load(*worked_events())), tmp_path / "again.json")
+    again = publish(table_of(context(*worked_events())), tmp_path / "again.json")
     assert (tmp_path / "routing-table.json").read_bytes() == (tmp_path / "again.json").read_bytes()
     assert load_table(tmp_path / "routing-table.json") == first and first.version == again.version
     assert canonical_json(first.to_json_dict()).count(b"NaN") == 0
@@ -93,4 +93,4 @@ def test_publish_round_trip_is_byte_identical(tmp_path, worked):
 
 def test_no_weighted_rating_is_a_clear_error():
     with pytest.raises(FitError, match="carries weight"):
-        table_of(load(rated("r1", "t1", A, 0.9, importance=0.0)))
+        table_of(context(rated("r1", "t1", A, 0.9, importance=0.0)))

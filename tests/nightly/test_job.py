@@ -68,7 +68,7 @@ def test_hits_wilson_and_expected_hit_under_exploration(tiny_fit):
         # half z * sqrt((2/3)(1/3)/3 + z^2/36) / 2.280486 = 1.959964 * 0.425186 / 2.280486 = 0.365424
         assert side.ci95 == approx((0.207660, 0.938508), abs=1e-5)
     # Shipped eps 0.3: T08 hit, the other member y is not best -> 0.7; T09 miss, y is best -> 0.3; T10 -> 0.7
-    assert routing.shipped.model_extra["expected_hit_rate_with_exploration"] == approx(1.7 / 3)
+    assert routing.shipped.expected_hit_rate_with_exploration == approx(1.7 / 3)
     # Both choose x everywhere: difference 0 in every resample; 3 < 10 eligible tasks -> no verdict.
     assert routing.difference.value == 0.0 and routing.difference.ci95 == (0.0, 0.0)
     assert routing.recommendation == "insufficient-evidence"
@@ -79,7 +79,8 @@ def test_validation_scores(tiny_fit):
     # Inner fit (T01..T04, before day 5): x W 3, S 2.5; y W 2, S 2 (measured prior 1.0).
     # k = 1: q(x) = (0.5 + 2.5)/4 = 0.75 -> 7.5 > q(y) = 1 -> 5 -> x.   Validation eligible: T05 (best y), T06
     # (best x); T07 has x only. Hits: T06 only -> 0.5. Shipped k = 3: (1.5 + 2.5)/6 = 0.667 -> 6.67 > 5 -> x: 0.5.
-    assert tiny_fit[1].stats.routing.validation == {"shipped": 0.5, "fitted": 0.5}
+    validation = tiny_fit[1].stats.routing.validation
+    assert (validation.shipped, validation.fitted) == (0.5, 0.5)
 
 
 def test_replay_with_the_fitted_exploration(tiny_fit):
@@ -199,13 +200,13 @@ def test_search_records_what_it_chose_on_validation(fit_home):
     c = result.stats.constants
     assert set(c.selected_on) == {"prior_source", "prior_weight", "exploration", "half_life_days"}
     assert set(c.selected_on.values()) == {"validation"}
-    kinds = {r.model_extra["kind"] for r in result.stats.grid}
+    kinds = {r.kind for r in result.stats.grid}
     assert kinds == {"greedy_hit_rate", "replay", "expected_hit_rate"}
     # 2 sources x 9 weights x 4 half-lives, 4 replays (the grid from the floor 0.05: 0.05, 0.1, 0.2, 0.3),
     # 9 weights x 4 explorations for the heat map
-    assert [r.model_extra["kind"] for r in result.stats.grid].count("greedy_hit_rate") == 72
+    assert [r.kind for r in result.stats.grid].count("greedy_hit_rate") == 72
     assert len(result.stats.grid) == 72 + 4 + 36
-    assert sorted(r.exploration for r in result.stats.grid if r.model_extra["kind"] == "replay") == [
+    assert sorted(r.exploration for r in result.stats.grid if r.kind == "replay") == [
         0.05,
         0.1,
         0.2,
@@ -390,7 +391,7 @@ def test_utility_searches_lambda_on_its_grid(fit_home):
     assert stats.constants.shipped.lambda_ == pytest.approx(scale)  # shipped.json has none: 1x the scale
     assert stats.constants.selected_on["lambda"] == "validation"
     assert stats.constants.selected_on["prior_weight"] == "pinned"
-    greedy = [r for r in stats.grid if r.model_extra["kind"] == "greedy_hit_rate"]
+    greedy = [r for r in stats.grid if r.kind == "greedy_hit_rate"]
     assert len(greedy) == 13
     assert sorted({r.lambda_ for r in greedy}) == pytest.approx(lambda_grid(scale))
     assert stats.constants.fitted.lambda_ in {r.lambda_ for r in greedy}
@@ -408,8 +409,8 @@ def test_every_policy_on_held_out_from_a_learned_only_table(tiny_fit):
     """
     _, result = tiny_fit
     section = result.stats.policies
-    assert "learned tasks only" in section["protocol"]
-    p = section["policies"]
+    assert "learned tasks only" in section.protocol
+    p = {name: row.model_dump() for name, row in section.policies.items()}
     from pipeline.routing.policies import BUILTIN
 
     assert list(p) == list(BUILTIN) and all(row["n"] == 3 for row in p.values())

@@ -25,8 +25,15 @@ def test_the_committed_schema_is_the_models():
 def test_the_schema_names_the_stats_keys_and_requires_what_the_model_requires(tmp_path):
     schema = json.loads(write_stats_schema(tmp_path).read_text())
     assert schema["title"] == STATS_SCHEMA and schema["$id"] == "stats.schema.json"
-    assert {"schema", "name", "table_version", "routing", "replay", "calibration", "split"} <= set(schema["properties"])
-    assert {"name", "routing", "split", "constants"} <= set(schema["required"])
-    # Every key of a real stats.json is a property of the schema (extra keys would be unknown to readers)
+    # a nightly job's stats or a refit's (fit-routing --no-evaluate), each a definition of its own
+    assert schema["anyOf"] == [{"$ref": "#/$defs/Stats"}, {"$ref": "#/$defs/RefitStats"}]
+    nightly, refit = schema["$defs"]["Stats"], schema["$defs"]["RefitStats"]
+    keys = {"schema", "name", "table_version", "routing", "replay", "calibration", "split"}
+    assert keys <= set(nightly["properties"])
+    assert {"name", "routing", "split", "constants"} <= set(nightly["required"])
+    assert "evaluated" in refit["properties"] and "routing" not in refit["properties"]
+    # Every key of a real stats.json is a property of the schema (extra keys would be unknown to readers), and
+    # every section is closed: a key a reader does not know is an error, not a spelling to guess at
     stats = json.loads((ROOT / "case-studies" / "routing-by-rating" / "stats.json").read_text())
-    assert set(stats) <= set(schema["properties"])
+    assert set(stats) <= set(nightly["properties"])
+    assert all(d.get("additionalProperties") is False for d in schema["$defs"].values() if "properties" in d)

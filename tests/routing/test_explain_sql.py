@@ -37,8 +37,9 @@ def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_s
     import shutil
 
     from pipeline.compact import compact
-    from pipeline.fit.inputs import load_inputs, task_values
-    from pipeline.fit.model import fit_model, load_shipped
+    from pipeline.fit.aggregate import DuckDBEngine, Spec
+    from pipeline.fit.context import FitContext, Part
+    from pipeline.fit.model import load_shipped
     from pipeline.fit.signals import member_signals
     from pipeline.fit.table_build import build_table
     from pipeline.routing.table import publish
@@ -68,20 +69,21 @@ def test_the_query_follows_half_life_measured_priors_and_cost_fallbacks(fitted_s
         ],
     )
     compact(home)
+    shipped = load_shipped(home / "fits" / "shipped.json")
     with open_store(home) as store:
-        inputs = load_inputs(store)
+        ctx = FitContext.build(DuckDBEngine(store), Spec(half_lives=(30.0,)), shipped=shipped)
     constants = published.constants.model_copy(
         update={"half_life_days": 30.0, "prior_source": "measured", "prior_weight": 5.0}
     )
-    model = fit_model(inputs, constants, load_shipped(home / "fits" / "shipped.json"), published.objective)
+    model = ctx.model(Part.FULL, constants, published.objective)
     table = publish(
         build_table(
             model,
             constants_source="fitted",
             static=published.static,
             source=published.source,
-            fitted_at=inputs.newest_at,
-            signals=member_signals(task_values(inputs), inputs.newest_at),
+            fitted_at=ctx.newest_of(Part.FULL),
+            signals=member_signals(ctx.values(Part.FULL), ctx.newest_of(Part.FULL)),
         ),
         path,
     )
