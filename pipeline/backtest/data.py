@@ -127,7 +127,7 @@ def read_home(ws: Workspace, *, source: str | None = None) -> FullTable:
             "AND score IS NOT NULL AND id NOT IN (SELECT rating FROM retractions WHERE rating IS NOT NULL)"
         ).pl()
         attempts = con.sql(f'SELECT task, config_key, "at", id, cost_usd FROM attempts WHERE {INSIDE_ATTEMPT}').pl()
-        tasks = con.sql(f"SELECT task, first_at FROM ({tasks_sql(DUCKDB, Spec(prm=False))}) t").pl()
+        tasks = con.sql(f"SELECT task, region, first_at FROM ({tasks_sql(DUCKDB, Spec(prm=False))}) t").pl()
         modes = con.sql(_FAILURE_MODES).pl()
         con.execute("DROP VIEW fit_all_ratings")
     return from_frames(ratings, attempts, tasks, source=source or str(ws.root), failure_modes=modes)
@@ -150,7 +150,7 @@ def from_frames(
 ) -> FullTable:
     """The rows of every (task, config) (module doc), the kept tasks in order. ``ratings``: ``task, config_key,
     at, id, w, score`` (weights above 0); ``attempts``: ``task, config_key, at, id, cost_usd``; ``tasks``: ``task,
-    first_at``; ``failure_modes`` (``id, failure_mode``) names the attempts that carry one."""
+    region, first_at``; ``failure_modes`` (``id, failure_mode``) names the attempts that carry one."""
 
     keys = ["task", "config_key"]
     ratings = ratings.select(*keys, "at", "id", ws=pl.col("w") * pl.col("score"), w="w").sort("at", "id")
