@@ -4,9 +4,9 @@ on the same store measured in the same run, and a whole backtest.
 Run: ``.venv/bin/python -m bench.backtest [--table FILE] [--seeds N] [--jobs J] [--policy P]``.
 
 The backtest runs ``--seeds`` seeds of one policy from the frontier start (``--jobs`` processes); in-process
-(``--jobs 1``) each refit is timed by stage: the night's append, the compaction, the refit (``refit_table``:
-reading the store, the model, the gate's tests, the ladders). The baseline is the model's fit (``fit_values``)
-alone on the whole table's store (the cheapest part of a refit, on the most data any refit sees), so a ratio
+(``--jobs 1``) each refit is timed by stage: the night's append, the compaction, the refit (``run_fit`` without
+evaluation: reading the store, the model, the gate's tests, the ladders). The baseline is the aggregation and the
+model alone on the whole table's store (the cheapest part of a refit, on the most data any refit sees), so a ratio
 says how much of a refit is the product path around the model. Issue 23 needs 20-seed backtests of several
 policies on RouterBench.
 """
@@ -25,13 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _baseline(table: Path, scratch: Path) -> float:
-    """Seconds of one fit of the model (fit_values) over the whole table's task values (imported, compacted and
-    aggregated once, not timed)."""
+    """Seconds of one fit of the model over the whole table (the aggregation and the model: imported and
+    compacted once, not timed)."""
     from pipeline.compact import compact
-    from pipeline.fit.aggregate import DuckDBEngine, Spec
+    from pipeline.fit.aggregate import Spec
     from pipeline.fit.context import FitContext, Part
-    from pipeline.fit.model import fit_values, load_shipped
+    from pipeline.fit.engine import DuckDBEngine
+    from pipeline.fit.model import load_shipped
     from pipeline.store import open_store
+    from pipeline.store.views import reading
     from pipeline.streams.imports import import_table
 
     home = scratch / "baseline"
@@ -39,12 +41,14 @@ def _baseline(table: Path, scratch: Path) -> float:
     compact(home)
     shipped = load_shipped(None)
     constants = shipped.to_constants()
-    with open_store(home) as store:
-        values = FitContext.build(DuckDBEngine(store), Spec(), shipped=shipped).values(Part.FULL)
-    fit_values(values, constants, shipped, "quality_per_dollar")  # warm (numba, polars)
-    began = time.perf_counter()
-    fit_values(values, constants, shipped, "quality_per_dollar")
-    return time.perf_counter() - began
+    seconds = []
+    with open_store(home) as store, reading(store):
+        for _ in range(2):  # the first warms numba and polars
+            began = time.perf_counter()
+            ctx = FitContext.build(DuckDBEngine(store.con), Spec(), shipped=shipped)
+            ctx.model(Part.FULL, constants)
+            seconds.append(time.perf_counter() - began)
+    return seconds[-1]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.jobs == 1:  # the refit's stages, timed where the refit calls them
             timed(pipeline.streams.log, "append", "append")
             timed(pipeline.compact, "compact", "compact")
-            timed(pipeline.nightly.job, "refit_table", "refit_table")
+            timed(pipeline.nightly.job, "run_fit", "refit")
         options = BacktestOptions(policies=(args.policy,), seeds=args.seeds, jobs=args.jobs)
         began = time.perf_counter()
         report = run_backtest(scratch / "out", table=args.table, options=options)
@@ -90,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     refits = args.seeds * (a.nights - 1) + (a.nights - 1)  # each seed's loop, and the full-information loop once
     name = Path(args.table).name
     print(f"table {name}: {a.tasks:,} tasks x {len(a.configs)} configs, {a.nights} nights, {refits} refits")
-    print(f"baseline fit_model on the whole table: {baseline * 1000:.1f} ms")
+    print(f"baseline fit (aggregation and model) on the whole table: {baseline * 1000:.1f} ms")
     if stages:
         stages["compact"] = stages["compact"][1:]  # the first compaction is the input table's, not a night's
         per = {label: sum(times) / len(times) for label, times in stages.items() if times}

@@ -2,7 +2,8 @@
 
 A long table (CSV, CSV.gz, Parquet) is read exactly as ``ratings import`` reads it: imported into a scratch home
 under the backtest's ``--out`` and compacted; a home (``--home``) is read from its store as it is (nothing is
-written there). Both then go through :func:`from_frames` (the store's events as :func:`store_frames` reads them):
+written there). Both then go through :func:`from_frames`, fed by the fit's own statements
+(:mod:`pipeline.fit.aggregate`):
 
 - a **row** of (task t, config c) is one attempt of c on t with the ratings that followed it: the ratings of
   (t, c) at or after the attempt's time and before the next attempt's (those before the first attempt count
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -112,55 +113,24 @@ def read_file(path: str | Path, scratch: Workspace, *, config_format: ConfigForm
 
 def read_home(ws: Workspace, *, source: str | None = None) -> FullTable:
     """The full-information table of a home's store as it is (read only: nothing is compacted or written)."""
+    from ..fit.aggregate import INSIDE_ATTEMPT, Spec, ratings_sql, tasks_sql
+    from ..fit.engine import DUCKDB
     from ..store import open_store
     from ..store.views import reading
 
     with open_store(ws, read_only=True) as store, reading(store):
-        frames = store_frames(store.con)
-        modes = store.con.sql(_FAILURE_MODES).pl()
-    return from_frames(frames, source=source or str(ws.root), failure_modes=modes)
-
-
-class Frames(NamedTuple):
-    """The store's events a backtest table is made of: ``tasks`` (``task, region, first_at``: the region of its
-    first task.opened, ``general`` without one), ``ratings`` (``task,
-    config_key, at, id, score, w``, retracted ones left out) and ``attempts`` (``task, config_key, at, id,
-    cost_usd``)."""
-
-    tasks: pl.DataFrame
-    ratings: pl.DataFrame
-    attempts: pl.DataFrame
-
-
-# w = precision * confidence * importance; a rejection is score 0 with w = weight (docs/design.md, Rating weight);
-# a retracted rating is left out. The task time is its first event of any kind (docs/design.md, Split), its region
-# that of its first task.opened.
-_RATINGS_SQL = """
-SELECT u.* FROM (
-    SELECT id, task, config_key, "at", score, precision * confidence * importance AS w FROM ratings
-    UNION ALL
-    SELECT id, task, config_key, "at", 0.0 AS score, weight AS w FROM rejections
-) u WHERE u.id NOT IN (SELECT rating FROM retractions)
-"""
-_TASKS_SQL = """
-WITH opened AS (SELECT task, arg_min(region, ("at", id)) AS region FROM tasks GROUP BY task),
-times AS (
-    SELECT task, min("at") AS first_at FROM (
-        SELECT task, "at" FROM tasks UNION ALL SELECT task, "at" FROM attempts
-        UNION ALL SELECT task, "at" FROM ratings UNION ALL SELECT task, "at" FROM rejections
-    ) GROUP BY task
-)
-SELECT t.task, coalesce(o.region, 'general') AS region, t.first_at FROM times t LEFT JOIN opened o ON o.task = t.task
-"""
-
-
-def store_frames(con: Any) -> Frames:
-    """:class:`Frames` of the store's views on the DuckDB connection ``con``."""
-    return Frames(
-        tasks=con.sql(_TASKS_SQL).pl(),
-        ratings=con.sql(_RATINGS_SQL).pl(),
-        attempts=con.sql('SELECT task, config_key, "at", id, cost_usd FROM attempts').pl(),
-    )
+        con = store.con
+        con.execute(f"CREATE OR REPLACE TEMP VIEW fit_all_ratings AS {ratings_sql()}")
+        # every rating and rejection inside the event bounds with a weight above 0, not retracted (as the fit)
+        ratings = con.sql(
+            'SELECT task, config_key, "at", id, w, score FROM fit_all_ratings WHERE inside AND w > 0 '
+            "AND score IS NOT NULL AND id NOT IN (SELECT rating FROM retractions WHERE rating IS NOT NULL)"
+        ).pl()
+        attempts = con.sql(f'SELECT task, config_key, "at", id, cost_usd FROM attempts WHERE {INSIDE_ATTEMPT}').pl()
+        tasks = con.sql(f"SELECT task, region, first_at FROM ({tasks_sql(DUCKDB, Spec(prm=False))}) t").pl()
+        modes = con.sql(_FAILURE_MODES).pl()
+        con.execute("DROP VIEW fit_all_ratings")
+    return from_frames(ratings, attempts, tasks, source=source or str(ws.root), failure_modes=modes)
 
 
 # An attempt's failure_mode is kept in the attempts view's extra until the event spec gives it a column.
@@ -170,16 +140,20 @@ WHERE json_extract_string(extra, '$.failure_mode') IS NOT NULL
 """
 
 
-def from_frames(inputs: Frames, *, source: str, failure_modes: pl.DataFrame | None = None) -> FullTable:
-    """The rows of every (task, config) of ``inputs`` (module doc), the kept tasks in order; ``failure_modes``
-    (``id, failure_mode``) names the attempts that carry one."""
+def from_frames(
+    ratings: pl.DataFrame,
+    attempts: pl.DataFrame,
+    tasks: pl.DataFrame,
+    *,
+    source: str,
+    failure_modes: pl.DataFrame | None = None,
+) -> FullTable:
+    """The rows of every (task, config) (module doc), the kept tasks in order. ``ratings``: ``task, config_key,
+    at, id, w, score`` (weights above 0); ``attempts``: ``task, config_key, at, id, cost_usd``; ``tasks``: ``task,
+    region, first_at``; ``failure_modes`` (``id, failure_mode``) names the attempts that carry one."""
 
     keys = ["task", "config_key"]
-    ratings = (
-        inputs.ratings.filter(pl.col("w") > 0)
-        .select(*keys, "at", "id", ws=pl.col("w") * pl.col("score"), w="w")
-        .sort("at", "id")
-    )
+    ratings = ratings.select(*keys, "at", "id", ws=pl.col("w") * pl.col("score"), w="w").sort("at", "id")
     if ratings.height == 0:
         raise BacktestInputError(f"{source}: no rating with a weight above 0: nothing to replay")
     modes = (
@@ -188,7 +162,7 @@ def from_frames(inputs: Frames, *, source: str, failure_modes: pl.DataFrame | No
         else pl.DataFrame(schema={"id": pl.String, "failure_mode": pl.String})
     )
     attempts = (
-        inputs.attempts.select(*keys, "at", "id", "cost_usd")
+        attempts.select(*keys, "at", "id", "cost_usd")
         .join(modes, on="id", how="left")
         .sort(*keys, "at", "id")
         .with_columns(j=pl.int_range(pl.len()).over(keys))
@@ -224,8 +198,8 @@ def from_frames(inputs: Frames, *, source: str, failure_modes: pl.DataFrame | No
     )
     configs = tuple(sorted(rows["config_key"].unique().to_list()))
     complete = rows.group_by("task").agg(k=pl.col("config_key").n_unique()).filter(pl.col("k") == len(configs))
-    tasks = inputs.tasks.join(complete, on="task", how="semi").sort("first_at", "task")
-    named = inputs.tasks.join(rows.select("task").unique(), on="task", how="semi").height
+    named = tasks.join(rows.select("task").unique(), on="task", how="semi").height
+    tasks = tasks.join(complete, on="task", how="semi").sort("first_at", "task")
     if tasks.height == 0:
         raise BacktestInputError(
             f"{source}: no task was done by every one of its {len(configs)} configs, so no task can reveal the "

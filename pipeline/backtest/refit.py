@@ -1,9 +1,10 @@
 """The nightly refit of a backtest: the product's own fit, on a scratch home of the loop (docs/design.md, Backtest,
 Refit). One function, :func:`refit`, so that the path it takes can change in one place.
 
-Today's path is the product's: the night's events are appended to the loop's scratch home, compacted, and fitted
-either without held-out evaluation (``table``: :func:`pipeline.nightly.job.refit_table`, the current constants
-refit on every task) or by the whole nightly job (``full``: verdicts included).
+The path is the product's: the night's events are appended to the loop's scratch home, compacted and fitted,
+either without held-out evaluation (``table``: :func:`pipeline.nightly.job.run_fit` with ``evaluate=False``, as
+``fit-routing --no-evaluate``: the current constants refit on every task) or by the whole nightly job (``full``:
+verdicts included).
 """
 
 from __future__ import annotations
@@ -33,13 +34,11 @@ def scratch_home(root: Path, shipped: dict[str, Any] | None = None) -> Workspace
 
 def refit(ws: Workspace, events: Sequence[dict[str, Any]], options: FitOptions, mode: FitMode) -> RoutingTable:
     """Append ``events`` (one night) to the scratch home ``ws``, compact, refit, and return the table published."""
-    from ..compact import compact
-    from ..nightly.job import refit_table, run_fit
+    from ..nightly.job import run_fit
     from ..streams.log import append
 
     if events:
         append(ws, events, fsync="never", source="backtest")
     if mode == "table":
-        compact(ws)
-        return refit_table(ws, options)
+        return run_fit(ws, options.model_copy(update={"evaluate": False})).table
     return run_fit(ws, options.model_copy(update={"case_study": CASE_STUDY})).table

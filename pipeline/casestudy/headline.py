@@ -38,7 +38,7 @@ def hit_phrase(h: HitRate) -> str:
 def _routing_phrase(stats: Stats) -> Block:
     """The lead's hit rates of the fitted and shipped constants, or why there are none."""
     r, c = stats.routing, stats.constants
-    if not stats.split.eligible_held_out:
+    if not stats.split.eligible_held_out:  # for the default policy too (policy_lead says nothing then)
         return para(
             Strong("Routing: "),
             f"no hit rate: none of the {fmt.count(stats.split.held_out_tasks)} held-out tasks was done by two or "

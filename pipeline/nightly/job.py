@@ -342,24 +342,6 @@ _PINS = {
 }
 
 
-def refit_table(home: Workspace | StrPath | None, options: FitOptions | None = None) -> RoutingTable:
-    """What ``ratings backtest --fit table`` refits each night with: ``fit-routing --no-evaluate`` on the store as
-    it is (no compaction): the current constants refit on every task (:func:`current_constants`), the table
-    published; the table is returned."""
-    options = (options or FitOptions()).model_copy(update={"evaluate": False, "no_compact": True})
-    return run_fit(home, options).table
-
-
-def _backtest(path: str) -> dict[str, Any]:
-    """The ``ratings backtest`` report at ``path`` (its ``backtest.json``), for the stats' ``backtest`` section."""
-    from ..jsonfile import read_json, validate
-    from .backtest import BacktestReport
-
-    missing = "no such file; run `ratings backtest ... --out DIR` and give DIR/backtest.json"
-    data = read_json(Path(path), FitError, missing=missing)
-    return validate(BacktestReport, data, Path(path), FitError).to_json_dict()
-
-
 def current_constants(ws: Workspace, shipped_constants: Constants, options: FitOptions) -> Current:
     """The current constants (docs/design.md, Refit without evaluation): those of the live table
     (``fits/routing-table.json``: what the last evaluated fit adopted, or a pinned table's) when there is one, else
@@ -454,6 +436,16 @@ def _refit(
         "evaluated": False,
     }
     return _publish(ws, options, table, RefitStats.model_validate(_validated(data, notes)), None)
+
+
+def _backtest(path: str) -> dict[str, Any]:
+    """The ``ratings backtest`` report at ``path`` (its ``backtest.json``), for the stats' ``backtest`` section."""
+    from ..jsonfile import read_json, validate
+    from .backtest import BacktestReport
+
+    missing = "no such file; run `ratings backtest ... --out DIR` and give DIR/backtest.json"
+    data = read_json(Path(path), FitError, missing=missing)
+    return validate(BacktestReport, data, Path(path), FitError).to_json_dict()
 
 
 def _constant_set(c: Constants, objective: str) -> dict[str, Any]:

@@ -104,13 +104,12 @@ class _Common(Section):
 
     @field_serializer("options")
     def _options(self, options: FitOptions | None) -> dict[str, Any] | None:
-        """The options as given; ``evaluate`` only where it is false (a refit's), ``backtest`` only where one is
+        """The options as given; ``evaluate`` only where it is false (a refit's) and ``backtest`` only where one was
         attached, as before they existed."""
         if options is None:
             return None
         # without a backtest attached, the options read as before the option existed (the same bytes)
-        exclude = {"evaluate"} if options.evaluate else set()
-        exclude |= set() if options.backtest else {"backtest"}
+        exclude = ({"evaluate"} if options.evaluate else set()) | ({"backtest"} if not options.backtest else set())
         return options.model_dump(mode="json", by_alias=True, exclude=exclude or None)
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -132,12 +131,10 @@ class Stats(_Common):
     frontier: Frontier | None = None
     policies: Policies | None = None
     # The case study's backtest (``ratings backtest``, attached by ``fit-routing --backtest FILE``): a simulation of
-    # deployment on the same table. Absent when none was attached.
+    # deployment on the same table. Written only where one was attached.
     backtest: BacktestReport | None = None
 
-    def to_json_dict(self) -> dict[str, Any]:
-        """The JSON of the stats (:meth:`_Common.to_json_dict`), without ``backtest`` when none was attached."""
-        return self.model_dump(mode="json", by_alias=True, exclude={"backtest"} if self.backtest is None else None)
+    written_if_given = frozenset({"backtest"})
 
 
 class RefitStats(_Common):
