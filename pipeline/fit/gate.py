@@ -7,14 +7,15 @@ static choice s of the table (:func:`references`):
 
 - the **tasks**: those of r where both were candidates (:func:`logged_runs`; a task without a decision: the
   configs first rated by its time), and on them the real ratings (PRM fill-ins are estimates, not evidence) of
-  runs that were not escalations (a decision's ``after``, or a run after another config failed by timing:
-  evidence about failed tasks only);
+  runs that were not escalations (a decision's ``after``, or a run after another config failed by timing, as
+  the aggregation marks those pairs: :mod:`pipeline.fit.aggregate`; evidence about failed tasks only);
 - each run weighted by ``recency / max(propensity, PROPENSITY_CLIP)``, each side's self-normalized mean;
 - the **difference** of the objective on those means (quality per dollar ``q_c / max(cost_c, floor) - q_s /
   max(cost_s, floor)``, utility ``lambda (q_c - q_s) - (cost_c - cost_s)``, quality ``q_c - q_s``);
 - its **lower bound** at the level 5% / (members tested x (1 + log2 effective samples)): the lower of the Poisson
   bootstrap's quantile (tasks resampled, a task both ran enters both sides with one count: its paired
-  difference) and a normal bound on the means shrunk to the region's mean (:func:`_normal_lower`);
+  difference; above :data:`SUBSAMPLE` tasks an m-out-of-n subsample, its spread scaled: :func:`_fraction`) and a
+  normal bound on the means shrunk to the region's mean (:func:`_normal_lower`);
 - **passes** when the effective samples, (sum w)^2 / sum w^2 of the smaller side, are at least ``min_samples``
   and the lower bound is above 0.
 
@@ -139,9 +140,9 @@ def gate_evidence(
     ``values``: one row per (task, config) with ``task, region, config_key, value`` (q_t,c), ``first_at`` (the
     task's time) and ``cost`` (cost_t,c with unknown attempts estimated; null everywhere when no cost is known,
     and then the objective is quality). ``escalated``: ``task, config_key`` of the pairs run after another config
-    had failed (by timing); ``logged``: :func:`logged_runs` (propensities, candidates and decisions made after a
-    failure). Rows :data:`EVIDENCE_SCHEMA`, sorted by (region, config_key, against); no row for a config against
-    itself or against a config the region lacks.
+    had failed (by timing: the aggregation's ``escalated``); ``logged``: :func:`logged_runs` (propensities,
+    candidates and decisions made after a failure). Rows :data:`EVIDENCE_SCHEMA`, sorted by (region, config_key,
+    against); no row for a config against itself or against a config the region lacks.
 
     The global pool's resample b is the union of the regions' resamples b (a bootstrap stratified by region), so
     its sums are the regions' sums added up and cost nothing more.
