@@ -16,7 +16,7 @@ PRIOR_SOURCE = "shipped"
 PRIOR_WEIGHT = 3.0
 #: Exploration eps (docs/design.md, Exploration).
 EXPLORATION = 0.3
-#: How exploration draws: Thompson sampling on the posteriors (docs/design.md, Exploration says why).
+#: How exploration draws: Thompson sampling on the posteriors (why: docs/design.md, Exploration).
 EXPLORATION_MODE = "thompson"
 #: The recency half-life in days: None, no recency weighting.
 HALF_LIFE_DAYS: float | None = None

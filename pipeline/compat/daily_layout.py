@@ -82,6 +82,8 @@ def migrate(location: StoreLocation, table: Any, hook: Callable[[str], None]) ->
 
 def _rewrite(table: Any) -> None:
     """One overwrite commit, on the version ``table`` is open at, of its rows in the current layout."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.dataset as ds
     from deltalake import write_deltalake
     from deltalake.transaction import CommitProperties
@@ -91,7 +93,12 @@ def _rewrite(table: Any) -> None:
     dataset = table.to_pyarrow_dataset()
     fragments = sorted(dataset.get_fragments(), key=lambda fragment: fragment.path)  # family=f/event_date=d/...
     ordered = ds.FileSystemDataset(fragments, dataset.schema, dataset.format, dataset.filesystem)
-    rows = ordered.scanner(columns=TABLE_SCHEMA.names).to_reader()
+    # a column added to the schema since the old files were written (additive) reads null
+    present = set(dataset.schema.names)
+    columns = {
+        f.name: ds.field(f.name) if f.name in present else pc.scalar(pa.scalar(None, f.type)) for f in TABLE_SCHEMA
+    }
+    rows = ordered.scanner(columns=columns).to_reader()
     record = {"from": DAILY, "to": PARTITIONS, "read_version": table.version(), "files": len(fragments)}
     write_deltalake(
         table,

@@ -215,7 +215,7 @@ class FitContext:
         return self.newest.get(_PARTS[part][0])
 
     def decisions_of(self, part: Part) -> pl.DataFrame:
-        """The logged decisions (:attr:`decisions` rows) of the part's tasks made by its cut (a learned part's
+        """The logged decisions (rows of ``decisions``) of the part's tasks made by its cut (a learned part's
         cutoff: a decision after it, or at no known time, is not yet logged there)."""
         level = _PARTS[part][0]
         cut = None if self.split is None or level == 0 else (self.split.cutoff, self.split.inner_cutoff)[level - 1]
