@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import FitError
+from ..prices import Price, implied_tokens, price_for, prior_cost, tokens_in
 from ..routing.greedy import greedy_key
 from ..routing.table import Constants, Static
 from ..routing.view import GLOBAL
@@ -69,6 +70,8 @@ class FittedModel:
     pairs: pl.DataFrame
     configs: pl.DataFrame  # config_key, measured (c's weighted mean, else global), cost_config
     priors: pl.DataFrame  # selector, prior_region, prior_quality, segments, order (shipped priors)
+    prices: tuple[Price, ...] = ()  # shipped prices: the cost prior (docs/design.md, Cost prior)
+    mean_tokens: dict[str, float] = dataclasses.field(default_factory=dict)  # region -> implied_tokens
 
     @property
     def effective_objective(self) -> Objective:
@@ -201,16 +204,46 @@ class FittedModel:
             .then((k * pl.col("prior") + pl.col("wscore")) / (k + pl.col("weight")))
             .otherwise(pl.col("prior"))
         )
-        # Cost cost(c, r): mean known cost_t,c of c in r, else c's mean over all regions, else the
-        # global mean; floored at cost_floor_usd. Null everywhere when no cost is known.
+        # Cost cost(c, r): mean known cost_t,c of c in r, else c's price (docs/design.md, Cost prior), else c's mean
+        # over all regions, else the global mean; floored at cost_floor_usd. Null everywhere when no cost is known.
         if self.cost_known:
+            frame = frame.with_columns(price_usd=self._price_costs(frame))
             cost = pl.max_horizontal(
-                pl.coalesce("cost_mean", "cost_config", pl.lit(self.global_cost)), pl.lit(float(c.cost_floor_usd))
+                pl.coalesce("cost_mean", "price_usd", "cost_config", pl.lit(self.global_cost)),
+                pl.lit(float(c.cost_floor_usd)),
             )
         else:
             cost = pl.lit(None, pl.Float64)
         frame = frame.with_columns(cost_usd=cost)
         return frame.with_columns(value=_objective(self.effective_objective, c)).select(MEMBER_COLUMNS)
+
+    def _price_costs(self, frame: pl.DataFrame) -> pl.Series:
+        """Per row of ``frame`` (config_key, region) the cost prior of :func:`pipeline.prices.prior_cost`, token
+        prices read at the region's mean tokens (the global pool's where the region has none); null without a
+        price."""
+        if not self.prices:
+            return pl.Series("price_usd", [None] * frame.height, dtype=pl.Float64)
+        costs = [
+            prior_cost(key, self.prices, tokens_in(self.mean_tokens, region))
+            for key, region in zip(frame["config_key"], frame["region"], strict=True)
+        ]
+        return pl.Series("price_usd", costs, dtype=pl.Float64)
+
+
+def region_tokens(pairs: pl.DataFrame, prices: Sequence[Price]) -> dict[str, float]:
+    """Per region (the global pool too) its :func:`pipeline.prices.implied_tokens` over the (config, region) pairs
+    with a known mean cost and a token price; regions without one are absent."""
+    if not prices:
+        return {}
+    known: dict[str, list[tuple[float, Price]]] = {}
+    for key, region, cost in (
+        pairs.filter(pl.col("cost_mean").is_not_null()).select("config_key", "region", "cost_mean").iter_rows()
+    ):
+        price = price_for(key, prices)
+        if price is not None:
+            known.setdefault(region, []).append((cost, price))
+    implied = {region: implied_tokens(rows) for region, rows in known.items()}
+    return {region: m for region, m in implied.items() if m is not None}
 
 
 def as_objective(name: str) -> Objective:
@@ -322,6 +355,8 @@ def fit_values(
         pairs=pairs,
         configs=configs,
         priors=priors_frame(shipped.priors),
+        prices=tuple(shipped.prices),
+        mean_tokens=region_tokens(pairs, shipped.prices),
     )
     return dataclasses.replace(model, members=model._evaluate(pairs.select("config_key", "region")))
 

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD, MAX_USD_PER_MTOK
+from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD
 from ..errors import FitError
 from ..jsonfile import read_json, validate
+from ..prices import Price, selector_of
 from ..routing.table import Constants, Static
 from ..streams.events import Config
 
@@ -69,16 +70,6 @@ def config_key_of(key: str) -> str:
     return key
 
 
-def selector_of(selector: str) -> str:
-    """``selector`` if it is 1 to 4 segments of a config key (``cli``, ``cli/route``, ...), none empty."""
-    parts = selector.split("/")
-    if len(parts) > 4 or any(not part for part in parts):
-        raise ValueError(
-            f"selector {selector!r} must be 1 to 4 non-empty segments of a config key (cli/route/model/effort)"
-        )
-    return selector
-
-
 ConfigKey = Annotated[str, AfterValidator(config_key_of)]
 
 
@@ -98,42 +89,6 @@ class Prior(BaseModel):
     @property
     def segments(self) -> int:
         return len(self.selector.split("/"))
-
-
-class Price(BaseModel):
-    """What a config costs before its own attempts say (docs/design.md, Routing table: fits/shipped.json): per task,
-    or per million input and output tokens. ``selector`` is 1 to 4 segments of a config key, like a prior's; the most
-    specific selector that matches a key wins (then the earlier entry). Used by ``ratings import`` to turn
-    token counts into costs, and as the cost prior of configs not yet run."""
-
-    model_config = _STRICT
-
-    selector: Annotated[str, Field(min_length=1), AfterValidator(selector_of)]
-    usd_per_task: float | None = Field(default=None, ge=0.0, le=MAX_USD)
-    input_usd_per_mtok: float | None = Field(default=None, ge=0.0, le=MAX_USD_PER_MTOK)
-    output_usd_per_mtok: float | None = Field(default=None, ge=0.0, le=MAX_USD_PER_MTOK)
-
-    @model_validator(mode="after")
-    def _one_way(self) -> Price:
-        tokens = (self.input_usd_per_mtok, self.output_usd_per_mtok)
-        if self.usd_per_task is None and None in tokens:
-            raise ValueError(
-                f"price of {self.selector!r}: give usd_per_task, or both input_usd_per_mtok and output_usd_per_mtok"
-            )
-        if self.usd_per_task is not None and tokens != (None, None):
-            raise ValueError(f"price of {self.selector!r}: either usd_per_task or token prices, not both")
-        return self
-
-    @property
-    def segments(self) -> int:
-        return len(self.selector.split("/"))
-
-    def tokens_cost(self, input_tokens: float, output_tokens: float) -> float | None:
-        """USD for these token counts: ``input * input_usd_per_mtok / 1e6 + output * output_usd_per_mtok / 1e6``
-        (None for a per-task price)."""
-        if self.input_usd_per_mtok is None or self.output_usd_per_mtok is None:
-            return None
-        return (input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok) / 1e6
 
 
 class ShippedConstants(BaseModel):

@@ -76,6 +76,7 @@ def build_table(
             ],
             choice=chosen[region],
             ladder=(ladders or {}).get(region),
+            mean_tokens=round_figure(model.mean_tokens.get(region)),
         )
     return RoutingTable(
         fitted_at=_timestamp(fitted_at),
@@ -87,6 +88,7 @@ def build_table(
         static=static,
         regions=regions,
         evaluation=dict(evaluation or {}),
+        prices=list(model.prices),
     )
 
 

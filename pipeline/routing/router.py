@@ -12,8 +12,11 @@ Rules this module fixes (docs/design.md, Routing, says them for readers in other
   ``*``). A pool member the region does not list takes its global (``*``) row;
   a member the table does not know at all takes the *prior row*: quality = the
   global weighted mean quality ``sum(W*q)/sum(W)`` over the ``*`` members (the
-  plain mean when no member has weight), cost = the mean of the ``*`` members'
-  known costs (null when none), ``n_ratings`` 0, so it never passes the gate.
+  plain mean when no member has weight), cost = its price in the table's
+  ``prices`` (:func:`pipeline.prices.prior_cost`, token prices at the region's
+  ``mean_tokens``; docs/design.md, Cost prior), else the mean of the ``*``
+  members' known costs (null when none), ``n_ratings`` 0, so it never passes
+  the gate.
 - **Failures.** A failed configuration must be in the pool (else an error that
   lists the pool). The failed ones are removed from the pool before any policy
   runs (unless that would empty it); every policy then chooses among the
@@ -36,6 +39,7 @@ Rules this module fixes (docs/design.md, Routing, says them for readers in other
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Sequence
@@ -43,6 +47,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import RoutingError
+from ..prices import prior_cost, tokens_in
 from . import thompson
 from .explain_sql import explain_sql
 from .greedy import objective_value
@@ -114,6 +119,7 @@ class Router:
         star_region = table.regions.get(GLOBAL)
         star_members = star_region.members if star_region else []
         self._global_quality, self._global_cost = _global_means(star_members)
+        self._mean_tokens = {name: region.mean_tokens for name, region in table.regions.items()}
         star_rows = {m.config: _row(m, GLOBAL) for m in star_members}
         floor = table.constants.cost_floor_usd
         min_quality = table.constants.min_quality
@@ -137,7 +143,7 @@ class Router:
                 rows,
                 region.ladder,
                 floor=floor,
-                prior_row=self.prior_row,
+                prior_row=functools.partial(self.prior_row, region=name),
                 min_quality=min_quality,
                 evidence=_evidence(region.members),
             )
@@ -149,8 +155,12 @@ class Router:
         return cls(load(path))
 
     # ------------------------------------------------------------------ helpers policies use
-    def prior_row(self, config: str) -> Row:
+    def prior_row(self, config: str, region: str = GLOBAL) -> Row:
+        """The row of a config the table does not know, in ``region`` (the module docstring says how)."""
         q, cost = self._global_quality, self._global_cost
+        if self.table.prices and cost is not None:
+            priced = prior_cost(config, self.table.prices, tokens_in(self._mean_tokens, region))
+            cost = cost if priced is None else priced
         return Row(
             config,
             q,

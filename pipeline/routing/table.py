@@ -8,8 +8,9 @@ v1.1 adds fields and changes the meaning of none: per member the evidence gate's
 static choice (``gate``), and the quality floor (``constants.min_quality``). A v1 table (without them)
 still loads; the router then applies the gate v1 tables were published with (see
 :mod:`pipeline.routing.policies`). v1.2 adds, per test, the evidence of logged single-config runs
-(:class:`Evidence`: tasks, runs, effective samples, weighting, escalations left out); a v1.1 table loads as
-it was.
+(:class:`Evidence`: tasks, runs, effective samples, weighting, escalations left out), the shipped ``prices`` and per
+region the mean tokens they are read with (the cost prior of configs not yet run, docs/design.md, Cost prior); a
+v1.1 table loads as it was.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .. import defaults
 from ..errors import TableSchemaError
 from ..jsonfile import json_schema, read_json, validate
+from ..prices import Price
 from ..workspace import TABLE_SCHEMA_FILE, atomic_write
 
 SCHEMA = "routing-table/v1.2"
@@ -152,11 +154,15 @@ class Ladder(BaseModel):
 
 
 class Region(BaseModel):
+    """``mean_tokens`` (v1.2): the region's mean tokens per task (input and output each) that token prices are read
+    with, implied by its priced members' known costs (:func:`pipeline.prices.implied_tokens`); null without one."""
+
     model_config = _MODEL
 
     members: list[Member]
     choice: str | None
     ladder: Ladder | None = None
+    mean_tokens: float | None = None
 
 
 class Source(BaseModel):
@@ -185,6 +191,8 @@ class RoutingTable(BaseModel):
     static: Static
     regions: dict[str, Region]
     evaluation: dict[str, Any] = Field(default_factory=dict)
+    # v1.2: shipped.json's prices, the cost prior of a config the table does not know (Router.prior_row).
+    prices: list[Price] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _utility_needs_lambda(self) -> RoutingTable:
@@ -203,7 +211,15 @@ class RoutingTable(BaseModel):
         return self.model_copy(update={"version": self.content_hash()})
 
     def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=False)
+        """The published form; without prices, ``prices`` and every ``mean_tokens`` are left out (a table fitted
+        without prices keeps its bytes and version)."""
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=False)
+        if not self.prices:
+            del data["prices"]
+            for region in data["regions"].values():
+                if region["mean_tokens"] is None:
+                    del region["mean_tokens"]
+        return data
 
 
 def canonical_json(data: Any) -> bytes:

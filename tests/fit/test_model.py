@@ -26,6 +26,8 @@ from pipeline.errors import FitError
 from pipeline.fit.context import Part
 from pipeline.fit.model import GLOBAL, MEMBER_COLUMNS, fit_values, load_shipped, static_choice
 from pipeline.fit.shipped import Shipped
+from pipeline.fit.table_build import build_table
+from pipeline.routing.router import Router
 from pipeline.routing.table import Constants, Static
 
 MEASURED = Constants(prior_source="measured", prior_weight=3)
@@ -285,3 +287,38 @@ def test_a_fit_without_ratings_has_no_members_and_answers_from_shipped_priors():
     # B: q = (3 * 0.7 + 0) / 3 = 0.7; A: nothing known at all
     assert model.quality(B, "x") == pytest.approx(0.7) and model.quality(A, "x") is None
     assert model.choose("x", [A, B]) == B and model.most_rated() is None
+
+
+def test_prices_are_the_cost_of_a_member_without_a_known_cost_in_its_region(worked):
+    # docs/design.md, Cost prior. B has no known cost in review (before: B's mean over all regions, 1.5) and C never
+    # ran (before: the global mean, 0.9). A token-priced: in 1, out 3 $/Mtok; so its known costs imply the tokens of
+    # each region: implement 1e6 * 0.40 / (1 + 3) = 100,000, review 1e6 * 0.20 / 4 = 50,000,
+    # * 1e6 * 0.30 / 4 = 75,000 (A's mean over all regions).
+    prices = [
+        {"selector": "a", "input_usd_per_mtok": 1.0, "output_usd_per_mtok": 3.0},
+        {"selector": "b/-/m2", "usd_per_task": 0.7},
+        {"selector": "c", "input_usd_per_mtok": 2.0, "output_usd_per_mtok": 6.0},
+    ]
+    model = fit_model(worked, MEASURED, Shipped.model_validate({"prices": prices}))
+    assert model.mean_tokens == pytest.approx({"implement": 1e5, "review": 5e4, GLOBAL: 7.5e4})
+    assert member(model, "implement", A)["cost_usd"] == pytest.approx(0.40)  # a known cost wins over a price
+    assert member(model, "implement", B)["cost_usd"] == pytest.approx(1.5)
+    assert member(model, "review", B)["cost_usd"] == pytest.approx(0.7)  # its price, not its mean elsewhere
+    # C at 1e5 tokens each way in implement: (1e5 * 2 + 1e5 * 6) / 1e6 = 0.8; review 0.4; an unknown region: *'s 0.6
+    assert model.cost(C, "implement") == pytest.approx(0.8)
+    assert model.cost(C, "review") == pytest.approx(0.4)
+    assert model.cost(C, "elsewhere") == pytest.approx(0.6)
+    # a config without a price keeps the old fallbacks
+    assert model.cost("d/-/m4/-", "implement") == pytest.approx(0.9)
+    # the routing table publishes the prices and the tokens, so a dispatcher's Router prices an unknown config alike
+    table = build_table(model, constants_source="shipped", static=Static(), source={}, fitted_at=None)
+    assert [r.mean_tokens for r in table.regions.values()] == pytest.approx([7.5e4, 1e5, 5e4])
+    router = Router(table.with_version())
+    assert router.view("implement").row("c/x/m9/-").cost_usd == pytest.approx(0.8)
+    assert router.view("elsewhere").row("c/x/m9/-").cost_usd == pytest.approx(0.6)
+    assert router.view("review").row("d/-/m4/-").cost_usd == pytest.approx((0.3 + 1.5) / 2)  # the * members' mean
+    # without prices nothing is published: the bytes of a table fitted without prices do not move
+    plain = build_table(
+        fit_model(worked, MEASURED, Shipped()), constants_source="shipped", static=Static(), source={}, fitted_at=None
+    )
+    assert "prices" not in plain.to_json_dict() and "mean_tokens" not in plain.to_json_dict()["regions"]["review"]

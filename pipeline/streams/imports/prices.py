@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import Protocol
 
+from ...prices import price_for
 from ..events import MAX_COST_USD
 
 
 class PriceLike(Protocol):
-    """What a price is to an import (``pipeline.fit.shipped.Price`` is the model that parses and checks one)."""
+    """What a price is to an import (``pipeline.prices.Price`` is the model that parses and checks one; ``price_for``
+    finds a key's)."""
 
     @property
     def selector(self) -> str: ...
@@ -27,21 +29,6 @@ class PriceLike(Protocol):
     def usd_per_task(self) -> float | None: ...
 
     def tokens_cost(self, input_tokens: float, output_tokens: float) -> float | None: ...
-
-
-P = TypeVar("P", bound=PriceLike)
-
-
-def price_for(key: str, prices: Sequence[P]) -> P | None:
-    """The price of config ``key``: the entry whose selector equals the most leading segments of the key, the
-    earlier entry on a tie; None when no selector matches (docs/design.md, Routing table: fits/shipped.json)."""
-    parts = key.split("/")
-    best: P | None = None
-    for price in prices:
-        n = price.segments
-        if "/".join(parts[:n]) == price.selector and (best is None or n > best.segments):
-            best = price
-    return best
 
 
 class Pricer:
