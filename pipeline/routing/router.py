@@ -53,7 +53,7 @@ from .explain_sql import explain_sql
 from .greedy import objective_value
 from .policies import POLICIES, Policy, gate_checks
 from .table import SCHEMA_MAJOR, Evidence, Member, RoutingTable, load
-from .view import GLOBAL, RegionView, Row
+from .view import GLOBAL, PRICED, PRIOR, RegionView, Row
 
 DEFAULT_POLICY = "learning_governed"
 _MEMO_LIMIT = 1 << 16  # memoised greedy decisions per router (cleared when full)
@@ -158,9 +158,10 @@ class Router:
     def prior_row(self, config: str, region: str = GLOBAL) -> Row:
         """The row of a config the table does not know, in ``region`` (the module docstring says how)."""
         q, cost = self._global_quality, self._global_cost
+        source = PRIOR
         if self.table.prices and cost is not None:
             priced = prior_cost(config, self.table.prices, tokens_in(self._mean_tokens, region))
-            cost = cost if priced is None else priced
+            cost, source = (cost, source) if priced is None else (priced, PRICED)
         return Row(
             config,
             q,
@@ -170,7 +171,7 @@ class Router:
             0,
             None,
             None,
-            "prior",
+            source,
         )
 
     def view(self, region: str) -> RegionView:
@@ -261,11 +262,15 @@ class Router:
         eps = self.exploration
         pool = tuple(sorted((config, *others)))
         drawn = rng.random() < eps
-        chosen = thompson.draw([view.row(c) for c in pool], rng, self.objective, self.constants) if drawn else config
+        chosen = config
+        if drawn:
+            rows = thompson.optimistic([view.row(c) for c in pool])
+            chosen = thompson.draw(rows, rng, self.objective, self.constants)
         key = (view.name, pool, chosen)
         win = self._wins.get(key)
         if win is None:
-            win = thompson.win_probability([view.row(c) for c in pool], chosen, self.objective, self.constants)
+            rows = thompson.optimistic([view.row(c) for c in pool])
+            win = thompson.win_probability(rows, chosen, self.objective, self.constants)
             if len(self._wins) >= _MEMO_LIMIT:
                 self._wins.clear()
             self._wins[key] = win

@@ -29,7 +29,7 @@ import random
 from collections.abc import Sequence
 
 from .table import Constants
-from .view import Row
+from .view import PRIOR, Row
 
 #: Trapezoid nodes of the propensity's integral over z in [-SPAN, SPAN].
 NODES = 321
@@ -57,6 +57,18 @@ def _affine(row: Row, objective: str, constants: Constants) -> tuple[float, floa
     if objective == "utility":
         return float(constants.lambda_ or 1.0), -row.cost_usd
     return 1.0 / max(row.cost_usd, constants.cost_floor_usd), 0.0
+
+
+def optimistic(rows: Sequence[Row]) -> list[Row]:
+    """The rows a draw ranks: a config the table does not know and has no price for (its row's cost is the
+    members' mean, a guess) takes the lowest known cost among ``rows`` instead. It might be as cheap as the cheapest
+    that ran, and only a run tells: with the mean, an untried config among cheap ones looks as costly as the average
+    and a draw per dollar never tries it (docs/design.md, Decisions)."""
+    known = [r.cost_usd for r in rows if r.source != PRIOR and r.cost_usd is not None]
+    if not known:
+        return list(rows)
+    low = min(known)
+    return [r._replace(cost_usd=low) if r.source == PRIOR and r.cost_usd is not None else r for r in rows]
 
 
 def draw(rows: Sequence[Row], rng: random.Random, objective: str, constants: Constants) -> str:

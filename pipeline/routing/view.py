@@ -14,13 +14,17 @@ from .greedy import GreedyKey, greedy_key, objective_value
 from .table import Evidence, Ladder, Static
 
 GLOBAL = "*"
+#: :attr:`Row.source` of a config the table does not know: its cost the members' mean, or its price (Fit, Cost prior).
+PRIOR = "prior"
+PRICED = "price"
 
 
 class Row(NamedTuple):
     """What the router knows of one configuration in one region view.
 
     ``source`` is where the figures come from: the region itself, ``*`` (the
-    region does not list the config) or ``prior`` (the table does not know it).
+    region does not list the config), ``prior`` (the table does not know it) or ``price`` (the table does not know
+    it, its cost is its price).
     """
 
     config: str

@@ -7,8 +7,9 @@ from collections import Counter
 
 import pytest
 
+from pipeline.prices import Price
 from pipeline.routing import Router
-from pipeline.routing.thompson import posterior_sd, win_probability
+from pipeline.routing.thompson import optimistic, posterior_sd, win_probability
 from tests.fixtures_routing import A, B, C, D, build_table, member
 
 # Four members of region r under quality per dollar. A: quality 0.9 at $1.00 (0.9 per dollar, many ratings: a
@@ -60,3 +61,34 @@ def test_no_draw_after_a_failure_and_the_spread_narrows_with_weight():
     d = rt.route("r", failures=[C], rng=random.Random(0))
     assert d.propensity == 1.0 and not d.explored
     assert posterior_sd(rt.view("r").row(A), 3.0) < posterior_sd(rt.view("r").row(D), 3.0)
+
+
+def test_a_config_never_run_and_never_priced_is_drawn_at_the_lowest_known_cost():
+    # A config never run: its prior row costs the members' mean (1, 0.5, 0.2, 0.4: $0.525) at the global quality
+    # (0.87, weighted by the members' weights). A draw ranks it at the lowest known cost, C's $0.20, with the widest
+    # posterior (no weight), and its logged propensity is still the exact share of draws that choose it (a
+    # brute-force count).
+    rt = Router(build_table({"r": MEMBERS, "*": MEMBERS}, exploration=1.0, exploration_mode="thompson"))
+    new = "new/-/model/-"
+    pool = [A, B, C, D, new]
+    prior = rt.view("r").row(new)
+    assert prior.source == "prior" and prior.cost_usd == pytest.approx((1.0 + 0.5 + 0.2 + 0.4) / 4)
+    rows = optimistic([rt.view("r").row(c) for c in sorted(pool)])
+    assert next(r for r in rows if r.config == new).cost_usd == 0.2
+    assert [r.cost_usd for r in rows if r.config != new] == [
+        rt.view("r").row(c).cost_usd for c in sorted(pool) if c != new
+    ]
+    rng = random.Random(11)
+    n = 20_000
+    decisions = [rt.route("r", pool=pool, rng=rng) for _ in range(n)]
+    share = sum(d.config == new for d in decisions) / n
+    p = win_probability(rows, new, "quality_per_dollar", rt.constants)
+    plain = [rt.view("r").row(c) for c in sorted(pool)]
+    # at the mean cost it wins 44% of the draws (its quality, the global mean 0.87, is drawn wide); at C's cost 99%
+    assert win_probability(plain, new, "quality_per_dollar", rt.constants) < 0.5 < 0.9 < p
+    assert share == pytest.approx(p, abs=4 * (p * (1 - p) / n) ** 0.5)
+    assert all(d.propensity == pytest.approx(p) for d in decisions if d.config == new)
+    # with a price the draw keeps the price: nothing to be optimistic about
+    priced = Router(rt.table.model_copy(update={"prices": [Price(selector="new", usd_per_task=5.0)]}))
+    assert priced.view("r").row(new).cost_usd == 5.0
+    assert optimistic([priced.view("r").row(new), priced.view("r").row(C)])[0].cost_usd == 5.0
