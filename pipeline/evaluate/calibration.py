@@ -41,9 +41,9 @@ def calibrate(scores: pl.DataFrame, model: Any, *, seed: int) -> CalibrationResu
     """Score the fitted ``q(c, r)`` of ``model`` against its plain mean on the held-out ratings.
 
     ``scores``: per held-out (task, config, score) the number ``k`` of real ratings (PRM fill-ins are never targets),
-    with the task's ``region`` (the ``scores`` of :class:`pipeline.fit.context.FitContext`). The plain mean is the fit's
-    measured prior (``model.configs.measured``: c's weighted mean over all regions, the global weighted mean for a
-    config the fit never saw), so both predictions come from the same fit. Per row its squared and absolute errors
+    with the task's ``region`` (the ``scores`` of :class:`pipeline.fit.context.FitContext`). The plain mean is c's
+    weighted mean over all regions, not shrunk (``model.configs.measured``; the global weighted mean for a config
+    the fit never saw), so both predictions come from the same fit. Per row its squared and absolute errors
     count ``k`` times; per task they are summed in row order (``numpy.bincount``).
     """
     if scores.height == 0 or model.global_quality is None:

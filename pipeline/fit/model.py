@@ -68,7 +68,7 @@ class FittedModel:
     global_quality: float | None  # S / W over every fitted rating (None without weighted ratings)
     global_cost: float | None  # mean known cost_t,c over every fitted (task, config), unfloored
     pairs: pl.DataFrame
-    configs: pl.DataFrame  # config_key, measured (c's weighted mean, else global), cost_config
+    configs: pl.DataFrame  # config_key, measured (c's weighted mean), cost_config, config_weight, config_wscore
     priors: pl.DataFrame  # selector, prior_region, prior_quality, segments, order (shipped priors)
     prices: tuple[Price, ...] = ()  # shipped prices: the cost prior (docs/design.md, Cost prior)
     mean_tokens: dict[str, float] = dataclasses.field(default_factory=dict)  # region -> implied_tokens
@@ -186,13 +186,20 @@ class FittedModel:
             keys.join(self.pairs, on=["config_key", "region"], how="left")
             .join(self.configs, on="config_key", how="left")
             .with_columns(
-                pl.col("weight", "wscore").fill_null(0.0),
+                pl.col("weight", "wscore", "config_weight", "config_wscore").fill_null(0.0),
                 n_ratings=pl.col("n_ratings").fill_null(0).cast(pl.Int64),
-                measured=pl.col("measured").fill_null(pl.lit(self.global_quality, pl.Float64)),
             )
         )
-        # Prior p(c, r): the most specific matching shipped prior (source 'shipped'), else measured:
-        # c's weighted mean over all regions, or the global weighted mean for a config never rated.
+        # Prior p(c, r): the most specific matching shipped prior (source 'shipped'), else measured: in a region,
+        # c's quality over all regions shrunk to the global weighted mean g, (k * g + S(c, *)) / (k + W(c, *));
+        # in '*', g itself (g for a config never rated).
+        g = pl.lit(self.global_quality, pl.Float64)
+        pooled = (
+            pl.when(k + pl.col("config_weight") > 0)
+            .then((k * g + pl.col("config_wscore")) / (k + pl.col("config_weight")))
+            .otherwise(g)
+        )
+        frame = frame.with_columns(measured=pl.when(pl.col("region") == GLOBAL).then(g).otherwise(pooled))
         if c.prior_source == "shipped" and self.priors.height:
             frame = frame.join(shipped_prior(keys, self.priors), on=["config_key", "region"], how="left")
             frame = frame.with_columns(prior=pl.coalesce("shipped_prior", "measured"))
@@ -339,11 +346,13 @@ def fit_values(
     pairs, totals = _sums(enum_coded(values))
     total_w, total_s = totals["W"], totals["S"]
     global_quality = total_s / total_w if total_w and total_s is not None else None
-    # Measured prior: c's weighted mean S_c / W_c over all regions; the global mean when W_c = 0.
+    # c's weighted mean S_c / W_c over all regions (the calibration's plain mean; null when W_c = 0) and its sums.
     configs = pairs.filter(pl.col("region") == GLOBAL).select(
         "config_key",
         measured=pl.when(pl.col("weight") > 0).then(pl.col("wscore") / pl.col("weight")),
         cost_config="cost_mean",
+        config_weight="weight",
+        config_wscore="wscore",
     )
     model = FittedModel(
         members=pl.DataFrame(),

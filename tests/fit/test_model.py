@@ -62,14 +62,21 @@ def test_measured_prior_and_posterior_quality(worked):
         ("review", A),
         ("review", B),
     ]
-    # q(A, implement) = (3 * 0.6 + 1.9) / (3 + 2.5) = 3.7 / 5.5
+    # measured prior in a region: c's quality over all regions shrunk to g = 3.7 / 7.5 by k = 3 pseudo-ratings,
+    # p(A) = (3g + 2.1) / (3 + 3.5) = 3.58 / 6.5, p(B) = (3g + 1.6) / (3 + 4) = 3.08 / 7 = 0.44; in '*' p = g.
+    g, p_a, p_b = 3.7 / 7.5, 3.58 / 6.5, 0.44
+    # q(A, implement) = (3 * p(A) + 1.9) / (3 + 2.5)
     a_impl = member(model, "implement", A)
-    assert (a_impl["prior"], a_impl["weight"], a_impl["n_ratings"]) == (pytest.approx(0.6), 2.5, 3)
-    assert a_impl["quality"] == pytest.approx(3.7 / 5.5)
-    assert member(model, "review", A)["quality"] == pytest.approx((1.8 + 0.2) / 4)  # 0.5
-    assert member(model, GLOBAL, A)["quality"] == pytest.approx(3.9 / 6.5)  # 0.6: the measured prior itself
-    assert member(model, "implement", B)["quality"] == pytest.approx((1.2 + 0.6) / 6)  # 0.3
-    assert member(model, "review", B)["quality"] == pytest.approx((1.2 + 1.0) / 4)  # 0.55
+    assert (a_impl["prior"], a_impl["weight"], a_impl["n_ratings"]) == (pytest.approx(p_a), 2.5, 3)
+    assert a_impl["quality"] == pytest.approx((3 * p_a + 1.9) / 5.5)
+    assert member(model, "review", A)["quality"] == pytest.approx((3 * p_a + 0.2) / 4)
+    # q(A, *) = (3g + 2.1) / 6.5: the prior of A's regions (a few ratings never decide alone, not even in '*')
+    assert (member(model, GLOBAL, A)["prior"], member(model, GLOBAL, A)["quality"]) == (
+        pytest.approx(g),
+        pytest.approx(p_a),
+    )
+    assert member(model, "implement", B)["quality"] == pytest.approx((3 * p_b + 0.6) / 6)  # 0.32
+    assert member(model, "review", B)["quality"] == pytest.approx((3 * p_b + 1.0) / 4)  # 0.58
     assert member(model, GLOBAL, B)["n_ratings"] == 3
     assert model.global_quality == pytest.approx(3.7 / 7.5)
 
@@ -79,10 +86,10 @@ def test_unseen_pairs_fall_back_to_the_prior_and_the_global_mean(worked):
     # C was never rated: prior = global mean 3.7 / 7.5; with W = 0, q = (3p + 0) / 3 = p
     assert model.quality(C, "implement") == pytest.approx(3.7 / 7.5)
     assert model.prior(C, "nowhere") == pytest.approx(3.7 / 7.5)
-    # A in a region it never saw: q = p = A's measured prior 0.6
-    assert model.quality(A, "research") == pytest.approx(0.6)
+    # A in a region it never saw: q = p = A's measured prior (3g + 2.1) / 6.5
+    assert model.quality(A, "research") == pytest.approx(3.58 / 6.5)
     assert model.n(A, "research") == 0 and model.n(A, "implement") == 3
-    # k = 0 and W = 0: q = p
+    # k = 0 and W = 0: q = p = A's weighted mean 2.1 / 3.5 (nothing shrinks)
     assert fit_model(worked, MEASURED.model_copy(update={"prior_weight": 0}), Shipped()).quality(
         A, "research"
     ) == pytest.approx(0.6)
@@ -120,7 +127,7 @@ def test_shipped_prior_most_specific_selector_then_region_then_file_order(worked
     assert model.prior(C, "implement") == pytest.approx(3.7 / 7.5)
     assert model.prior("a/r/m1/-", "review") == pytest.approx(0.9)  # only 'a' matches this key
     # source measured ignores shipped priors
-    assert fit_model(worked, MEASURED, shipped).prior(A, "review") == pytest.approx(0.6)
+    assert fit_model(worked, MEASURED, shipped).prior(A, "review") == pytest.approx(3.58 / 6.5)
 
 
 def test_cost_means_fallbacks_floor_and_unknown_cost_estimate(worked):
@@ -144,16 +151,19 @@ def test_cost_means_fallbacks_floor_and_unknown_cost_estimate(worked):
 
 def test_objectives_and_greedy_choice(worked):
     qpd = fit_model(worked, MEASURED, Shipped())
-    # implement: A (3.7/5.5) / 0.4 = 1.6818 beats B 0.3 / 1.5 = 0.2; review: A 0.5 / 0.2 = 2.5 beats B 0.55 / 1.5
-    assert member(qpd, "implement", A)["value"] == pytest.approx(3.7 / 5.5 / 0.4)
+    # p(A) = 3.58 / 6.5, p(B) = 0.44 (test_measured_prior_and_posterior_quality); q(A, implement) = 0.6459,
+    # q(A, review) = 0.4631, q(B, implement) = 0.32, q(B, review) = 0.58.
+    # implement: A 0.6459 / 0.4 = 1.615 beats B 0.32 / 1.5; review: A 0.4631 / 0.2 = 2.315 beats B 0.58 / 1.5
+    q_a = (3 * 3.58 / 6.5 + 1.9) / 5.5
+    assert member(qpd, "implement", A)["value"] == pytest.approx(q_a / 0.4)
     assert qpd.choose("implement", [A, B]) == A and qpd.choose("review", [B, A]) == A
     utility = fit_model(worked, MEASURED.model_copy(update={"lambda_": 2.0}), Shipped(), "utility")
-    # utility = lambda * q - cost: A implement 2 * 0.672727 - 0.4, B review 2 * 0.55 - 1.5 = -0.4
-    assert member(utility, "implement", A)["value"] == pytest.approx(2 * 3.7 / 5.5 - 0.4)
-    assert member(utility, "review", B)["value"] == pytest.approx(-0.4)
+    # utility = lambda * q - cost: A implement 2 * 0.6459 - 0.4, B review 2 * 0.58 - 1.5 = -0.34
+    assert member(utility, "implement", A)["value"] == pytest.approx(2 * q_a - 0.4)
+    assert member(utility, "review", B)["value"] == pytest.approx(-0.34)
     quality = fit_model(worked, MEASURED, Shipped(), "quality")
-    assert quality.choose("review", [A, B]) == B  # 0.55 > 0.5, costs ignored
-    # C unseen in implement: q = 0.4933 beats B's 0.3 and loses to A's 0.6727
+    assert quality.choose("review", [A, B]) == B  # 0.58 > 0.4631, costs ignored
+    # C unseen in implement: q = g = 0.4933 beats B's 0.32 and loses to A's 0.6459
     assert quality.choose("implement", [B, C]) == C and quality.choose("implement", [A, B, C]) == A
     with pytest.raises(FitError, match="lambda"):
         fit_model(worked, MEASURED, Shipped(), "utility")
@@ -231,8 +241,9 @@ def test_fit_on_a_part_uses_that_part_only(worked):
     ctx = context(*worked, fraction=Fraction(2, 3))
     model = ctx.model(Part.LEARNED, MEASURED)
     assert set(model.members["region"]) == {GLOBAL, "implement"}
-    # A measured over t1, t2 only: S = 1.9, W = 2.5 -> 0.76; q(A, implement) = (3 * 0.76 + 1.9) / 5.5 = 0.76
-    assert member(model, "implement", A)["quality"] == pytest.approx(0.76)
+    # over t1, t2 only: A S = 1.9, W = 2.5; B S = 0.6, W = 3; g = 2.5 / 5.5; p(A) = (3g + 1.9) / 5.5
+    p_a = (3 * 2.5 / 5.5 + 1.9) / 5.5
+    assert member(model, "implement", A)["quality"] == pytest.approx((3 * p_a + 1.9) / 5.5)
     assert fit_values(ctx.values(Part.LEARNED), MEASURED, Shipped(found=False)).members.equals(model.members)
 
 

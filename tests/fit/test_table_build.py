@@ -43,9 +43,10 @@ def test_regions_members_choice_and_rounding(worked):
     implement = table.regions["implement"]
     assert [m.config for m in implement.members] == [A, B]  # sorted by config key
     a = implement.members[0]
-    # q = 3.7 / 5.5 = 0.672727272727..., rounded to 9 decimals; value = q / 0.4
-    assert a.quality == 0.672727273 and a.cost_usd == 0.4 and a.value == 1.681818182
-    assert (a.weight, a.n_ratings, a.prior) == (2.5, 3, 0.6)
+    # p = (3 * 3.7 / 7.5 + 2.1) / 6.5 = 0.550769230..., q = (3p + 1.9) / 5.5 = 0.645874125..., rounded to 9
+    # decimals; value = q / 0.4 (tests/fit/test_model.py works the sums out)
+    assert a.quality == 0.645874126 and a.cost_usd == 0.4 and a.value == 1.614685315
+    assert (a.weight, a.n_ratings, a.prior) == (2.5, 3, 0.550769231)
     assert implement.choice == A and table.regions["review"].choice == A
     assert [m.config for m in table.regions["*"].members] == [A, B]
     assert table.regions["*"].members[1].n_ratings == 3
@@ -55,7 +56,7 @@ def test_regions_members_choice_and_rounding(worked):
 
 
 def test_quality_objective_chooses_by_quality(worked):
-    assert table_of(worked, "quality").regions["review"].choice == B  # 0.55 > 0.5
+    assert table_of(worked, "quality").regions["review"].choice == B  # 0.58 > 0.463
 
 
 def test_signals_and_ladders_are_attached(worked):

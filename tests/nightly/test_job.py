@@ -15,8 +15,9 @@ eps = 0, no recency.
 Learned fit (events before day 8; the late rating is not used):
     x: W = 6, S = 1 + .5 + 1 + 0 + 1 + 1 = 4.5; prior p(x) = 0.5 (shipped)
        q(x) = (1 * 0.5 + 4.5) / (1 + 6) = 5/7 = 0.714286; cost 0.1; value 7.142857
-    y: W = 4, S = 4; prior = measured mean 4/4 = 1.0; q(y) = (1 + 4)/(1 + 4) = 1.0; cost 0.2; value 5.0
-    shipped constants (k = 3): q(x) = (1.5 + 4.5)/9 = 0.666667 -> 6.67 > y (3 + 4)/7 = 1 -> 5: also x
+    y: W = 4, S = 4; measured prior: y's mean shrunk to the global mean g = 8.5/10 = 0.85 by k, (0.85 + 4)/5 = 0.97;
+       q(y) = (0.97 + 4)/(1 + 4) = 0.994; cost 0.2; value 4.97
+    shipped constants (k = 3): q(x) = (1.5 + 4.5)/9 = 0.666667 -> 6.67 > y: p = (2.55 + 4)/7, q = 0.972 -> 4.86: also x
 Held-out best per dollar: T08 x (10 vs 5), T09 y (0 vs 5), T10 x (10 vs 0). Greedy x: hits T08, T10 = 2/3.
 """
 
@@ -55,7 +56,7 @@ def test_learned_prior_posterior_cost_value(tiny_fit):
     members = tiny_fit[1].evaluation.learned_members.filter(pl.col("region") == "r")
     x, y = members.sort("config_key").iter_rows(named=True)
     assert (x["prior"], x["quality"], x["cost_usd"], x["value"], x["weight"]) == approx((0.5, 5 / 7, 0.1, 50 / 7, 6))
-    assert (y["prior"], y["quality"], y["cost_usd"], y["value"], y["weight"]) == approx((1.0, 1.0, 0.2, 5.0, 4))
+    assert (y["prior"], y["quality"], y["cost_usd"], y["value"], y["weight"]) == approx((0.97, 0.994, 0.2, 4.97, 4))
 
 
 def test_hits_wilson_and_expected_hit_under_exploration(tiny_fit):
@@ -76,8 +77,8 @@ def test_hits_wilson_and_expected_hit_under_exploration(tiny_fit):
 
 
 def test_validation_scores(tiny_fit):
-    # Inner fit (T01..T04, before day 5): x W 3, S 2.5; y W 2, S 2 (measured prior 1.0).
-    # k = 1: q(x) = (0.5 + 2.5)/4 = 0.75 -> 7.5 > q(y) = 1 -> 5 -> x.   Validation eligible: T05 (best y), T06
+    # Inner fit (T01..T04, before day 5): x W 3, S 2.5; y W 2, S 2 (measured prior (0.9 + 2)/3, g = 4.5/5).
+    # k = 1: q(x) = (0.5 + 2.5)/4 = 0.75 -> 7.5 > q(y) = 0.989 -> 4.94 -> x.   Validation eligible: T05 (best y), T06
     # (best x); T07 has x only. Hits: T06 only -> 0.5. Shipped k = 3: (1.5 + 2.5)/6 = 0.667 -> 6.67 > 5 -> x: 0.5.
     validation = tiny_fit[1].stats.routing.validation
     assert (validation.shipped, validation.fitted) == (0.5, 0.5)
@@ -94,14 +95,15 @@ def test_replay_with_the_fitted_exploration(tiny_fit):
 
 
 def test_calibration_mse_mae(tiny_fit):
-    # Held-out ratings: x 1, 0, 1 and y 1, 1, 0. Regions predict q(x) = 5/7, q(y) = 1; the plain mean
-    # (measured prior) predicts x 0.75, y 1.
-    # regions SE: x (2/7)^2 + (5/7)^2 + (2/7)^2 = 33/49, y 0 + 0 + 1 -> (33/49 + 1)/6 = 0.278912
+    # Held-out ratings: x 1, 0, 1 and y 1, 1, 0. Regions predict q(x) = 5/7, q(y) = 0.994; the plain mean
+    # (c's weighted mean) predicts x 0.75, y 1.
+    # regions SE: x (2/7)^2 + (5/7)^2 + (2/7)^2 = 33/49, y 0.006^2 + 0.006^2 + 0.994^2 -> (33/49 + ...)/6
     # plain   SE: x 0.0625 + 0.5625 + 0.0625 = 0.6875, y 1 -> 1.6875/6 = 0.28125
-    # regions AE: x 2/7 + 5/7 + 2/7 = 9/7, y 1 -> (9/7 + 1)/6 = 0.380952;  plain AE: (1.25 + 1)/6 = 0.375
+    # regions AE: x 2/7 + 5/7 + 2/7 = 9/7, y 0.006 + 0.006 + 0.994 -> (9/7 + 1.006)/6;  plain AE: (1.25 + 1)/6
     cal = tiny_fit[1].stats.calibration
-    assert cal.regions_mse == approx((33 / 49 + 1) / 6) and cal.plain_mean_mse == approx(0.28125)
-    assert cal.regions_mae == approx((9 / 7 + 1) / 6) and cal.plain_mean_mae == approx(0.375)
+    se_y = 2 * 0.006**2 + 0.994**2
+    assert cal.regions_mse == approx((33 / 49 + se_y) / 6) and cal.plain_mean_mse == approx(0.28125)
+    assert cal.regions_mae == approx((9 / 7 + 1.006) / 6) and cal.plain_mean_mae == approx(0.375)
     assert cal.recommendation == "insufficient-evidence" and "fewer than 10 held-out tasks" in cal.reason
 
 
@@ -149,9 +151,10 @@ def test_published_table_is_refit_on_all_tasks_with_the_allowed_constants(tiny_f
         ("exploration", "half_life_days", "prior_source", "prior_weight"), "pinned"
     )
     # All tasks, the late rating included, k = 1 (pinned): x W 9, S 6.5 -> (0.5 + 6.5)/10 = 0.7
-    # y W 8, S 1+1+1+1+1+1+0 + 0 (late) = 6, measured prior 6/8 -> (0.75 + 6)/9 = 0.75
+    # y W 8, S 1+1+1+1+1+1+0 + 0 (late) = 6; g = 12.5/17, measured prior p = (g + 6)/9 -> q = (p + 6)/9 = 0.7498
     region = table.regions["r"]
-    assert [(m.config, m.quality) for m in region.members] == [(X, approx(0.7)), (Y, approx(0.75))]
+    p_y = (12.5 / 17 + 6) / 9
+    assert [(m.config, m.quality) for m in region.members] == [(X, approx(0.7)), (Y, approx((p_y + 6) / 9))]
     assert region.choice == X
     assert table.evaluation["recommendation"] == "insufficient-evidence"
     assert table.fitted_at == "2026-01-10T02:00:00Z" and table.source.version == 1
