@@ -29,6 +29,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
             "pipeline.utc",
             "pipeline.jsonfile",
             "pipeline.money",
+            "pipeline.prices",
             "pipeline.rounding",
             "pipeline.defaults",
             "pipeline.scalars",
