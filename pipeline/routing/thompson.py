@@ -64,11 +64,16 @@ def optimistic(rows: Sequence[Row]) -> list[Row]:
     members' mean, a guess) takes the lowest known cost among ``rows`` instead. It might be as cheap as the cheapest
     that ran, and only a run tells: with the mean, an untried config among cheap ones looks as costly as the average
     and a draw per dollar never tries it (docs/design.md, Decisions)."""
-    known = [r.cost_usd for r in rows if r.source != PRIOR and r.cost_usd is not None]
+    known = [r.cost_usd for r in rows if not _guessed(r) and r.cost_usd is not None]
     if not known:
         return list(rows)
     low = min(known)
-    return [r._replace(cost_usd=low) if r.source == PRIOR and r.cost_usd is not None else r for r in rows]
+    return [r._replace(cost_usd=low) if _guessed(r) and r.cost_usd is not None else r for r in rows]
+
+
+def _guessed(row: Row) -> bool:
+    # a prior row has no ratings (a member of a region named "prior" has some)
+    return row.source == PRIOR and row.n_ratings == 0
 
 
 def draw(rows: Sequence[Row], rng: random.Random, objective: str, constants: Constants) -> str:
