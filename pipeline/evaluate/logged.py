@@ -43,6 +43,7 @@ import polars as pl
 from ..fit.context import FitContext, Part
 from ..fit.gate import PROPENSITY_CLIP, logged_decisions, logged_runs
 from ..fit.model import GLOBAL, FittedModel
+from ..rounding import DECIMALS
 from ..routing import thompson
 from ..routing.view import Row
 from .intervals import RESAMPLES, SUBSAMPLE
@@ -220,11 +221,13 @@ def objective_of(model: FittedModel) -> Value:
 
 
 def estimates(sums: np.ndarray, n_tasks: int, value: Value) -> dict[str, np.ndarray]:
-    """SNIPS and DR values (and ESS, matched weight) of per-resample sums (``... x SUMS``)."""
+    """SNIPS and DR values (and ESS, matched weight) of per-resample sums (``... x SUMS``), the values rounded to
+    the published :data:`pipeline.rounding.DECIMALS`: two targets that differ only by float noise (a Thompson draw's
+    1e-13 share of a hopeless member) are the same value, so no verdict adopts on a difference nobody can see."""
     w, wq, wc, w2, wdq, wdc, dq, dc = (sums[..., i] for i in range(len(SUMS)))
     with np.errstate(invalid="ignore", divide="ignore"):
-        snips = value(wq / w, wc / w)
-        dr = value(dq / n_tasks + wdq / w, dc / n_tasks + wdc / w)
+        snips = np.round(value(wq / w, wc / w), DECIMALS)
+        dr = np.round(value(dq / n_tasks + wdq / w, dc / n_tasks + wdc / w), DECIMALS)
         ess = np.where(w2 > 0, w * w / w2, 0.0)
     return {"snips": np.where(w > 0, snips, np.nan), "dr": np.where(w > 0, dr, np.nan), "ess": ess, "w": w}
 

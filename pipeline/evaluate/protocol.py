@@ -313,7 +313,7 @@ def _logged_exploration(
     verdict["reason"] += f"; {unweighted_note(logged.held_out)}"
     return {
         **replayed,
-        "recommendation": verdict.pop("recommendation"),
+        "recommendation": verdict["recommendation"],
         "reason": verdict["reason"],
         "decided_by": "logged",
         "logged": verdict,

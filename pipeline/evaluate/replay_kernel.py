@@ -160,13 +160,14 @@ def _thompson(first, n, sums, prior, fallback, params, flags, z):  # type: ignor
         if not np.isnan(est):
             est = max(est, floor)
         theta = q + sd * z[j]
-        # the objective is affine in theta (pipeline.routing.thompson._affine): quality where the cost is unknown
-        if flags[0] == 0 or np.isnan(est):
-            value = theta
-        elif flags[0] == 1:
-            value = (lam if flags[1] else 1.0) * theta - est
-        else:
-            value = theta / est
+        # the objective is affine in theta, slope * theta + intercept, the same operations as the router's
+        # (pipeline.routing.thompson._affine): quality where the cost is unknown
+        slope, intercept = 1.0, 0.0
+        if flags[0] == 1 and not np.isnan(est):
+            slope, intercept = (lam if flags[1] else 1.0), -est
+        elif flags[0] == 2 and not np.isnan(est):
+            slope = 1.0 / est
+        value = slope * theta + intercept
         if value > best_value:
             best, best_value = j, value
     return best

@@ -67,7 +67,7 @@ class ExplorationSide(Section):
     seeds."""
 
     exploration: float
-    exploration_mode: Literal["epsilon", "thompson"]
+    exploration_mode: Literal["epsilon", "thompson"] = "epsilon"  # a stats file before modes were replayed: epsilon
     realized_value: float | None
     tasks_routed: float | None
     tasks_skipped: float | None
@@ -128,8 +128,8 @@ class ExplorationVerdict(Section):
     reason: str
     validation: Pair  # the validation values that chose the fitted arm
     method: ExplorationMethod
-    decided_by: Literal["replay", "logged"]
-    logged: LoggedVerdict | None
+    decided_by: Literal["replay", "logged"] = "replay"  # (the defaults read a stats file written before them)
+    logged: LoggedVerdict | None = None
 
 
 class Published(Section):
@@ -142,7 +142,7 @@ class Published(Section):
     n: int
     ci95: Interval
     exploration: float
-    exploration_mode: Literal["epsilon", "thompson"]
+    exploration_mode: Literal["epsilon", "thompson"] = "epsilon"
     realized_value: float | None
 
 
@@ -156,9 +156,10 @@ class Routing(Section):
     recommendation: Recommendation
     reason: str
     validation: Pair  # greedy hit rates on validation (adopt needs both)
-    decided_by: Literal["hit_rate", "logged"]
-    searched_by: Literal["hit_rate", "logged"]  # what chose the fitted constants on validation
-    logged: LoggedVerdict | None  # wherever the held-out tasks logged an action
+    # (the defaults read a stats file written before them)
+    decided_by: Literal["hit_rate", "logged"] = "hit_rate"
+    searched_by: Literal["hit_rate", "logged"] = "hit_rate"  # what chose the fitted constants on validation
+    logged: LoggedVerdict | None = None  # wherever the held-out tasks logged an action
     exploration: ExplorationVerdict
     published: Published
 
