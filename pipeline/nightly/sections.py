@@ -89,8 +89,8 @@ class ExplorationMethod(Section):
 
 
 class LoggedSide(Section):
-    """A target policy's off-policy figures on the logged held-out decisions (docs/design.md, Verdicts on logged
-    data)."""
+    """A target policy's off-policy figures on the logged held-out decisions (docs/design.md,
+    Verdicts on logged data)."""
 
     snips: float | None
     dr: float | None
