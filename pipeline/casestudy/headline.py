@@ -6,7 +6,7 @@ interval; the figures and tables below only support it.
 
 from __future__ import annotations
 
-from ..nightly.sections import ExplorationSide, HitRate, LoggedVerdict, PolicyFigures
+from ..nightly.sections import HitRate, LoggedVerdict, PolicyFigures
 from ..nightly.stats import Stats
 from . import fmt
 from .backtest import backtest_lead
@@ -91,12 +91,16 @@ def routing_lead(stats: Stats) -> list[Block]:
     ci = x.difference.ci95
     span = "n/a" if ci is None else f"{fmt.signed(ci[0])} to {fmt.signed(ci[1])}"
     on_logged = x.decided_by == "logged"
+    arms = {
+        name: fmt.arm(side.exploration_mode, side.exploration)
+        for name, side in (("fitted", x.fitted), ("shipped", x.shipped))
+    }
     blocks.append(
         para(
             Strong("Exploration" + (" (decided on the logged held-out decisions)" if on_logged else "") + ": "),
             f"replaying the {fmt.count(x.method.tasks)} held-out tasks in time order (mean of "
-            f"{x.method.seeds} replay seeds), exploration {_arm(x.fitted)} (fitted) realized "
-            f"{fmt.num(x.fitted.realized_value)} and {_arm(x.shipped)} (shipped) "
+            f"{x.method.seeds} replay seeds), exploration {arms['fitted']} (fitted) realized "
+            f"{fmt.num(x.fitted.realized_value)} and {arms['shipped']} (shipped) "
             f"{fmt.num(x.shipped.realized_value)}; fitted minus shipped {fmt.signed(x.difference.value)} "
             f"(95% CI {span}, moving-block bootstrap). ",
             Strong(f"{EXPLORATION_VERDICT[x.recommendation]} "),
@@ -115,11 +119,6 @@ def routing_lead(stats: Stats) -> list[Block]:
         )
     )
     return blocks
-
-
-def _arm(side: ExplorationSide) -> str:
-    """``0.3 (Thompson)``: an exploration share and how it draws."""
-    return f"{side.exploration:g} ({'Thompson' if side.exploration_mode == 'thompson' else 'epsilon'})"
 
 
 def _logged_phrase(lv: LoggedVerdict, what: str, *, decided: bool) -> Block:
