@@ -74,14 +74,15 @@ def routing_lead(stats: Stats) -> list[Block]:
     else:
         blocks.append(Note((verdict,)))
     decided = (
-        "decided on the logged held-out decisions (no hit rate: too few eligible tasks)"
+        "Decided on the logged held-out decisions (no hit rate: too few eligible tasks)."
         if r.decided_by == "logged"
-        else "decided by the greedy hit rate on the eligible held-out tasks"
+        else "Decided by the greedy hit rate on the eligible held-out tasks."
     )
     blocks.append(
         para(
-            Strong(f"Prior family (prior source, prior weight, half-life): {r.recommendation}, {decided}. "),
+            Strong(f"Prior family (prior source, prior weight, half-life): {r.recommendation}. "),
             fmt.sentence(r.reason),
+            f" {decided}",
             lead=True,
         )
     )

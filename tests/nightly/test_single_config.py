@@ -109,5 +109,5 @@ def test_the_logged_decisions_decide_and_the_page_says_so(single_config_home):
     # held-out tasks 36..50: x on 12 (p 0.75), y on T36, T40, T44, T48 (p 0.25); the greedy target x matches 11
     assert logged["fitted"]["matched"] == 11 and logged["propensity_clip"] == 0.05
     page = (home / "case-studies" / "routing-by-rating" / "README.md").read_text()
-    assert "decided on the logged held-out decisions" in page
+    assert "Decided on the logged held-out decisions" in page
     assert "**On the logged decisions:** the self-normalized off-policy estimate (SNIPS)" in page
