@@ -6,7 +6,8 @@ page stale).
 The home: 20 tasks on which x and y both ran, then 30 tasks on which a dispatcher ran one of them, logging its
 ``route.decided`` (x with propensity 0.75 on three tasks in four, y with 0.25 on the fourth). The last 15 are held
 out, all single-config: no hit rate exists, and the logged decisions decide
-(docs/design.md, Verdicts on logged data); the 11 validation tasks are single-config too, so the search scores on their logged decisions.
+(docs/design.md, Verdicts on logged data); the 11 validation tasks are single-config too, so the search scores on
+their logged decisions.
 """
 
 from __future__ import annotations
