@@ -80,10 +80,8 @@ def evaluate(
     min_exploration: float = MIN_EXPLORATION,
 ) -> Evaluation:
     """Run the evaluation (docs/design.md, Evaluation) on ``ctx`` (aggregated with a split and every half-life of
-    the grid; its ``shipped`` and ``objective`` are the fit's).
-
-    ``shipped_constants`` already carry the cost floor, min samples and lambda.
-    """
+    the grid; its ``shipped`` and ``objective`` are the fit's); ``shipped_constants`` carry the cost floor, min
+    samples and lambda."""
     check_split(ctx)
     shipped = ctx.shipped
     # Costs are known when some learned (task, config) has every attempt priced: the model's own rule
@@ -96,23 +94,14 @@ def evaluate(
     def fit(part: Part, constants: Constants) -> FittedModel:
         return ctx.model(part, constants, effective)
 
-    def start(model: FittedModel, part: Scored) -> ReplayStart:
-        regions = sorted(set(part.tasks["region"].cast(pl.String).to_list()))
-        return start_from(model, regions)
-
     val_part = scored_part(ctx, Part.INNER, Part.VALIDATION, fit(Part.INNER, shipped_constants), floor=floor)
     held_part = scored_part(ctx, Part.LEARNED, Part.HELD_OUT, fit(Part.LEARNED, shipped_constants), floor=floor)
-    logged = LoggedParts.of(ctx, lambda part: fit(part, shipped_constants))
-    # Where too few tasks are eligible for a hit rate (one config per task), logged decisions decide instead.
-    by_logged = {
-        "validation": _count(val_part) < MIN_ELIGIBLE and logged.validation.tasks >= MIN_ELIGIBLE,
-        "held_out": _count(held_part) < MIN_ELIGIBLE and logged.held_out.tasks >= MIN_ELIGIBLE,
-    }
+    logged, by_logged = _logged_scoring(ctx, lambda part: fit(part, shipped_constants), val_part, held_part)
     found: ConstantSearch = search(
         val_part,
         held_part,
         fit=fit,
-        start=start,
+        start=_start,
         shipped=shipped_constants,
         pins=pins,
         objective=effective,
@@ -124,15 +113,11 @@ def evaluate(
     )
     fitted = found.constants
     models = {"shipped": fit(Part.LEARNED, shipped_constants), "fitted": fit(Part.LEARNED, fitted)}
-    hits = {name: greedy_hits(model, held_part) for name, model in models.items()}
-    val_hits = {
-        name: hit_summary(greedy_hits(fit(Part.INNER, c), val_part))["hit_rate"]
-        for name, c in (("shipped", shipped_constants), ("fitted", fitted))
-    }
-    # The prior family's verdict: greedy hit rates (exploration does not change a greedy choice).
-    routing = _routing(hits, val_hits, shipped_constants, fitted, seed)
-    _decide_on_logged(routing, logged, models, (fit(Part.INNER, shipped_constants), fit(Part.INNER, fitted)),
-                      found, by_logged, seed=seed)  # fmt: skip
+    inner = {"shipped": fit(Part.INNER, shipped_constants), "fitted": fit(Part.INNER, fitted)}
+    # The prior family's verdict: greedy hit rates (exploration does not change a greedy choice), or the logged
+    # decisions where no hit rate exists.
+    routing = _routing(_hits(models, held_part), _val_hits(inner, val_part), shipped_constants, fitted, seed)
+    _decide_on_logged(routing, logged, models, inner, found, by_logged, seed=seed)
     published, provenance = _published(
         routing,
         held_part,
@@ -140,7 +125,7 @@ def evaluate(
         found,
         pins,
         fit=fit,
-        start=start,
+        start=_start,
         effective=effective,
         seed=seed,
         logged=logged if by_logged["held_out"] else None,
@@ -225,9 +210,37 @@ def _published(
     return published, provenance
 
 
+def _start(model: FittedModel, part: Scored) -> ReplayStart:
+    """A replay of ``part``'s tasks starting from ``model``."""
+    return start_from(model, sorted(set(part.tasks["region"].cast(pl.String).to_list())))
+
+
+def _hits(models: dict[str, FittedModel], part: Scored) -> dict[str, pl.DataFrame]:
+    """Per model its per-task greedy hits on ``part``."""
+    return {name: greedy_hits(model, part) for name, model in models.items()}
+
+
+def _val_hits(models: dict[str, FittedModel], part: Scored) -> dict[str, float | None]:
+    """Per model its greedy hit rate on ``part`` (validation)."""
+    return {name: hit_summary(hits)["hit_rate"] for name, hits in _hits(models, part).items()}
+
+
 def _count(part: Scored) -> int:
     """The eligible tasks of a scored part (those a hit rate is defined on)."""
     return int(part.best["task"].n_unique())
+
+
+def _logged_scoring(
+    ctx: FitContext, fit: Callable[[Part], FittedModel], val_part: Scored, held_part: Scored
+) -> tuple[LoggedParts, dict[str, bool]]:
+    """The logged actions of validation and held-out (``fit``: the shipped constants' model of a part), and where
+    they decide: a part with fewer than :data:`MIN_ELIGIBLE` eligible tasks (one config per task) and at least as
+    many logged tasks (docs/design.md, Verdicts on logged data)."""
+    logged = LoggedParts.of(ctx, fit)
+    return logged, {
+        "validation": _count(val_part) < MIN_ELIGIBLE and logged.validation.tasks >= MIN_ELIGIBLE,
+        "held_out": _count(held_part) < MIN_ELIGIBLE and logged.held_out.tasks >= MIN_ELIGIBLE,
+    }
 
 
 def _logged_verdict(
@@ -259,7 +272,7 @@ def _decide_on_logged(
     routing: dict[str, Any],
     logged: LoggedParts,
     models: dict[str, FittedModel],
-    inner: tuple[FittedModel, FittedModel],
+    inner: dict[str, FittedModel],
     found: ConstantSearch,
     by_logged: dict[str, bool],
     *,
@@ -268,7 +281,7 @@ def _decide_on_logged(
     """The prior family judged on the logged held-out decisions (greedy targets), in ``routing["logged"]`` wherever
     the held-out part logged a task; where the hit rate cannot decide (``by_logged["held_out"]``) this verdict is
     the family's (``decided_by``). ``inner``: the shipped and the fitted constants' fits of the inner part, scored
-    on the logged validation decisions."""
+    on the logged validation decisions (``val`` lists the shipped one first, as the hit rate's)."""
     routing["decided_by"] = "logged" if by_logged["held_out"] else "hit_rate"
     routing["searched_by"] = "logged" if by_logged["validation"] else "hit_rate"
     if logged.held_out.tasks == 0:
@@ -276,7 +289,7 @@ def _decide_on_logged(
         return
     fitted = found.constants
     figures = logged.compare(Target(models["fitted"]), Target(models["shipped"]), seed=seed)
-    val = {"shipped": logged.value(False, inner[0]), "fitted": logged.value(False, inner[1])}
+    val = {name: logged.value(False, model) for name, model in inner.items()}
     same = all(getattr(models["shipped"].constants, f) == getattr(fitted, f) for f in PRIOR_FAMILY)
     verdict = _logged_verdict(
         figures, val, same=same, same_text="the fitted prior family is the shipped one", what="greedy"
