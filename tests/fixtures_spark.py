@@ -3,6 +3,7 @@ reason, only where pyspark or a Java runtime is missing (CI installs both: .ci/r
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -26,6 +27,10 @@ def spark():
         pytest.skip(reason)
     from pipeline.store.spark import session
 
+    # The tests' driver JVM lives a minute on tiny stores: the quick JIT tier alone (C1) spares the optimizing
+    # compiler's warm-up, most of the CPU such a short run spends (a JVM option, not a setting of the session).
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
     active = session("local[2]")
+    active.conf.set("spark.sql.shuffle.partitions", "2")  # tiny stores: one task per core, not eight per stage
     yield active
     active.stop()
