@@ -149,6 +149,20 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
     help="Refit the table on every task with the current constants (the live table's, else shipped.json's); "
     "no held-out evaluation, no page.",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["duckdb", "spark"]),
+    default="duckdb",
+    show_default=True,
+    help="Where the aggregation runs: DuckDB in this process, or Spark SQL (pip install '.[spark]' and a Java "
+    "runtime) for a store beyond one machine; the same table and stats either way.",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    metavar="URL",
+    help="With --engine spark: the cluster's master URL (default: local mode on every core, local[*]).",
+)
 @click.option("--wait", is_flag=True, help="Wait for a running fit on this home instead of exiting.")
 @click.option("--no-prm", "prm", flag_value=False, default=True, help="No PRM fill-in ratings from attempt traces.")
 @click.option(
