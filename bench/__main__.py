@@ -27,6 +27,7 @@ SMALL: dict[str, list[str]] = {
     "ladders": ["--tasks", "3000"],
     "verdicts": ["--seeds", "2", "--tasks", "600"],  # the study of the verdicts, 2 seeds a family (100: the study)
     "many_writers": ["--events", "25000"],  # 4 writers x 25,000 events into a local S3 server (the issue: 1M each)
+    "imports": ["--rows", "{events}"],  # a long table and a mini-ork store of this many rows
 }
 DEFAULT_EVENTS = 100_000
 

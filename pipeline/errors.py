@@ -1,16 +1,33 @@
 """The few exceptions users of the library catch.
 
-Each carries what a person needs to fix the cause; the CLI turns them into a
-one-line message and an exit code (2 for bad input, 1 for a failed check).
+Each carries what a person needs to fix the cause; the CLI turns them into a one-line message and the exit code
+of its class (:data:`EXIT_CODES`, the README's table). Anything else that escapes is a bug of ours and surfaces
+as one.
 """
 
 from __future__ import annotations
 
+#: Every exit code of the CLI (README, Exit codes).
+EXIT_CODES = {
+    0: "success",
+    1: "a failed check: `verify` found a problem, `doctor` says the loop is open, a damaged store",
+    2: "bad input: an invalid event, option, file or query, a missing home (nothing was written)",
+    3: "busy: another fit holds the home's fit lock, or another compaction committed meanwhile",
+    4: "a machine failure: a full or read-only disk, permissions, an unreachable store (nothing of the run is visible)",
+}
+
 
 class PipelineError(Exception):
-    """Base of every error the pipeline raises on purpose."""
+    """Base of every error the pipeline raises on purpose: bad input unless a subclass says otherwise."""
 
     exit_code = 2
+
+
+class MachineFailure(PipelineError):
+    """The machine failed the command: a full or read-only disk, a quota or file-size limit, permissions, an
+    I/O error, a store that cannot be reached. The message says what to fix; nothing of the run is visible."""
+
+    exit_code = 4
 
 
 class InvalidEvent(PipelineError):
@@ -62,18 +79,33 @@ class OutsideHome(PipelineError):
     """
 
 
+class NotAHome(PipelineError):
+    """The folder a command was given is missing or not a home (a folder with ``streams/`` or ``fits/``); the
+    message says how to start one or which home was meant (exit 2). Nothing was created."""
+
+
 class InvalidBatch(PipelineError):
     """A batch with one or more invalid events; nothing of it was written. ``errors`` names them, or the first
     of ``total`` when there are too many to name."""
 
-    def __init__(self, errors: list[InvalidEvent], *, total: int | None = None):
+    def __init__(
+        self, errors: list[InvalidEvent], *, total: int | None = None, what: str = "invalid event(s)", remedy: str = ""
+    ):
         self.errors = errors
         self.total = total if total is not None else len(errors)
+        self.what, self.remedy = what, remedy  # how the summary line names them, and what to do
         super().__init__("\n".join(e.message() for e in errors))
 
 
 class StoreConflict(PipelineError):
     """Another process holds the lock, or another home claims this home's writer name in the store."""
+
+
+class Busy(StoreConflict):
+    """Another process holds the lock (another fit), or another compaction of this writer committed meanwhile:
+    nothing is wrong, run again later (or with ``--wait``)."""
+
+    exit_code = 3
 
 
 class StoreCorrupt(PipelineError):

@@ -53,6 +53,7 @@ def sample() -> dict[str, Any]:
 def make_home(root: Path, stats: dict[str, Any], name: str = NAME) -> Path:
     directory = root / "case-studies" / name
     directory.mkdir(parents=True, exist_ok=True)
+    (root / "fits").mkdir(exist_ok=True)  # a home: a folder with fits/ (or streams/)
     (directory / "stats.json").write_text(json.dumps(stats), encoding="utf-8")
     return root
 
@@ -299,7 +300,7 @@ def test_calibration_reason_only_when_it_adds_something(tmp_path, page):
 @pytest.mark.parametrize("command", [["case-study", "../../evil"], ["fit", "--case-study", "../../evil"]])
 def test_cli_rejects_a_case_study_name_outside_the_home(tmp_path, command):
     home = tmp_path / "deep" / "home"
-    home.mkdir(parents=True)
+    (home / "fits").mkdir(parents=True)
     result = CliRunner().invoke(cli, [*command, "--home", str(home)])
     assert result.exit_code == 2
     assert (
@@ -498,3 +499,27 @@ def test_the_frontier_names_most_singles_and_is_deterministic() -> None:
     singles = stats.frontier.singles
     named = sum(f">{short_config(s.config)}<".encode() in first.svg for s in singles)
     assert named >= len(singles) - 2
+
+
+def test_twenty_thousand_priors_draw_forty_and_the_page_says_so(monkeypatch):
+    """Issue 26, item 8: 20,000 shipped priors made the priors figure run for over 20 minutes under the fit lock."""
+    from pipeline.casestudy import plots
+    from pipeline.casestudy.sections import priors_section
+    from pipeline.nightly.stats import Stats
+
+    data = sample()
+    data["priors"] = [
+        {"disagrees": i % 997 == 0, "measured": 0.5, "n": i % 50, "region": "*", "selector": f"c{i}", "shipped": 0.6,
+         "weight": 1.0}
+        for i in range(20_000)
+    ]  # fmt: skip
+    stats = Stats.model_validate(data)
+    shown = plots.shown_priors(stats)
+    assert len(shown) == 40 and sum(r.disagrees for r in shown) == 21  # every disagreeing one, then the most rated
+    assert [r.selector for r in shown] == sorted((r.selector for r in shown), key=lambda s: int(s[1:]))  # file order
+    drawn = []
+    monkeypatch.setattr(plots, "_draw", lambda file, alt, draw: drawn.append(alt) or plots.Plot(file, alt, b""))
+    plots.priors_plot(stats)
+    assert drawn[0].startswith("Shipped against measured prior for 40 of 20,000 shipped priors.")
+    text = str(priors_section(stats, {}))
+    assert "The 40 of 20,000 shipped priors the ratings disagree with first, then the most rated" in text

@@ -104,10 +104,11 @@ def test_append_json_reports_errors_as_json(home):
 @pytest.mark.parametrize(
     "stdin, expected",
     [
-        (f"{OPENED}\n{RATED}\n", {"appended": 2, "streams": {"tasks": 1, "ratings": 1}}),
-        (f"{RATED}\n{RATED}", {"appended": 2, "streams": {"ratings": 2}}),  # no final newline
-        (f"{OPENED}\r\n", {"appended": 1, "streams": {"tasks": 1}}),  # CRLF
-        ("", {"appended": 0, "streams": {}}),
+        (f"{OPENED}\n{RATED}\n", {"appended": 2, "streams": {"tasks": 1, "ratings": 1}, "blank_lines": 0}),
+        (f"{RATED}\n{RATED}", {"appended": 2, "streams": {"ratings": 2}, "blank_lines": 0}),  # no final newline
+        (f"{OPENED}\r\n", {"appended": 1, "streams": {"tasks": 1}, "blank_lines": 0}),  # CRLF
+        ("", {"appended": 0, "streams": {}, "blank_lines": 0}),
+        (f"{OPENED}\n\n  \n{RATED}\n\n", {"appended": 2, "streams": {"tasks": 1, "ratings": 1}, "blank_lines": 3}),
     ],
 )
 def test_append_stdin_json(home, stdin, expected):
@@ -132,7 +133,6 @@ def test_append_uses_ratings_home(home):
                 "<stdin>:4: -: expected a JSON object, got an array",
             ],
         ),
-        ((), f"{OPENED}\n\n", ["<stdin>:2: -: empty line"]),
         ((), b'{"type":"x","s":"\xff"}\n', ["<stdin>:1: -: not valid UTF-8 at byte 17"]),
         (
             (OPENED, '{"type":"task.rated","task":"T","score":2}'),
@@ -142,7 +142,7 @@ def test_append_uses_ratings_home(home):
                 "score: Input should be less than or equal to 1"
             ],
         ),
-        (("--max-line-bytes", "140", OPENED, RATED), None, ["<arg>:2: -: line is 166 bytes, over the limit of 140"]),
+        (("--max-line-bytes", "160", OPENED, RATED), None, ["<arg>:2: -: line is 166 bytes, over the limit of 160"]),
     ],
 )
 def test_append_bad_lines_exit_2_and_append_nothing(home, args, stdin, errors):
@@ -269,6 +269,8 @@ def _link(home: Path, relative: str, target: Path) -> None:
         ("quarantine", ("repair",), "quarantine is a symbolic link to"),
         ("deadletter", ("import", "--skip-bad", "{table}"), "deadletter is a symbolic link to"),
         ("deadletter/import-table.csv.jsonl", ("import", "--skip-bad", "{table}"), "it is a symbolic link"),
+        ("imports", ("import", "--skip-bad", "{table}"), "imports is a symbolic link to"),
+        ("imports/.import.lock", ("import", "--skip-bad", "{table}"), "it is a symbolic link"),
     ],
 )
 def test_a_link_out_of_the_home_is_refused_in_one_line(home, tmp_path, linked, command, refused):
@@ -336,7 +338,7 @@ def _in_home(home: Path):
         (("append", OPENED), ("open", 13), "error: Permission denied: {home}/streams/.tasks.lock"),
         (("append", OPENED, RATED), ("open", 30), "error: Read-only file system: {home}/streams/.tasks.lock"),
         (("repair",), ("open", 13), "error: Permission denied: {home}/streams/.tasks.lock"),
-        (("import", "{table}"), ("open", 13), "error: Permission denied: {home}/streams/.tasks.lock"),
+        (("import", "{table}"), ("open", 13), "error: Permission denied: {home}/imports/.import.lock"),
         (("append", OPENED), ("write", 28), "error: No space left on device (while appending 1 event(s) to"),
         (
             ("append", OPENED, OPENED),
@@ -358,7 +360,7 @@ def test_an_unwritable_home_or_a_full_disk_is_one_line(home, tmp_path, monkeypat
     _fail_os(monkeypatch, name, code, when=_in_home(home) if name == "open" else lambda *args: True)
     result = run(command[0], "--home", str(home), *(c.replace("{table}", str(table)) for c in command[1:]))
     monkeypatch.undo()
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 4, result.output  # a machine failure
     assert result.stderr.startswith(message.format(home=home)), result.stderr
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
     assert (home / "streams" / "tasks.jsonl").read_bytes() == content  # nothing appended, nothing moved
@@ -367,14 +369,67 @@ def test_an_unwritable_home_or_a_full_disk_is_one_line(home, tmp_path, monkeypat
 def test_a_home_under_a_file_is_one_line(tmp_path):
     (tmp_path / "file").write_text("x")
     result = run("append", "--home", str(tmp_path / "file" / "home"), OPENED)
-    assert result.exit_code == 1 and result.stderr.startswith("error: Not a directory: ")
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: no home at --home {tmp_path}/file/home: ")
     assert len(result.stderr.splitlines()) == 1
+    result = run("append", "--home", str(tmp_path / "file"), OPENED)
+    assert (
+        result.exit_code == 2
+        and result.stderr == f"error: --home {tmp_path}/file is not a folder: give the folder of a home\n"
+    )
 
 
 def test_append_json_reports_an_io_error_as_json(home, monkeypatch):
     _fail_os(monkeypatch, "write", 28)
     result = run("append", "--home", str(home), "--json", OPENED)
     monkeypatch.undo()
-    assert result.exit_code == 1
+    assert result.exit_code == 4
     out = json.loads(result.stdout)
     assert out["appended"] == 0 and out["error"].startswith("No space left on device (while appending 1 event(s)")
+
+
+# --------------------------------------------------------------------------- times in the future (issue 26, item 2)
+def _in(days: float) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) + timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# the event's time, the options -> appended, or the start of the refusal
+FUTURE = [
+    (lambda: "9999-12-31T23:59:59Z", [], "at: 9999-12-31T23:59:59Z is more than 1 day after now"),
+    (lambda: _in(365), [], "is more than 1 day after now"),  # next year, without a word before
+    (lambda: _in(0.5), [], None),  # a writer's clock a little ahead
+    (lambda: _in(0.5), ["--skew", "1h"], "is more than 1 h after now"),
+    (lambda: _in(365), ["--skew", "400d"], None),
+    (lambda: "9999-12-31T23:59:59Z", ["--allow-future"], None),
+    (lambda: "2020-01-01T00:00:00Z", [], None),  # the past is never refused
+]
+
+
+@pytest.mark.parametrize("at, options, refusal", FUTURE, ids=[f"{i}" for i in range(len(FUTURE))])
+def test_append_refuses_a_time_past_the_skew_with_the_reason(home, at, options, refusal):
+    event = json.dumps({"type": "task.opened", "task": "T-1", "at": at()})
+    result = run("append", "--home", str(home), *options, event)
+    if refusal is None:
+        assert result.exit_code == 0, result.output
+        return
+    assert result.exit_code == 2 and not (home / "streams" / "tasks.jsonl").exists()
+    assert result.stderr.startswith("<arg>:1: at: ") and refusal in result.stderr, result.stderr
+    assert "fix the writer's clock, or pass --allow-future" in result.stderr
+
+
+def test_a_bad_skew_is_a_usage_error(home):
+    for skew in ("1", "0d", "1y", "3651d"):
+        result = run("append", "--home", str(home), "--skew", skew, OPENED)
+        assert result.exit_code == 2 and "--skew" in result.stderr, (skew, result.stderr)
+
+
+def test_import_checks_the_skew_of_every_row_before_appending_any(home, tmp_path):
+    table = tmp_path / "t.csv"
+    table.write_text(
+        f"task_id,config,score,cost_usd,region,at\nT1,c/-/m/-,1,0.1,r,2026-01-01T00:00:00Z\nT2,c/-/m/-,1,0.1,r,{_in(30)}\n"
+    )
+    result = run("import", "--home", str(home), str(table))
+    assert result.exit_code == 2 and "row:2: at: " in result.stderr and "more than 1 day after now" in result.stderr
+    assert not (home / "streams").exists() or not (home / "streams" / "tasks.jsonl").exists()
+    assert run("import", "--home", str(home), "--allow-future", str(table)).exit_code == 0

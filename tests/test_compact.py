@@ -400,7 +400,7 @@ import pytest  # noqa: E402
 
 import pipeline.compact.run as run_module  # noqa: E402
 from pipeline.commands.verify import verify  # noqa: E402
-from pipeline.errors import StoreConflict  # noqa: E402
+from pipeline.errors import PipelineError, StoreConflict  # noqa: E402
 
 
 class Crash(Exception):
@@ -491,7 +491,7 @@ def _count_calls(home, target, attr):
 
 
 # The Python side of a run (dead letters, Parquet files); delta-rs's own I/O is reached in test_compact_crash.py.
-FAULT_TARGETS = [(os, "write"), (os, "fsync"), (pq, "write_table")]
+FAULT_TARGETS = [(os, "write"), (os, "fsync"), (pq.ParquetWriter, "write_table")]
 
 
 @pytest.mark.parametrize("target, attr", FAULT_TARGETS, ids=[a for _, a in FAULT_TARGETS])
@@ -514,7 +514,7 @@ def test_io_faults_on_the_kth_call_leave_a_verifiable_store_and_a_clean_rerun(ba
 
             setattr(target, attr, faulty)
             try:
-                with pytest.raises((OSError, run_module.PipelineError)):
+                with pytest.raises((OSError, PipelineError)):
                     compact(home)
             finally:
                 setattr(target, attr, original)
@@ -599,11 +599,13 @@ def test_duplicates_are_counted_once_across_files_runs_and_reimports(home, tmp_p
     copy = tmp_path / "copy.csv"
     copy.write_bytes(path.read_bytes())
     import_table(home, path, rater_name="x")
-    import_table(home, copy, rater_name="x")  # the same rows from another file
+    again = import_table(home, copy, rater_name="x")  # the same rows from another file: the ledger knows them
+    assert (again.appended, again.unchanged) == (0, 6)
     first = compact(home)
+    (home / "imports" / "ledger").rename(home / "ledger-gone")  # without the ledger, the repeats reach the streams
     import_table(home, path, rater_name="x")
     second = compact(home)
-    assert first.rows["ratings"] == 2 and first.streams["ratings"].duplicate == 2
+    assert first.rows["ratings"] == 2 and first.streams["ratings"].duplicate == 0
     assert second.rows == first.rows and second.streams["ratings"].duplicate == 2
     assert second.streams["tasks"].duplicate == 4  # 2 opened + 2 attempted
 

@@ -98,3 +98,84 @@ def test_atomic_write_never_writes_through_a_planted_temp_link(tmp_path, monkeyp
     with pytest.raises(FileExistsError):
         atomic_write(target, b"new")
     assert victim.read_bytes() == b"precious"
+
+
+# --------------------------------------------------------------------------- what a home is, and who may make one
+def _folder(tmp_path, state):
+    """A folder in ``state``: missing, empty, a home (streams/ or fits/), another folder, a file."""
+    path = tmp_path / "target"
+    if state == "empty":
+        path.mkdir()
+    elif state in ("streams", "fits"):
+        (path / state).mkdir(parents=True)
+    elif state == "other":
+        path.mkdir()
+        (path / "notes.txt").write_text("mine")
+    elif state == "file":
+        path.write_text("a file")
+    return path
+
+
+# state -> rule -> allowed (True) or the start of the refusal
+RULES = {
+    "missing": {"home": "no home at --home", "append": "no home at --home", "create": True, "init": True},
+    "empty": {"home": "is not a home", "append": True, "create": True, "init": True},
+    "streams": {"home": True, "append": True, "create": True, "init": True},
+    "fits": {"home": True, "append": True, "create": True, "init": True},
+    "other": {"home": "is not a home", "append": "is not a home", "create": "not empty and not a home", "init": True},
+    "file": dict.fromkeys(("home", "append", "create", "init"), "is not a folder"),
+}
+
+
+@pytest.mark.parametrize("state", sorted(RULES))
+@pytest.mark.parametrize("rule", ["home", "append", "create", "init"])
+def test_who_may_make_a_home_of_what(tmp_path, state, rule):
+    path = _folder(tmp_path, state)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    want = RULES[state][rule]
+    if want is True:
+        assert Workspace.resolve(path).check_home(rule).root == path
+    else:
+        with pytest.raises(PipelineError, match=want) as info:
+            Workspace.resolve(path).check_home(rule)
+        assert info.value.exit_code == 2 and "\n" not in str(info.value)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # deciding creates nothing
+
+
+def test_append_makes_a_home_only_of_a_folder_it_is_named(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    monkeypatch.delenv("RATINGS_HOME", raising=False)
+    with pytest.raises(PipelineError, match=r"the current folder .* is not a home .*name an empty folder with --home"):
+        Workspace.resolve(None).check_home("append")
+    monkeypatch.setenv("RATINGS_HOME", str(empty))
+    assert Workspace.resolve(None).check_home("append").root == empty  # $RATINGS_HOME names it, as --home would
+
+
+def test_a_folder_inside_a_home_names_the_home(tmp_path):
+    (tmp_path / "team" / "streams").mkdir(parents=True)
+    team = tmp_path / "team"
+    with pytest.raises(PipelineError, match=f"inside the home {team}, one of its folders: give --home {team}"):
+        Workspace.resolve(tmp_path / "team" / "streams").check_home("append")
+
+
+# --------------------------------------------------------------------------- the bounds: home and store roots
+def test_a_store_given_through_a_link_is_confined_to_where_the_link_leads(tmp_path):
+    from pipeline.confine import Bounds
+
+    disk = tmp_path / "big-disk"
+    (disk / "events").mkdir(parents=True)
+    home = tmp_path / "team"
+    home.mkdir()
+    (home / "store").symlink_to(disk)  # --store team/store: resolved once, to big-disk
+    bounds = Bounds.of(home).with_root(home / "store")
+    bounds.write(home / "store" / "writer.json", b"{}")  # through the link, into the store root: fine
+    assert (disk / "writer.json").read_bytes() == b"{}"
+    (disk / "events" / "part").symlink_to(tmp_path)  # a link inside the store that leads out of both roots
+    with pytest.raises(OutsideHome, match="a symbolic link inside the store's table"):
+        bounds.check_tree(disk / "events")
+    with pytest.raises(OutsideHome, match=r"not inside the home .* and the store"):
+        bounds.confine(tmp_path / "elsewhere.txt")
+    with pytest.raises(OutsideHome, match="outside the home"):
+        Workspace.resolve(home).write(home / "store" / "x.json", b"{}")  # the home alone does not reach the store

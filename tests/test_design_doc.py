@@ -30,6 +30,7 @@ SECTIONS = (
     "Layout",
     "Events",
     "Streams",
+    "Imports",
     "Storage",
     "Fit",
     "Evidence gate",

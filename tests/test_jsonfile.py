@@ -64,6 +64,7 @@ def test_cli_names_the_first_problem_of_a_broken_file_on_one_line(tmp_path, comm
     path = tmp_path / file
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(content)
+    (tmp_path / "fits").mkdir()  # the --home given is a home
     result = CliRunner().invoke(cli, [c.format(tmp=tmp_path) for c in command] + ["--home", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert result.output.startswith(message.format(tmp=tmp_path)) and len(result.output.splitlines()) == 1

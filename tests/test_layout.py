@@ -24,6 +24,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
             "pipeline",
             "pipeline.errors",
             "pipeline.confine",
+            "pipeline.bounds",
             "pipeline.workspace",
             "pipeline.utc",
             "pipeline.jsonfile",

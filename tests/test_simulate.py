@@ -444,7 +444,8 @@ def test_a_failure_before_writing_leaves_no_temporary_files(tmp_path: Path) -> N
     (out / "blocker").write_text("a file, not a directory", encoding="utf-8")
     runner = CliRunner()
     result = runner.invoke(cli, ["simulate", "--out", str(out), "--tasks", "20", "--truth", "blocker/truth.json"])
-    assert result.exit_code == 1, result.output  # the environment failed (an OSError), not the input
-    assert result.output.startswith("error: File exists") and "Traceback" not in result.output
+    assert result.exit_code == 2, result.output  # refused before anything is written: --truth cannot be made
+    assert result.output.startswith("error: refusing ") and "blocker is not a directory" in result.output
+    assert "Traceback" not in result.output
     assert sorted(p.name for p in (out / "streams").iterdir()) == []
     assert sorted(p.name for p in out.iterdir()) == ["blocker", "streams"]

@@ -8,7 +8,7 @@ from . import fmt
 from .doc import Block, Heading, Note, para
 from .glossary import see_glossary
 from .names import chain, config_keys, short_config, short_configs_in
-from .sections import costed_table, not_computed, uniform_or_table
+from .sections import costed_table, no_eligible, not_computed, uniform_or_table
 
 
 def ladders_section(stats: Stats) -> list[Block]:
@@ -54,7 +54,7 @@ def ladders_section(stats: Stats) -> list[Block]:
     if rule is not None and rule.kappas:
         out.append(_kappas(stats, rule))
     out += _hindsight(stats)
-    out.append(_why_ladders(stats))
+    out.append(no_eligible(stats, "held-out judgement of the ladders") or _why_ladders(stats))
     if ladders.summary is not None and ladders.summary.gate_is_target:
         out.append(
             Note(
@@ -146,6 +146,11 @@ def _why_ladders(stats: Stats) -> Block:
         )
     ratio = summary.quality_ratio if summary else None
     cost_ratio = summary.cost_ratio if summary else None
+    if ratio is None:
+        return para(
+            "The published ladder has no held-out figure: no eligible held-out task had a gate rating for each of "
+            "its rungs, so whether it pays here is not known yet."
+        )
     spent = f" for {fmt.pct(cost_ratio)} of its cost" if cost_ratio is not None else ""
     return para(
         f"Here a ladder pays: on the held-out tasks it reached {fmt.pct(ratio)} of {best}'s quality{spent}, "

@@ -34,28 +34,39 @@ def hit_phrase(h: HitRate) -> str:
     return f"{fmt.count(h.hits)} of {fmt.count(h.n)} ({fmt.pct(h.hit_rate)}, 95% CI {fmt.interval(h.ci95)})"
 
 
+def _routing_phrase(stats: Stats) -> Block:
+    """The lead's hit rates of the fitted and shipped constants, or why there are none."""
+    r, c = stats.routing, stats.constants
+    if not stats.split.eligible_held_out:
+        return para(
+            Strong("Routing: "),
+            f"no hit rate: none of the {fmt.count(stats.split.held_out_tasks)} held-out tasks was done by two or "
+            "more configurations (an eligible task), so no choice on them can be scored right or wrong.",
+            lead=True,
+        )
+    expected = r.shipped.expected_hit_rate_with_exploration
+    return para(
+        Strong("Routing: "),
+        f"of {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks, the ",
+        Strong("fitted"),
+        f" constants routed {hit_phrase(r.fitted)} to a best configuration; the ",
+        Strong("shipped"),
+        f" constants routed {hit_phrase(r.shipped)}. Fitted minus shipped: "
+        f"{fmt.points(r.difference.value)} (95% CI {fmt.points_interval(r.difference.ci95)}).",
+        (
+            f" With their exploration of {fmt.constant('exploration', c.shipped.exploration)}, the shipped "
+            f"constants would be expected to hit {fmt.pct(expected)}."
+            if expected is not None
+            else ""
+        ),
+        _best_single_phrase(stats),
+        lead=True,
+    )
+
+
 def routing_lead(stats: Stats) -> list[Block]:
     r, c = stats.routing, stats.constants
-    expected = r.shipped.expected_hit_rate_with_exploration
-    blocks: list[Block] = [
-        para(
-            Strong("Routing: "),
-            f"of {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks, the ",
-            Strong("fitted"),
-            f" constants routed {hit_phrase(r.fitted)} to a best configuration; the ",
-            Strong("shipped"),
-            f" constants routed {hit_phrase(r.shipped)}. Fitted minus shipped: "
-            f"{fmt.points(r.difference.value)} (95% CI {fmt.points_interval(r.difference.ci95)}).",
-            (
-                f" With their exploration of {fmt.constant('exploration', c.shipped.exploration)}, the shipped "
-                f"constants would be expected to hit {fmt.pct(expected)}."
-                if expected is not None
-                else ""
-            ),
-            _best_single_phrase(stats),
-            lead=True,
-        ),
-    ]
+    blocks: list[Block] = [_routing_phrase(stats)]
     verdict = VERDICT[r.recommendation]
     if r.recommendation == "adopt":
         blocks.append(para(Strong(verdict), lead=True))
@@ -205,7 +216,7 @@ def ladder_lead(stats: Stats) -> list[Block]:
 def policy_lead(stats: Stats) -> list[Block]:
     rows = stats.policies.policies if stats.policies is not None else {}
     default = rows.get("learning_governed")
-    if default is None:
+    if default is None or not stats.split.eligible_held_out:  # no eligible task: the routing lead said why
         return []
     counted = f"{fmt.count(default.hits)} of {fmt.count(default.n)} ({fmt.pct(default.hit_rate)})"
     parts: list = [

@@ -382,8 +382,19 @@ def _label_singles(ax: Axes, singles: list[_Costed], drawn: list[tuple[_Costed, 
 
 
 # --------------------------------------------------------------------------- priors
+#: The page draws and lists at most this many shipped priors (20,000 of them took matplotlib over 20 minutes).
+MAX_PRIORS_SHOWN = 40
+
+
+def shown_priors(stats: Stats) -> list[Any]:
+    """The shipped priors the page shows: those the ratings disagree with first, then the most rated, at most
+    :data:`MAX_PRIORS_SHOWN`, in the file's order (``stats.json`` keeps them all)."""
+    ranked = sorted(range(len(stats.priors)), key=lambda i: (not stats.priors[i].disagrees, -stats.priors[i].n, i))
+    return [stats.priors[i] for i in sorted(ranked[:MAX_PRIORS_SHOWN])]
+
+
 def priors_plot(stats: Stats) -> Plot | None:
-    rows = list(stats.priors)
+    rows = shown_priors(stats)
     if not rows:
         return None
 
@@ -434,7 +445,8 @@ def priors_plot(stats: Stats) -> Plot | None:
         ax.grid(True, axis="x", color="#e0e0e0", linewidth=0.6)
 
     disagree = [r for r in rows if r.disagrees]
-    alt = f"Shipped against measured prior for {len(rows)} shipped priors. " + (
+    of = f" of {len(stats.priors):,}" if len(rows) < len(stats.priors) else ""
+    alt = f"Shipped against measured prior for {len(rows)}{of} shipped priors. " + (
         " ".join(
             f"The ratings disagree with the prior {r.selector} in {r.region}: shipped "
             f"{fmt.num(r.shipped, 2)}, measured {fmt.num(r.measured, 3)} over n={r.n:,}."

@@ -9,7 +9,7 @@ from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, para, table
 from .glossary import see_glossary
 from .names import short_config
-from .plots import Plot, same_cell
+from .plots import Plot, same_cell, shown_priors
 from .points import frontier_points
 
 #: What sequential replay's realized value measures, per objective (docs/design.md, Sequential replay).
@@ -82,6 +82,20 @@ def uniform_or_table(
 
 def not_computed(key: str) -> Block:
     return para("Not computed: the stats file has no ", Code(key), " section (the stage that writes it did not run).")
+
+
+def no_eligible(stats: Stats, what: str) -> Block | None:
+    """The sentence a section shows instead of a table of n/a when no held-out task is eligible (None when some
+    are): ``what`` names what the section would have compared."""
+    s = stats.split
+    if s.eligible_held_out:
+        return None
+    return para(
+        f"No {what}: none of the {fmt.count(s.held_out_tasks)} held-out tasks was done by two or more "
+        "configurations, so there is no task on which one choice can be right and another wrong (an eligible "
+        "task). A dispatcher that runs one configuration per task gets eligible tasks from exploration and from "
+        "escalations after a failed gate."
+    )
 
 
 def data_section(stats: Stats) -> list[Block]:
@@ -166,7 +180,8 @@ def baselines_section(stats: Stats) -> list[Block]:
     over = f"the mean over {seeds} replay seeds" if seeds else "the mean over the replay seeds"
     return [
         Heading(2, "Against the baselines", "baselines"),
-        costed_table(
+        no_eligible(stats, "baseline comparison")
+        or costed_table(
             stats,
             ["route by", "config", "hit rate", "mean quality", "mean cost", "coverage"],
             rows,
@@ -237,6 +252,9 @@ def frontier_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
             )
         )
     else:
+        empty = no_eligible(stats, "cost-quality frontier")
+        if empty is not None:  # one config per held-out task: nothing drawn, no single to compare
+            return [*out, empty]
         out.append(_frontier_figure(stats, plots))
     singles = _singles_table(stats)
     return out + ([singles] if singles is not None else []) + _aiq(stats)
@@ -256,6 +274,8 @@ def _frontier_figure(stats: Stats, plots: dict[str, Plot]) -> Block:
         )
         if kind in drawn
     ]
+    if not names:  # no held-out task with both a cost and a quality
+        return para("No cost-quality frontier: no configuration has both a mean cost and a mean quality here.")
     caption = [
         "Mean held-out quality against mean cost per task: "
         + ", ".join(names[:-1])
@@ -341,7 +361,8 @@ def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
     out: list[Block] = [Heading(2, "Shipped priors against the ratings", "priors")]
     if not stats.priors:
         return [*out, para("No shipped priors: every prior was measured from the ratings.")]
-    disagree = [r for r in stats.priors if r.disagrees]
+    shown = shown_priors(stats)
+    disagree = [r for r in shown if r.disagrees]
     if disagree:
         out.append(
             Bullets(
@@ -377,12 +398,18 @@ def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
             fmt.count(r.n),
             "yes" if r.disagrees else "no",
         ]
-        for r in stats.priors
+        for r in shown
     ]
+    more = len(stats.priors) - len(shown)
+    caption = (
+        f"The {len(shown)} of {len(stats.priors):,} shipped priors the ratings disagree with first, then the most "
+        "rated; stats.json lists every one."
+    )
     out.append(
         table(
             ["selector", "region", "shipped", "measured", "weight", "n", "disagrees"],
             rows,
+            caption if more else "",
             numeric=[False, False, True, True, True, True, False],
         )
     )
@@ -407,6 +434,9 @@ def policies_section(stats: Stats) -> list[Block]:
     policies = stats.policies
     if policies is None or not policies.policies:
         return [*out, not_computed("policies")]
+    empty = no_eligible(stats, "policy comparison")
+    if empty is not None:
+        return [*out, empty]
     out.append(para(fmt.sentence(policies.protocol)))
     body = [
         [

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import InvalidBatch, PipelineError
+from ..bounds import MAX_SEED
+from ..errors import InvalidBatch, MachineFailure, PipelineError
+
+if TYPE_CHECKING:
+    from ..workspace import HomeRule, Workspace
 
 # --------------------------------------------------------------------------- shared options
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of a table.")
@@ -35,16 +42,74 @@ fsync_option = click.option(
 )
 
 
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|min|m|h|d)\s*", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def _skew(ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        raise click.BadParameter(f"{value!r} is not a duration: a number and a unit, s, min, h or d (e.g. 1d, 6h)")
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
+    if not 0 < seconds <= 3650 * 86400:
+        raise click.BadParameter(f"{value!r}: give a duration above 0 and at most 3650d")
+    return timedelta(seconds=seconds)
+
+
+def future_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--skew DURATION`` and ``--allow-future`` for a command that takes events in (append, import, compact, fit):
+    the body gets ``future``, the skew an event time may lie after now, or None when any time is allowed."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        skew, allow = kwargs.pop("skew"), kwargs.pop("allow_future")
+        return fn(*args, **kwargs, future=None if allow else skew)
+
+    wrapper = click.option(
+        "--allow-future",
+        "allow_future",
+        is_flag=True,
+        help="Accept events dated more than --skew after now (a backfill that needs it).",
+    )(wrapper)
+    return click.option(
+        "--skew",
+        default="1d",
+        show_default=True,
+        metavar="DURATION",
+        callback=_skew,
+        help="How far after now an event's time may lie (s, min, h, d); later ones are refused.",
+    )(wrapper)
+
+
+class Finite(click.FloatRange):
+    """A finite number in a range: ``nan``, ``inf`` and numbers too large for a float are refused (click's own
+    range lets NaN through, since every comparison with it is false)."""
+
+    name = "finite number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
 def seed_option(default: int | None, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--seed N`` with this command's default and meaning."""
-    return click.option("--seed", type=int, default=default, show_default=default is not None, help=help)
+    """``--seed N`` with this command's default and meaning (0 to 2^64 - 1, what numpy's generators take)."""
+    return click.option(
+        "--seed",
+        type=click.IntRange(0, MAX_SEED),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
 
 
 #: The options that name a workspace (pipeline.workspace.Workspace.resolve), by what a command asks for.
 _HOME = click.option(
     "--home",
     "home",
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     default=None,
     help="Home directory (default: $RATINGS_HOME, else the current directory).",
 )
@@ -81,11 +146,19 @@ _AS_OF = click.option(
 
 
 def workspace(
-    *, store: bool = False, writer: bool = False, as_of: bool = False
+    *,
+    store: bool = False,
+    writer: bool = False,
+    as_of: bool = False,
+    rule: HomeRule = "home",
+    optional: Callable[[Workspace, dict[str, Any]], bool] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--home`` (plus ``--store URI`` and ``--storage-option KEY=VALUE``, ``--writer``, ``--as-of`` where asked):
-    the command receives the :class:`~pipeline.workspace.Workspace` they name as ``ws``, resolved once here (and
-    ``home``, the option as given, when it has a parameter of that name: the fit records it)."""
+    the command receives the :class:`~pipeline.workspace.Workspace` they name as ``ws``, resolved once here and
+    checked against what the command may do with its home (``rule``: :meth:`Workspace.check_home`); a missing
+    folder or one that is not a home is refused with the remedy before the command runs. ``optional(ws, kwargs)``
+    True: this call can work without a home (a store or a file given instead), so only a ``--home`` given is
+    checked. The command also gets ``home``, the option as given, when it has a parameter of that name."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         wants_home = "home" in inspect.signature(fn).parameters
@@ -103,6 +176,8 @@ def workspace(
                     writer=kwargs.pop("writer") if writer else None,
                     as_of=kwargs.pop("as_of") if as_of else None,
                 )
+                if home is not None or optional is None or not optional(kwargs["ws"], kwargs):
+                    kwargs["ws"].check_home(rule)
             except PipelineError as exc:
                 click.echo(f"error: {exc}", err=True)
                 sys.exit(exc.exit_code)
@@ -157,7 +232,7 @@ def handle_errors(fn: Callable) -> Callable:
             for err in exc.errors:
                 click.echo(err.message(), err=True)
             named = f" (the first {len(exc.errors)} named above)" if exc.total > len(exc.errors) else ""
-            click.echo(f"nothing appended: {exc.total} invalid event(s){named}", err=True)
+            click.echo(f"nothing appended: {exc.total} {exc.what}{named}{exc.remedy}", err=True)
             sys.exit(2)
         except PipelineError as exc:
             click.echo(f"error: {exc}", err=True)
@@ -165,9 +240,9 @@ def handle_errors(fn: Callable) -> Callable:
         except BrokenPipeError:  # the reader went away (`ratings sql ... | head`): nothing to say to it
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             sys.exit(1)
-        except OSError as exc:  # an unwritable home, a full disk: the environment failed, not the input
+        except OSError as exc:  # an unwritable home, a full disk: the machine failed, not the input
             click.echo(f"error: {os_error_line(exc)}", err=True)
-            sys.exit(1)
+            sys.exit(MachineFailure.exit_code)
 
     return wrapper
 
@@ -198,7 +273,7 @@ def json_errors(as_json: bool, **shape: Any) -> Iterator[None]:
         sys.exit(exc.exit_code)
     except OSError as exc:
         emit_json({**shape, "error": os_error_line(exc)})
-        sys.exit(1)
+        sys.exit(MachineFailure.exit_code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from .. import defaults
+from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD
 from ..errors import PipelineError
 from ..workspace import Workspace
 from .common import (
+    Finite,
     cli,
     emit_json,
+    future_options,
     handle_errors,
     json_option,
     quiet_option,
@@ -35,8 +38,8 @@ def _half_life(ctx: click.Context, param: click.Parameter, value: str | None) ->
         days = float(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a number of days or 'inf'") from None
-    if not days > 0:
-        raise click.BadParameter("must be a positive number of days or 'inf'")
+    if not 0 < days <= MAX_HALF_LIFE_DAYS:
+        raise click.BadParameter(f"must be a number of days above 0 and at most {MAX_HALF_LIFE_DAYS:g}, or 'inf'")
     return days
 
 
@@ -64,7 +67,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @workspace(store=True, writer=True, as_of=True)
 @click.option(
     "--split",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=Finite(0, 1, min_open=True, max_open=True),
     default=defaults.SPLIT,
     show_default=True,
     help="Fraction of tasks (in time order) learned; the rest is held out.",
@@ -93,24 +96,26 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option(
     "--lambda",
     "lambda_",
-    type=click.FloatRange(0, min_open=True),
+    type=Finite(0, MAX_LAMBDA, min_open=True),
     default=None,
     help="Pin lambda of the utility objective (lambda * q - cost).",
 )
 @click.option(
     "--cost-floor",
     "cost_floor_usd",
-    type=click.FloatRange(0, min_open=True),
+    type=Finite(0, MAX_USD, min_open=True),
     default=defaults.COST_FLOOR_USD,
     show_default=True,
     help="Costs below this many USD count as this.",
 )
 @click.option("--prior-source", type=click.Choice(["shipped", "measured"]), default=None, help="Pin the prior source.")
-@click.option("--prior-weight", type=click.FloatRange(0), default=None, metavar="K", help="Pin the prior weight.")
-@click.option("--exploration", type=click.FloatRange(0, 1), default=None, metavar="EPS", help="Pin exploration.")
+@click.option(
+    "--prior-weight", type=Finite(0, MAX_PRIOR_WEIGHT), default=None, metavar="K", help="Pin the prior weight."
+)
+@click.option("--exploration", type=Finite(0, 1), default=None, metavar="EPS", help="Pin exploration.")
 @click.option(
     "--min-exploration",
-    type=click.FloatRange(0, 1),
+    type=Finite(0, 1),
     default=defaults.MIN_EXPLORATION,
     show_default=True,
     metavar="EPS",
@@ -126,14 +131,14 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--min-samples",
-    type=click.IntRange(0),
+    type=click.IntRange(0, MAX_COUNT),
     default=None,
     metavar="N",
     help="Evidence gate: ratings a learned choice needs (default: shipped.json's, else 3).",
 )
 @click.option(
     "--min-quality",
-    type=click.FloatRange(0, 1),
+    type=Finite(0, 1),
     default=None,
     metavar="Q",
     help="Quality floor: the best objective among configs of quality >= Q, else the highest quality.",
@@ -167,7 +172,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--no-prm", "prm", flag_value=False, default=True, help="No PRM fill-in ratings from attempt traces.")
 @click.option(
     "--pass-threshold",
-    type=click.FloatRange(0, 1),
+    type=Finite(0, 1),
     default=defaults.PASS_THRESHOLD,
     show_default=True,
     help="Escalation ladders: a rung whose gate rating is below this escalates to the next.",
@@ -181,7 +186,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option(
     "--ladder-budget",
     "ladder_budget_usd",
-    type=click.FloatRange(0, min_open=True),
+    type=Finite(0, MAX_USD, min_open=True),
     default=None,
     metavar="USD",
     help="Instead: the best validated quality within this mean cost per task.",
@@ -195,6 +200,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
+@future_options
 @quiet_option
 @json_option
 @handle_errors
@@ -205,6 +211,7 @@ def fit(
     no_render: bool,
     quiet: bool,
     as_json: bool,
+    future: timedelta | None,
     **fit_options: Any,
 ) -> None:
     """Fit routing from the ratings, check it on held-out tasks, publish the routing table.
@@ -238,6 +245,7 @@ def fit(
         progress=not quiet and not as_json and sys.stderr.isatty(),
         command=options.command_line(home),
         then=None if no_render else _render_case_study(options.case_study, quiet=quiet or as_json),
+        future=future,
     )
     if as_json:
         emit_json(result.stats.to_json_dict())
@@ -287,7 +295,7 @@ def case_study(ws: Workspace, as_json: bool, name: str) -> None:
 
 
 @cli.command()
-@workspace()
+@workspace(optional=lambda ws, kw: not kw["previous"] and (kw["table"] is not None or kw["stats"] is not None))
 @click.option(
     "--shipped",
     type=click.Path(dir_okay=False),

@@ -12,6 +12,7 @@ from .common import (
     emit_json,
     handle_errors,
     json_option,
+    print_table,
     seed_option,
     table_option,
     workspace,
@@ -20,7 +21,7 @@ from .common import (
 
 # --------------------------------------------------------------------------- route
 @cli.command()
-@workspace()
+@workspace(optional=lambda ws, kw: kw["table"] is not None and not kw["log"])
 @click.option("--region", required=True, help="The task's region (unknown regions use the global pool '*').")
 @click.option(
     "--pool",
@@ -97,7 +98,7 @@ def route(
 
 
 @cli.command("table")
-@workspace()
+@workspace(optional=lambda ws, kw: kw["table"] is not None)
 @table_option
 @json_option
 @handle_errors
@@ -110,16 +111,26 @@ def table_(ws: Workspace, table: str | None, as_json: bool) -> None:
       ratings table --home ./myteam
       ratings table --json | jq '.regions[] | {region, config: .choice.config}'
     """
+    from ..nightly.publish import read_pin
     from ..routing.decide import table_path
     from ..routing.summary import summarize
     from ..routing.table import load
     from ..routing.words import table_lines
 
     summary = summarize(load(table_path(ws, table)))
+    pin = read_pin(ws) if table is None else None  # a pin holds the home's own table, not a file given
+    pinned = pin if pin is not None and pin.version == summary.version else None
     if as_json:
-        emit_json(summary.model_dump(mode="json"))
+        emit_json({**summary.model_dump(mode="json"), "pinned": pinned.model_dump() if pinned else None})
         return
-    for line in table_lines(summary):
+    lines = table_lines(summary)
+    if pinned is not None:
+        lines.insert(
+            1,
+            f"pinned: `ratings pin` holds this table (from fits/{pinned.history}) since {pinned.pinned_at}; newer "
+            "fits go to fits/history/ only (`ratings pin --latest` follows them again)",
+        )
+    for line in lines:
         click.echo(line)
 
 
@@ -160,19 +171,43 @@ def doctor(ws: Workspace, as_json: bool) -> None:
 @click.argument("version", required=False)
 @handle_errors
 def pin(ws: Workspace, latest: bool, as_json: bool, version: str | None) -> None:
-    """Pin the published routing table to a past fit in fits/history/, or follow the newest fit again.
+    """Pin the published routing table to a past fit in fits/history/, or follow the newest fit again; without
+    an argument, list the fits it can pin.
 
     The pin is recorded in fits/pin.json; `ratings doctor` reports the table as pinned, not stale.
 
     \b
     Example:
+      ratings pin
       ratings pin 3f2a9c0d1e7b4a65
       ratings pin --latest
     """
     from ..commands.pin import pin as pin_table
+    from ..commands.pin import versions
 
-    if latest == (version is not None):
-        raise click.UsageError("give either VERSION or --latest")
+    if latest and version is not None:
+        raise click.UsageError("give either VERSION or --latest, not both")
+    if not latest and version is None:
+        rows = versions(ws)
+        if as_json:
+            emit_json(rows)
+        elif not rows:
+            click.echo("no fit in fits/history/ yet: run `fit-routing` first")
+        else:
+            print_table(
+                [
+                    {
+                        "version": r["version"],
+                        "fitted_at": r["fitted_at"],
+                        "store version": r["store_version"],
+                        "constants": r["constants"],
+                        "": " ".join(w for w, on in (("live", r["live"]), ("pinned", r["pinned"])) if on),
+                    }
+                    for r in rows
+                ]
+            )
+            click.echo("pin one with `ratings pin VERSION`; `ratings pin --latest` follows the newest fit again")
+        return
     result = pin_table(ws, version, latest=latest)
     if as_json:
         emit_json(result)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
+from typing import TextIO
 
 import click
 
 from ..workspace import Workspace
 from .common import (
+    Finite,
     cli,
     emit_json,
+    future_options,
     handle_errors,
     json_option,
     print_table,
@@ -23,7 +27,7 @@ from .common import (
 @workspace(store=True, writer=True)
 @click.option(
     "--merge-threshold",
-    type=click.IntRange(min=2),
+    type=click.IntRange(2, 1_000_000),
     default=16,
     show_default=True,
     help="Merge a partition's files (Delta's optimize) when it holds more than this many.",
@@ -33,16 +37,22 @@ from .common import (
     is_flag=True,
     help="Move the local table aside and rebuild it from the streams (after `ratings verify` found damage).",
 )
+@future_options
 @json_option
 @quiet_option
 @handle_errors
-def compact(ws: Workspace, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool) -> None:
+def compact(
+    ws: Workspace, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool, future: timedelta | None
+) -> None:
     """Compact the new lines of the streams into the store's events table: one Delta commit per run.
 
     Incremental and idempotent: a run with no new input commits nothing, and a
     rerun after a crash lands every event exactly once. Invalid lines and id
-    conflicts go to deadletter/<stream>.jsonl. A store in the old manifest
-    format is moved aside and rebuilt from the streams on the first run.
+    conflicts go to deadletter/<stream>.jsonl, and so do lines dated more
+    than --skew after the run (unless --allow-future). A store in the old
+    manifest format is moved aside and rebuilt from the streams on the first
+    run. --rebuild builds a new table from the streams and moves the old one
+    aside only once the new one is whole.
 
     \b
     Example:
@@ -54,7 +64,7 @@ def compact(ws: Workspace, merge_threshold: int, rebuild: bool, as_json: bool, q
     from ..compact import compact as compact_store
 
     result = compact_store(
-        ws, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild
+        ws, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild, future=future
     )
     for note in result.notes:
         click.echo(note, err=True)
@@ -71,18 +81,44 @@ def compact(ws: Workspace, merge_threshold: int, rebuild: bool, as_json: bool, q
 
 
 @cli.command()
-@workspace(store=True, as_of=True)
+@workspace(store=True, as_of=True, optional=lambda ws, kwargs: kwargs["schema"] or ws.store_uri is not None)
 @click.option("--schema", "schema", is_flag=True, help="List the views and their columns instead of running a query.")
+@click.option(
+    "--file",
+    "query_file",
+    type=click.File("r", encoding="utf-8"),
+    default=None,
+    metavar="FILE",
+    help="Read the query from FILE ('-': stdin), for a query longer than a command line.",
+)
+@click.option(
+    "--timeout",
+    type=Finite(0, 86_400, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Stop the query after this many seconds.",
+)
 @json_option
 @click.argument("query", required=False)
 @handle_errors
-def sql(ws: Workspace, schema: bool, as_json: bool, query: str | None) -> None:
-    """Run a read-only SQL query on the store's views, at one table version.
+def sql(
+    ws: Workspace,
+    schema: bool,
+    query_file: TextIO | None,
+    timeout: float,
+    as_json: bool,
+    query: str | None,
+) -> None:
+    """Run one read-only SQL query on the store's views, at one table version.
 
     Views: tasks, attempts, ratings, rejections, retractions, decisions,
     closures, other (one row per event id; --schema lists their columns).
-    The query can read the table's live files and nothing else, and cannot
-    write files. Note: quote the column "at" (a DuckDB keyword).
+    One statement (SELECT, WITH, FROM, DESCRIBE, SHOW, EXPLAIN), given as
+    QUERY, with --file FILE, or on stdin (QUERY '-'); it can read the table's
+    live files and nothing else, cannot write files, and stops after
+    --timeout seconds. An error in the query exits 2 with DuckDB's message.
+    Note: quote the column "at" (a DuckDB keyword).
 
     \b
     Example:
@@ -90,10 +126,14 @@ def sql(ws: Workspace, schema: bool, as_json: bool, query: str | None) -> None:
       ratings sql --json 'SELECT task, "at" FROM tasks LIMIT 5'
       ratings sql --as-of 1 'SELECT count(*) FROM ratings'
       ratings sql --as-of 2026-01-31T00:00:00Z 'SELECT count(*) FROM ratings'
+      ratings sql --file explain.sql --timeout 300
       ratings sql --schema
     """
-    if schema == (query is not None):
-        raise click.UsageError("give either a QUERY or --schema")
+    given = [what for what, on in (("QUERY", query is not None), ("--file", query_file is not None)) if on]
+    if schema and given:
+        raise click.UsageError(f"give either --schema or a query ({' and '.join(given)}), not both")
+    if not schema and len(given) != 1:
+        raise click.UsageError("give one query: QUERY, QUERY '-' for stdin, or --file FILE; or --schema")
     if schema:
         from ..store.families import schema_rows
 
@@ -101,7 +141,8 @@ def sql(ws: Workspace, schema: bool, as_json: bool, query: str | None) -> None:
     else:
         from ..store import run_sql
 
-        rows = run_sql(ws, query or "")
+        text = query_file.read() if query_file is not None else sys.stdin.read() if query == "-" else query
+        rows = run_sql(ws, text or "", timeout_s=timeout)
     if as_json:
         emit_json(rows)
     else:
@@ -154,7 +195,7 @@ def verify(ws: Workspace, as_json: bool) -> None:
 @workspace(store=True)
 @click.option(
     "--retain-hours",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, 1_000_000),
     default=168,
     show_default=True,
     help="Keep the files every version of the last H hours needs (time travel that far back keeps working).",

@@ -9,6 +9,7 @@ from typing import Literal
 import click
 
 from .common import (
+    Finite,
     cli,
     emit_json,
     handle_errors,
@@ -21,11 +22,11 @@ from .common import (
 # --------------------------------------------------------------------------- smoke
 @cli.command()
 @click.option(
-    "--tasks", type=click.IntRange(min=50), default=300, show_default=True, help="Tasks in the simulated backlog."
+    "--tasks", type=click.IntRange(50, 100_000), default=300, show_default=True, help="Tasks in the simulated backlog."
 )
 @click.option(
     "--evidence-tasks",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 100_000),
     default=None,
     help="Tasks of new evidence (default: max(40, tasks / 3)).",
 )
@@ -89,18 +90,20 @@ def smoke(tasks: int, evidence_tasks: int | None, seed: int, keep: str | None, a
     default=None,
     help="A scenario as JSON (see pipeline.simulate.Scenario) instead of a preset.",
 )
-@click.option("--tasks", type=click.IntRange(min=1), default=None, help="Number of tasks (default: the scenario's).")
+@click.option(
+    "--tasks", type=click.IntRange(1, 100_000_000), default=None, help="Number of tasks (default: the scenario's)."
+)
 @seed_option(0, "Same seed, same bytes.")
 @click.option(
     "--corrupt",
-    type=click.FloatRange(0.0, 0.25),
+    type=Finite(0.0, 0.25),
     default=0.0,
     show_default=True,
     help="Rate per line of torn lines, duplicates, conflicting duplicates and invalid lines each.",
 )
 @click.option(
     "--gate-noise",
-    type=click.FloatRange(0.0, 0.5, max_open=True),
+    type=Finite(0.0, 0.5, max_open=True),
     default=None,
     help="Probability that a gate rating disagrees with the true outcome (default: the scenario's).",
 )
@@ -145,7 +148,10 @@ def simulate(
     update = {k: v for k, v in (("tasks", tasks), ("gate_noise", gate_noise)) if v is not None}
     if update:
         scenario = type(scenario).model_validate({**scenario.model_dump(), **update})
-    result = run_simulation(out, scenario, seed=seed, corrupt=corrupt, truth_path=truth_path, overwrite=force)
+    from ..workspace import Workspace
+
+    home = Workspace.resolve(out).check_home("create")  # a new or empty folder, or a home (--force: new streams)
+    result = run_simulation(home, scenario, seed=seed, corrupt=corrupt, truth_path=truth_path, overwrite=force)
     if as_json:
         emit_json(result.summary())
     else:

@@ -10,7 +10,6 @@ table with the fit before it in ``fits/history/``.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -22,7 +21,7 @@ from ..compat import table_v1
 from ..defaults import DISAGREE_BY
 from ..errors import PipelineError
 from ..fit.shipped import Shipped, defaults_note, load_shipped
-from ..jsonfile import first_problem
+from ..jsonfile import first_problem, parse_json
 from ..nightly.publish import stats_path_of
 from ..nightly.sections import Calibration, Policies, Routing
 from ..nightly.stats import Stats, load_stats
@@ -286,7 +285,7 @@ def _previous(ws: Workspace, current: RoutingTable | None, table_path: Path) -> 
     candidates = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = parse_json(path.read_bytes())
         except ValueError:
             continue
         if isinstance(data, dict) and data.get("version") != current.version:

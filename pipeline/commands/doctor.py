@@ -17,9 +17,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import InvalidEvent, PipelineError
+from ..jsonfile import parse_json
 from ..workspace import STREAMS, StrPath, Workspace
 
-Status = Literal["ok", "fail", "pinned"]
+Status = Literal["ok", "fail", "pinned", "warn"]  # warn: worth a look, the loop stays closed
 
 
 class Check(BaseModel):
@@ -46,6 +47,11 @@ class DoctorReport(BaseModel):
 
 def _check(kind: Literal["CODE", "LIVE"], name: str, ok: bool, detail: str, *, pinned: bool = False) -> Check:
     return Check(kind=kind, name=name, status="pinned" if pinned else ("ok" if ok else "fail"), detail=detail)
+
+
+def _warning(name: str, fine: bool, detail: str) -> Check:
+    """A [LIVE] check that warns (and leaves the loop closed) when it is not ``fine``."""
+    return Check(kind="LIVE", name=name, status="ok" if fine else "warn", detail=detail)
 
 
 # ---------------------------------------------------------------------------------------------- [CODE]
@@ -126,33 +132,79 @@ def _store_checks(ws: Workspace) -> list[Check]:
     except PipelineError as exc:
         return [_check("LIVE", "store views exist", False, str(exc))]
     with store:
-        missing, counts = [], {}
+        counts = {}
         for view in VIEWS:
             try:
                 with reading(store):
                     counts[view] = store.con.execute(f'SELECT count(*) FROM "{view}"').fetchall()[0][0]
             except PipelineError as exc:  # a missing or corrupt file: one line that says how to recover
                 return [_check("LIVE", "store views exist", False, str(exc))]
-            except Exception as exc:  # noqa: BLE001 - a broken view: report it, keep checking the others
-                missing.append(f"{view} ({str(exc).splitlines()[0]})")
         version = store.version
-    where = f"table version {version}" if version is not None else "no table yet (run `ratings compact`)"
-    checks = [
-        _check(
-            "LIVE",
-            "store views exist",
-            not missing,
-            f"{len(VIEWS)} views at {where}" if not missing else "missing: " + ", ".join(missing),
-        )
-    ]
-    ratings = counts.get("ratings", 0)
-    checks.append(_check("LIVE", "ratings has rows", ratings > 0, f"{ratings} rating row(s)"))
+        where = f"table version {version}" if version is not None else "no table yet (run `ratings compact`)"
+        checks = [_check("LIVE", "store views exist", True, f"{len(VIEWS)} views at {where}")]
+        ratings = counts.get("ratings", 0)
+        checks.append(_check("LIVE", "ratings has rows", ratings > 0, f"{ratings} rating row(s)"))
+        checks += _data_warnings(ws, store)
     return checks
+
+
+def _data_warnings(ws: Workspace, store: Any) -> list[Check]:
+    """What the store holds that is allowed but probably a mistake: shipped configs it never saw, retractions of
+    ids it does not hold, events dated after now (stored with --allow-future)."""
+    from datetime import UTC, datetime
+
+    from ..fit.shipped import load_shipped
+    from ..streams.future import MAX_FUTURE, latest_time
+
+    out: list[Check] = []
+    try:
+        shipped = load_shipped(ws.shipped)
+    except PipelineError as exc:
+        return [_check("LIVE", "shipped.json loads", False, str(exc))]
+    named = {f"{role}": key for role, key in shipped.static.model_dump().items() if isinstance(key, str)}
+    named |= {f"pinned.{role}": key for role, key in shipped.pinned.items()}
+    seen = store.configs() if store.version is not None else set()
+    unseen = sorted(f"{role} {key}" for role, key in named.items() if key not in seen)
+    out.append(
+        _warning(
+            "shipped configs seen in the store",
+            not unseen,
+            f"{len(named)} config(s) named, all seen"
+            if not unseen
+            else f"never seen in the store: {', '.join(unseen)} (fine for a cold start; else a typo of a key: "
+            'ratings sql "SELECT DISTINCT config_key FROM attempts")',
+        )
+    )
+    unknown = store.unknown_retractions() if store.version is not None else []
+    out.append(
+        _warning(
+            "retractions name stored ratings",
+            not unknown,
+            "every retraction names a stored rating or rejection"
+            if not unknown
+            else f"{len(unknown)} retraction(s) name an id no rating or rejection holds, and retract nothing: "
+            + ", ".join(unknown[:5])
+            + (" ..." if len(unknown) > 5 else ""),
+        )
+    )
+    latest = latest_time(datetime.now(UTC), MAX_FUTURE)
+    late, newest = store.after(latest) if store.version is not None else (0, None)
+    out.append(
+        _warning(
+            "no event dated in the future",
+            not late,
+            "no stored event is dated after now"
+            if not late
+            else f"{late} stored event(s) dated more than a day after now (the latest {newest}): the fit measures "
+            "ages from the newest event, so every other rating counts as old",
+        )
+    )
+    return out
 
 
 def _rows_at(table: Any, version: int | None) -> int:
     """Rows of the table at ``version`` by the commit statistics (0 when None or unknown)."""
-    from ..store.table import family_rows
+    from ..store.table import family_rows, store_errors
 
     if table is None or version is None:
         return 0
@@ -160,7 +212,7 @@ def _rows_at(table: Any, version: int | None) -> int:
 
     try:
         old = DeltaTable(table.table_uri, version=version, storage_options=table._storage_options)
-    except Exception:  # noqa: BLE001 - a version vacuumed away or never there: nothing to compare
+    except store_errors():  # a version vacuumed away or never there: nothing to compare
         return 0
     return sum(family_rows(old).values())
 
@@ -182,7 +234,7 @@ def _table_checks(ws: Workspace, pending: int, table: Any) -> tuple[list[Check],
     schema_path = ws.table_schema
     expected = json.loads(canonical_json(table_json_schema()))
     try:
-        schema_ok = json.loads(schema_path.read_text(encoding="utf-8")) == expected
+        schema_ok = parse_json(schema_path.read_bytes()) == expected
         schema_detail = (
             "routing-table.schema.json is the model's schema"
             if schema_ok

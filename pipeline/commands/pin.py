@@ -9,12 +9,12 @@ newest table in the history (the most recently written file, ties by name).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..errors import PipelineError
-from ..nightly.publish import Pin
+from ..jsonfile import parse_json
+from ..nightly.publish import Pin, read_pin
 from ..routing.table import canonical_json, load, table_json_schema
 from ..utc import format_timestamp, now
 from ..workspace import StrPath, Workspace, fsync_dir
@@ -37,7 +37,7 @@ def _find(ws: Workspace, version: str) -> Path:
         return direct
     for path in _history(ws):
         try:
-            if json.loads(path.read_text(encoding="utf-8")).get("version") == version:
+            if _version_in(path) == version:
                 return path
         except ValueError:
             continue
@@ -45,11 +45,51 @@ def _find(ws: Workspace, version: str) -> Path:
     raise PipelineError(f"no fit with version {version!r} in {ws.history} (known: {known})")
 
 
+def _version_in(path: Path) -> str | None:
+    """The ``version`` a history file names (None when it names none); :class:`ValueError` when not JSON."""
+    data = parse_json(path.read_bytes())
+    version = data.get("version") if isinstance(data, dict) else None
+    return str(version) if version else None
+
+
 def _version_of(path: Path) -> str:
     try:
-        return str(json.loads(path.read_text(encoding="utf-8")).get("version") or path.stem)
+        return _version_in(path) or path.stem
     except ValueError:
         return path.stem
+
+
+def versions(home: Workspace | StrPath | None) -> list[dict[str, Any]]:
+    """Every fit in ``fits/history/``, oldest first (``ratings pin`` without a version): its version, when it
+    was fitted, from which store version, its constants, and whether it is the live table or the pinned one."""
+    ws = Workspace.of(home)
+    pin = read_pin(ws)
+    try:
+        live = _version_in(ws.table)
+    except (FileNotFoundError, ValueError):
+        live = None
+    rows = []
+    for path in _history(ws):
+        try:
+            data = parse_json(path.read_bytes())
+        except ValueError:
+            data = {}
+        data = data if isinstance(data, dict) else {}
+        source = data.get("source")
+        source = source if isinstance(source, dict) else {}
+        version = str(data.get("version") or path.stem)
+        rows.append(
+            {
+                "version": version,
+                "fitted_at": data.get("fitted_at"),
+                "store_version": source.get("version"),
+                "constants": data.get("constants_source"),
+                "live": version == live,
+                "pinned": pin is not None and version == pin.version,
+                "history": str(path.relative_to(ws.fits)),
+            }
+        )
+    return rows
 
 
 def _publish_copy(ws: Workspace, source: Path) -> str:
@@ -66,6 +106,7 @@ def pin(home: Workspace | StrPath | None, version: str | None = None, *, latest:
     Returns ``{"pinned": version | None, "table": published version, "history": file}``.
     """
     ws = Workspace.of(home)
+    ws.remove_stale_temps(ws.fits)  # what a killed pin or fit left
     if latest == (version is not None):
         raise PipelineError("give either a VERSION or --latest")
     if version is None:  # --latest: the check above refused both and neither

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import PipelineError
+from ..errors import PipelineError, StoreCorrupt
 from ..workspace import STREAMS, StoreLocation, StrPath, Workspace
 
 REBUILD = (
@@ -90,7 +90,7 @@ def verify(home: Workspace | StrPath | None = None, *, as_of: str | None = None)
     try:
         table = open_table(location, as_of)
     except PipelineError as exc:
-        if exc.exit_code == 2:  # bad input or a store that cannot be reached: not a finding about the store
+        if not isinstance(exc, StoreCorrupt):  # bad input, a machine or a store that cannot be reached
             raise
         return VerifyResult(
             ok=False,

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ..streams.events import KNOWN, RESERVED_ID, config_key
+from ..streams.events import FILLABLE, KNOWN, RESERVED_ID, config_key
 from ..streams.spec import CONFIG_PARTS, FAMILY_FIELDS, RATER_PARTS
 from ..streams.spec import FIELDS as SPEC_FIELDS
 from .rows import ENCODED, ENCODED_SCHEMAS, family_of
@@ -35,7 +35,9 @@ from .rows import ENCODED, ENCODED_SCHEMAS, family_of
 _S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
 _CONFIG = pa.struct([(part, _S) for part in CONFIG_PARTS])
 _RATER = pa.struct([(part, _S) for part in RATER_PARTS])
-_COMMON = [("id", _S), ("type", _S), ("at", _S), ("v", _I)]
+#: The common fields (``filled``: the fields an append filled, read and checked, never stored: docs/design.md,
+#: Storage).
+_COMMON = [("id", _S), ("type", _S), ("at", _S), ("v", _I), ("filled", pa.list_(_S))]
 #: How Arrow's JSON reader reads each kind of field (pipeline.streams.spec); ``json`` (free keys) is left out.
 _READ_AS: dict[str, pa.DataType] = {
     "string": _S,
@@ -407,6 +409,10 @@ def _row_checks(
                 ok &= _all_valid(pc.greater(pc.utf8_length(part), 0))
     if "rater" in cols:
         ok &= _all_valid(pc.is_in(child(table["rater"], "kind"), value_set=pa.array(_RATER_KINDS)))
+    flat = pc.list_flatten(table["filled"])
+    if len(flat):  # the fields an append filled: each one of them, by name
+        bad_items = pc.invert(pc.fill_null(pc.is_in(flat, value_set=pa.array(FILLABLE)), False))
+        ok[pc.list_parent_indices(table["filled"]).to_numpy()[_all_valid(bad_items)]] = False
     for field, non_empty in (("candidates", True), ("evidence", False)):
         if field in cols:
             flat = pc.list_flatten(table[field])

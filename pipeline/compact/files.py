@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from ..errors import StoreCorrupt
 from ..utc import aware
-from ..workspace import NOFOLLOW, Workspace, fsync_dir
+from ..workspace import NOFOLLOW, StoreLocation, Workspace, fsync_dir
 from .rows import ENCODED_COLUMNS
 
 #: snappy is fast to write and read; statistics let every engine skip row groups on filters.
@@ -110,9 +110,9 @@ def file_stats(metadata: pq.FileMetaData) -> str:
 class TableFiles:
     """Writes data files into the table's directory (local) or prefix (object store); returns their sizes."""
 
-    def __init__(self, ws: Workspace):
+    def __init__(self, ws: Workspace, location: StoreLocation | None = None):
         self.ws = ws
-        self.location = location = ws.store
+        self.location = location = location if location is not None else ws.store
         self.files: list[Path] = []
         self.dirs: set[Path] = set()
         self._fs = None
@@ -124,22 +124,21 @@ class TableFiles:
 
     def write(self, table: pa.Table, relative: str) -> tuple[int, pq.FileMetaData]:
         """Write ``table`` to ``relative`` (a new name) durably; its size in bytes and its Parquet metadata."""
-        written: list[pq.FileMetaData] = []
         if self._fs is not None:
             with self._fs.open_output_stream(relative) as out:
-                pq.write_table(table, out, metadata_collector=written, **parquet_options(table))
-            return int(self._fs.get_file_info(relative).size), written[0]
+                metadata = write_parquet(table, out)
+            return int(self._fs.get_file_info(relative).size), metadata
         root = self.location.table_path
         assert root is not None
         path = root / relative
         fd = self.ws.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         with os.fdopen(fd, "wb") as handle:
-            pq.write_table(table, handle, metadata_collector=written, **parquet_options(table))
+            metadata = write_parquet(table, handle)
             handle.flush()
             size = os.fstat(handle.fileno()).st_size
         self.files.append(path)
         self.dirs.add(path.parent)
-        return size, written[0]
+        return size, metadata
 
     def sync(self) -> None:
         """fsync every file written and every directory one was created in (up to the table), 16 at once:
@@ -153,6 +152,20 @@ class TableFiles:
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(_fsync_file, self.files))
             list(pool.map(fsync_dir, sorted(dirs)))
+
+
+def write_parquet(table: pa.Table, sink: Any) -> pq.FileMetaData:
+    """Write ``table`` as one Parquet file to ``sink``; its metadata. A failed write (a full disk) raises its own
+    ``OSError``: ``pq.write_table`` would replace it by a ``RuntimeError`` (its writer, closed after the failure,
+    has no metadata to collect) and print another from its finaliser."""
+    writer = pq.ParquetWriter(sink, table.schema, **parquet_options(table))
+    try:
+        writer.write_table(table)
+        writer.close()
+    except BaseException:
+        writer.is_open = False  # failed: its finaliser must not close it again (it would raise there)
+        raise
+    return writer.writer.metadata
 
 
 def _fsync_file(path: Path) -> None:
@@ -183,8 +196,8 @@ def deadletter_record(
 class DeadLetters:
     """``deadletter/<stream>.jsonl``, cut back to the size the store recorded (a crashed run's lines go)."""
 
-    def __init__(self, ws: Workspace, stream: str, keep_bytes: int):
-        self.path = ws.dead_letters(stream)
+    def __init__(self, ws: Workspace, stream: str, keep_bytes: int, folder: Path | None = None):
+        self.path = ws.dead_letters(stream) if folder is None else folder / ws.dead_letters(stream).name
         self.fd = ws.open(self.path, os.O_RDWR | os.O_CREAT)
         size = os.fstat(self.fd).st_size
         if size < keep_bytes:

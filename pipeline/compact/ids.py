@@ -226,8 +226,9 @@ def comparable(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def same_event(earlier: bytes, line: bytes, event_id: str) -> int:
-    """DUPLICATE when two lines with one id carry the same payload (the same bytes, or the same event), else
-    CONFLICT; NEW when the ids differ (only their hashes met)."""
+    """DUPLICATE when two lines with one id carry the same payload (the same bytes, or the same event outside the
+    fields ``append`` filled in either: a retry whose ``at`` the append took anew), else CONFLICT; NEW when the
+    ids differ (only their hashes met)."""
     if earlier == line:
         return DUPLICATE
     try:
@@ -236,4 +237,22 @@ def same_event(earlier: bytes, line: bytes, event_id: str) -> int:
         return CONFLICT
     if first.id != event_id:
         return NEW
-    return DUPLICATE if event_row(first, "")[1] == event_row(second, "")[1] else CONFLICT
+    ignored = {*(first.filled or ()), *(second.filled or ())}
+    return DUPLICATE if agree(event_row(first, "")[1], event_row(second, "")[1], ignored) else CONFLICT
+
+
+def agree(stored: dict[str, Any], incoming: dict[str, Any], ignored: set[str]) -> bool:
+    """Two rows of one id are the same event when they agree outside the fields an append filled (``ignored``)."""
+    return {k: v for k, v in stored.items() if k not in ignored} == {
+        k: v for k, v in incoming.items() if k not in ignored
+    }
+
+
+def filled_of(line: bytes) -> set[str]:
+    """The fields an append filled in a stream line (``filled``; none when it names none or does not parse)."""
+    if b'"filled"' not in line:
+        return set()
+    try:
+        return set(parse_line(line).filled or ())
+    except InvalidEvent:
+        return set()

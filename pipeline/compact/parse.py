@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,7 +16,9 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidEvent
 from ..streams.events import parse_line
+from ..streams.future import future_reason
 from ..streams.scan import frame_of
+from ..utc import format_timestamp
 from .fastpath import lines_array, parse_fast
 from .rows import event_row, table_of
 
@@ -149,3 +152,22 @@ def apply_frames(
             tables[family] = table if keep.all() else table.filter(pa.array(keep))
     invalid = [(i, reason) for i, reason in parsed.invalid if not special[i]]
     return ParsedChunk(tables=tables, invalid=invalid), broken
+
+
+def late_rows(parsed: ParsedChunk, latest: str, skew: timedelta) -> tuple[ParsedChunk, list[tuple[int, str]]]:
+    """The chunk's rows without those dated after ``latest`` (this run's time plus the skew), and those as
+    (line index, reason) dead letters: another writer wrote them without the check ``append`` makes."""
+    limit = pa.scalar(datetime.fromisoformat(latest[:-1]) + timedelta(seconds=1), pa.timestamp("us"))
+    late: list[tuple[int, str]] = []
+    tables = {}
+    for family, table in parsed.tables.items():
+        after = np.asarray(pc.fill_null(pc.greater_equal(table["at"], limit), False).to_numpy(zero_copy_only=False))
+        if after.any():
+            rows = table.filter(pa.array(after))
+            for line, at in zip(rows["_line"].to_pylist(), rows["at"].to_pylist(), strict=True):
+                moment = format_timestamp(at.replace(tzinfo=UTC))
+                late.append((int(line), f"at: {future_reason(moment, latest, skew, moment='this compaction')}"))
+        kept = table.filter(pa.array(~after)) if after.any() else table
+        if kept.num_rows:
+            tables[family] = kept
+    return (ParsedChunk(tables=tables, invalid=parsed.invalid), late) if late else (parsed, late)

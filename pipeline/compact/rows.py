@@ -46,7 +46,7 @@ ENCODED_SCHEMAS: dict[str, pa.Schema] = {
     for family, schema in SCHEMAS.items()
 }
 
-_COMMON = ("id", "type", "at", "v")
+_COMMON = ("id", "type", "at", "v", "filled")  # ``filled`` is the line's provenance, not stored (Storage)
 
 
 def json_text(value: Any) -> str:

@@ -31,26 +31,36 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date
-from typing import Any
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, Field
 
-from ..errors import PipelineError, StoreCorrupt
+if TYPE_CHECKING:
+    from ..store.upgrade import Rebuild
+
+from ..errors import StoreCorrupt
 from ..store.commits import CommitRecord, Outcomes, StreamRange
-from ..store.families import COLUMNS
 from ..store.schema import DATA_SCHEMA
-from ..store.table import RECOVER, environment_problem, exists, fail, family_rows, first_line, machine_errors, txn_ids
+from ..store.table import (
+    RECOVER,
+    exists,
+    family_rows,
+    machine_errors,
+    machine_failure,
+    txn_ids,
+)
 from ..store.writer import WriterIdentity, check_name, identity, remember
 from ..streams.events import DEFAULT_MAX_LINE_BYTES, FAMILY, SCHEMA_VERSION, stream_of
 from ..streams.framing import consistent_cut
+from ..streams.future import MAX_FUTURE, latest_time
 from ..streams.log import new_id
 from ..streams.scan import complete_end
 from ..utc import now_ms
 from ..workspace import STREAMS, StrPath, Workspace
-from .commit import check_writer, commit, open_or_create, optimize, stored_hashes
+from .commit import check_writer, commit, open_or_create, optimize, stored_hashes, stored_rows
 from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, event_days, file_stats, partition_dir
 from .frames import FramePlan, plan_frames
 from .ids import (
@@ -61,15 +71,17 @@ from .ids import (
     IdSet,
     LazyIds,
     LineReader,
+    agree,
     argsort_stable,
     comparable,
     conflict_reason,
+    filled_of,
     first_of_same,
     position,
     same_event,
     with_id_hash,
 )
-from .parse import Chunk, ParsedChunk, apply_frames, parse_chunk
+from .parse import Chunk, ParsedChunk, apply_frames, late_rows, parse_chunk
 
 DEFAULT_MERGE_THRESHOLD = 16  # files in one partition before Delta's optimize merges them
 # Bytes read at a time. Under glibc's largest mmap threshold (32 MiB): a freed block's memory is reused for the
@@ -115,10 +127,13 @@ def compact(
     buffer_rows: int = DEFAULT_BUFFER_ROWS,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     rebuild: bool = False,
+    future: timedelta | None = MAX_FUTURE,
 ) -> CompactResult:
     """Compact the new bytes of every stream into the table; a run with no new input commits nothing.
 
-    ``rebuild`` moves a local store's table aside and compacts every stream from its first byte.
+    ``rebuild`` rebuilds a local store's table from the streams (the old one moved aside once the new one is
+    whole: :class:`pipeline.store.upgrade.Rebuild`). A line dated more than ``future`` after this run is
+    dead-lettered (written past the skew by a writer that did not check it; None: any time is stored).
     """
     if merge_threshold < 2:
         raise ValueError("merge_threshold must be at least 2")
@@ -129,24 +144,15 @@ def compact(
         exists(ws.store)  # an unreachable object store is one line before anything is written
     with machine_errors("compact (nothing of this run is visible)"), ws.lock(ws.compact_lock):
         from ..compat import manifest_store
-        from ..store.upgrade import move_aside_for_rebuild
+        from ..store.upgrade import Rebuild
 
         notes = manifest_store.upgrade(ws)
-        if rebuild:
-            notes += move_aside_for_rebuild(ws)
-        run = _Run(
-            ws,
-            identity(ws),
-            merge_threshold=merge_threshold,
-            chunk_bytes=chunk_bytes,
-            buffer_rows=buffer_rows,
-            max_line_bytes=max_line_bytes,
-            progress=progress,
-        )
-        try:
-            result = run.run()
-        finally:
-            run.close()
+        writer = identity(ws)
+        build = Rebuild.start(ws) if rebuild else None
+        sizes = {"chunk_bytes": chunk_bytes, "buffer_rows": buffer_rows, "max_line_bytes": max_line_bytes}
+        options: dict[str, Any] = {"merge_threshold": merge_threshold, "progress": progress, "future": future, **sizes}
+        result, built = Rebuild.around(build, lambda: _Run(ws, writer, build=build, **options).run_once())
+        notes += built
     return result.model_copy(update={"notes": notes + result.notes})
 
 
@@ -193,9 +199,15 @@ class _Run:
         buffer_rows: int,
         max_line_bytes: int,
         progress: bool,
+        future: timedelta | None = MAX_FUTURE,
+        build: Rebuild | None = None,
     ):
         self.ws = ws
-        self.location = ws.store
+        self.location = build.build if build is not None else ws.store  # a rebuild writes its new table beside
+        self.deadletters = build.letters if build is not None else None  # ... and its dead letters
+        self.skew = future or MAX_FUTURE
+        # the latest time a line may carry, from this run's clock (None: any)
+        self.latest = latest_time(datetime.now(UTC), future) if future is not None else None
         self.writer = writer
         self.merge_threshold = merge_threshold
         self.chunk_bytes = chunk_bytes
@@ -209,11 +221,18 @@ class _Run:
         self.adds: list[Any] = []  # deltalake AddAction of every file written
         self.held: list[_Held] = []
         self.reader = LineReader(ws)
-        self.files = TableFiles(ws)
+        self.files = TableFiles(ws, self.location)
         self.letters: dict[str, DeadLetters] = {}
         self.lean: dict[str, bool] = {}  # the fast path's per-type hint (pipeline.compact.fastpath.parse_fast)
-        self.table = open_or_create(ws)
+        self.table = open_or_create(self.location)
         self.read_version = self.table.version()
+
+    def run_once(self) -> CompactResult:
+        """:meth:`run`, its files closed after."""
+        try:
+            return self.run()
+        finally:
+            self.close()
 
     def close(self) -> None:
         self.reader.close()
@@ -222,7 +241,7 @@ class _Run:
 
     # ------------------------------------------------------------------ the run
     def run(self) -> CompactResult:
-        check_writer(self.ws, self.table, self.writer)
+        check_writer(self.location, self.table, self.writer)
         remember(self.ws, self.writer)
         cut = consistent_cut(self.ws)  # every batch wholly inside or wholly outside (docs/design.md, batch framing)
         plans = {stream: self._plan(stream, cut[stream]) for stream in STREAMS}
@@ -234,11 +253,11 @@ class _Run:
         if not total:
             return self._result(created=False, plans=list(plans.values()), merged=0)
         self.ids = IdSet(
-            stored_hashes(self.ws, self.table), expected=total // 128
+            stored_hashes(self.location, self.table), expected=total // 128
         )  # lines are rarely shorter than 128 bytes
         with self._bar(total) as bar:
             for plan in plans.values():
-                self.letters[plan.stream] = DeadLetters(self.ws, plan.stream, plan.deadletter_bytes)
+                self.letters[plan.stream] = DeadLetters(self.ws, plan.stream, plan.deadletter_bytes, self.deadletters)
                 self._consume(plan, bar)
         self._resolve_held()
         self._flush()
@@ -264,9 +283,9 @@ class _Run:
             },
         )
         fault_hook("before-commit")
-        commit(self.ws, self.table, record, self.adds, self.writer)
+        commit(self.location, self.table, record, self.adds, self.writer)
         fault_hook("after-commit")
-        merged = optimize(self.ws, self.table, self.merge_threshold, _WORKERS)
+        merged = optimize(self.location, self.table, self.merge_threshold, _WORKERS)
         fault_hook("after-optimize")
         return self._result(created=True, plans=list(plans.values()), merged=merged)
 
@@ -403,6 +422,9 @@ class _Run:
         """Deduplicate a parsed chunk, buffer its new rows, hold back known ids, dead-letter the rest."""
         outcomes.lines += len(chunk)
         parsed, broken = apply_frames(chunk, parsed, frames, outcomes)
+        if self.latest is not None:
+            parsed, late = late_rows(parsed, self.latest, self.skew)
+            broken += late
         rejected: list[tuple[int, str]] = list(parsed.invalid) + broken
         outcomes.invalid += len(parsed.invalid) + len(broken)
         families = sorted(parsed.tables)
@@ -467,19 +489,23 @@ class _Run:
         if not self.held:
             return
         wanted = np.unique(np.concatenate([held.rows["_id_hash"].to_numpy() for held in self.held]).view(np.uint64))
-        stored = self._stored_rows(wanted)
+        stored = stored_rows(self.location, self.table, wanted)
         for held in self.held:
             resolved = np.zeros(held.rows.num_rows, np.int8)
             rows = held.rows.drop_columns(["_line", "_id_hash"]).to_pylist()
+            lines = held.rows["_line"].to_numpy()
             for k, row in enumerate(rows):
                 known = stored.get(row["id"])
                 if known is None:  # only the 64-bit hashes met: a new id
                     resolved[k] = NEW
-                else:
-                    family, values = known
-                    resolved[k] = DUPLICATE if family == held.family and values == comparable(row) else CONFLICT
+                    continue
+                family, values, where = known
+                ignored = filled_of(held.chunk.line(int(lines[k])))
+                if where[0] == self.writer.writer:  # a line of this home's streams: what its append filled
+                    ignored |= filled_of(self.reader.line(int(position(where[1], np.array([where[2]]))[0])))
+                same = family == held.family and agree(values, comparable(row), ignored)
+                resolved[k] = DUPLICATE if same else CONFLICT
             new = resolved == NEW
-            lines = held.rows["_line"].to_numpy()
             held.outcomes.stored += int(new.sum())
             held.outcomes.duplicate += int((resolved == DUPLICATE).sum())
             held.outcomes.conflict += int((resolved == CONFLICT).sum())
@@ -500,24 +526,6 @@ class _Run:
                     )
                 )
         self.held.clear()
-
-    def _stored_rows(self, hashes: np.ndarray) -> dict[str, tuple[str, dict[str, Any]]]:
-        """id -> (family, comparable row) of the stored rows whose ``_id_hash`` is one of ``hashes``."""
-        import pyarrow.dataset as ds
-
-        names = [f.name for f in DATA_SCHEMA if not f.name.startswith("_") and f.name != "raw"]
-        try:
-            found = self.table.to_pyarrow_dataset().to_table(
-                columns=["family", *names],
-                filter=ds.field("_id_hash").isin(pa.array(hashes.view(np.int64))),
-            )
-        except Exception as exc:  # noqa: BLE001 - a missing or corrupt data file: one line (fail)
-            fail(exc, self.location, "read")
-        out: dict[str, tuple[str, dict[str, Any]]] = {}
-        for row in found.to_pylist():
-            family = row.pop("family")
-            out.setdefault(row["id"], (family, comparable({c: row.get(c) for c, _ in COLUMNS[family]})))
-        return out
 
     # ------------------------------------------------------------------ writing
     def _rows(self, family: str, table: pa.Table, chunk: Chunk) -> pa.Table:
@@ -575,13 +583,9 @@ class _Run:
             table = self._file_table(family, self.buffers[(family, day)])
             try:
                 size, metadata = self.files.write(table, relative)
-            except PipelineError:
-                raise
             except OSError as exc:
-                advice = environment_problem(exc) or f"{first_line(exc)}: run `ratings compact` again"
-                raise PipelineError(
-                    f"cannot write {relative} in the store {self.location.describe()}: {advice}; "
-                    "nothing of this run is visible"
+                raise machine_failure(
+                    exc, f"write {relative} in the store {self.location.describe()} (nothing of this run is visible)"
                 ) from None
             partition = {"family": family, "event_date": day.isoformat() if day else None}
             return AddAction(relative, size, partition, now_ms(), True, file_stats(metadata))

@@ -32,7 +32,7 @@ from .metrics import eligible, expected_hit, hit_summary, mark_best
 from .replay import ReplayStart, start_from
 from .search import MIN_EXPLORATION, SEARCHED, ConstantSearch, Pins, Scored, greedy_hits, search
 from .split import check_split, split_rows
-from .verdict import recommend
+from .verdict import ELIGIBLE_TASKS, MIN_ELIGIBLE, recommend
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,15 @@ def _published(
         update={f: getattr(fitted if prior_adopted or _pin(f) in pins else shipped, f) for f in PRIOR_FAMILY}
     )
     prior_model = fit(Part.LEARNED, priors)
-    exploration = _exploration(start(prior_model, held_part), held_part, shipped, fitted, found.validation_replay, seed)
+    exploration = _exploration(
+        start(prior_model, held_part),
+        held_part,
+        shipped,
+        fitted,
+        found.validation_replay,
+        seed,
+        eligible=held_part.best["task"].n_unique(),
+    )
     explore_adopted = exploration["recommendation"] == "adopt" or "exploration" in pins
     published = priors.model_copy(update={"exploration": (fitted if explore_adopted else shipped).exploration})
     provenance: dict[str, ConstantOrigin] = {
@@ -279,23 +287,27 @@ def _exploration(
     fitted: Constants,
     validation: dict[float, float | None],
     seed: int,
+    *,
+    eligible: int,
 ) -> dict[str, Any]:
     """The exploration verdict: held-out replay of the fitted against the shipped epsilon (seed-averaged, moving-
     block bootstrap interval: :func:`pipeline.evaluate.exploration.compare_explorations`), validated on the
-    validation replay that chose it."""
+    validation replay that chose it. Like the prior family's, it needs :data:`MIN_ELIGIBLE` ``eligible`` held-out
+    tasks: where no task was done by two configurations, no replay can show one exploration beating another."""
     eps_s, eps_f = float(shipped.exploration), float(fitted.exploration)
     figures = compare_explorations(start, part.tasks, part.outcomes, shipped=eps_s, fitted=eps_f, seed=seed)
     val = {"shipped": validation.get(eps_s), "fitted": validation.get(eps_f)}
     diff = figures["difference"]
     method = figures["method"]
+    enough = eligible >= MIN_ELIGIBLE
     recommendation, reason = recommend(
         diff["value"],
         None if diff["ci95"] is None else tuple(diff["ci95"]),
-        method["tasks"],
+        method["tasks"] if enough else eligible,
         val,
         same=eps_s == eps_f,
         measure=f"held-out replay value (mean of {method['seeds']} replay seeds, moving-block bootstrap)",
-        tasks="held-out task(s) to replay",
+        tasks="held-out task(s) to replay" if enough else ELIGIBLE_TASKS,
         fmt="{:+.4g}",
         val_fmt="{:.4g}",
     )

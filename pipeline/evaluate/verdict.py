@@ -17,6 +17,8 @@ Recommendation = Literal["adopt", "keep", "insufficient-evidence"]
 MIN_ELIGIBLE = 10
 #: Fewer held-out tasks than this and no calibration verdict is given (docs/design.md, Verdicts).
 MIN_TASKS = 10
+#: How a verdict names the tasks :data:`MIN_ELIGIBLE` counts.
+ELIGIBLE_TASKS = "eligible held-out task(s) (tasks done by two or more configs with some value > 0)"
 
 
 def contains_zero(ci: tuple[float, float] | None) -> bool:
@@ -52,7 +54,7 @@ def recommend(
     *,
     same: bool,
     measure: str = "held-out hit rate",
-    tasks: str = "eligible held-out task(s) (tasks done by two or more configs with some value > 0)",
+    tasks: str = ELIGIBLE_TASKS,
     fmt: str = "{:+.4f}",
     val_fmt: str = "{:.4f}",
     same_text: str = "the fitted constants are the shipped ones",

@@ -211,14 +211,11 @@ def _folds(m: TaskMatrix, blocks: np.ndarray, pass_threshold: float, strategy: s
     return out
 
 
-def _pooled(
-    m: TaskMatrix, folds: list[_Fold], choose: Callable[[_Fold], tuple[int, ...]], pass_threshold: float
-) -> dict[str, Any]:
-    """The choices ``choose(fold) -> rungs`` scored on each validation block against the fold's best single,
-    pooled: per-task quality and spend differences and the figures of both."""
+def _pooled(m: TaskMatrix, folds: list[_Fold], choices: list[tuple[int, ...]], pass_threshold: float) -> dict[str, Any]:
+    """The choices (one ladder per fold, in the folds' order) scored on each validation block against the fold's
+    best single, pooled: per-task quality and spend differences and the figures of both."""
     d, ds, q, sp, calls, qb, seen, total, ladders = [], [], [], [], [], [], 0, 0, 0
-    for f in folds:
-        rungs = choose(f)
+    for f, rungs in zip(folds, choices, strict=True):
         ladders += rungs != (f.single,)
         run, base = run_ladder(m, rungs, pass_threshold), run_ladder(m, (f.single,), pass_threshold)
         ok = f.val & run.observed & base.observed
@@ -283,10 +280,7 @@ def _kappa_row(
 ) -> KappaRow:
     """The rule at ``kappa``, cross-validated: its choices in the folds against each fold's best single."""
 
-    def choose(f: _Fold) -> tuple[int, ...]:
-        return _pick(f.cands, kappa, f.single, configs)
-
-    pooled = _pooled(m, folds, choose, pass_threshold)
+    pooled = _pooled(m, folds, [_pick(f.cands, kappa, f.single, configs) for f in folds], pass_threshold)
     return KappaRow(kappa=kappa, **{k: v for k, v in pooled.items() if k in KappaRow.model_fields})
 
 
@@ -334,7 +328,7 @@ def _rule(
         def within(cs: list[_Candidate], fallback: int) -> tuple[int, ...]:
             return _pick_budget(cs, budget, fallback)
 
-        validated = _pooled(m, folds, lambda f: within(f.cands, f.single), pass_threshold)
+        validated = _pooled(m, folds, [within(f.cands, f.single) for f in folds], pass_threshold)
         reason = f"best quality within {budget_usd} USD per task on the learned tasks"
         return _Rule(None, [], within(cands, single), validated, reason, within)
     rows = [_kappa_row(m, folds, k, configs, pass_threshold) for k in KAPPAS]
@@ -343,7 +337,7 @@ def _rule(
     def pick(cs: list[_Candidate], fallback: int) -> tuple[int, ...]:
         return _pick(cs, kappa, fallback, configs)
 
-    validated = _pooled(m, folds, lambda f: pick(f.cands, f.single), pass_threshold)
+    validated = _pooled(m, folds, [pick(f.cands, f.single) for f in folds], pass_threshold)
     return _Rule(kappa, rows, pick(cands, single), validated, _rule_reason(kappa, rows, configs[single]), pick)
 
 
@@ -467,11 +461,12 @@ def _region_choice(
         for f in folds
         if (f.fit & region_rows).sum() >= MIN_PAIRED and (f.val & region_rows).any()
     ]
-    mine = {id(f): regional(f.fit, f.single) for f in local}
-    theirs = {id(f): rule(f.cands, f.single) for f in local}
+    # The two rules' choices per fold, in the folds' order.
+    mine = [regional(f.fit, f.single) for f in local]
+    theirs = [rule(f.cands, f.single) for f in local]
     dq, dc = [], []
-    for f in local:
-        a, b = run_ladder(m, mine[id(f)], pass_threshold), run_ladder(m, theirs[id(f)], pass_threshold)
+    for f, own_rungs, global_choice in zip(local, mine, theirs, strict=True):
+        a, b = run_ladder(m, own_rungs, pass_threshold), run_ladder(m, global_choice, pass_threshold)
         ok = f.val & a.observed & b.observed
         dq.append(a.quality[ok] - b.quality[ok])
         dc.append(_spend(a, m.cost_known)[ok] - _spend(b, m.cost_known)[ok])
@@ -479,7 +474,7 @@ def _region_choice(
     c = np.concatenate(dc) if dc else np.empty(0)
     n = q.size
     mq, mc, se_q, se_c = mean_or_none(q) or 0.0, mean_or_none(c) or 0.0, _se(q), _se(c)
-    validated_own = _pooled(m, local, lambda f: mine[id(f)], pass_threshold)
+    validated_own = _pooled(m, local, mine, pass_threshold)
     better_q = n >= MIN_PAIRED and mq > NOISE_SE * se_q
     if target == "budget":
         better = better_q
@@ -494,7 +489,7 @@ def _region_choice(
     if better and own != global_rungs:
         why = f"its own ladder beats the global one beyond {NOISE_SE:g} se, {paired}"
         return _choice(region, m, region_rows, own, validated_own, "region", why, pass_threshold)
-    validated = _pooled(m, local, lambda f: theirs[id(f)], pass_threshold)
+    validated = _pooled(m, local, theirs, pass_threshold)
     names = [m.configs[j] for j in own]
     why = f"the region's own ladder {names} is not better beyond its noise ({paired})"
     return _choice(region, m, region_rows, global_rungs, validated, "global", why, pass_threshold)

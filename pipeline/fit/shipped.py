@@ -9,13 +9,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD, MAX_USD_PER_MTOK
 from ..errors import FitError
 from ..jsonfile import read_json, validate
 from ..routing.table import Constants, Static
+from ..streams.events import Config
 
 if TYPE_CHECKING:
     import polars as pl
@@ -48,7 +50,35 @@ TEMPLATE: dict[str, Any] = {
     "frontier_config": _KEY_PLACEHOLDER,
     "pinned": {"reviewer": _KEY_PLACEHOLDER},
     "priors": [{"selector": "<cli>", "region": "*", "quality": 0.5}],
+    "prices": [{"selector": "<cli>/<route>/<model>", "input_usd_per_mtok": None, "output_usd_per_mtok": None}],
 }
+
+#: shipped.json is read strictly: a number where a number belongs (never the text "0.3" or true), finite, in its
+#: bounds (:mod:`pipeline.bounds`); no key the file does not define.
+_STRICT = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def config_key_of(key: str) -> str:
+    """``key`` if it is a config key (``cli/route/model/effort``, 4 parts, cli and model not empty); else
+    :class:`ValueError` saying what is wrong."""
+    try:
+        Config.from_key(key)
+    except ValidationError:
+        raise ValueError(f"config key {key!r} needs a cli and a model (its 1st and 3rd parts; '-' is none)") from None
+    return key
+
+
+def selector_of(selector: str) -> str:
+    """``selector`` if it is 1 to 4 segments of a config key (``cli``, ``cli/route``, ...), none empty."""
+    parts = selector.split("/")
+    if len(parts) > 4 or any(not part for part in parts):
+        raise ValueError(
+            f"selector {selector!r} must be 1 to 4 non-empty segments of a config key (cli/route/model/effort)"
+        )
+    return selector
+
+
+ConfigKey = Annotated[str, AfterValidator(config_key_of)]
 
 
 class Prior(BaseModel):
@@ -58,10 +88,10 @@ class Prior(BaseModel):
     percent-encoded like the key); ``region`` ``'*'`` means every region.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _STRICT
 
-    selector: str = Field(min_length=1)
-    region: str = "*"
+    selector: Annotated[str, Field(min_length=1), AfterValidator(selector_of)]
+    region: str = Field(default="*", min_length=1)
     quality: float = Field(ge=0.0, le=1.0)
 
     @property
@@ -69,33 +99,72 @@ class Prior(BaseModel):
         return len(self.selector.split("/"))
 
 
+class Price(BaseModel):
+    """What a config costs before its own attempts say (docs/design.md, Routing table: fits/shipped.json): per task,
+    or per million input and output tokens. ``selector`` is 1 to 4 segments of a config key, like a prior's; the most
+    specific selector that matches a key wins (then the earlier entry). Used by ``ratings import`` to turn
+    token counts into costs, and as the cost prior of configs not yet run."""
+
+    model_config = _STRICT
+
+    selector: Annotated[str, Field(min_length=1), AfterValidator(selector_of)]
+    usd_per_task: float | None = Field(default=None, ge=0.0, le=MAX_USD)
+    input_usd_per_mtok: float | None = Field(default=None, ge=0.0, le=MAX_USD_PER_MTOK)
+    output_usd_per_mtok: float | None = Field(default=None, ge=0.0, le=MAX_USD_PER_MTOK)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Price:
+        tokens = (self.input_usd_per_mtok, self.output_usd_per_mtok)
+        if self.usd_per_task is None and None in tokens:
+            raise ValueError(
+                f"price of {self.selector!r}: give usd_per_task, or both input_usd_per_mtok and output_usd_per_mtok"
+            )
+        if self.usd_per_task is not None and tokens != (None, None):
+            raise ValueError(f"price of {self.selector!r}: either usd_per_task or token prices, not both")
+        return self
+
+    @property
+    def segments(self) -> int:
+        return len(self.selector.split("/"))
+
+    def tokens_cost(self, input_tokens: float, output_tokens: float) -> float | None:
+        """USD for these token counts: ``input * input_usd_per_mtok / 1e6 + output * output_usd_per_mtok / 1e6``
+        (None for a per-task price)."""
+        if self.input_usd_per_mtok is None or self.output_usd_per_mtok is None:
+            return None
+        return (input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok) / 1e6
+
+
 class ShippedConstants(BaseModel):
     """``constants`` of shipped.json: any field of :class:`Constants`, plus the objective."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(**_STRICT, populate_by_name=True)
 
     prior_source: Literal["shipped", "measured"] | None = None
-    prior_weight: float | None = Field(default=None, ge=0.0)
+    prior_weight: float | None = Field(default=None, ge=0.0, le=MAX_PRIOR_WEIGHT)
     exploration: float | None = Field(default=None, ge=0.0, le=1.0)
-    half_life_days: float | None = Field(default=None, gt=0.0)
-    min_samples: int | None = Field(default=None, ge=0)
-    cost_floor_usd: float | None = Field(default=None, gt=0.0)
-    lambda_: float | None = Field(default=None, alias="lambda", gt=0.0)
+    half_life_days: float | None = Field(default=None, gt=0.0, le=MAX_HALF_LIFE_DAYS)
+    min_samples: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    cost_floor_usd: float | None = Field(default=None, gt=0.0, le=MAX_USD)
+    lambda_: float | None = Field(default=None, alias="lambda", gt=0.0, le=MAX_LAMBDA)
     min_quality: float | None = Field(default=None, ge=0.0, le=1.0)
     objective: Literal["quality_per_dollar", "utility", "quality"] | None = None
 
 
 class Shipped(BaseModel):
-    """The parsed shipped.json. Unknown top-level keys are kept and ignored."""
+    """The parsed shipped.json, read strictly: a key it does not define is refused (a typo would be ignored), a
+    config key has 4 parts; a config the store never saw is fine (a cold start names configs before they run:
+    ``ratings doctor`` warns)."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = _STRICT
 
     constants: ShippedConstants = Field(default_factory=ShippedConstants)
-    default_config: str | None = None
-    cheap_config: str | None = None
-    frontier_config: str | None = None
-    pinned: dict[str, str] = Field(default_factory=dict)
+    default_config: ConfigKey | None = None
+    cheap_config: ConfigKey | None = None
+    frontier_config: ConfigKey | None = None
+    pinned: dict[Annotated[str, Field(min_length=1)], ConfigKey] = Field(default_factory=dict)
     priors: list[Prior] = Field(default_factory=list)
+    prices: list[Price] = Field(default_factory=list)
     #: Whether a shipped.json was read (False: the code defaults, no roles, no priors).
     found: bool = Field(default=True, exclude=True)
     #: Fields that still held a template placeholder: ignored, as if absent (``default_config``, ``priors[0]``).
@@ -133,8 +202,21 @@ def load_shipped(path: str | Path | None) -> Shipped:
         return Shipped(found=False)
     left: list[str] = []
     if isinstance(data, dict):
+        _known_keys(data, path)
         data = _without_placeholders(data, left)
     return validate(Shipped, {**data, "placeholders": left} if isinstance(data, dict) else data, path, FitError)
+
+
+def _known_keys(data: dict[str, Any], path: Path) -> None:
+    """Refuse a top-level key shipped.json does not define (a typo of one would be ignored without a word)."""
+    import difflib
+
+    known = [name for name in Shipped.model_fields if name not in ("found", "placeholders")]
+    for key in data:
+        if key not in known:
+            near = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise FitError(f"{path}: {key}: not a key of shipped.json; {hint}(known: {', '.join(known)})")
 
 
 def _without_placeholders(data: dict[str, Any], left: list[str]) -> dict[str, Any]:
@@ -161,6 +243,16 @@ def _without_placeholders(data: dict[str, Any], left: list[str]) -> dict[str, An
             else:
                 priors.append(prior)
         out["priors"] = priors
+    for field in ("prices",):
+        if isinstance(out.get(field), list):
+            kept = []
+            for i, entry in enumerate(out[field]):
+                selector = entry.get("selector") if isinstance(entry, dict) else None
+                if isinstance(selector, str) and PLACEHOLDER.search(selector):
+                    left.append(f"{field}[{i}]")
+                else:
+                    kept.append(entry)
+            out[field] = kept
     return out
 
 

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from ..defaults import OBJECTIVE
@@ -33,6 +34,7 @@ from ..routing.summary import summarize
 from ..routing.table import ConstantOrigin, Constants, RoutingTable, load
 from ..store import open_store
 from ..store.views import reading
+from ..streams.future import MAX_FUTURE
 from ..workspace import StrPath, Workspace
 from .options import FitOptions
 from .publish import pinned_version, publish_fit
@@ -132,12 +134,15 @@ def run_fit(
     progress: bool = False,
     command: str | None = None,
     then: Callable[[Workspace, FitResult], None] | None = None,
+    future: timedelta | None = MAX_FUTURE,
 ) -> FitResult:
     """Compact (unless ``no_compact``), fit, evaluate, publish the table and write the case-study stats.
 
     ``command`` is recorded as ``stats.source.command`` (default: :meth:`FitOptions.command_line` without
     ``--home``). ``then`` runs after publishing, still under the fit lock (the CLI renders the case-study page
-    there, so the page shows this fit's stats: the job itself knows nothing of pages).
+    there, so the page shows this fit's stats: the job itself knows nothing of pages). ``future``: the
+    compaction's skew (:func:`pipeline.compact.compact`); the fit itself measures every age from the data, never
+    from the clock.
     """
     ws = Workspace.of(home)
     options = options or FitOptions()
@@ -147,7 +152,7 @@ def run_fit(
             say("compacting")
             from ..compact import compact
 
-            compact(ws, progress=progress)
+            compact(ws, progress=progress, future=future)
         result = _fit(ws, options, say, command or options.command_line())
         if then is not None:
             then(ws, result)
@@ -165,10 +170,9 @@ def _fit(ws: Workspace, options: FitOptions, say: _Progress, command: str) -> Fi
     shipped_constants = shipped.to_constants(**overrides)
     current = None if options.evaluate else current_constants(ws, shipped_constants, options)
     say("loading the store")
-    version, events, inputs_sha, ctx = _read(ws, options, shipped, objective, shipped_constants, current)
+    version, events, inputs_sha, ctx, notes = _read(ws, options, shipped, objective, shipped_constants, current)
     if ctx.values(Part.FULL).height == 0:
         raise FitError(f"no ratings in the store (table version {version}); append task.rated events and compact first")
-    notes = list(ctx.notes)
     if not shipped.found:
         notes.append(defaults_note(shipped_constants))
     placeholders = placeholder_note(shipped, options.shipped or "fits/shipped.json")
@@ -288,10 +292,11 @@ def _read(
     objective: str,
     shipped_constants: Constants,
     current: Current | None,
-) -> tuple[int | None, dict[str, int], str | None, FitContext]:
-    """The store's table version, event counts, inputs hash and its aggregation, all at one version. A file of the
-    store that is missing or unreadable is :class:`~pipeline.errors.StoreCorrupt` (exit 1) on one line that says
-    how to recover (pipeline.store.views.reading).
+) -> tuple[int | None, dict[str, int], str | None, FitContext, list[str]]:
+    """The store's table version, event counts, inputs hash, its aggregation and the notes on what it left out,
+    all at one version. A file of the store that is missing or unreadable is
+    :class:`~pipeline.errors.StoreCorrupt` (exit 1) on one line that says how to recover
+    (pipeline.store.views.reading).
 
     The aggregation sums the recency weights of every half-life the fit may use: the grid's, the shipped one and a
     pinned one (the current constants' alone without an evaluation)."""
@@ -309,7 +314,14 @@ def _read(
         else:
             engine = DuckDBEngine(store)
         ctx = FitContext.build(engine, spec, shipped=shipped, objective=objective)
-        return store.version, store.event_counts(), store.inputs_sha256(), ctx
+        notes = list(ctx.notes)
+        unknown = store.unknown_retractions()
+        if unknown:  # said, not silent: a retraction of an id the store does not hold retracts nothing
+            shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            notes.append(
+                f"{len(unknown)} retraction(s) name an id no rating or rejection holds, and retract nothing: {shown}"
+            )
+        return store.version, store.event_counts(), store.inputs_sha256(), ctx, notes
 
 
 @dataclass(frozen=True)

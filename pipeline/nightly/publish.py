@@ -19,14 +19,13 @@ commit point (docs/design.md, Storage):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import PipelineError, TableSchemaError
-from ..jsonfile import first_problem
+from ..jsonfile import first_problem, parse_json
 from ..routing.table import RoutingTable, canonical_json, table_json_schema
 from ..workspace import Workspace
 from .options import DEFAULT_CASE_STUDY
@@ -40,6 +39,8 @@ def publish_fit(ws: Workspace, table: RoutingTable, stats: AnyStats, stats_path:
     """
     if stats.table_version != table.version:
         raise ValueError(f"stats describe table {stats.table_version}, not {table.version}")
+    for folder in (ws.fits, ws.history, stats_path.parent):  # what killed fits left (under the fit lock)
+        ws.remove_stale_temps(folder)
     body = canonical_json(table.to_json_dict())
     ws.write(ws.history_of(table.version), body)
     ws.write(stats_path, canonical_json(stats.to_json_dict()))
@@ -98,7 +99,7 @@ def consistency(ws: Workspace, table: RoutingTable, *, pinned: str | None) -> Co
         )
     stats_path = stats_path_of(ws, table)
     try:
-        data = json.loads(stats_path.read_text(encoding="utf-8"))
+        data = parse_json(stats_path.read_bytes())
         described = data.get("table_version") if isinstance(data, dict) else None
     except FileNotFoundError:
         return Consistency(ok=False, stale="stats", detail=f"{ws.relative(stats_path)} is missing; run `fit-routing`")

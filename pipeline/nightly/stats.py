@@ -7,13 +7,12 @@ here; nothing on a page is computed anywhere else. Undefined numbers are
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_serializer
 
-from ..jsonfile import json_schema
+from ..jsonfile import json_schema, parse_json
 from ..routing.summary import TableSummary
 from ..routing.table import ConstantOrigin
 from ..workspace import STATS_SCHEMA_FILE
@@ -146,7 +145,7 @@ def parse_stats(data: Any) -> AnyStats:
 
 
 def load_stats(path: str | Path) -> AnyStats:
-    return parse_stats(json.loads(Path(path).read_text(encoding="utf-8")))
+    return parse_stats(parse_json(Path(path).read_bytes()))
 
 
 def stats_json_schema() -> dict[str, Any]:

@@ -13,7 +13,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from pydantic import BaseModel
@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from ..errors import PipelineError
 from ..streams.events import KNOWN
 from ..utc import parse_timestamp, utc_timestamp
-from ..workspace import StrPath, Workspace, atomic_write, fsync_dir, temp_beside
+from ..workspace import StrPath, Workspace, fsync_dir, temp_beside
 from . import corrupt as damage_mod
 from .generate import Static, draw_chunk
 from .lines import Fragments, assignment_rows, format_chunk, timestamps
@@ -122,7 +122,13 @@ class _Written:
         }
 
 
+def _create(ws: Workspace, path: Path) -> BinaryIO:
+    """A new file of the home to write (truncated if it exists), never through a symbolic link."""
+    return os.fdopen(ws.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
+
+
 def _write_streams(
+    ws: Workspace,
     scenario: Scenario,
     seed: int,
     corrupt: float,
@@ -140,8 +146,8 @@ def _write_streams(
     try:
         # Every file opened is closed on the way out, whatever fails (an open, a write, an fsync).
         with ExitStack() as opened:
-            files = {name: opened.enter_context(open(path, "wb")) for name, path in tmp.items()}
-            rows = opened.enter_context(open(rows_tmp, "wb"))
+            files = {name: opened.enter_context(_create(ws, path)) for name, path in tmp.items()}
+            rows = opened.enter_context(_create(ws, rows_tmp))
             for first in range(0, scenario.tasks, chunk_tasks):
                 chunk = draw_chunk(st, rng, first, min(chunk_tasks, scenario.tasks - first))
                 task_part, rating_part, kinds = format_chunk(chunk, fragments)
@@ -216,14 +222,14 @@ def simulate(
             raise PipelineError(
                 f"{path} exists and is not empty; simulate writes a fresh home (use --force to replace it)"
             )
-    truth_file = home.root / truth_path if truth_path is not None else home.truth
-    home.streams.mkdir(parents=True, exist_ok=True)
-    truth_file.parent.mkdir(parents=True, exist_ok=True)
+    home.root.mkdir(parents=True, exist_ok=True)  # simulate may create its home (docs/design.md, A home)
+    truth_file = home.confine(home.root / truth_path if truth_path is not None else home.truth)
+    home.folder(home.streams)
     began = time.perf_counter()
     written = _Written.of(scenario, seed)
     rows_tmp = temp_beside(truth_file, "rows")
     try:
-        _write_streams(scenario, seed, corrupt, chunk_tasks, targets, rows_tmp, written)
+        _write_streams(home, scenario, seed, corrupt, chunk_tasks, targets, rows_tmp, written)
         fsync_dir(home.streams)
         truth = build_truth(
             scenario,
@@ -238,7 +244,7 @@ def simulate(
         write_truth(truth_file, truth, rows_tmp)
     finally:
         rows_tmp.unlink(missing_ok=True)
-    atomic_write(
+    home.write(
         home.shipped,
         (json.dumps(scenario.policy.shipped_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode(
             "utf-8"

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..workspace import fsync_dir, temp_beside
+from ..workspace import NOFOLLOW, fsync_dir, temp_beside
 from .policy import LoggingPolicy
 from .scenario import RatingSpec, Scenario
 
@@ -175,7 +175,8 @@ def write_truth(path: Path, truth: dict[str, Any], rows: Path) -> None:
     head = json.dumps(truth, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     tmp = temp_beside(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(tmp, "wb") as out, open(rows, "rb") as body:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, 0o644)  # never through a planted link
+    with os.fdopen(fd, "wb") as out, open(rows, "rb") as body:
         out.write((head[:-2] + ',\n  "assignments": [\n').encode("utf-8"))
         shutil.copyfileobj(body, out, 1 << 20)
         out.write(b"\n  ]\n}\n")

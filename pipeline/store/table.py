@@ -6,13 +6,14 @@ Storage). Nothing here imports ``deltalake`` at module level: the CLI and the ap
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..errors import PipelineError, StoreCorrupt
+from ..errors import Busy, MachineFailure, PipelineError, StoreCorrupt
 from ..utc import parse_time
 from ..workspace import DELTA_LOG, STREAMS, StoreLocation, Workspace
 from .families import VIEWS
@@ -27,17 +28,63 @@ RECOVER = (
 
 
 def first_line(exc: BaseException) -> str:
-    """An exception's message on one line (delta-rs appends a Rust backtrace and colour codes)."""
+    """An exception's message on one line (delta-rs appends a Rust backtrace, colour codes and the error's causes,
+    one per line: the last cause says what happened, the first names the operation)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+    lines = [line.strip().lstrip("↳").strip() for line in text.splitlines() if line.strip()]
+    lines = [line for line in lines if not re.fullmatch(r"\d+: .*", line)]  # backtrace frames
+    if not lines:
+        return type(exc).__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]}: {lines[-1]}"
 
 
-def storage_error(exc: BaseException, location: StoreLocation, doing: str) -> PipelineError:
-    """A failure reaching the store (wrong endpoint, credentials, bucket), as bad configuration (exit 2)."""
-    message = first_line(exc)
+#: What to do about each failure of the machine, by the operating system's error code.
+MACHINE = {
+    errno.ENOSPC: "the disk is full: free some space, then run the command again",
+    errno.EDQUOT: "the disk quota is used up: free some space, then run the command again",
+    errno.EFBIG: "a file size limit was reached (ulimit -f): raise it, then run the command again",
+    errno.EROFS: "the store is on a read-only file system: make it writable, then run the command again",
+    errno.EACCES: "permission denied: make the home and the store writable, then run the command again",
+    errno.EPERM: "permission denied: make the home and the store writable, then run the command again",
+    errno.EIO: "the disk reported an I/O error: check it, then run the command again",
+    errno.EMFILE: "too many open files (ulimit -n): raise the limit, then run the command again",
+    errno.ENOMEM: "out of memory: free some memory, then run the command again",
+}
+#: How delta-rs's object store names the operating system's error of a local file (an OSError without errno).
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def os_code(exc: OSError) -> int | None:
+    """The operating system's error code of ``exc``: its ``errno``, or the code delta-rs's object store puts in
+    the message of the ``OSError`` it raises without one (``... (os error 28)``)."""
+    if exc.errno is not None:
+        return exc.errno
+    found = _OS_ERROR.findall(str(exc))
+    return int(found[-1]) if found else None
+
+
+def machine_failure(exc: OSError, doing: str) -> MachineFailure:
+    """An ``OSError`` of the machine as one line: what failed, on which file, and what to do."""
+    code = os_code(exc)
+    advice = MACHINE.get(code, f"{first_line(exc)}: fix that, then run the command again") if code else None
+    where = f" ({exc.filename})" if exc.filename else ""
+    return MachineFailure(f"cannot {doing}{where}: {advice or first_line(exc)}")
+
+
+def store_errors() -> tuple[type[BaseException], ...]:
+    """The classes of error the store's libraries raise: the OS's (``OSError``, also what delta-rs raises for
+    its object store), delta-rs's (``DeltaError``) and Arrow's (``ArrowException``). Anything else is a bug."""
+    import pyarrow as pa
+    from deltalake.exceptions import DeltaError
+
+    return (OSError, DeltaError, pa.ArrowException)
+
+
+def unreachable(exc: BaseException, location: StoreLocation, doing: str) -> MachineFailure:
+    """An object store that failed a request (delta-rs raises ``OSError`` for all of them): exit 4, with what its
+    message says of the cause (wrong endpoint, credentials, bucket), never the options."""
     lowered = str(exc).lower()
-    if "nosuchbucket" in lowered or "bucket does not exist" in lowered or "specified bucket does not exist" in lowered:
+    if "nosuchbucket" in lowered or "bucket does not exist" in lowered:
         why = "the bucket does not exist"
     elif "/latest/api/token" in lowered or "/latest/meta-data" in lowered or "metadata" in lowered:
         why = (
@@ -49,27 +96,8 @@ def storage_error(exc: BaseException, location: StoreLocation, doing: str) -> Pi
     elif "connect" in lowered or "dns" in lowered or "timed out" in lowered or "error sending request" in lowered:
         why = "the endpoint cannot be reached (AWS_ENDPOINT_URL, or --storage-option AWS_ENDPOINT_URL=...)"
     else:
-        why = message
-    return PipelineError(f"cannot {doing} the store {location.describe()}: {why}")
-
-
-#: Failures of the machine, not of the store: (text delta-rs or the OS reports, what to do).
-_ENVIRONMENT = [
-    ("No space left", "the disk is full: free some space, then run the command again"),
-    ("File too large", "a file size limit was reached (ulimit -f): raise it, then run the command again"),
-    ("Disk quota", "the disk quota is used up: free some space, then run the command again"),
-    ("Read-only file system", "the store is on a read-only file system: make it writable, then run the command again"),
-    ("Permission denied", "permission denied: make the home and the store writable, then run the command again"),
-    ("Operation not permitted", "permission denied: make the home and the store writable, then run the command again"),
-]
-
-
-def environment_problem(exc: BaseException) -> str | None:
-    """What to do about an I/O failure of the machine (full disk, read-only), or None for any other failure."""
-    text = str(exc)
-    if isinstance(exc, OSError) and exc.strerror:
-        text += " " + exc.strerror
-    return next((advice for marker, advice in _ENVIRONMENT if marker in text), None)
+        why = first_line(exc)
+    return MachineFailure(f"cannot {doing} the store {location.describe()}: {why}")
 
 
 @contextmanager
@@ -78,31 +106,44 @@ def machine_errors(doing: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        advice = environment_problem(exc) or f"{first_line(exc)}: run the command again"
-        where = f" ({exc.filename})" if exc.filename else ""
-        raise PipelineError(f"cannot {doing}{where}: {advice}") from None
+        raise machine_failure(exc, doing) from None
 
 
 def fail(exc: BaseException, location: StoreLocation, doing: str) -> NoReturn:
-    """Raise the one-line error for a delta-rs or I/O failure while ``doing`` something to the store."""
-    from deltalake.exceptions import DeltaError
+    """Raise the one-line error of the class of a delta-rs, Arrow or OS error while ``doing`` something to the
+    store: a failure of the machine (:class:`MachineFailure`, exit 4), a store that cannot be reached (4), a
+    commit that lost every race (:class:`Busy`, 3) or damage (:class:`StoreCorrupt`, 1: a missing or corrupt
+    file, a log that does not parse). Any other exception is re-raised: it is a bug, not the store's state."""
+    from deltalake.exceptions import CommitFailedError, DeltaError
 
-    advice = environment_problem(exc)
-    if advice is not None:
-        raise PipelineError(f"cannot {doing} the store {location.describe()}: {advice}") from None
-    if (location.local is None and not isinstance(exc, DeltaError)) or _is_storage(exc):
-        raise storage_error(exc, location, doing) from None
-    if isinstance(exc, OSError) and exc.errno is not None and not isinstance(exc, FileNotFoundError):
-        raise PipelineError(f"cannot {doing} the store {location.describe()}: {first_line(exc)}") from None
+    if isinstance(exc, OSError):
+        code = os_code(exc)
+        if code in MACHINE:
+            raise MachineFailure(f"cannot {doing} the store {location.describe()}: {MACHINE[code]}") from None
+        if location.local is None:
+            raise unreachable(exc, location, doing) from None
+        if not isinstance(exc, FileNotFoundError) and code not in (None, errno.ENOENT):
+            raise machine_failure(exc, f"{doing} the store {location.describe()}") from None
+    elif isinstance(exc, CommitFailedError):
+        raise Busy(
+            f"cannot {doing} the store {location.describe()}: other writers kept committing ({first_line(exc)}); "
+            "run the command again"
+        ) from None
+    elif not isinstance(exc, DeltaError | _arrow_error()):
+        raise exc
     raise StoreCorrupt(f"the store {location.describe()} is damaged ({first_line(exc)}); {RECOVER}") from None
 
 
-def _is_storage(exc: BaseException) -> bool:
-    text = str(exc)
-    return any(
-        marker in text
-        for marker in ("Generic S3 error", "Generic GCS error", "Generic MicrosoftAzure error", "error sending request")
-    )
+def _delta_error() -> type[BaseException]:
+    from deltalake.exceptions import DeltaError
+
+    return DeltaError
+
+
+def _arrow_error() -> type[BaseException]:
+    import pyarrow as pa
+
+    return pa.ArrowException
 
 
 def exists(location: StoreLocation) -> bool:
@@ -116,8 +157,8 @@ def exists(location: StoreLocation) -> bool:
         DeltaTable(location.table_uri, storage_options=location.options)
     except TableNotFoundError:
         return False
-    except Exception as exc:  # noqa: BLE001 - any failure to reach the store is one line (exit 2)
-        raise storage_error(exc, location, "reach") from None
+    except store_errors() as exc:
+        fail(exc, location, "reach")
     return True
 
 
@@ -138,13 +179,14 @@ def open_table(location: StoreLocation, as_of: str | int | datetime | None = Non
     """The events table at ``as_of`` (a version, a time, or None for the newest); None when there is no table yet."""
     from deltalake import DeltaTable
 
+    location.check_table()  # no link in a local table: delta-rs follows them
     if not exists(location):
         if as_of is not None:
             raise PipelineError(f"--as-of {as_of}: the store {location.describe()} has no table yet")
         return None
     try:
         table = DeltaTable(location.table_uri, storage_options=location.options)
-    except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others; one line each
+    except store_errors() as exc:
         fail(exc, location, "open")
     if as_of is None:
         return table
@@ -155,7 +197,9 @@ def open_table(location: StoreLocation, as_of: str | int | datetime | None = Non
             raise PipelineError(f"--as-of {wanted}: the table's newest version is {newest}")
         try:
             table.load_as_version(wanted)
-        except Exception as exc:  # noqa: BLE001 - delta-rs's error for a missing version: one line (exit 2)
+        except store_errors() as exc:  # a version the log no longer holds, or cannot read
+            if not isinstance(exc, _delta_error()) or isinstance(exc, OSError):
+                fail(exc, location, "read")
             raise PipelineError(f"--as-of {wanted}: no such version of the table ({first_line(exc)})") from None
         return table
     created = _commit_time(table, 0)
@@ -165,7 +209,9 @@ def open_table(location: StoreLocation, as_of: str | int | datetime | None = Non
         )
     try:
         table.load_as_version(wanted)
-    except Exception as exc:  # noqa: BLE001 - delta-rs's error for a time before the table: one line (exit 2)
+    except store_errors() as exc:
+        if not isinstance(exc, _delta_error()) or isinstance(exc, OSError):
+            fail(exc, location, "read")
         raise PipelineError(f"--as-of {wanted.isoformat()}: {first_line(exc)}") from None
     return table
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from ..errors import PipelineError
 from ..workspace import StoreLocation, StrPath, Workspace
-from .table import fail, machine_errors, open_table
+from .table import fail, machine_errors, open_table, store_errors
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's default: one week of time travel
 
@@ -64,6 +64,7 @@ def vacuum(
         if table is None:
             empty = {"files_removed": 0, "bytes_before": before, "bytes_after": before, "live_bytes": 0}
             return VacuumResult(version=None, retain_hours=retain_hours, **empty)
+        location.check_table()  # vacuum deletes: never through a link that appeared since the table was opened
         try:
             removed = table.vacuum(
                 retention_hours=retain_hours,
@@ -71,7 +72,7 @@ def vacuum(
                 enforce_retention_duration=False,
                 full=True,
             )
-        except Exception as exc:  # noqa: BLE001 - delta-rs raises DeltaError, OSError and others: one line (fail)
+        except store_errors() as exc:
             fail(exc, location, "vacuum")
         live = pa.table(table.get_add_actions(flatten=True))
         return VacuumResult(

@@ -14,19 +14,22 @@ Arrow (a dataset DuckDB scans), so no DuckDB network extension is needed.
 from __future__ import annotations
 
 import hashlib
+import math
+import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import duckdb
 
-from ..errors import PipelineError, StoreCorrupt
+from ..errors import MachineFailure, PipelineError, StoreCorrupt
 from ..utc import format_timestamp
 from ..workspace import StoreLocation, StrPath, Workspace
 from .commits import METADATA_KEY, CommitRecord
 from .families import COLUMNS, RESERVED_COLUMNS, VIEWS, empty_select
-from .table import RECOVER, fail, open_table
+from .table import RECOVER, fail, open_table, store_errors
 
 _SQL_TYPES = {"TIMESTAMP": "TIMESTAMP"}
 
@@ -91,6 +94,63 @@ class Store:
                 for stream, rng in record.streams.items():
                     lines.append(f"{stream} {rng.start} {rng.end} {rng.sha256}\n")
         return hashlib.sha256("".join(sorted(lines)).encode()).hexdigest()
+
+    def damage(self) -> str | None:
+        """The first live file of the pinned version that is missing, of another size than the log records, or
+        whose Parquet footer does not parse (None: every file reads). Run when a query failed reading a file, to
+        tell a damaged store from an error in the query."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self.table is None or self.location.local is None:  # an object store's table was read whole at open
+            return None
+        actions = self.actions()
+        root = self.location.table_uri.rstrip("/")
+        for relative, size in zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist(), strict=True):
+            path = f"{root}/{relative}"
+            try:
+                found = os.stat(path).st_size
+                if found != size:
+                    return f"{path} has {found} bytes, the log records {size}"
+                pq.read_metadata(path)
+            except FileNotFoundError:
+                return f"{path} is missing"
+            except (OSError, pa.ArrowException) as exc:
+                return f"{path}: {_one_line(exc)}"
+        return None
+
+    def unknown_retractions(self) -> list[str]:
+        """The ids that retractions name and no rating or rejection holds (sorted): such a retraction retracts
+        nothing (a typo of an id, or a rating not compacted yet)."""
+        rows = self.con.execute(
+            "SELECT DISTINCT rating FROM retractions WHERE rating NOT IN "
+            "(SELECT id FROM ratings UNION ALL SELECT id FROM rejections) ORDER BY rating"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def configs(self) -> set[str]:
+        """Every config key the store has seen (attempts, ratings, rejections)."""
+        rows = self.con.execute(
+            "SELECT config_key FROM attempts UNION SELECT config_key FROM ratings "
+            "UNION SELECT config_key FROM rejections"
+        ).fetchall()
+        return {r[0] for r in rows if r[0] is not None}
+
+    def after(self, latest: str) -> tuple[int, str | None]:
+        """How many events are dated after ``latest`` (a normalised time), and the latest of them."""
+        union = " UNION ALL ".join(f'SELECT "at" FROM "{view}"' for view in VIEWS)
+        limit = latest[:19].replace("T", " ")
+        n, newest = self.con.execute(
+            f'SELECT count(*), max("at") FROM ({union}) WHERE "at" > TIMESTAMP \'{limit}\''
+        ).fetchall()[0]
+        return int(n), plain(newest)
+
+    def raise_damage(self, exc: BaseException) -> None:
+        """:class:`StoreCorrupt` with the remedy when a live file is damaged (:meth:`damage`); else return, and
+        ``exc`` (which DuckDB raised reading the store) is not the store's fault."""
+        damage = self.damage()
+        if damage is not None:
+            raise StoreCorrupt(f"the store {self.location.describe()} cannot be read ({damage}); {RECOVER}") from None
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Column names and rows of one query."""
@@ -181,27 +241,39 @@ def open_store(
             con.execute(f"SET allowed_paths = [{allowed}]")
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
-    except duckdb.Error as exc:  # only our own SQL runs here: a failure is a missing or damaged file
+    except duckdb.Error as exc:  # only our own SQL runs here: a file it cannot read is missing or damaged
         con.close()
-        raise StoreCorrupt(f"the store {location.describe()} cannot be read ({_one_line(exc)}); {RECOVER}") from None
-    except PipelineError:
-        con.close()
+        store.raise_damage(exc)
         raise
-    except Exception as exc:  # noqa: BLE001 - delta-rs and Arrow errors of a damaged table
+    except store_errors() as exc:  # delta-rs and Arrow reading an object store's table
         con.close()
         fail(exc, location, "read")
+    except BaseException:
+        con.close()
+        raise
     return store
+
+
+#: What DuckDB raises when a data file it reads is missing (IOException), or does not parse (InvalidInputException,
+#: or its base class ``Error`` for a broken footer): the classes a damaged store gives, also in a user's query.
+_READING = (duckdb.IOException, duckdb.InvalidInputException)
+
+
+def _reading_error(exc: BaseException) -> bool:
+    return isinstance(exc, _READING) or type(exc) is duckdb.Error
 
 
 @contextmanager
 def reading(store: Store) -> Iterator[None]:
-    """Turn a failure while reading the views (a missing or corrupt file) into one line that says how to recover."""
+    """Turn a failure while our own SQL reads the views (a missing or corrupt file) into one line that says how to
+    recover; an out-of-memory is the machine's failure."""
     try:
         yield
-    except (duckdb.IOException, duckdb.InvalidInputException) as exc:
-        raise StoreCorrupt(
-            f"the store {store.location.describe()} cannot be read ({_one_line(exc)}); {RECOVER}"
-        ) from None
+    except duckdb.OutOfMemoryException as exc:
+        raise MachineFailure(f"cannot read the store {store.location.describe()}: {_one_line(exc)}") from None
+    except duckdb.Error as exc:  # our own SQL: a missing or damaged file, else a bug of ours (re-raised)
+        store.raise_damage(exc)
+        raise
 
 
 def _one_line(exc: BaseException) -> str:
@@ -258,26 +330,80 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
-def run_sql(home: Workspace | StrPath | None, sql: str, *, as_of: str | None = None) -> list[dict[str, Any]]:
-    """Run one query on a read-only store (``ratings sql``); one JSON-ready dict per row.
+#: How long ``ratings sql`` lets one query run (``--timeout``).
+DEFAULT_TIMEOUT_S = 60.0
+#: The statements ``ratings sql`` runs: one query (``SELECT``, ``WITH``, ``FROM``, ``VALUES``, ``DESCRIBE``,
+#: ``SHOW``, ``SUMMARIZE`` are all SELECTs to DuckDB), or ``EXPLAIN [ANALYZE]`` of one.
+_READ_ONLY = ("SELECT",)
+_EXPLAIN = re.compile(r"\s*EXPLAIN(\s+ANALYZE)?\s", re.IGNORECASE)
 
-    Raises :class:`pipeline.errors.PipelineError` (exit 2) for an empty query and for SQL DuckDB rejects,
-    including any attempt to write a file or to read one that is not a live file of the table.
-    """
+
+def one_query(sql: str) -> str:
+    """``sql`` if it is one read-only statement; else :class:`PipelineError` (exit 2) saying what it is."""
     if not sql.strip().strip(";").strip():
         raise PipelineError('empty query: give one SQL statement, e.g. "SELECT count(*) FROM ratings"')
-    with open_store(home, as_of, read_only=True) as store, reading(store):
-        try:
-            names, rows = store.query(sql)
-        except (duckdb.IOException, duckdb.InvalidInputException):
-            raise
-        except duckdb.Error as exc:
-            raise PipelineError(f"query failed: {_one_line(exc)}{_hint(exc, sql)}") from None
-        if store.version is None:  # the answer came from empty views: most likely the wrong --home
+    con = duckdb.connect(":memory:")
+    try:
+        statements = con.extract_statements(sql)
+        explained = _EXPLAIN.match(sql)
+        inner = con.extract_statements(sql[explained.end() :]) if explained and len(statements) == 1 else statements
+    except duckdb.Error as exc:
+        raise PipelineError(f"query failed: {_one_line(exc)}{_hint(exc, sql)}") from None
+    finally:
+        con.close()
+    if len(statements) != 1:
+        raise PipelineError(
+            f"give one SQL statement: found {len(statements)} (ratings sql runs one read-only query at a time)"
+        )
+    kind = str(inner[0].type).rsplit(".", 1)[-1] if len(inner) == 1 else "MULTI"
+    if kind not in _READ_ONLY:
+        raise PipelineError(
+            f"ratings sql runs one read-only query (SELECT, WITH, FROM, DESCRIBE, SHOW, EXPLAIN); this is a {kind} "
+            "statement, and the store's views cannot be changed"
+        )
+    return sql
+
+
+def run_sql(
+    home: Workspace | StrPath | None,
+    sql: str,
+    *,
+    as_of: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> list[dict[str, Any]]:
+    """Run one read-only query on a read-only store (``ratings sql``); one JSON-ready dict per row.
+
+    Raises :class:`pipeline.errors.PipelineError` (exit 2) for anything but one read-only statement, for a query
+    that runs over ``timeout_s`` seconds and for every error DuckDB finds in it, with DuckDB's message (including
+    any attempt to write a file or to read one that is not a live file of the table). When the query fails
+    reading a file, the store's live files are checked: a missing or damaged one is :class:`StoreCorrupt`.
+    """
+    one_query(sql)
+    if not timeout_s > 0 or not math.isfinite(timeout_s):
+        raise PipelineError(f"--timeout {timeout_s}: give a positive number of seconds")
+    with open_store(home, as_of, read_only=True) as store:
+        if store.version is None:  # the answer would come from empty views: most likely the wrong --home
             raise PipelineError(
                 f"no store at {store.location.describe()} yet: run `ratings compact` (or `fit-routing`) first, "
                 "or give the home with --home"
             )
+        timer = threading.Timer(timeout_s, store.con.interrupt)
+        timer.daemon = True
+        timer.start()
+        try:
+            names, rows = store.query(sql)
+        except duckdb.InterruptException:
+            raise PipelineError(
+                f"query stopped after {timeout_s:g} s (--timeout): narrow it, or give a longer --timeout"
+            ) from None
+        except duckdb.OutOfMemoryException as exc:
+            raise MachineFailure(f"query failed: {_one_line(exc)}: out of memory") from None
+        except duckdb.Error as exc:  # the user's SQL: DuckDB's own message says what is wrong with it
+            if _reading_error(exc):
+                store.raise_damage(exc)
+            raise PipelineError(f"query failed: {_one_line(exc)}{_hint(exc, sql)}") from None
+        finally:
+            timer.cancel()
     return [{name: plain(value) for name, value in zip(names, row, strict=True)} for row in rows]
 
 

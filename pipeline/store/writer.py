@@ -51,7 +51,7 @@ def identity(ws: Workspace) -> WriterIdentity:
     path, requested = ws.writer_file, ws.writer
     if path.exists():
         try:
-            known = WriterIdentity.model_validate_json(path.read_bytes())
+            known = WriterIdentity.model_validate_json(ws.read(path))  # never through a link out of the bounds
         except (ValidationError, ValueError) as exc:
             raise PipelineError(
                 f"{path}: not a writer identity ({str(exc).splitlines()[0]}); fix or remove it"

@@ -23,7 +23,7 @@ import gc
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic_core import SchemaValidator, ValidationError, core_schema
@@ -34,6 +34,7 @@ from ..utc import now as utc_now
 from ..workspace import STREAMS
 from .events import (
     DEFAULT_MAX_LINE_BYTES,
+    FILLABLE,
     KNOWN,
     SCHEMA_VERSION,
     AnyEvent,
@@ -48,6 +49,7 @@ from .events import (
     validate_object,
     with_head,
 )
+from .future import MAX_FUTURE, future_reason, latest_time
 from .ulid import new_id, new_ids
 
 Item = AnyEvent | Mapping[str, Any] | bytes | str
@@ -155,11 +157,13 @@ def _validate(items: list[Any], *, as_json: bool) -> list[dict[str, Any] | None]
 
 @dataclass
 class Batch:
-    """A validated batch: the lines to write per stream, and the id of every event in input order."""
+    """A validated batch: the lines to write per stream, and the id of every event in input order (blank lines,
+    skipped, are counted in ``blank``)."""
 
     lines: dict[str, list[bytes]] = field(default_factory=dict)
     ids: list[str] = field(default_factory=list)
     unknown_types: dict[str, int] = field(default_factory=dict)
+    blank: int = 0
 
     def __len__(self) -> int:
         return sum(len(todo) for todo in self.lines.values())
@@ -168,12 +172,22 @@ class Batch:
 class Rendered:
     """Per item of a batch: its stream, line and id, or its error (:func:`render`)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, latest: str | None = None, skew: timedelta = MAX_FUTURE) -> None:
         self.stream: list[str | None] = [None] * n
         self.line: list[bytes | None] = [None] * n
         self.id: list[str | None] = [None] * n
         self.errors: dict[int, InvalidEvent] = {}
         self.unknown: dict[str, int] = {}
+        self.blank: set[int] = set()  # blank lines (raw items of only whitespace): skipped, counted
+        self.latest = latest  # the latest time an event may carry (None: any)
+        self.skew = skew
+
+    def future(self, at: str | None) -> InvalidEvent | None:
+        """The error of an event time past :attr:`latest` (None: none, or any time allowed)."""
+        if at is None or self.latest is None:
+            return None
+        reason = future_reason(at, self.latest, self.skew)
+        return InvalidEvent(reason, field="at") if reason is not None else None
 
 
 def render(
@@ -184,12 +198,14 @@ def render(
     now: str | None = None,
     allow_types: Iterable[str] = (),
     fast_from: int = FAST_FROM,
+    future: timedelta | None = MAX_FUTURE,
 ) -> Rendered:
     """Validate and render every item (see :func:`prepare`), keeping each item's outcome. Batches of at least
     ``fast_from`` items take the fast lane first."""
     items: list[Any] = list(events)  # a copy: str items are encoded in place
     now = now or format_timestamp(utc_now())
-    out = Rendered(len(items))
+    latest = latest_time(datetime.fromisoformat(now[:-1]), future) if future is not None else None
+    out = Rendered(len(items), latest, future if future is not None else MAX_FUTURE)
     slow: list[int] = []
     if len(items) >= fast_from:
         with collector_paused():
@@ -198,8 +214,18 @@ def render(
         slow = list(range(len(items)))
     allowed = frozenset(allow_types)
     for i in slow:
+        if _is_blank(items[i]):
+            out.blank.add(i)
+            continue
         _slow_lane(items[i], i, out, max_bytes, now, source, allowed)
     return out
+
+
+def _is_blank(item: Any) -> bool:
+    """A raw line of nothing but whitespace (a trailing newline, a blank line between events): skipped."""
+    if isinstance(item, str):
+        return not item.strip()
+    return isinstance(item, (bytes, bytearray, memoryview)) and not bytes(item).strip()
 
 
 @contextlib.contextmanager
@@ -245,24 +271,28 @@ def prepare(
     max_bytes: int = DEFAULT_MAX_LINE_BYTES,
     now: str | None = None,
     allow_types: Iterable[str] = (),
+    future: timedelta | None = MAX_FUTURE,
 ) -> Batch:
     """Validate a whole batch and render its lines; raise :class:`InvalidBatch` with every bad item.
 
     An item is an event model, a mapping (what a dispatcher passes) or one raw JSON line (bytes or str). Item
-    ``i`` (1-based) is reported as ``source:i``. ``id`` and ``at`` are filled when absent, ``at`` is normalised
-    to UTC, unknown fields are kept as given. An unknown type one edit away from a v1 type is refused (a typo)
-    unless ``allow_types`` names it.
+    ``i`` (1-based) is reported as ``source:i``; a raw line of only whitespace is skipped and counted. ``id`` and
+    ``at`` are filled when absent (and named in ``filled``), ``at`` is normalised to UTC, unknown fields are kept
+    as given. An unknown type one edit away from a v1 type (a case apart included) is refused (a typo) unless
+    ``allow_types`` names it; a time more than ``future`` after ``now`` is refused (None: any time).
     """
-    out = render(events, source=source, max_bytes=max_bytes, now=now, allow_types=allow_types)
+    out = render(events, source=source, max_bytes=max_bytes, now=now, allow_types=allow_types, future=future)
     if out.errors:
         raise InvalidBatch([out.errors[i] for i in sorted(out.errors)])
     lines: dict[str, list[bytes]] = {stream: [] for stream in STREAMS}
-    for stream, line in zip(out.stream, out.line, strict=True):
-        lines[stream].append(line)  # type: ignore[index,arg-type]
+    for i, (stream, line) in enumerate(zip(out.stream, out.line, strict=True)):
+        if i not in out.blank:
+            lines[stream].append(line)  # type: ignore[index,arg-type]
     return Batch(
         lines={stream: todo for stream, todo in lines.items() if todo},
-        ids=out.id,  # type: ignore[arg-type]  # every item has an id once there is no error
+        ids=[event_id for i, event_id in enumerate(out.id) if i not in out.blank],  # type: ignore[misc]
         unknown_types=out.unknown,
+        blank=len(out.blank),
     )
 
 
@@ -302,6 +332,14 @@ def _raw_lane(items: list[Any], chunk: Sequence[int], out: Rendered, max_bytes: 
         elif line.count(b'"at":') != 1 or f'"at":"{at}"'.encode() not in line:
             slow.append(i)  # its time is not written in the normalised form (an escape, a second key)
             continue
+        elif out.future(at) is not None:
+            slow.append(i)  # the per-line path names the problem
+            continue
+        if len(head) > 1:
+            if valid["filled"] is not None or b'"filled"' in line:
+                slow.append(i)  # filled fields to merge with the ones it names
+                continue
+            head += _FILLED[(valid["id"] is None, at is None)]
         if len(head) == 1:
             written = line + b"\n"  # valid, compact and complete: its own bytes
         else:
@@ -311,6 +349,23 @@ def _raw_lane(items: list[Any], chunk: Sequence[int], out: Rendered, max_bytes: 
                 continue
         out.stream[i], out.line[i], out.id[i] = stream_of(valid["type"]), written, event_id
     return slow
+
+
+#: The ``filled`` field ``append`` records, by (id filled, at filled).
+_FILLED = {
+    (True, True): b'"filled":["id","at"],',
+    (True, False): b'"filled":["id"],',
+    (False, True): b'"filled":["at"],',
+}
+
+
+def filled_fields(given: Sequence[str] | None, id_filled: bool, at_filled: bool) -> list[str] | None:
+    """The ``filled`` an appended line records: the fields it named as filled and those this append filled."""
+    now = {"id": id_filled, "at": at_filled}
+    names: list[str] = [name for name in FILLABLE if now[name] or (given is not None and name in given)]
+    if not id_filled and not at_filled:
+        return list(given) if given is not None else None
+    return names
 
 
 def _map_lane(
@@ -326,9 +381,19 @@ def _map_lane(
             slow.append(i)
             continue
         event_id = valid["id"] or next(fresh)
+        problem = out.future(valid["at"])
         try:
+            if problem is not None:
+                raise problem
             line = encode_line(
-                with_head(data, type=valid["type"], v=valid["v"], id=event_id, at=valid["at"] or now),
+                with_head(
+                    data,
+                    type=valid["type"],
+                    v=valid["v"],
+                    id=event_id,
+                    at=valid["at"] or now,
+                    filled=filled_fields(valid["filled"], valid["id"] is None, valid["at"] is None),
+                ),
                 max_bytes=max_bytes,
             )
         except InvalidEvent as exc:
@@ -357,9 +422,14 @@ def _slow_lane(
             event = validate_object(data)
         if event.type not in KNOWN:
             _check_type(event.type, allowed)
+        problem = out.future(event.at)
+        if problem is not None:
+            raise problem
         event_id = event.id or new_id()
+        filled = filled_fields(event.filled, event.id is None, event.at is None)
         line = encode_line(
-            with_head(data, type=event.type, v=event.v, id=event_id, at=event.at or now), max_bytes=max_bytes
+            with_head(data, type=event.type, v=event.v, id=event_id, at=event.at or now, filled=filled),
+            max_bytes=max_bytes,
         )
     except InvalidEvent as exc:
         out.errors[i] = exc.located(source=source, line=i + 1)

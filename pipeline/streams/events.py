@@ -79,6 +79,9 @@ def known_major(value: int) -> int:
 
 
 EventId = Annotated[str, Field(min_length=1), AfterValidator(free_id)]
+Filled = Literal["id", "at"]
+#: The fields ``append`` fills, in the order it records them.
+FILLABLE: tuple[Filled, ...] = ("id", "at")
 MajorVersion = Annotated[int, Field(ge=1, json_schema_extra={"maximum": SCHEMA_VERSION}), AfterValidator(known_major)]
 
 _STRICT = ConfigDict(strict=True, frozen=True, defer_build=True, allow_inf_nan=False)
@@ -165,6 +168,9 @@ class Event(BaseModel):
     type: NonEmpty
     at: Timestamp | None = None
     v: MajorVersion = SCHEMA_VERSION
+    #: The common fields ``append`` filled in (it draws an ``id`` and takes the time of the append as ``at``): a
+    #: retry of the same event is recognised by its id although its filled ``at`` differs (docs/design.md, Storage).
+    filled: list[Filled] | None = None
 
     @property
     def extra(self) -> dict[str, Any]:
@@ -295,10 +301,14 @@ def edit_distance(a: str, b: str) -> int:
 
 
 def nearest_type(event_type: str) -> tuple[int, str] | None:
-    """The v1 type closest to an unknown ``event_type`` (edits, name) when it is at most two edits away."""
+    """The v1 type closest to an unknown ``event_type`` (edits, name) when it is at most two edits away.
+
+    Letters are compared without their case, and a type that differs from a v1 type only in case is one edit away
+    (``Task.Opened``: a typo of ``task.opened``), so ``append`` refuses it like any other typo."""
     if event_type in KNOWN:
         return None
-    distance, name = min((edit_distance(event_type, known), known) for known in KNOWN)
+    folded = event_type.lower()
+    distance, name = min((max(edit_distance(folded, known), 1), known) for known in KNOWN)
     return (distance, name) if distance <= 2 else None
 
 
@@ -450,14 +460,25 @@ def parse_line(
         raise InvalidEvent(exc.reason, field=exc.field, source=source, problems=exc.problems) from None
 
 
-def with_head(data: dict[str, Any], *, type: str, v: int, id: str | None, at: str | None) -> dict[str, Any]:
-    """``data`` (a validated event's fields) with the common fields first: ``id``, ``type``, ``at``, ``v``.
+def with_head(
+    data: dict[str, Any],
+    *,
+    type: str,
+    v: int,
+    id: str | None,
+    at: str | None,
+    filled: list[str] | None = None,
+) -> dict[str, Any]:
+    """``data`` (a validated event's fields) with the common fields first: ``id``, ``type``, ``at``, ``v``, and
+    ``filled`` when ``append`` filled some of them (``filled``: every field it filled, the event's own included).
 
     ``at`` is the normalised time (or the one ``append`` filled); a ``None`` id or time is left out.
     """
-    out: dict[str, Any] = {"id": id, "type": type, "at": at, "v": v, **data}
+    out: dict[str, Any] = {"id": id, "type": type, "at": at, "v": v, **({"filled": filled} if filled else {}), **data}
     # a key of ``data`` keeps the position given above; its value is replaced by the normalised one
     out["id"], out["type"], out["at"], out["v"] = id, type, at, v
+    if filled:
+        out["filled"] = filled
     if id is None:
         del out["id"]
     if at is None:

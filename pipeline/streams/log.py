@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
 from ..errors import InvalidEvent
@@ -35,6 +36,7 @@ from . import scan as scanner
 from .batch import Batch, Item, prepare
 from .events import DEFAULT_MAX_LINE_BYTES, AnyEvent, parse_line
 from .framing import FsyncPolicy
+from .future import MAX_FUTURE
 from .scan import Verdict
 from .ulid import new_id
 
@@ -63,9 +65,10 @@ class AppendResult:
     quarantined: list[str] = field(default_factory=list)
     unknown_types: dict[str, int] = field(default_factory=dict)  # kept as family ``other``, ignored by the fit
     batch: str | None = None  # the batch id when the events were framed as one batch
+    blank: int = 0  # blank lines skipped
 
     def summary(self) -> dict[str, Any]:
-        return {"appended": self.appended, "streams": dict(self.streams)}
+        return {"appended": self.appended, "streams": dict(self.streams), "blank_lines": self.blank}
 
 
 def write(ws: Workspace, batch: Batch, fsync: FsyncPolicy) -> AppendResult:
@@ -74,7 +77,7 @@ def write(ws: Workspace, batch: Batch, fsync: FsyncPolicy) -> AppendResult:
     All or nothing: an I/O error (a full disk) truncates what this call wrote, so nothing of the batch was
     appended, and the error says so in a note.
     """
-    result = AppendResult(ids=batch.ids, unknown_types=batch.unknown_types)
+    result = AppendResult(ids=batch.ids, unknown_types=batch.unknown_types, blank=batch.blank)
     if not batch.lines:
         return result
     with framing.hold(ws, list(batch.lines), durable=fsync != "never") as held:
@@ -101,17 +104,20 @@ def append(
     source: str = "<input>",
     max_bytes: int = DEFAULT_MAX_LINE_BYTES,
     allow_types: Iterable[str] = (),
+    future: timedelta | None = MAX_FUTURE,
 ) -> AppendResult:
     """Validate the whole batch, fill ``id`` and ``at`` where absent, and append each event to its stream.
 
     All or nothing: an invalid item raises :class:`~pipeline.errors.InvalidBatch` and no byte is written; several
     events are framed as one batch, which readers take whole or not at all, also after a crash or a full disk. An
-    unknown type one edit away from a v1 type is refused as a typo unless ``allow_types`` names it
+    unknown type one edit away from a v1 type is refused as a typo unless ``allow_types`` names it, a time more
+    than ``future`` after now is refused (None: any), blank lines are skipped and counted, and the fields filled
+    are recorded in ``filled``
     (:func:`pipeline.streams.batch.prepare`).
     """
     if fsync not in ("always", "batch", "never"):
         raise ValueError(f"fsync must be always, batch or never, not {fsync!r}")
-    batch = prepare(events, source=source, max_bytes=max_bytes, allow_types=allow_types)
+    batch = prepare(events, source=source, max_bytes=max_bytes, allow_types=allow_types, future=future)
     return write(Workspace.of(home), batch, fsync)
 
 

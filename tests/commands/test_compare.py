@@ -224,6 +224,7 @@ def test_cli_json_shape_is_stable_and_errors_exit_2(tmp_path):
     assert list(data["priors"][0]) == ["selector", "region", "shipped", "measured", "weight", "n", "disagrees"]
     text = CliRunner().invoke(cli, ["compare", "--home", str(home), "--stats", str(SAMPLE)])
     assert text.exit_code == 0 and DISAGREE in text.output
+    (tmp_path / "nowhere" / "fits").mkdir(parents=True)  # a home with nothing fitted
     empty = CliRunner().invoke(cli, ["compare", "--home", str(tmp_path / "nowhere")])
     assert empty.exit_code == 2 and "nothing to compare" in empty.output
 

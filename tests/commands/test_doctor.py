@@ -163,3 +163,39 @@ def test_doctor_is_open_on_a_stale_home_and_closed_after_fit_routing(fitted_sim_
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == "LOOP: CLOSED"
     assert "[CODE] ok     decision writeback on by default" in result.output
+
+
+# what the store holds -> the warning doctor gives (a warning leaves the loop closed)
+RETRACT = {"type": "rating.retracted", "rating": "R-nope", "reason": "x"}
+WARNINGS = [
+    ("shipped configs seen in the store", {"cheap_config": "no/such/config/x"}, [], "cheap_config no/such/config/x"),
+    ("retractions name stored ratings", None, [RETRACT], "R-nope"),
+]
+
+
+@pytest.mark.parametrize("check,shipped,extra,named", WARNINGS, ids=[w[0] for w in WARNINGS])
+def test_doctor_warns_of_what_is_allowed_but_likely_a_mistake(fitted_home, check, shipped, extra, named):
+    assert live(doctor(fitted_home), check).status == "ok"
+    if shipped is not None:
+        (fitted_home / "fits" / "shipped.json").write_text(json.dumps(shipped))
+    if extra:
+        append(fitted_home, [{**e, "at": "2026-01-01T11:00:00Z"} for e in extra])
+        compact(fitted_home)
+    found = live(doctor(fitted_home), check)
+    assert found.status == "warn" and named in found.detail and found.ok  # warned, not a reason to open the loop
+
+
+def test_doctor_warns_of_an_event_stored_with_a_time_in_the_future(fitted_home):
+    append(fitted_home, [{"type": "task.opened", "task": "T-far", "at": "9999-12-31T23:59:59Z"}], future=None)
+    compact(fitted_home, future=None)  # stored on purpose (--allow-future at append and compact)
+    found = live(doctor(fitted_home), "no event dated in the future")
+    assert found.status == "warn" and "1 stored event(s) dated more than a day after now" in found.detail
+    assert "9999-12-31T23:59:59Z" in found.detail
+
+
+def test_a_broken_shipped_json_opens_the_loop(fitted_home):
+    (fitted_home / "fits" / "shipped.json").write_text('{"constants": {"exploration": "0.3"}}')
+    report = doctor(fitted_home)
+    assert not report.closed and any(
+        "constants.exploration: Input should be a valid number" in r for r in report.reasons
+    )

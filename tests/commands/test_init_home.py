@@ -59,7 +59,14 @@ def test_the_template_routes_like_no_file_and_names_every_placeholder(tmp_path):
     path = tmp_path / "shipped.json"
     path.write_text(json.dumps(TEMPLATE))
     shipped = load_shipped(path)
-    assert shipped.placeholders == ["default_config", "cheap_config", "frontier_config", "pinned.reviewer", "priors[0]"]
+    assert shipped.placeholders == [
+        "default_config",
+        "cheap_config",
+        "frontier_config",
+        "pinned.reviewer",
+        "priors[0]",
+        "prices[0]",
+    ]
     assert (shipped.static, shipped.priors, shipped.to_constants()) == (
         load_shipped(None).static,
         [],
@@ -68,7 +75,8 @@ def test_the_template_routes_like_no_file_and_names_every_placeholder(tmp_path):
     assert shipped.found and not load_shipped(tmp_path / "absent.json").found
     assert placeholder_note(shipped, "fits/shipped.json") == (
         "fits/shipped.json still holds template placeholders at default_config, cheap_config, frontier_config, "
-        "pinned.reviewer, priors[0]: they are ignored, as if absent; replace each with a config key of yours "
+        "pinned.reviewer, priors[0], prices[0]: they are ignored, as if absent; replace each with a config key of "
+        "yours "
         '(ratings sql "SELECT DISTINCT config_key FROM attempts") or delete it'
     )
 
@@ -80,4 +88,4 @@ def test_a_filled_in_value_is_kept():
     left: list[str] = []
     out = _without_placeholders(filled, left)
     assert out["default_config"] == "codex/openai/gpt-5/medium" and out["pinned"] == {"reviewer": "a/-/b/-"}
-    assert left == ["cheap_config", "frontier_config", "priors[0]"]
+    assert left == ["cheap_config", "frontier_config", "priors[0]", "prices[0]"]

@@ -57,13 +57,39 @@ def test_pin_rolls_back_and_latest_follows_the_newest_again(home, history):
     "args,message",
     [
         (["nope"], "error: no fit with version 'nope'"),
-        ([], "give either VERSION or --latest"),
         (["--latest", "x"], "give either VERSION or --latest"),
     ],
 )
 def test_pin_errors(home, history, args, message):
     result = run("pin", "--home", str(home), *args)
     assert result.exit_code == 2 and message in result.output
+
+
+def test_pin_without_a_version_lists_the_fits_it_can_pin(home, history):
+    old, new = history
+    listed = json.loads(run("pin", "--home", str(home), "--json").output)
+    assert [(r["version"], r["live"], r["pinned"]) for r in listed] == [(old, False, False), (new, True, False)]
+    run("pin", "--home", str(home), old)
+    text = run("pin", "--home", str(home)).output.splitlines()
+    assert text[0].split() == ["version", "fitted_at", "store", "version", "constants"]
+    assert text[2].startswith(old) and text[2].endswith("live pinned") and text[3].startswith(new)
+    assert text[-1].startswith("pin one with `ratings pin VERSION`")
+    table = run("table", "--home", str(home)).output.splitlines()
+    assert table[1].startswith(f"pinned: `ratings pin` holds this table (from fits/history/{old}.json) since ")
+    assert json.loads(run("table", "--home", str(home), "--json").output)["pinned"]["version"] == old
+    run("pin", "--home", str(home), "--latest")
+    assert "pinned" not in run("table", "--home", str(home)).output.splitlines()[1]
+
+
+def test_a_pin_and_a_fit_remove_the_temp_files_killed_writers_left(home, history):
+    dead = 2**22 + 12345  # above the kernel's default pid_max: no process has it
+    stale = home / "fits" / f".routing-table.json.{dead}.0123abcd.tmp"
+    mine = home / "fits" / f".routing-table.json.{os.getpid()}.0123abcd.tmp"  # a live writer's: kept
+    other = home / "fits" / "notes.tmp"  # not a temp file of ours: kept
+    for path in (stale, mine, other):
+        path.write_text("x")
+    assert run("pin", "--home", str(home), "--latest").exit_code == 0
+    assert not stale.exists() and mine.exists() and other.exists()
 
 
 def test_pin_finds_a_version_whatever_the_history_file_is_called(home, history):

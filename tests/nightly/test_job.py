@@ -35,7 +35,7 @@ from click.testing import CliRunner
 from fixtures_nightly import PINNED, RATED, X, Y, at, config, make_home, tiny_events
 
 from pipeline.cli import cli
-from pipeline.errors import StoreConflict
+from pipeline.errors import Busy
 from pipeline.nightly.job import rounded, run_fit
 from pipeline.nightly.options import FitOptions
 from pipeline.routing.table import load
@@ -230,10 +230,10 @@ def test_second_fit_exits_or_waits_while_one_holds_the_lock(tiny_fit):
     fd = os.open(Workspace.of(home).fit_lock, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        with pytest.raises(StoreConflict, match=r"another fit is running .* --wait"):
+        with pytest.raises(Busy, match=r"another fit is running .* --wait"):
             run_fit(home, PINNED.model_copy(update={"no_compact": True}))
         result = CliRunner().invoke(cli, ["fit", "--home", str(home), "--no-compact"])
-        assert result.exit_code == 2 and "another fit is running" in result.output
+        assert result.exit_code == 3 and "another fit is running" in result.output  # busy: neither bad nor broken
         threading.Timer(0.3, lambda: os.close(fd)).start()
         started = time.monotonic()
         run_fit(home, PINNED.model_copy(update={"no_compact": True, "wait": True}))
@@ -324,6 +324,7 @@ def test_events_that_tie_with_the_cutoff_are_fitted(tmp_path):
     # 30 tasks, 2 configs, 3 regions, all at one time: the split orders ties by task id (21 learned, B00..B20)
     # and every learned event ties with the cutoff (B21's time), so it is fitted (at or before the cutoff).
     home = tmp_path / "batch"
+    home.mkdir()  # append makes a home of an empty folder it is given
     runner = CliRunner()
     moment = "2026-03-01T00:00:00Z"
     appended = runner.invoke(cli, ["append", "--home", str(home)], input=_one_batch(30, 2, 3, moment))
@@ -512,3 +513,13 @@ def test_two_homes_with_the_same_streams_publish_the_same_bytes(fit_home):
     )
     for rel in ("fits/routing-table.json", "case-studies/routing-by-rating/stats.json"):
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+def test_a_retraction_of_an_id_the_store_does_not_hold_is_said(fit_home):
+    """Issue 26, item 7: it was accepted without a word; it retracts nothing, and the stats' notes say so."""
+    retract = {"type": "rating.retracted", "rating": "rate-T03-q", "reason": "typo", "at": at(3, 5), "id": "rt"}
+    _, result = fit_home("unknown-retraction", [*tiny_events(), retract])
+    assert (
+        "1 retraction(s) name an id no rating or rejection holds, and retract nothing: rate-T03-q" in result.stats.notes
+    )
+    assert result.stats.ratings.retracted == 0

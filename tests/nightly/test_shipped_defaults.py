@@ -48,7 +48,8 @@ def test_a_template_left_with_placeholders_fits_and_names_them(tmp_path):
     out = _fit(home)
     assert (
         "fits/shipped.json still holds template placeholders at default_config, cheap_config, frontier_config, "
-        "pinned.reviewer, priors[0]: they are ignored, as if absent; replace each with a config key of yours "
+        "pinned.reviewer, priors[0], prices[0]: they are ignored, as if absent; replace each with a config key of "
+        "yours "
         '(ratings sql "SELECT DISTINCT config_key FROM attempts") or delete it'
     ) in out.splitlines()
     shutil.rmtree(home)

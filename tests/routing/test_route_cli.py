@@ -158,6 +158,7 @@ def test_route_log_for_a_task_the_home_has_seen_does_not_warn(home, published):
 
 
 def test_route_without_a_table_says_to_fit_first(home):
+    (home / "fits").mkdir()
     result = CliRunner().invoke(cli, ["route", "--home", str(home), "--region", "r"])
     assert result.exit_code == 2
     assert "run `fit-routing` first" in result.output

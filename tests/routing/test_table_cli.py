@@ -81,6 +81,7 @@ def test_table_json_for_programs(home, published):
 
 
 def test_table_without_a_published_table_says_to_fit_first(home):
+    (home / "fits").mkdir()
     result = CliRunner().invoke(cli, ["table", "--home", str(home)])
     assert result.exit_code == 2
     assert result.stderr.startswith("error: ") and "run `fit-routing` first" in result.stderr

@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 from pipeline.errors import InvalidBatch, InvalidEvent
 from pipeline.streams import batch
 from pipeline.streams.events import KNOWN, nearest_type, parse_line, stream_of
+from pipeline.streams.future import MAX_FUTURE, future_reason
 
 NOW = "2026-03-01T12:00:00Z"
+LATEST = "2026-03-02T12:00:00Z"  # NOW plus the default skew: a later event time is refused
 ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 CONFIG = {"cli": "claude-code", "route": None, "model": "opus", "effort": "high"}
 RATER = {"kind": "gate", "name": "pytest"}
@@ -51,6 +53,9 @@ HEAD = [
     {"id": None},  # explicit nulls: nothing may be spliced in front of them
     {"at": None, "id": "e-3"},
     {"id": None, "at": "2026-01-02T03:04:05Z"},
+    {"id": "e-4", "at": "2026-01-02T03:04:05Z", "filled": ["at"]},
+    {"filled": ["id"]},
+    {"id": "e-5", "at": "2099-01-01T00:00:00Z"},  # in the future of NOW: refused
 ]
 VALUES = [
     None, True, False, 0, 1, -1, 2, 0.5, -0.0, 1e-400, 1e300, 10**12, 10**12 + 1, 10**30, "", "x", "a/b", "é",
@@ -84,7 +89,7 @@ def mutated_lines(draw: st.DrawFn) -> bytes:
     """A seed event, then a few mutations of its fields and of its bytes."""
     obj = {**draw(st.sampled_from(HEAD)), **draw(st.sampled_from(SEEDS))}
     for _ in range(draw(st.integers(0, 3))):
-        kind = draw(st.sampled_from(["set", "nested", "delete", "extra", "type", "at", "id", "v", "dup"]))
+        kind = draw(st.sampled_from(["set", "nested", "delete", "extra", "type", "at", "id", "v", "dup", "filled"]))
         keys = sorted(obj)
         if kind == "set" and keys:  # deletions may have emptied the object
             obj[draw(st.sampled_from(keys))] = draw(st.sampled_from(VALUES))
@@ -107,6 +112,8 @@ def mutated_lines(draw: st.DrawFn) -> bytes:
             obj["id"] = draw(st.sampled_from(IDS))
         elif kind == "v":
             obj["v"] = draw(st.sampled_from([1, 2, 0, True, 1.0, "1", None]))
+        elif kind == "filled":  # what an earlier append recorded (a stream copied into another home)
+            obj["filled"] = draw(st.sampled_from([["at"], ["id", "at"], ["id"], [], ["x"], "at", [None], None]))
     line = dump(obj, draw(st.booleans()))
     if draw(st.booleans()) and len(obj) > 1:  # a duplicate key, the later one different
         key = draw(st.sampled_from(sorted(obj)))
@@ -120,7 +127,10 @@ def mutated_lines(draw: st.DrawFn) -> bytes:
 
 def expected(line: bytes, number: int) -> tuple[str, Any]:
     """What the per-line parser says of ``line`` as item ``number`` of a batch from ``<batch>`` (and the append
-    policy on top of it: an unknown type one edit away from a v1 type is a typo)."""
+    policy on top of it: a blank line is skipped, an unknown type one edit away from a v1 type is a typo, a time
+    more than a day after now is refused)."""
+    if not line.strip():
+        return "blank", None
     try:
         event = parse_line(line, line=number, source="<batch>")
     except InvalidEvent as exc:
@@ -131,6 +141,9 @@ def expected(line: bytes, number: int) -> tuple[str, Any]:
             f"<batch>:{number}: type: {event.type!r} is not a v1 event type: did you mean {near[1]}? "
             f"(to keep it as a type of its own, allow it: --allow-type {event.type})"
         )
+    late = future_reason(event.at, LATEST, MAX_FUTURE) if event.at else None
+    if late is not None:
+        return "error", f"<batch>:{number}: at: {late}"
     return "ok", event
 
 
@@ -138,13 +151,15 @@ def judged(out: batch.Rendered, i: int) -> tuple[str, Any]:
     """What the batch made of item ``i``: the event its written line reads back as, or its error."""
     if i in out.errors:
         return "error", str(out.errors[i])
+    if i in out.blank:
+        return "blank", None
     line = out.line[i]
     assert line is not None and line.endswith(b"\n") and line.count(b"\n") == 1
     return "ok", (out.stream[i], out.id[i], parse_line(line))
 
 
 def agree(line: bytes, want: tuple[str, Any], got: tuple[str, Any]) -> None:
-    if want[0] == "error":
+    if want[0] in ("error", "blank"):
         assert got == want, line
         return
     assert got[0] == "ok", (line, got)
@@ -153,7 +168,8 @@ def agree(line: bytes, want: tuple[str, Any], got: tuple[str, Any]) -> None:
     assert stream == stream_of(event.type)
     assert written.id == event_id and (event.id == event_id if event.id else ULID.fullmatch(event_id))
     assert written.at == (event.at or NOW)
-    fields = {"id", "at"}
+    assert written.filled == batch.filled_fields(event.filled, event.id is None, event.at is None), line
+    fields = {"id", "at", "filled"}
     assert written.model_dump(exclude=fields) == event.model_dump(exclude=fields), line
     assert type(written) is type(event)
 
@@ -190,8 +206,9 @@ def test_mappings_are_judged_and_rendered_as_by_the_per_item_path(lines, seed):
     items = [json.loads(x) for x in seed.sample(NEIGHBOURS_VALID, 8)] + maps + [{"type": "task.rated"}, [1], 3]
     fast, slow = run(items, fast_from=1), run(items, fast_from=len(items) + 1)
     assert {i: str(e) for i, e in fast.errors.items()} == {i: str(e) for i, e in slow.errors.items()}
+    assert fast.blank == slow.blank  # a str item is a raw line: a blank one is skipped by both lanes
     for i in range(len(items)):
-        if i in fast.errors:
+        if i in fast.errors or i in fast.blank:
             continue
         assert fast.stream[i] == slow.stream[i]
         a, b = fast.line[i], slow.line[i]
