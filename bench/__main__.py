@@ -25,8 +25,11 @@ SMALL: dict[str, list[str]] = {
     "route": ["--decisions", "{events}"],
     "simulate": ["--events", "{events}", "--sample", "20000"],
     "ladders": ["--tasks", "3000"],
+    "layout": ["--events", "{events}", "--repeat", "1"],  # the daily layout against files near the target size
     "verdicts": ["--seeds", "2", "--tasks", "600"],  # the study of the verdicts, 2 seeds a family (100: the study)
     "many_writers": ["--events", "25000"],  # 4 writers x 25,000 events into a local S3 server (the issue: 1M each)
+    "null_study": ["--seeds", "5", "--nights", "10"],  # the gate on the null (the issue: 20 seeds, 20 nights)
+    "backtest": ["--seeds", "1"],  # Terminal-Bench, one seed; RouterBench at 20 seeds: --table data/routerbench-...
     "imports": ["--rows", "{events}"],  # a long table and a mini-ork store of this many rows
 }
 DEFAULT_EVENTS = 100_000

@@ -11,11 +11,14 @@ temp home, then times, each in its own child process (so each peak RSS is its ow
 - duckdb: ``COPY (SELECT * FROM read_json(stream)) TO ... (FORMAT parquet)`` of both streams;
 - previous: the compactor of ``--baseline-rev`` (Parquet files and manifests), taken from this repository
   with ``git archive`` into a temp directory (default: the last revision before the Delta store);
-- ours: ``pipeline.compact.compact`` (validation, dedup against the table, one Delta commit).
+- ours: ``pipeline.compact.compact`` (validation, dedup against the table, one Delta commit);
+- ours on the same events as a dispatcher's own ``json.dumps`` writes them (``", "`` and ``": "`` separators, the
+  keys of every object in reverse order, unicode escaped), in a second home: the ratio to the canonical lines
+  (target <= 1.2x) says whether every writer's lines take the vectorised path.
 
 Times exclude interpreter start and imports; each runs ``--repeat`` times, interleaved, best kept. Prints
-events/s of each, the ratios ours/previous (target >= 1.5x) and ours/duckdb, and each peak RSS (target
-< 1.5 GB at 1M events).
+events/s of each, the ratios ours/previous (target >= 1.5x), ours/duckdb and json.dumps/canonical, and each peak RSS
+(target < 1.5 GB at 1M events).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ def write_streams(home: Path, ratings: int) -> int:
         for t in range(ratings // 4):
             batch.append(
                 f'{{"id":"01KT{t:022d}","type":"task.opened","at":"{_at(t, 0)}","v":1,"task":"T-{t}",'
-                f'"region":"r{t % 7}"}}'
+                f'"region":"région-{t % 7}"}}'
             )
             for a in range(2):
                 batch.append(
@@ -94,6 +97,22 @@ def write_streams(home: Path, ratings: int) -> int:
             handle.write(("\n".join(batch) + "\n").encode())
             written += len(batch)
     return written
+
+
+def _reversed(value):
+    """A JSON value with the keys of every object (nested ones too) in reverse order."""
+    if isinstance(value, dict):
+        return {k: _reversed(v) for k, v in reversed(value.items())}
+    return value
+
+
+def write_as_dumps(home: Path, other: Path) -> None:
+    """The streams of ``home`` rewritten into ``other`` as ``json.dumps`` writes them (same events, other bytes)."""
+    (other / "streams").mkdir(parents=True, exist_ok=True)
+    for stream in ("tasks", "ratings"):
+        with open(home / "streams" / f"{stream}.jsonl", "rb") as source:
+            lines = [json.dumps(_reversed(json.loads(line))) for line in source]
+        (other / "streams" / f"{stream}.jsonl").write_text("\n".join(lines) + "\n", encoding="ascii")
 
 
 def _reset(home: Path) -> None:
@@ -173,24 +192,32 @@ def main() -> None:
         _phase(args.phase, args.home)
         return
     with tempfile.TemporaryDirectory(prefix="bench-compact-") as tmp:
-        home = Path(tmp) / "home"
+        home, dumps = Path(tmp) / "home", Path(tmp) / "dumps"
         t0 = time.perf_counter()
         n = write_streams(home, args.events)
-        size = sum((home / "streams" / f"{s}.jsonl").stat().st_size for s in ("tasks", "ratings"))
-        print(
-            f"generated {n:,} events ({args.events:,} ratings, {size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f}s"
-        )
-        phases: dict[str, tuple[str, str | None]] = {"duckdb": ("duckdb", None), "ours": ("compact", None)}
+        write_as_dumps(home, dumps)
+        for where in (home, dumps):
+            size = sum((where / "streams" / f"{s}.jsonl").stat().st_size for s in ("tasks", "ratings"))
+            print(f"generated {n:,} events ({args.events:,} ratings, {size / 1e6:.0f} MB) in {where.name}/")
+        print(f"written in {time.perf_counter() - t0:.1f}s")
+        phases: dict[str, tuple[str, Path, str | None]] = {
+            "duckdb": ("duckdb", home, None),
+            "ours": ("compact", home, None),
+            "dumps": ("compact", dumps, None),
+        }
         if args.baseline_rev != "none":
             previous = _checkout(args.baseline_rev, Path(tmp) / "previous")
-            phases["previous"] = ("compact", str(previous))
+            phases["previous"] = ("compact", home, str(previous))
         runs: dict[str, list[tuple[float, int, dict]]] = {name: [] for name in phases}
         for _ in range(args.repeat):  # interleaved, best of each: a shared machine's noise hits all alike
-            for name, (phase, path) in phases.items():
-                runs[name].append(_run(phase, home, path))
+            for name, (phase, where, path) in phases.items():
+                runs[name].append(_run(phase, where, path))
         best = {name: min(r, key=lambda x: x[0]) for name, r in runs.items()}
+        if best["dumps"][2]["stored"] != best["ours"][2]["stored"]:
+            raise SystemExit(f"the json.dumps lines stored {best['dumps'][2]} against {best['ours'][2]}")
         labels = {"duckdb": "duckdb COPY read_json -> parquet", "previous": f"previous compactor ({args.baseline_rev})"}
         labels["ours"] = "ratings compact (Delta table)"
+        labels["dumps"] = "ratings compact, json.dumps lines"
         for name, (seconds, rss, outcome) in best.items():
             extra = f"  {json.dumps(outcome)}" if outcome else ""
             print(
@@ -203,6 +230,9 @@ def main() -> None:
             cpu = {name: min(r[2]["cpu"] for r in runs[name]) for name in ("ours", "previous")}
             print(f"cpu ratio previous/ours         : {cpu['previous'] / cpu['ours']:.2f}x (least CPU seconds of each)")
         print(f"throughput ratio ours/duckdb    : {best['duckdb'][0] / ours:.2f}x")
+        cpu_of = {name: min(r[2]["cpu"] for r in runs[name]) for name in ("ours", "dumps")}
+        print(f"time json.dumps/canonical lines : {best['dumps'][0] / ours:.2f}x (target <= 1.2x)")
+        print(f"cpu json.dumps/canonical lines  : {cpu_of['dumps'] / cpu_of['ours']:.2f}x (least CPU seconds of each)")
 
 
 if __name__ == "__main__":

@@ -297,7 +297,9 @@ def evaluate_home(home: Path, seed: int) -> tuple[Any, Any]:
 
     compact(home)
     shipped = load_shipped(home / "fits" / "shipped.json")
-    constants = shipped.to_constants()
+    # the exploration family judges the held-out replay's verdict, which replays the epsilon way (a Thompson share
+    # is never adopted by it: docs/design.md, Exploration)
+    constants = shipped.to_constants(exploration_mode="epsilon")
     spec = Spec(half_lives=half_lives_of(constants, Pins()), fraction=Fraction(7, 10))
     with open_store(home) as store:
         ctx = FitContext.build(DuckDBEngine(store), spec, shipped=shipped)

@@ -16,6 +16,8 @@ PRIOR_SOURCE = "shipped"
 PRIOR_WEIGHT = 3.0
 #: Exploration eps (docs/design.md, Exploration).
 EXPLORATION = 0.3
+#: How exploration draws: Thompson sampling on the posteriors (why: docs/design.md, Exploration).
+EXPLORATION_MODE = "thompson"
 #: The recency half-life in days: None, no recency weighting.
 HALF_LIFE_DAYS: float | None = None
 #: The evidence gate's shared tasks (docs/design.md, Evidence gate).

@@ -32,6 +32,7 @@ from .errors import Busy, NotAHome, PipelineError
 __all__ = [
     "NOFOLLOW",
     "STREAMS",
+    "BacktestOut",
     "StoreLocation",
     "StrPath",
     "Workspace",
@@ -497,3 +498,40 @@ def case_study_name(name: str) -> str:
             f"case study {name!r}: a name is one directory under case-studies/ (no '/', not '.' or '..')"
         )
     return name
+
+
+@dataclass(frozen=True)
+class BacktestOut:
+    """The ``--out`` directory of ``ratings backtest`` (docs/design.md, Backtest): its outputs, and the scratch
+    homes of its loops under ``homes/`` (each a home of its own, its store inside it)."""
+
+    root: Path
+
+    @property
+    def report(self) -> Path:
+        """``backtest.json``: what ``--json`` prints."""
+        return self.root / "backtest.json"
+
+    @property
+    def text(self) -> Path:
+        """``backtest.txt``: the report for people."""
+        return self.root / "backtest.txt"
+
+    def figure(self, name: str) -> Path:
+        return self.root / case_study_name(name)
+
+    @property
+    def homes(self) -> Path:
+        return self.root / "homes"
+
+    @property
+    def input_home(self) -> Path:
+        """Where a TABLE file is imported to be read back."""
+        return self.homes / "input"
+
+    def informed_home(self, objective: str, start: str) -> Path:
+        """The full-information loop's home of (objective, start), shared by every policy and seed."""
+        return self.homes / "full-information" / f"{objective}-{start}"
+
+    def loop_home(self, policy: str, objective: str, start: str, seed: int) -> Path:
+        return self.homes / "loops" / f"{policy}-{objective}-{start}" / f"seed-{seed}"

@@ -126,14 +126,17 @@ def fit_home(tmp_path_factory) -> Callable[..., tuple[Path, FitResult]]:
 
 
 def simulated(root: Path, *, tasks: int, seed: int, drift: bool = True, flat: bool = False) -> Path:
-    """A simulated backlog home (pipeline.simulate, preset ``backlog``) with its truth.json.
+    """A simulated backlog home (pipeline.simulate, preset ``backlog``) with its truth.json, its tasks done by 1 to 3
+    configs as independent second opinions (``SECOND_OPINIONS``): these fixtures judge what the fit finds when
+    configs share tasks, not a dispatcher's one-config-per-task logs.
 
     ``flat``: every config has the same quality and cost in every region (regions carry no signal).
     """
     from pipeline.simulate import preset, simulate
+    from pipeline.simulate.presets import SECOND_OPINIONS
     from pipeline.simulate.scenario import Scenario
 
-    data = preset("backlog", tasks=tasks).model_dump()
+    data = {**preset("backlog", tasks=tasks).model_dump(), **SECOND_OPINIONS}
     if not drift or flat:
         data["drift"] = None
     if flat:

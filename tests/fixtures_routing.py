@@ -65,7 +65,8 @@ def build_table(
         fitted_at="2026-01-01T00:00:00Z",
         source=Source(version=1, events={"tasks": 1, "ratings": 1}),
         objective="quality_per_dollar",
-        constants=Constants(**{"exploration": 0.0, "min_samples": 3, **constants}),
+        # hand-built tables explore the epsilon way unless a test asks for Thompson draws (test_thompson.py)
+        constants=Constants(**{"exploration": 0.0, "exploration_mode": "epsilon", "min_samples": 3, **constants}),
         constants_source="shipped",
         static=Static(**(static or {})),
         regions={

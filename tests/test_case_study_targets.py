@@ -61,3 +61,17 @@ def test_the_ladders_keep_their_promise_near_the_limit(name):
 def test_the_routerbench_ladder_saves_most_of_the_best_singles_cost():
     summary = stats("routerbench")["ladders"]["summary"]
     assert summary["cost_ratio"] <= 0.10 and summary["coverage"] > 0.99
+
+
+@pytest.mark.parametrize("name", (*REAL, "terminal-bench"))
+def test_every_real_case_study_carries_its_backtest(name):
+    """The default policy and ladder from both starts, 5 seeds or more (the Makefile runs 20, LiveCodeBench 5: see
+    its LCB_SEEDS), said to be a simulation, with its figure. (The default backlog's case study has none: a
+    dispatcher's logs are not a full-information table.)"""
+    backtest = stats(name)["backtest"]
+    assert backtest["about"]["note"].startswith("A backtest of a benchmark table is a simulation of deployment")
+    runs = {(r["policy"], r["start"]) for r in backtest["runs"]}
+    assert runs == {(p, s) for p in ("learning_governed", "ladder") for s in ("cheapest", "frontier")}
+    assert backtest["about"]["seeds"] >= 5 and backtest["about"]["fit"] == "table"
+    assert (CASE_STUDIES / name / "learning-curve.svg").read_bytes().startswith(b"<?xml")
+    assert "backtest" not in stats("routing-by-rating")

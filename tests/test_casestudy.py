@@ -21,6 +21,7 @@ CREDIT_LINKS = {
     "https://github.com/withmartian/routerbench",
     "https://github.com/shuhao02/RouterDC",
     "https://github.com/LiveCodeBench/livecodebench.github.io",
+    "https://github.com/laude-institute/terminal-bench-leaderboard",
 }
 
 # The headline of the sample, worked out by hand from its numbers:
@@ -89,7 +90,9 @@ def test_every_headline_number_is_in_the_html_and_the_readme(page):
         assert phrase in text_of(html), phrase
         assert phrase in md_text(readme), phrase
     lead = text_of(html.split('aria-label="Headline">')[1].split("</section>")[0])
-    assert lead.startswith(" Routing: of 412 eligible held-out tasks")
+    # the default policy's result first, not plain quality per dollar's
+    assert lead.startswith(" Default policy: learning_governed routed"), lead[:80]
+    assert "Constants (plain greedy routing, without the evidence gate): of 412 eligible held-out tasks" in lead
 
 
 def test_images_referenced_exist_and_are_svg(page):
@@ -181,6 +184,7 @@ def test_ladder_with_the_target_as_gate_is_an_upper_bound(tmp_path, page):
     [
         ("routerbench", "https://github.com/withmartian/routerbench"),
         ("livecodebench", "https://github.com/LiveCodeBench/livecodebench.github.io"),
+        ("terminal-bench", "https://github.com/laude-institute/terminal-bench-leaderboard"),
     ],
 )
 def test_real_data_sources_are_credited(tmp_path, name, link):
@@ -378,7 +382,7 @@ def test_the_page_leads_with_what_the_dispatcher_will_do(tmp_path):
     assert html.index('aria-label="What the dispatcher will do"') < html.index('aria-label="Headline"')
     assert "implement a 0.800 $0.100 40 b (0.900, $1.00) a → b" in spaced(lead)
     assert "implement: Learned choice in implement: a beats the static choice b (High)." in spaced(lead)
-    assert readme.index("## What the dispatcher will do") < readme.index("**Routing:**")
+    assert readme.index("## What the dispatcher will do") < readme.index("**Default policy:**")
 
 
 # ------------------------------------------------------------------ a page a phone shows whole
@@ -499,6 +503,40 @@ def test_the_frontier_names_most_singles_and_is_deterministic() -> None:
     singles = stats.frontier.singles
     named = sum(f">{short_config(s.config)}<".encode() in first.svg for s in singles)
     assert named >= len(singles) - 2
+
+
+# ------------------------------------------------------------------ a backtest on the page
+BACKTEST = Path(__file__).parent / "data" / "backtest-sample.json"  # ratings backtest of a hand-made 8-task table
+
+
+def test_a_backtest_leads_after_the_default_policy_and_has_its_section(tmp_path):
+    stats = sample()
+    report = json.loads(BACKTEST.read_text(encoding="utf-8"))
+    stats["backtest"] = report
+    html, readme, directory = render(tmp_path, stats)
+    lead = text_of(html.split('aria-label="Headline">')[1].split("</section>")[0])
+    assert lead.startswith(" Default policy: learning_governed routed")
+    assert lead.index("Backtest (a simulation of deployment on this table, not a deployment):") < lead.index(
+        "Constants (plain greedy routing"
+    )
+    # the default policy's backtest comes first in the lead, with its share of the best region-level table
+    default = next(r for r in report["runs"] if r["policy"] == "learning_governed")
+    share = f"{100 * default['second_half']['vs_region_best']:.1f}%"
+    said = lead.split("over the second half: ")[1]
+    assert said.startswith(f"learning_governed from the {default['start']} start") and share in said
+    section = text_of(html.split('id="backtest"')[1].split("<h2")[0])
+    assert report["about"]["note"] in section
+    assert "% of the best region-level table [p5, p95]" in section
+    assert "References, quality_per_dollar" in section
+    assert (directory / "learning-curve.svg").read_bytes().startswith(b"<?xml")
+    assert "learning-curve.svg" in readme and "Backtest: the loop as a dispatcher would live it" in readme
+
+
+def test_a_page_without_a_backtest_says_how_to_attach_one(page):
+    html, _, directory = page
+    section = text_of(html.split('id="backtest"')[1].split("<h2")[0])
+    assert "No backtest is attached" in section and "fit-routing --backtest DIR/backtest.json" in section
+    assert not (directory / "learning-curve.svg").exists()
 
 
 def test_twenty_thousand_priors_draw_forty_and_the_page_says_so(monkeypatch):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import json
 
-from pipeline.compact import compact
+import pytest
+
+from pipeline.compact import compact, files
 from pipeline.store import open_store
 from pipeline.store.table import commits, open_table, txn_ids
 from pipeline.streams.log import append
@@ -37,7 +39,7 @@ def test_one_commit_per_run_carries_the_ranges_and_transactions(home):
         handle.write(b"not json\n")
     result = compact(home)
     table = _table(home)
-    record = commits(table)[-1]["ratings.compaction"]
+    record = commits(table, Workspace.of(home).store)[-1]["ratings.compaction"]
     ratings = (home / "streams" / "ratings.jsonl").read_bytes()
     import hashlib
 
@@ -81,15 +83,46 @@ def test_incremental_equals_one_compaction(tmp_path, snapshot):
     assert snapshot(inc) == snapshot(one)
 
 
-def test_rows_are_partitioned_by_family_and_event_date(home):
+def test_rows_are_partitioned_by_family_in_one_file_per_family_whatever_the_days(home):
     import pyarrow as pa
 
-    append(home, [rating(1, day=1), rating(2, day=2), rating(3, day=2), opened(4, day=2)])
+    append(home, [rating(1, day=1), rating(2, day=2), rating(3, day=9), opened(4, day=2), opened(5, day=30)])
     compact(home)
     actions = pa.table(_table(home).get_add_actions(flatten=True)).to_pylist()
-    parts = sorted((a["partition.family"], str(a["partition.event_date"]), a["num_records"]) for a in actions)
-    assert parts == [("ratings", "2026-01-01", 1), ("ratings", "2026-01-02", 2), ("tasks", "2026-01-02", 1)]
-    assert all(a["path"].startswith(f"family={a['partition.family']}/event_date=") for a in actions)
+    assert sorted((a["partition.family"], a["num_records"]) for a in actions) == [("ratings", 3), ("tasks", 2)]
+    assert all(a["path"].startswith(f"family={a['partition.family']}/part-") for a in actions)
+    assert _table(home).metadata().partition_columns == ["family"]
+
+
+def test_a_file_is_cut_in_row_groups_that_readers_read_in_parallel(home, monkeypatch):
+    monkeypatch.setattr("pipeline.compact.files.PARQUET_OPTIONS", {**files.PARQUET_OPTIONS, "row_group_size": 4})
+    append(home, [rating(i) for i in range(10)])
+    compact(home)
+    (path,) = live_files(home, "ratings")
+    assert [pq.ParquetFile(path).metadata.row_group(g).num_rows for g in range(3)] == [4, 4, 2]
+
+
+def test_merges_stop_at_the_target_size_and_leave_full_files_alone(home, monkeypatch):
+    """Small files of a family are merged into files of up to the target size; a file at the target is never
+    rewritten again, so a merge rewrites only what the recent runs added."""
+    sizes = []
+    for i in range(3):
+        append(home, [rating(i)])
+        compact(home)
+        sizes.append(live_files(home, "ratings")[-1].stat().st_size)
+    target = 2 * max(sizes) + 100  # two of these files fit, three do not
+    monkeypatch.setattr("pipeline.compact.commit.TARGET_FILE_BYTES", target)
+    append(home, [rating(3)])
+    assert compact(home, merge_threshold=3).files_merged == 4  # in bins of two (by the sizes of their inputs)
+    merged = {p.name: p.stat().st_size for p in live_files(home, "ratings")}
+    full = {name for name, size in merged.items() if size >= target}
+    assert len(merged) == 2 and full  # each file of the store's columns is bigger than its two inputs together
+    for i in range(4, 8):
+        append(home, [rating(i)])
+        compact(home, merge_threshold=3)
+    assert full <= {p.name for p in live_files(home, "ratings")}  # files near the target stay as they are
+    with open_store(home) as store:
+        assert store.con.execute("SELECT count(*) FROM ratings").fetchall() == [(8,)]
 
 
 def test_duplicates_are_dropped_once_and_conflicts_dead_lettered(home):
@@ -162,7 +195,7 @@ def test_small_files_are_merged_by_optimize(home):
         append(home, [rating(i)])
         merged += compact(home, merge_threshold=3).files_merged
     assert merged == 4 and len(live_files(home, "ratings")) <= 3
-    assert [c["operation"] for c in commits(_table(home))].count("OPTIMIZE") == 1
+    assert [c["operation"] for c in commits(_table(home), Workspace.of(home).store)].count("OPTIMIZE") == 1
     with open_store(home) as store:
         assert store.con.execute("SELECT count(*) FROM ratings").fetchall() == [(5,)]
 
@@ -253,10 +286,14 @@ BAD_LINES = [
 ]
 
 
-def _lines_of(events, bad):
+def _lines_of(events, bad, form="append"):
+    """The events as ``append`` writes them (``form="append"``) or as ``json.dumps`` would (spaced separators,
+    keys sorted, unicode escaped), with the bad lines between them."""
     from pipeline.streams.events import to_json_line, validate_object
 
     good = [to_json_line(validate_object(dict(e.items()))) for e in events]
+    if form == "json.dumps":
+        good = [(json.dumps(json.loads(line), sort_keys=True) + "\n").encode() for line in good]
     mixed = []
     for i, line in enumerate(good):
         mixed.append(line)
@@ -266,14 +303,15 @@ def _lines_of(events, bad):
     return b"".join(mixed)
 
 
-def test_fast_path_gives_the_rows_and_reasons_of_the_line_by_line_parser():
+@pytest.mark.parametrize("form", ["append", "json.dumps"])
+def test_fast_path_gives_the_rows_and_reasons_of_the_line_by_line_parser(form):
     import numpy as np
     import pyarrow as pa
 
     from pipeline.compact.fastpath import lines_array, parse_fast
     from pipeline.compact.parse import Chunk, parse_chunk, parse_lines_slow
 
-    block = _lines_of(TRICKY, BAD_LINES) + _lines_of([rating(i) for i in range(100, 400)], [])
+    block = _lines_of(TRICKY, BAD_LINES, form) + _lines_of([rating(i) for i in range(100, 400)], [], form)
     chunk = Chunk.of("ratings", block, 1000, 7, "w")
     fast = parse_chunk(chunk, 1 << 20)
     slow = parse_lines_slow(chunk, list(range(len(chunk))), 1 << 20)
@@ -370,7 +408,7 @@ def test_file_statistics_are_the_columns_min_max_and_nulls():
         }
     )
     written: list = []
-    pq.write_table(table, io.BytesIO(), metadata_collector=written, row_group_size=2, **parquet_options(table))
+    pq.write_table(table, io.BytesIO(), metadata_collector=written, **{**parquet_options(table), "row_group_size": 2})
     stats = json.loads(file_stats(written[0]))
     assert stats["numRecords"] == 3
     assert stats["nullCount"] == {c: table[c].null_count for c in table.column_names if c != "candidates"}
@@ -457,8 +495,8 @@ def test_files_of_a_crashed_run_stay_invisible_and_vacuum_removes_them(base, tmp
 
     home_base, reference = base
     home = _fresh(home_base, tmp_path, "torn")
-    part = home / "store" / "events" / "family=ratings" / "event_date=2026-01-03"
-    part.mkdir(parents=True)
+    part = home / "store" / "events" / "family=ratings"
+    part.mkdir(parents=True, exist_ok=True)
     (part / "part-00001-CRASHED.snappy.parquet").write_bytes(b"PAR1 half a file")
     shutil.copy(live_files(reference, "ratings")[-1], part / "part-00002-CRASHED.snappy.parquet")
     with open(home / "deadletter" / "ratings.jsonl", "ab") as handle:

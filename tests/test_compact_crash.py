@@ -15,6 +15,7 @@ rerun converges to the store a clean run makes.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -41,18 +42,27 @@ if step != "-":
 if fsize:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+if os.environ.get("CHUNK_BYTES"):  # read the streams a few lines at a time
+    import functools, pipeline.compact as package
+    package.compact = functools.partial(package.compact, chunk_bytes=int(os.environ["CHUNK_BYTES"]))
 from pipeline.cli import main
 sys.argv = ["ratings", "compact", "--home", sys.argv[3], "-q", "--merge-threshold", "2", *sys.argv[4:]]
 main()
 """
 
 
-def _child(home: Path, *, step: str = "-", fsize: int = 0, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+def _child(
+    home: Path, *, step: str = "-", fsize: int = 0, chunk_bytes: int = 0, extra: tuple[str, ...] = ()
+) -> subprocess.Popen:
+    """A compaction of ``home`` in a child process, with the options ``extra``; ``chunk_bytes``: read (and with
+    ``--buffer-rows 1``, write) a file for every few lines."""
+    options = ("--buffer-rows", "1") if chunk_bytes else ()
     return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(_CHILD), step, str(fsize), str(home), *extra],
+        [sys.executable, "-c", textwrap.dedent(_CHILD), step, str(fsize), str(home), *options, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "CHUNK_BYTES": str(chunk_bytes or "")},
     )
 
 
@@ -123,15 +133,69 @@ def test_sigkill_after_delays_that_land_anywhere_in_a_run(base, tmp_path):
 
 
 @pytest.fixture(scope="module")
+def daily(tmp_path_factory):
+    """A store of the layout partitioned by event date too, with new events waiting (tests/test_compact_layout.py);
+    and the store a clean run makes of it (migrated, then compacted)."""
+    from tests.test_compact_layout import DAILY_HOME
+
+    root = tmp_path_factory.mktemp("daily")
+    home, reference = root / "base", root / "reference"
+    shutil.copytree(DAILY_HOME, home)
+    shutil.copytree(DAILY_HOME, reference)
+    compact(reference, merge_threshold=2)
+    from tests.fixtures_store import store_snapshot
+
+    return home, store_snapshot(reference)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ["before-migration", "after-migration"])
+def test_sigkill_around_the_migration_of_an_old_layout(daily, tmp_path, step):
+    home_base, expected = daily
+    home = tmp_path / step
+    shutil.copytree(home_base, home)
+    child = _child(home, step=step)
+    child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGKILL
+    _converges(home, expected)
+
+
+@pytest.mark.slow
+def test_sigkill_anywhere_in_a_migration_leaves_either_layout_and_the_rerun_converges(daily, tmp_path):
+    """Kills through a run that migrates (its files written by delta-rs, then its one commit): the store is the
+    old layout or the new one, never a mix, and the rerun lands the waiting events once."""
+    from pipeline.compat.daily_layout import DAILY
+    from pipeline.store.table import open_table
+    from pipeline.workspace import Workspace
+
+    home_base, expected = daily
+    outcomes = []
+    for k, delay in enumerate([0.6, 0.9, 1.2, 1.5, 1.8, 2.2]):
+        home = tmp_path / f"kill-{k}"
+        shutil.copytree(home_base, home)
+        child = _child(home)
+        try:
+            child.communicate(timeout=delay)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGKILL)
+            child.communicate()
+        outcomes.append(child.returncode)
+        columns = list(open_table(Workspace.of(home).store).metadata().partition_columns)
+        assert columns in (DAILY, ["family"])
+        _converges(home, expected)
+    assert -signal.SIGKILL in outcomes  # at least one kill landed inside a run
+
+
+@pytest.fixture(scope="module")
 def spread(tmp_path_factory):
-    """A home whose new input spans 300 days (300 small files, a commit of 300 files): a limit between the two
-    sizes lets every data file through and stops the commit log."""
+    """A home with 300 new ratings, compacted a line at a time (a chunk of a line, ``--buffer-rows 1``: 300 small
+    files, a commit of 300 files): a limit between the two sizes lets every data file through and stops the commit
+    log."""
     root = tmp_path_factory.mktemp("spread")
     home = root / "base"
     append(home, [rating(0)])
     compact(home)
-    days = [f"2025-{1 + d // 28:02d}-{1 + d % 28:02d}T10:00:00Z" for d in range(300)]
-    append(home, [{**rating(1 + d), "at": at} for d, at in enumerate(days)])
+    append(home, [rating(1 + d) for d in range(300)])
     reference = root / "reference"
     shutil.copytree(home, reference)
     compact(reference, merge_threshold=2)
@@ -151,7 +215,7 @@ def test_a_full_disk_is_one_line_and_leaves_the_store_as_it_was(request, tmp_pat
     home = tmp_path / f"full-{fsize}"
     shutil.copytree(home_base, home)
     before = verify(home)
-    child = _child(home, fsize=fsize)
+    child = _child(home, fsize=fsize, chunk_bytes=200 if which == "spread" else 0)
     _, err = child.communicate(timeout=120)
     assert child.returncode == 4, err  # a machine failure
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -38,12 +38,13 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("streams", ("pipeline.streams",)),  # events and the append-only streams
     ("store", ("pipeline.store", "pipeline.compat.manifest_store")),  # the table's format and views; no writing
-    ("compact", ("pipeline.compact",)),  # stream bytes -> one commit of the store
+    ("compact", ("pipeline.compact", "pipeline.compat.daily_layout")),  # stream bytes -> one commit of the store
     ("routing", ("pipeline.routing", "pipeline.compat.routing_v1")),  # the table and the router: no fit in it
     ("fit", ("pipeline.fit",)),  # the model: never its judging or the job
     ("evaluate", ("pipeline.evaluate",)),  # judging the model: never the job
     ("nightly", ("pipeline.nightly",)),  # the job: compact, fit, evaluate, publish
     ("casestudy", ("pipeline.casestudy",)),  # the page, from stats.json alone: a stage after the job
+    ("backtest", ("pipeline.backtest",)),  # the loop replayed on a full-information table: the job each night
     ("simulate", ("pipeline.simulate",)),  # data with known truth
     ("commands", ("pipeline.commands",)),  # the user commands over the stages
     ("cli", ("pipeline.cli",)),  # nothing below imports the CLI

@@ -118,7 +118,8 @@ def test_default_backlog_every_line_is_a_canonical_v1_event() -> None:
     assert 3200 <= types["task.rated"] <= 3600
     assert 3.5 <= kinds["gate"] / kinds["reviewer"] <= 4.5  # about four gate ratings per reviewer rating
     assert kinds["human"] > 0 and types["task.rejected"] > 0 and types["rating.retracted"] > 0
-    assert types["route.decided"] == types["task.closed"] == 1000
+    assert types["task.closed"] == 1000
+    assert types["route.decided"] == types["task.attempted"] > 1000  # a decision per attempt: lanes, escalations
     assert "2026-06-01" <= min(times) < max(times) < "2026-10-15"  # a few months, a synthetic timeline
 
 
@@ -169,8 +170,9 @@ def _gate_estimates(home: Path) -> tuple[dict, float]:
     index = {truth["task_id_format"].format(i + 1): i for i in range(truth["tasks"])}
     first, drifting = truth["drift"]["first_task"], truth["drift"]["config"]
     sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
+    escalations = truth["dispatcher"]["escalation"] > 0  # an escalation runs only on tasks that failed: not a draw
     for line in _lines(home, "ratings"):
-        if b'"kind":"gate"' not in line:
+        if b'"kind":"gate"' not in line or (escalations and b".a3." in line):
             continue
         event = json.loads(line)
         task = index[event["task"]]
@@ -208,9 +210,9 @@ def test_selection_is_biased_and_the_propensities_undo_it(big_home: Path) -> Non
     first, drifting = truth["drift"]["first_task"], keys.index(truth["drift"]["config"])
     codex = keys.index(CODEX)
     naive, ipw = [0.0, 0.0], [0.0, 0.0]
-    for region, configs, outcomes in truth["assignments"]:
-        for c, y in zip(configs, outcomes, strict=True):
-            if c == codex:
+    for region, configs, outcomes, slots in truth["assignments"]:
+        for c, y, slot in zip(configs, outcomes, slots, strict=True):
+            if c == codex and slot < 2:  # routed or a side-by-side lane; escalations depend on outcomes
                 w = 1.0 / truth["policy"]["inclusion"][CODEX][regions[region]]
                 naive[0] += y
                 naive[1] += 1
@@ -226,7 +228,7 @@ def test_selection_is_biased_and_the_propensities_undo_it(big_home: Path) -> Non
     # The logged propensities and choices are the truth's.
     for line in _lines(big_home, "tasks")[:3000]:
         event = json.loads(line)
-        if event["type"] == "route.decided":
+        if event["type"] == "route.decided" and event["id"].endswith(".route"):  # the routed config's decision
             task = int(event["task"].split("-")[1]) - 1
             region = regions[truth["assignments"][task][0]]
             assert event["chosen"] == keys[truth["assignments"][task][1][0]]
@@ -286,11 +288,70 @@ def test_gate_noise_is_the_rate_of_gate_disagreement(tmp_path: Path) -> None:
     for line in _lines(tmp_path, "ratings"):
         if b'"kind":"gate"' in line:
             e = json.loads(line)
-            _, configs, outcomes = truth["assignments"][index[e["task"]]]
+            _, configs, outcomes, _ = truth["assignments"][index[e["task"]]]
             outcome = outcomes[configs.index(keys.index(config_key(**e["config"])))]
             agree += e["score"] == outcome
             disagree += e["score"] != outcome
     assert abs(disagree / (agree + disagree) - 0.2) < 0.02
+
+
+# --------------------------------------------------------------------------- what a dispatcher logs
+def test_the_backlog_is_what_a_dispatcher_logs(big_home: Path) -> None:
+    """One config per task by the logging policy; on a share of tasks a side-by-side lane started with it; after
+    every lane failed its gates, an escalation to a config not yet run, decided after the last gate; every attempt
+    with its route.decided and propensity."""
+    truth = load_truth(big_home / "truth.json")
+    keys, regions, frontier = truth["configs"], truth["regions"], BACKLOG.policy.frontier_config
+    events: dict[str, list[dict]] = defaultdict(list)
+    first = 4000  # the first 4,000 tasks of the 20,000 (enough for the shares below, and quick)
+    names = {truth["task_id_format"].format(i + 1) for i in range(first)}
+    for stream in ("tasks", "ratings"):
+        for line in _lines(big_home, stream):
+            e = json.loads(line)
+            if e.get("task") in names:
+                events[e["task"]].append(e)
+    lanes = escalations = 0
+    for i, (region, configs, _outcomes, slots) in enumerate(truth["assignments"][:first]):
+        task = events[truth["task_id_format"].format(i + 1)]
+        decided = {e["id"].rsplit(".", 1)[1]: e for e in task if e["type"] == "route.decided"}
+        attempts = {e["id"].rsplit(".", 1)[1]: e for e in task if e["type"] == "task.attempted"}
+        assert len(decided) == len(attempts) == len(configs)  # every attempt has its decision
+        assert set(slots) <= {0, 1, 2} and slots[0] == 0 and slots == sorted(slots)
+        routed = decided["route"]
+        assert routed["propensity"] == truth["policy"]["propensity"][routed["chosen"]][regions[region]]
+        if 1 in slots:  # a side-by-side lane: decided with the routed one, started with it, uniform among others
+            lanes += 1
+            lane = decided["route2"]
+            assert lane["at"] == routed["at"] and lane["propensity"] == pytest.approx(1 / (len(keys) - 1))
+            assert lane["chosen"] != routed["chosen"] and routed["chosen"] not in lane["candidates"]
+            start = {k: _start(attempts[k]) for k in ("a1", "a2")}
+            assert start["a1"] == start["a2"]
+        if 2 in slots:  # an escalation: after every lane failed its gates, to a config not yet run
+            escalations += 1
+            before = [e for e in task if e["type"] == "task.rated" and e["rater"]["kind"] == "gate"
+                      and e["id"].split(".")[-2] != "a3"]  # fmt: skip
+            by_attempt: dict[str, list[float]] = defaultdict(list)
+            for e in before:
+                by_attempt[e["id"].split(".")[-2]].append(e["score"])
+            lanes_run = [k for k in attempts if k != "a3"]
+            assert all(k in by_attempt and sum(by_attempt[k]) < 0.5 * len(by_attempt[k]) for k in lanes_run)
+            up = decided["route3"]
+            assert up["propensity"] == 1.0 and not up["explored"]
+            assert up["at"] > max(e["at"] for e in before)
+            ran = {keys[c] for c, j in zip(configs, slots, strict=True) if j < 2}
+            assert up["chosen"] not in ran and not ran & set(up["candidates"])
+            assert up["chosen"] == frontier or frontier in ran
+            assert _start(attempts["a3"]) > max(attempts[k]["at"] for k in lanes_run)  # after the failure ended
+    assert 0.12 < lanes / first < 0.18  # side_by_side 0.15
+    assert escalations > 0.2 * first
+
+
+def _start(attempt: dict) -> str:
+    """When an attempt started: its time less its duration (whole seconds, as the simulator writes them)."""
+    from datetime import datetime, timedelta
+
+    end = datetime.fromisoformat(attempt["at"].replace("Z", "+00:00"))
+    return (end - timedelta(seconds=-(-attempt["duration_ms"] // 1000))).isoformat()
 
 
 # --------------------------------------------------------------------------- corruption

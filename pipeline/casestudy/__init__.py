@@ -16,6 +16,7 @@ from ..jsonfile import first_problem
 from ..nightly.stats import Stats, load_stats
 from ..workspace import StrPath, Workspace
 from . import fmt
+from .backtest import backtest_section
 from .credits import credits
 from .doc import Block, Code, Document
 from .escalation import ladders_section
@@ -62,6 +63,7 @@ def body(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         + priors_section(stats, plots)
         + ladders_section(stats)
         + policies_section(stats)
+        + backtest_section(stats, plots)
         + signals_section(stats)
         + glossary_section()
         + closing_section(stats)

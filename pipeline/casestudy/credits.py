@@ -3,8 +3,8 @@
 A stats file may carry its own ``credit`` (a string or a list of strings) in
 ``source`` or top level, shown as written; the imported benchmark tables are
 also recognised by name anywhere in ``source``, ``name`` or ``notes`` and
-credited with links to their sources, so a page on RouterBench or
-LiveCodeBench data always says where the data came from.
+credited with links to their sources, so a page on RouterBench, LiveCodeBench or
+Terminal-Bench data always says where the data came from.
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ KNOWN: dict[str, tuple[Inline, ...]] = {
         "Data: ",
         Link("LiveCodeBench", "https://github.com/LiveCodeBench/livecodebench.github.io"),
         " leaderboard (Jain et al. 2024): contest problems with their dates, pass@1 per model. No costs.",
+    ),
+    "terminal-bench": (
+        "Data: ",
+        Link("Terminal-Bench", "https://github.com/laude-institute/terminal-bench-leaderboard"),
+        " core 0.1.1 (laude-institute), the per-trial results of the leaderboard submissions of their authors: 80 "
+        "terminal tasks, 9 agent configurations, five trials each, resolved or not. No costs.",
     ),
 }
 

@@ -38,6 +38,15 @@ GLOSSARY: dict[str, str] = {
         "what a replay earned on the tasks it routed: total quality ÷ total cost for quality per dollar, mean "
         "λ·quality − cost for utility, mean quality for quality."
     ),
+    "best region-level table": (
+        "in a backtest, one configuration per region chosen with hindsight to maximize the objective's realized "
+        "value on exactly the tasks reported (for quality per dollar, the ratio of totals over the regions together, "
+        "found exactly by Dinkelbach's iteration). A table the loop could learn, so the yardstick of learning."
+    ),
+    "full-information loop": (
+        "in a backtest, the same policy, seeds and nightly refits, but every configuration's outcome on every task "
+        "of the nights before revealed to the refit: what the loop would do if it saw everything."
+    ),
     "gate": (
         "a rating by an automatic check (tests, a linter: rater kind gate). A ladder runs its next rung when the "
         "gate of the rung before is below the pass mark."

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..nightly.sections import HitRate, PolicyFigures
 from ..nightly.stats import Stats
 from . import fmt
+from .backtest import backtest_lead
 from .doc import Block, Code, Note, Strong, para
 from .names import chain, short_config
 
@@ -37,7 +38,7 @@ def hit_phrase(h: HitRate) -> str:
 def _routing_phrase(stats: Stats) -> Block:
     """The lead's hit rates of the fitted and shipped constants, or why there are none."""
     r, c = stats.routing, stats.constants
-    if not stats.split.eligible_held_out:
+    if not stats.split.eligible_held_out:  # for the default policy too (policy_lead says nothing then)
         return para(
             Strong("Routing: "),
             f"no hit rate: none of the {fmt.count(stats.split.held_out_tasks)} held-out tasks was done by two or "
@@ -46,7 +47,7 @@ def _routing_phrase(stats: Stats) -> Block:
         )
     expected = r.shipped.expected_hit_rate_with_exploration
     return para(
-        Strong("Routing: "),
+        Strong("Constants (plain greedy routing, without the evidence gate): "),
         f"of {fmt.count(stats.split.eligible_held_out)} eligible held-out tasks, the ",
         Strong("fitted"),
         f" constants routed {hit_phrase(r.fitted)} to a best configuration; the ",
@@ -265,8 +266,14 @@ def _same_figures(a: PolicyFigures, b: PolicyFigures) -> bool:
 
 
 def headline(stats: Stats) -> list[Block]:
+    """The default policy's result first (held-out, then the backtest), then the constants' verdicts."""
     blocks = (
-        routing_lead(stats) + cheapest_lead(stats) + calibration_lead(stats) + ladder_lead(stats) + policy_lead(stats)
+        policy_lead(stats)
+        + backtest_lead(stats)
+        + routing_lead(stats)
+        + cheapest_lead(stats)
+        + calibration_lead(stats)
+        + ladder_lead(stats)
     )
     if not stats.cost_known:
         blocks.append(

@@ -73,6 +73,7 @@ def _runner_up(pick: Pick | None) -> str:
 
 
 def _why(region: RegionSummary, configs: list[str]) -> tuple[Inline, ...]:
-    """The router's reason for the region, with the table's config keys shortened as everywhere on the page."""
+    """Why the table chose what it chose in the region, in words (the router's reason for stats written before
+    the words existed), with the table's config keys shortened as everywhere on the page."""
     name = "any other region" if region.region == "*" else region.region
-    return (Strong(f"{name}: "), short_configs_in(fmt.sentence(region.why), configs))
+    return (Strong(f"{name}: "), short_configs_in(fmt.sentence(region.words or region.why), configs))

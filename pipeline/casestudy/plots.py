@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
+from ..nightly.backtest import BacktestReport
 from ..nightly.stats import ConstantSet, GridRow, Stats
 from . import fmt
 from .names import short_config
@@ -457,10 +458,98 @@ def priors_plot(stats: Stats) -> Plot | None:
     return _draw("priors.svg", alt, draw)
 
 
-FIGURE_FILES = ("grid.svg", "frontier.svg", "priors.svg")
+# --------------------------------------------------------------------------- backtest learning curve
+#: One color per policy of a learning curve, in the report's order.
+POLICY_COLORS = ("#1565c0", "#6a1b9a", "#ef6c00", "#2e7d32", "#ad1457", "#00838f", "#5d4037", "#455a64")
+
+
+def learning_curve_plot(report: BacktestReport) -> Plot:
+    """The backtest's value per night against its references: one panel per (objective, start), a line per policy
+    (its mean over seeds, the band between its 5th and 95th percentiles), the full-information loop dashed, the
+    best region-level table, the best single and the start in grey."""
+    panels = list(dict.fromkeys((run.objective, run.start) for run in report.runs))
+    policies = list(dict.fromkeys(run.policy for run in report.runs))
+    color = {p: POLICY_COLORS[i % len(POLICY_COLORS)] for i, p in enumerate(policies)}
+
+    def draw(fig: Figure) -> None:
+        from matplotlib.ticker import MaxNLocator
+
+        cols = min(len(panels), 2)
+        rows = math.ceil(len(panels) / cols)
+        fig.set_size_inches(WIDTH_IN * cols, 3.4 * rows + 0.6)
+        axes = fig.subplots(rows, cols, squeeze=False)
+        for n, (objective, start) in enumerate(panels):
+            ax = axes[n // cols][n % cols]
+            refs = report.references[objective]
+            nights = [r.night + 1 for r in refs.nights]
+            for label, pick, style in (
+                ("best region-level table", lambda r: r.region_best.value, {"color": "#212121", "ls": "--"}),
+                ("best single", lambda r: r.best_single.value, {"color": "#9e9e9e", "ls": "-"}),
+                (f"start ({start})", lambda r, s=start: r.starts[s].value, {"color": "#9e9e9e", "ls": ":"}),
+            ):
+                ax.plot(nights, [pick(r) for r in refs.nights], lw=1.2, label=label, **style)
+            for run in report.runs:
+                if (run.objective, run.start) != (objective, start):
+                    continue
+                x = [night.night + 1 for night in run.nights]
+                c = color[run.policy]
+                ax.plot(x, [night.value for night in run.nights], color=c, lw=1.8, label=run.policy)
+                ax.plot(
+                    x,
+                    [night.full_information_value for night in run.nights],
+                    color=c,
+                    lw=1,
+                    ls="--",
+                    label=f"{run.policy}, full information",
+                )
+                # The band of the value between its 5th and 95th percentiles over seeds (vs_region_best's, times the
+                # night's best region-level value, which is the same for every seed).
+                pairs = list(zip(run.nights, refs.nights, strict=True))
+                best = [ref.region_best.value or 0.0 for _, ref in pairs]
+                low = [(night.p5 or 0.0) * b for (night, _), b in zip(pairs, best, strict=True)]
+                high = [(night.p95 or 0.0) * b for (night, _), b in zip(pairs, best, strict=True)]
+                ax.fill_between(x, low, high, color=c, alpha=0.15, lw=0)
+            drawn = [y for line in ax.get_lines() for y in line.get_ydata() if y is not None]
+            if drawn and min(drawn) > 0 and max(drawn) / min(drawn) > 20:  # per dollar, figures decades apart
+                ax.set_yscale("log")
+            ranked = "" if refs.ranked_by == objective else f" (no costs: {refs.ranked_by})"
+            ax.set_title(f"{objective}{ranked}, start {start}", fontsize=10)
+            ax.set_xlabel("night")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylabel(
+                refs.ranked_by.replace("_", " ") + " (realized" + (", log scale)" if ax.get_yscale() == "log" else ")")
+            )
+            ax.grid(True, color="#e0e0e0", linewidth=0.6)
+        for n in range(len(panels), rows * cols):
+            axes[n // cols][n % cols].set_visible(False)
+        seen: dict[str, Artist] = {}
+        for ax in axes.flat:
+            handles, labels = ax.get_legend_handles_labels()
+            for handle, label in zip(handles, labels, strict=True):
+                seen.setdefault(label, handle)
+        fig.legend(
+            list(seen.values()), list(seen.keys()), loc="outside lower center", ncols=2, fontsize=8, frameon=False
+        )
+        fig.suptitle("A backtest: a simulation of deployment on a benchmark table, not a deployment", fontsize=9)
+
+    last = ", ".join(
+        f"{run.policy} ({run.objective}, start {run.start}) {fmt.pct(run.second_half.vs_region_best)} of the best "
+        f"region-level table over the second half"
+        for run in report.runs
+    )
+    alt = (
+        "A backtest's learning curve (a simulation of deployment on a benchmark table, not a deployment): the realized "
+        f"value per night of each policy against the references. {last}."
+    )
+    return _draw("learning-curve.svg", alt, draw)
+
+
+FIGURE_FILES = ("grid.svg", "frontier.svg", "priors.svg", "learning-curve.svg")
 
 
 def all_plots(stats: Stats) -> list[Plot]:
     """Every figure this stats file can support, in page order."""
     made = [grid_heatmap(stats), frontier_plot(stats), priors_plot(stats)]
+    if stats.backtest is not None:
+        made.append(learning_curve_plot(stats.backtest))
     return [p for p in made if p is not None]

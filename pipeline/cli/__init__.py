@@ -8,7 +8,7 @@ matplotlib) are imported inside the commands that need them, never here.
 
 from __future__ import annotations
 
-from . import fit, routing, store, streams, tools  # noqa: F401  (each registers its commands on the group)
+from . import backtest, fit, routing, store, streams, tools  # noqa: F401  (each registers its commands on the group)
 from .common import cli
 
 __all__ = ["cli", "fit_routing_main", "main"]

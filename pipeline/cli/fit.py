@@ -200,6 +200,14 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
+@click.option(
+    "--backtest",
+    "backtest",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Attach a `ratings backtest` backtest.json to the case study (its backtest section and figure).",
+)
 @future_options
 @quiet_option
 @json_option

@@ -30,7 +30,15 @@ from .common import (
     type=click.IntRange(2, 1_000_000),
     default=16,
     show_default=True,
-    help="Merge a partition's files (Delta's optimize) when it holds more than this many.",
+    help="Merge a family's small files into files of up to 128 MiB (Delta's optimize) when it holds more than this "
+    "many.",
+)
+@click.option(
+    "--buffer-rows",
+    type=click.IntRange(min=1),
+    default=1_000_000,
+    show_default=True,
+    help="Rows held in memory before they are written out (one file per family each time): lower it to bound memory.",
 )
 @click.option(
     "--rebuild",
@@ -42,7 +50,13 @@ from .common import (
 @quiet_option
 @handle_errors
 def compact(
-    ws: Workspace, merge_threshold: int, rebuild: bool, as_json: bool, quiet: bool, future: timedelta | None
+    ws: Workspace,
+    merge_threshold: int,
+    buffer_rows: int,
+    rebuild: bool,
+    as_json: bool,
+    quiet: bool,
+    future: timedelta | None,
 ) -> None:
     """Compact the new lines of the streams into the store's events table: one Delta commit per run.
 
@@ -51,8 +65,9 @@ def compact(
     conflicts go to deadletter/<stream>.jsonl, and so do lines dated more
     than --skew after the run (unless --allow-future). A store in the old
     manifest format is moved aside and rebuilt from the streams on the first
-    run. --rebuild builds a new table from the streams and moves the old one
-    aside only once the new one is whole.
+    run; a store partitioned by event date (an earlier layout) is migrated,
+    in a commit of its own that changes no data. --rebuild builds a new table
+    from the streams and moves the old one aside only once the new one is whole.
 
     \b
     Example:
@@ -64,7 +79,12 @@ def compact(
     from ..compact import compact as compact_store
 
     result = compact_store(
-        ws, progress=not quiet and sys.stderr.isatty(), merge_threshold=merge_threshold, rebuild=rebuild, future=future
+        ws,
+        progress=not quiet and sys.stderr.isatty(),
+        merge_threshold=merge_threshold,
+        buffer_rows=buffer_rows,
+        rebuild=rebuild,
+        future=future,
     )
     for note in result.notes:
         click.echo(note, err=True)

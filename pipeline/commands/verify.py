@@ -115,7 +115,9 @@ def verify(home: Workspace | StrPath | None = None, *, as_of: str | None = None)
         )
     problems: list[str] = []
     records = [
-        (c["version"], CommitRecord.model_validate(c[METADATA_KEY])) for c in commits(table) if METADATA_KEY in c
+        (c["version"], CommitRecord.model_validate(c[METADATA_KEY]))
+        for c in commits(table, location)
+        if METADATA_KEY in c
     ]
     stored = sum(r.streams[s].outcomes.stored for _, r in records for s in r.streams)
     files, rows, file_problems, unreferenced = _check_files(location, table)

@@ -1,5 +1,5 @@
 """The table side of one compaction (docs/design.md, Storage): open or create the events table, check the writer's
-home, read the hashes of the stored ids, make the one commit with its application transactions, optimize.
+home, read the hashes of the stored ids, make the one commit with its application transactions, merge small files.
 
 Every delta-rs, Arrow or OS failure becomes one line by its class (:func:`pipeline.store.table.fail`). Each
 function works on the store location it is given: the workspace's, or the new table a rebuild makes beside it.
@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from ..errors import Busy, StoreConflict
 from ..store.commits import METADATA_KEY, CommitRecord
 from ..store.families import COLUMNS
-from ..store.schema import DATA_SCHEMA, PARTITIONS, TABLE_CONFIGURATION, TABLE_SCHEMA
+from ..store.schema import DATA_SCHEMA, PARTITIONS, ROW_GROUP_ROWS, TABLE_CONFIGURATION, TABLE_SCHEMA, TARGET_FILE_BYTES
 from ..store.table import fail, home_txn_id, open_table, store_errors, txn_ids
 from ..store.writer import WriterIdentity
 from ..workspace import DELTA_LOG, TABLE, StoreLocation
@@ -134,18 +134,36 @@ def _check_not_committed_meanwhile(location: StoreLocation, record: CommitRecord
             )
 
 
-def optimize(location: StoreLocation, table: Any, merge_threshold: int, workers: int) -> int:
-    """When a partition holds more than ``merge_threshold`` files, merge the small files of every partition
-    in one optimize commit (Delta's optimize, no data change); the files merged."""
+def writer_properties() -> Any:
+    """The Parquet writer of the files delta-rs writes for us (merges, the layout migration): snappy and row
+    groups of :data:`~pipeline.store.schema.ROW_GROUP_ROWS`, as compaction writes its own."""
+    from deltalake import WriterProperties
+
+    return WriterProperties(compression="SNAPPY", max_row_group_size=ROW_GROUP_ROWS)
+
+
+def small_files(table: Any) -> dict[str, int]:
+    """Per family, its live files under :data:`~pipeline.store.schema.TARGET_FILE_BYTES` (the ones a merge takes)."""
     actions = pa.table(table.get_add_actions(flatten=True))
     if not actions.num_rows:
-        return 0
-    counts = actions.group_by(["partition.family", "partition.event_date"]).aggregate([("path", "count")])
-    if not pc.any(pc.greater(counts["path_count"], merge_threshold)).as_py():
+        return {}
+    small = actions.filter(pc.less(actions["size_bytes"], TARGET_FILE_BYTES))
+    counts = small.group_by("partition.family").aggregate([("path", "count")])
+    return dict(zip(counts["partition.family"].to_pylist(), counts["path_count"].to_pylist(), strict=True))
+
+
+def optimize(location: StoreLocation, table: Any, merge_threshold: int, workers: int) -> int:
+    """When a family holds more than ``merge_threshold`` small files, merge the small files of every family into
+    files of up to :data:`~pipeline.store.schema.TARGET_FILE_BYTES`, in one optimize commit (Delta's optimize, no
+    data change; files at the target are left alone, so a merge rewrites only what recent runs added and the one
+    file they fill); the files merged."""
+    if not any(n > merge_threshold for n in small_files(table).values()):
         return 0
     location.check_table()
     try:
-        metrics = table.optimize.compact(max_concurrent_tasks=workers)
+        metrics = table.optimize.compact(
+            target_size=TARGET_FILE_BYTES, max_concurrent_tasks=workers, writer_properties=writer_properties()
+        )
     except store_errors() as exc:
         fail(exc, location, "optimize")
     return int(metrics.get("numFilesRemoved", 0))

@@ -114,8 +114,9 @@ _CANONICAL_AT = (
     r"^([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
     r"(\.[0-9]{1,6})?Z$"
 )
-_TYPE_KEY = b'"type":"'
-_TYPE_WORD = np.frombuffer(_TYPE_KEY, "<u8")[0]  # the key is one 8-byte word
+_TYPE_KEY = b'"type"'
+_KEY_MASK = np.frombuffer(b"\xff" * len(_TYPE_KEY) + b"\0" * (8 - len(_TYPE_KEY)), "<u8")[0]
+_TYPE_WORD = np.frombuffer(_TYPE_KEY.ljust(8, b"\0"), "<u8")[0] & _KEY_MASK  # the key in the low bytes of a word
 _TYPE_SAMPLE = 16  # lines of a chunk whose key position is tried on every line
 #: The known types in a fixed order (:func:`event_types` gives indices into it), and their byte patterns.
 TYPES = list(FIELDS)
@@ -132,13 +133,15 @@ def lines_array(block: bytes, starts: np.ndarray) -> pa.LargeBinaryArray:
 
 
 def event_types(lines: pa.LargeBinaryArray) -> np.ndarray:
-    """The index in :data:`TYPES` of each line's type, read after a ``"type":"`` of the line (the compact form
-    ``append`` writes); -1 when there is none or it names no type of :data:`FIELDS`.
+    """The index in :data:`TYPES` of each line's type, read after the first ``"type"`` of the line, a colon and
+    a quote, with any JSON whitespace around the colon (``"type":"`` as ``append`` writes it, ``"type": "`` as
+    ``json.dumps`` does); -1 when there is none or it names no type of :data:`FIELDS`.
 
     Only a guess that routes a line to the reading of one type: every row the fast path takes is checked to
-    carry that type, so a wrong guess (a nested ``type``, a spaced ``"type" : "``) sends the line to the
-    per-line parser. No regex and no search in the common case: the key is looked for where the first lines
-    of the chunk have it (after an id of one length), as 8-byte words; only the other lines are searched."""
+    carry that type, so a wrong guess (a nested ``type`` first, the word ``"type"`` as a value before the key)
+    sends the line to the per-line parser. No regex and no search in the common case: the key is looked for
+    where the first lines of the chunk have it (after an id of one length, in any order of keys), as 8-byte
+    words; only the other lines are searched."""
     n = len(lines)
     out = np.full(n, -1, np.int8)
     data = lines.buffers()[2]
@@ -156,7 +159,7 @@ def event_types(lines: pa.LargeBinaryArray) -> np.ndarray:
         if guess < 0 or not len(rest):
             continue
         at = begin[rest] + guess
-        hit = (at + 8 <= end[rest]) & (words[np.minimum(at, last)] == _TYPE_WORD)
+        hit = (at + 8 <= end[rest]) & ((words[np.minimum(at, last)] & _KEY_MASK) == _TYPE_WORD)
         key[rest[hit]] = at[hit]
         rest = rest[~hit]
     if len(rest):
@@ -164,7 +167,9 @@ def event_types(lines: pa.LargeBinaryArray) -> np.ndarray:
         found = where >= 0
         key[rest[found]] = begin[rest[found]] + where[found]
     known = np.flatnonzero(key >= 0)
-    value = key[known] + len(_TYPE_KEY)
+    value = _value_start(np.frombuffer(data, np.uint8), key[known] + len(_TYPE_KEY), end[known])
+    opened = value >= 0
+    known, value = known[opened], value[opened]
     read = [words[np.minimum(value + 8 * k, last)] for k in range(_TYPE_WORDS)]
     for code, patterns in enumerate(_TYPE_PATTERNS):
         match = np.ones(len(known), bool)
@@ -172,6 +177,28 @@ def event_types(lines: pa.LargeBinaryArray) -> np.ndarray:
             match &= (word & mask) == pattern
         out[known[match]] = code
     return out
+
+
+_JSON_SPACE = np.zeros(256, bool)
+_JSON_SPACE[[0x20, 0x09, 0x0D, 0x0A]] = True  # JSON's whitespace: space, tab, CR, LF
+_MAX_SPACE = 4  # a run of whitespace beside the colon this long is read; a longer one goes to the parser
+
+
+def _value_start(data: np.ndarray, at: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per position just after a key: where its string value begins (after whitespace, ``:``, whitespace and
+    the opening quote), or -1 when what follows is not that (the key was a value, or more whitespace)."""
+    last = len(data) - 1
+
+    def skip_space(at: np.ndarray) -> np.ndarray:
+        for _ in range(_MAX_SPACE):
+            at = at + _JSON_SPACE[data[np.minimum(at, last)]]
+        return at
+
+    at = skip_space(at)
+    ok = (at < end) & (data[np.minimum(at, last)] == ord(":"))
+    at = skip_space(at + 1)
+    ok &= (at < end) & (data[np.minimum(at, last)] == ord('"'))
+    return np.where(ok, at + 1, -1)
 
 
 def _not_utf8(lines: pa.LargeBinaryArray) -> np.ndarray:

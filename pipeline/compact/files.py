@@ -18,12 +18,12 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import StoreCorrupt
+from ..store.schema import ROW_GROUP_ROWS
 from ..utc import aware
 from ..workspace import NOFOLLOW, StoreLocation, Workspace, fsync_dir
 from .rows import ENCODED_COLUMNS
@@ -34,7 +34,13 @@ from .rows import ENCODED_COLUMNS
 UNIQUE_COLUMNS = frozenset({"id", "at", "_offset", "_id_hash", "raw", "extra", "labels", "title", "claim", "rating"})
 #: No Arrow schema in the footer: a column compaction kept dictionary-encoded (below) is a plain string column
 #: in the file, and every reader reads it as the table's schema says (the Parquet schema holds all of it).
-PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "write_statistics": True, "store_schema": False}
+#: Row groups of :data:`~pipeline.store.schema.ROW_GROUP_ROWS`: what readers split a file into.
+PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": "snappy",
+    "write_statistics": True,
+    "store_schema": False,
+    "row_group_size": ROW_GROUP_ROWS,
+}
 
 
 def encode_columns(table: pa.Table) -> pa.Table:
@@ -57,9 +63,9 @@ STATS_COLUMNS = frozenset(
 )
 
 
-def partition_dir(family: str, day: date | None) -> str:
-    """``family=<f>/event_date=<d>`` (Hive style; a missing date is Hive's default partition)."""
-    return f"family={family}/event_date={day.isoformat() if day else '__HIVE_DEFAULT_PARTITION__'}"
+def partition_dir(family: str) -> str:
+    """``family=<f>`` (Hive style)."""
+    return f"family={family}"
 
 
 def _stat_value(value: Any, upper: bool) -> Any:
@@ -155,12 +161,15 @@ class TableFiles:
 
 
 def write_parquet(table: pa.Table, sink: Any) -> pq.FileMetaData:
-    """Write ``table`` as one Parquet file to ``sink``; its metadata. A failed write (a full disk) raises its own
-    ``OSError``: ``pq.write_table`` would replace it by a ``RuntimeError`` (its writer, closed after the failure,
-    has no metadata to collect) and print another from its finaliser."""
-    writer = pq.ParquetWriter(sink, table.schema, **parquet_options(table))
+    """Write ``table`` as one Parquet file to ``sink`` (row groups of :data:`~pipeline.store.schema.ROW_GROUP_ROWS`);
+    its metadata. A failed write (a full disk) raises its own ``OSError``: ``pq.write_table`` would replace it by a
+    ``RuntimeError`` (its writer, closed after the failure, has no metadata to collect) and print another from its
+    finaliser."""
+    options = parquet_options(table)
+    rows = options.pop("row_group_size")
+    writer = pq.ParquetWriter(sink, table.schema, **options)
     try:
-        writer.write_table(table)
+        writer.write_table(table, row_group_size=rows)
         writer.close()
     except BaseException:
         writer.is_open = False  # failed: its finaliser must not close it again (it would raise there)
@@ -226,30 +235,3 @@ class DeadLetters:
 
     def close(self) -> None:
         os.close(self.fd)
-
-
-def event_days(at: pa.ChunkedArray) -> tuple[np.ndarray, list[date | None]]:
-    """Per row, the index of its UTC date (``event_date``) in the returned dates (sorted; ``None`` last, for
-    rows without a time), as the smallest integer type that holds it."""
-    day = pc.cast(pc.cast(at, pa.date32()), pa.int32()).combine_chunks()  # days since 1970-01-01
-    valid = np.asarray(day.is_valid()) if day.null_count else None
-    values = np.asarray(day.fill_null(0).to_numpy() if valid is not None else day.to_numpy(), np.int64)
-    dated = values if valid is None else values[valid]
-    if len(dated) and int(dated.max()) - int(dated.min()) < (1 << 20):  # a span of days: count, no sort
-        low = int(dated.min())
-        present = np.flatnonzero(np.bincount(dated - low)) + low
-        index = np.zeros(int(present[-1]) - low + 1, np.int64)
-        index[present - low] = np.arange(len(present))
-        codes = index[np.clip(values - low, 0, len(index) - 1)]
-    else:
-        present = np.unique(dated)
-        codes = np.searchsorted(present, values)
-    keys: list[date | None] = [_EPOCH + timedelta(days=int(d)) for d in present]
-    if valid is not None:
-        codes[~valid] = len(keys)
-        keys.append(None)
-    kind = np.int16 if len(keys) < (1 << 15) else np.int64
-    return codes.astype(kind), keys
-
-
-_EPOCH = date(1970, 1, 1)

@@ -9,12 +9,16 @@ Steps, each safe to interrupt:
    again); take each stream's range up to its last complete line;
 3. read the ranges in chunks; validate (vectorised, the unusual lines one by one); drop ids the run already
    took (same payload) or dead-letter them (another payload); hold back ids the table already has;
-4. write Parquet files per (family, event date) as the buffer fills; resolve the held-back ids against the
+4. write Parquet files per family as the buffer fills; resolve the held-back ids against the
    stored rows (one read of the table); fsync files, directories and dead letters;
 5. commit every file in one Delta commit carrying, per (writer, stream), the application transaction whose
    version is the end offset consumed, and commit metadata (byte ranges, sha256 of the bytes read, outcome
    counts, event schema version). Until then nothing of the run is visible; after it, everything is;
-6. let Delta's optimize merge the files of partitions that hold too many (a commit of its own, no data change).
+6. let Delta's optimize merge the small files of a family that holds too many, up to the target file size (a
+   commit of its own, no data change).
+
+Before step 1's run, a store of the earlier layout (partitioned by event date too) is migrated in a commit of its
+own (:mod:`pipeline.compat.daily_layout`).
 
 A crash before step 5 leaves only files no commit names (``ratings vacuum`` removes them); the rerun redoes
 the same bytes. A crash after it finds the offsets moved on and lands nothing twice. Concurrent commits of
@@ -31,7 +35,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,6 +45,7 @@ from pydantic import BaseModel, Field
 if TYPE_CHECKING:
     from ..store.upgrade import Rebuild
 
+from ..compat import daily_layout
 from ..errors import StoreCorrupt
 from ..store.commits import CommitRecord, Outcomes, StreamRange
 from ..store.schema import DATA_SCHEMA
@@ -61,7 +66,7 @@ from ..streams.scan import complete_end
 from ..utc import now_ms
 from ..workspace import STREAMS, StrPath, Workspace
 from .commit import check_writer, commit, open_or_create, optimize, stored_hashes, stored_rows
-from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, event_days, file_stats, partition_dir
+from .files import DeadLetters, TableFiles, deadletter_record, encode_columns, file_stats, partition_dir
 from .frames import FramePlan, plan_frames
 from .ids import (
     CONFLICT,
@@ -83,7 +88,7 @@ from .ids import (
 )
 from .parse import Chunk, ParsedChunk, apply_frames, late_rows, parse_chunk
 
-DEFAULT_MERGE_THRESHOLD = 16  # files in one partition before Delta's optimize merges them
+DEFAULT_MERGE_THRESHOLD = 16  # small files in one family before Delta's optimize merges them
 # Bytes read at a time. Under glibc's largest mmap threshold (32 MiB): a freed block's memory is reused for the
 # next one instead of being mapped afresh, page-faulted and zeroed by the kernel for every block (measured with
 # bench.compact: half the page faults of 32 MiB blocks, a third less system time; 8 MiB costs more per chunk).
@@ -112,7 +117,8 @@ class CompactResult(BaseModel):
 
 
 def fault_hook(step: str) -> None:
-    """Called between the durable steps (``after-files``, ``before-commit``, ``after-commit``, ``after-optimize``).
+    """Called between the durable steps (``before-migration`` and ``after-migration`` of an old store's layout,
+    ``after-files``, ``before-commit``, ``after-commit``, ``after-optimize``).
 
     Does nothing; crash tests replace it (in a child process) to kill the run at a chosen step.
     """
@@ -216,7 +222,7 @@ class _Run:
         self.progress = progress
         self.run_id = new_id()
         self.seq = 0
-        self.buffers: dict[tuple[str, date | None], list[pa.Table]] = {}
+        self.buffers: dict[str, list[pa.Table]] = {}  # per family, rows not yet written
         self.buffered = 0
         self.adds: list[Any] = []  # deltalake AddAction of every file written
         self.held: list[_Held] = []
@@ -226,6 +232,7 @@ class _Run:
         self.lean: dict[str, bool] = {}  # the fast path's per-type hint (pipeline.compact.fastpath.parse_fast)
         self.table = open_or_create(self.location)
         self.read_version = self.table.version()
+        self.notes: list[str] = []
 
     def run_once(self) -> CompactResult:
         """:meth:`run`, its files closed after."""
@@ -243,6 +250,8 @@ class _Run:
     def run(self) -> CompactResult:
         check_writer(self.location, self.table, self.writer)
         remember(self.ws, self.writer)
+        self.table, self.notes = daily_layout.migrate(self.location, self.table, fault_hook)
+        self.read_version = self.table.version()
         cut = consistent_cut(self.ws)  # every batch wholly inside or wholly outside (docs/design.md, batch framing)
         plans = {stream: self._plan(stream, cut[stream]) for stream in STREAMS}
         waiting = plans["tasks"].frames.unfinished if plans["tasks"].frames is not None else None
@@ -298,6 +307,7 @@ class _Run:
             files_written=len(self.adds) if created else 0,
             files_merged=merged,
             rows=family_rows(self.table),
+            notes=self.notes,
         )
 
     @contextmanager
@@ -539,16 +549,8 @@ class _Run:
         return rows
 
     def _buffer(self, family: str, table: pa.Table) -> None:
-        """Add a family's rows to the buffers of their partitions (event dates, in row order within each)."""
-        days, keys = event_days(table["at"])
-        grouped = len(keys) == 1 or bool(np.all(days[:-1] <= days[1:]))  # time-ordered streams usually are
-        # a stable sort of small integers is a radix sort in numpy
-        order = np.arange(len(days)) if grouped else np.argsort(days, kind="stable")
-        bounds = np.concatenate([[0], np.cumsum(np.bincount(days, minlength=len(keys)))])
-        ordered = table if grouped else table.take(pa.array(order))
-        for k, key in enumerate(keys):
-            if bounds[k + 1] > bounds[k]:
-                self.buffers.setdefault((family, key), []).append(ordered.slice(bounds[k], bounds[k + 1] - bounds[k]))
+        """Add a family's rows to its buffer (in row order)."""
+        self.buffers.setdefault(family, []).append(table)
         self.buffered += table.num_rows
         if self.buffered >= self.buffer_rows:
             self._flush()
@@ -570,25 +572,24 @@ class _Run:
         return pa.table(columns)
 
     def _flush(self) -> None:
-        """Write one file per buffered partition (in parallel: the Parquet writer releases the GIL)."""
+        """Write one file per buffered family (in parallel: the Parquet writer releases the GIL)."""
         from deltalake.transaction import AddAction
 
         jobs = []
-        for family, day in sorted(self.buffers, key=lambda k: (k[0], k[1] or date.min)):
+        for family in sorted(self.buffers):
             self.seq += 1
-            jobs.append((family, day, f"{partition_dir(family, day)}/part-{self.seq:05d}-{self.run_id}.snappy.parquet"))
+            jobs.append((family, f"{partition_dir(family)}/part-{self.run_id}-{self.seq:05d}.snappy.parquet"))
 
-        def write(job: tuple[str, date | None, str]) -> Any:
-            family, day, relative = job
-            table = self._file_table(family, self.buffers[(family, day)])
+        def write(job: tuple[str, str]) -> Any:
+            family, relative = job
+            table = self._file_table(family, self.buffers[family])
             try:
                 size, metadata = self.files.write(table, relative)
             except OSError as exc:
                 raise machine_failure(
                     exc, f"write {relative} in the store {self.location.describe()} (nothing of this run is visible)"
                 ) from None
-            partition = {"family": family, "event_date": day.isoformat() if day else None}
-            return AddAction(relative, size, partition, now_ms(), True, file_stats(metadata))
+            return AddAction(relative, size, {"family": family}, now_ms(), True, file_stats(metadata))
 
         with ThreadPoolExecutor(_WORKERS) as pool:
             self.adds.extend(pool.map(write, jobs))

@@ -40,13 +40,10 @@ from ..fit.learning import costed_targets
 from ..fit.signals import member_signals
 from ..fit.table_build import build_table
 from ..rounding import round_figure
-from ..routing.policies import BUILTIN, POLICIES
+from ..routing.policies import BUILTIN, ESCALATES, POLICIES
 from ..routing.router import Router
 from ..routing.table import Constants, Ladder, RoutingTable
 from .metrics import eligible, mark_best
-
-#: Policies that escalate on a failed gate when evaluated.
-SEQUENTIAL = frozenset({"ladder", "trace_governed"})
 
 
 def _with_costs(router: Router, values: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
@@ -123,7 +120,7 @@ def policy_columns(router: Router, policy: str, best: pl.DataFrame, pass_thresho
     tasks = signed.group_by("task", maintain_order=True).agg(
         region=pl.col("region").first().cast(pl.String),
         pool=pl.col("key").str.join("|"),
-        bits=pl.col("bit").str.join("") if policy in SEQUENTIAL else pl.lit(""),
+        bits=pl.col("bit").str.join("") if policy in ESCALATES else pl.lit(""),
     )
     signatures = tasks.select("region", "pool", "bits").unique(maintain_order=True)
     runs = [_route_signature(router, policy, *row) for row in signatures.iter_rows()]
@@ -165,7 +162,7 @@ def _route_signature(router: Router, policy: str, region: str, pool: str, bits: 
     members = tuple(pool.split("|"))
     config = router.route(region, pool=members, policy=policy).config
     ran = [config]
-    if policy not in SEQUENTIAL:
+    if policy not in ESCALATES:
         return ran
     passes = dict(zip(members, bits, strict=True))
     while passes[config] != "1" and len(ran) < len(members):

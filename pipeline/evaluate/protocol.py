@@ -178,6 +178,14 @@ def _published(
         seed,
         eligible=held_part.best["task"].n_unique(),
     )
+    if shipped.exploration_mode == "thompson" and exploration["recommendation"] == "adopt":
+        # the replay draws the epsilon way (a uniformly chosen member): its evidence is not about a Thompson share
+        exploration = {
+            **exploration,
+            "recommendation": "insufficient-evidence",
+            "reason": "the held-out replay explores the epsilon way (a uniformly chosen member), not by Thompson "
+            "draws, so it does not judge the share of Thompson draws: the shipped share stands",
+        }
     explore_adopted = exploration["recommendation"] == "adopt" or "exploration" in pins
     published = priors.model_copy(update={"exploration": (fitted if explore_adopted else shipped).exploration})
     provenance: dict[str, ConstantOrigin] = {

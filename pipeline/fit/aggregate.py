@@ -169,7 +169,7 @@ def _key(d: Dialect, *, latest: bool) -> str:
 
 
 _INSIDE_RATING = f"(w IS NULL OR w BETWEEN 0e0 AND {MAX_WEIGHT:.0f}e0) AND (score IS NULL OR score BETWEEN 0e0 AND 1e0)"
-_INSIDE_ATTEMPT = f"(cost_usd IS NULL OR cost_usd BETWEEN 0e0 AND {MAX_COST_USD:.0f}e0)"
+INSIDE_ATTEMPT = f"(cost_usd IS NULL OR cost_usd BETWEEN 0e0 AND {MAX_COST_USD:.0f}e0)"
 
 
 # --------------------------------------------------------------------------------------------- statements
@@ -195,7 +195,7 @@ SELECT config_key, CAST(row_number() OVER (ORDER BY config_key) - 1 AS INTEGER) 
 FROM (
     SELECT config_key, CASE WHEN inside THEN 0 ELSE 1 END AS outside_ratings, 0 AS outside_attempts
     FROM fit_all_ratings
-    UNION ALL SELECT config_key, 0, CASE WHEN {_INSIDE_ATTEMPT} THEN 0 ELSE 1 END FROM attempts
+    UNION ALL SELECT config_key, 0, CASE WHEN {INSIDE_ATTEMPT} THEN 0 ELSE 1 END FROM attempts
     UNION ALL SELECT chosen, 0, 0 FROM decisions
     UNION ALL SELECT {d.explode}(candidates), 0, 0 FROM decisions
 ) k GROUP BY config_key"""
@@ -220,7 +220,7 @@ def tasks_sql(d: Dialect, spec: Spec) -> str:
 WITH events AS (
     SELECT task, "at", 0 AS kind, region, thread, id FROM tasks
     UNION ALL SELECT task, "at", 1, NULL, NULL, NULL FROM fit_all_ratings WHERE inside
-    UNION ALL SELECT task, "at", 2, NULL, NULL, NULL FROM attempts WHERE {_INSIDE_ATTEMPT}
+    UNION ALL SELECT task, "at", 2, NULL, NULL, NULL FROM attempts WHERE {INSIDE_ATTEMPT}
     UNION ALL SELECT task, "at", 3, NULL, NULL, NULL FROM decisions
     UNION ALL SELECT task, "at", 3, NULL, NULL, NULL FROM closures
 ), times AS (
@@ -364,7 +364,7 @@ WITH attempted AS (
            {prm_score_sql()} AS prm,
            a.prompt_version, a.status, a.duration_ms
     FROM attempts a JOIN fit_levels l ON l.task = a.task JOIN fit_configs c ON c.config_key = a.config_key
-    WHERE {_INSIDE_ATTEMPT.replace("cost_usd", "a.cost_usd")}
+    WHERE {INSIDE_ATTEMPT.replace("cost_usd", "a.cost_usd")}
 ), by_level AS (
     {_by_level("attempted", _cuts(split), "TRUE", "TRUE")}
 )
@@ -435,7 +435,7 @@ def decisions_sql(d: Dialect) -> str:
     return f"""
 SELECT CAST(row_number() OVER (ORDER BY x."at" IS NOT NULL, x."at", x.id) - 1 AS BIGINT) AS decision,
        l.code AS task, {d.micros}(x."at") AS "at", x.policy, x.chosen, x.candidates, x.propensity, x.explored,
-       x.table_version, x.predicted_quality
+       x.table_version, x.predicted_quality, x.after_failed
 FROM decisions x JOIN fit_levels l ON l.task = x.task"""
 
 
@@ -489,7 +489,7 @@ SELECT r.task, r.config, r.s AS score, count(*) AS k FROM fit_rated r JOIN fit_l
 WHERE NOT l.learned AND r.retracted_us IS NULL GROUP BY r.task, r.config, r.s ORDER BY r.task, r.config, r.s""",
         "decisions": """
 SELECT x.decision, x.task, x."at", x.policy, c.config AS chosen, x.propensity, x.explored, x.table_version,
-       x.predicted_quality
+       x.predicted_quality, x.after_failed
 FROM fit_decisions x LEFT JOIN fit_configs c ON c.config_key = x.chosen ORDER BY x.decision""",
         "candidates": f"""
 SELECT e.decision, c.config FROM (SELECT decision, {d.explode}(candidates) AS config_key FROM fit_decisions) e
@@ -515,7 +515,7 @@ def bounds_ids_sql(kind: str) -> str:
     """The ids of the ratings (``kind`` = ratings) or attempts outside the event bounds, in id order."""
     if kind == "ratings":
         return "SELECT id FROM fit_all_ratings WHERE NOT inside ORDER BY id"
-    return f"SELECT id FROM attempts WHERE NOT {_INSIDE_ATTEMPT} ORDER BY id"
+    return f"SELECT id FROM attempts WHERE NOT {INSIDE_ATTEMPT} ORDER BY id"
 
 
 BOUNDS_NOTES = {

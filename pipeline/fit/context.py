@@ -214,6 +214,14 @@ class FitContext:
         """The newest event time of the part's level (every age is measured from it)."""
         return self.newest.get(_PARTS[part][0])
 
+    def decisions_of(self, part: Part) -> pl.DataFrame:
+        """The logged decisions (rows of ``decisions``) of the part's tasks made by its cut (a learned part's
+        cutoff: a decision after it, or at no known time, is not yet logged there)."""
+        level = _PARTS[part][0]
+        cut = None if self.split is None or level == 0 else (self.split.cutoff, self.split.inner_cutoff)[level - 1]
+        out = self.decisions.filter(pl.col("task").is_in(self.tasks_of(part)["task"].implode()))
+        return out if cut is None else out.filter(pl.col("at") <= micros(cut))
+
     def values(self, part: Part, half_life: float | None = None, *, real: bool = False) -> pl.DataFrame:
         """The task values of ``part`` (docs/design.md, Task value and task cost): one row per (task, config) with a
         rating (PRM fill-ins included unless ``real``), by ``(first_at, task, config_key)``.

@@ -1,23 +1,23 @@
 """The evidence gate's tests, computed at fit time and published per member (docs/design.md, Evidence gate).
 
 The learned choice c overrides the static choice s in region r only when the evidence says c beats s on the
-objective. The test, for every member c of every region r (the global pool ``'*'`` included) against every
+objective. A dispatcher runs one config per task, so the evidence is every logged run of either, not only the
+tasks both ran. The test, for every member c of every region r (the global pool ``'*'`` included) against every
 static choice s of the table (:func:`references`):
 
-- the **shared tasks**: tasks of r on which both c and s have a task value from real ratings (PRM fill-ins are
-  estimates, not evidence), leaving out every task on which either was run only because another config had
-  already failed there (the aggregation marks those pairs: :mod:`pipeline.fit.aggregate`): an escalated attempt
-  is not a draw from c's routing;
-- the **paired difference** on those tasks, objective of c minus objective of s:
-
-  - quality per dollar: a ratio of sums, ``sum q_c / max(sum cost_c, floor) - sum q_s / max(sum cost_s, floor)``
-    (a mean of per-task ratios is heavy-tailed, a ratio of sums is not);
-  - utility: ``mean(lambda * (q_c - q_s) - (cost_c - cost_s))``; quality (or no costs): ``mean(q_c - q_s)``;
-
-- its **lower bound**: the 5% quantile of the paired bootstrap (tasks of r resampled, each with a Poisson(1)
-  count, the statistic recomputed on the shared tasks of each resample), i.e. the lower end of a one-sided 95%
-  interval;
-- **passes** when there are at least ``min_samples`` shared tasks and the lower bound is above 0.
+- the **tasks**: those of r where both were candidates (:func:`logged_runs`; a task without a decision: the
+  configs first rated by its time), and on them the real ratings (PRM fill-ins are estimates, not evidence) of
+  runs that were not escalations (a decision's ``after``, or a run after another config failed by timing, as
+  the aggregation marks those pairs: :mod:`pipeline.fit.aggregate`; evidence about failed tasks only);
+- each run weighted by ``recency / max(propensity, PROPENSITY_CLIP)``, each side's self-normalized mean;
+- the **difference** of the objective on those means (quality per dollar ``q_c / max(cost_c, floor) - q_s /
+  max(cost_s, floor)``, utility ``lambda (q_c - q_s) - (cost_c - cost_s)``, quality ``q_c - q_s``);
+- its **lower bound** at the level 5% / (members tested x (1 + log2 effective samples)): the lower of the Poisson
+  bootstrap's quantile (tasks resampled, a task both ran enters both sides with one count: its paired
+  difference; above :data:`SUBSAMPLE` tasks an m-out-of-n subsample, its spread scaled: :func:`_fraction`) and a
+  normal bound on the means shrunk to the region's mean (:func:`_normal_lower`);
+- **passes** when the effective samples, (sum w)^2 / sum w^2 of the smaller side, are at least ``min_samples``
+  and the lower bound is above 0.
 
 The router applies the tests without the data (:mod:`pipeline.routing.policies`): first in the region, then
 in ``'*'``, else the static choice. The bootstrap is vectorised: per region one matrix of resample counts,
@@ -31,18 +31,25 @@ import math
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
+from statistics import NormalDist
 
 import numpy as np
 import polars as pl
 
 from ..routing.table import Constants, Static
-from .context import FitContext, Part
+from .context import FitContext, Part, recency_factor
 from .model import GLOBAL, FittedModel, static_choice
 
 #: Resamples of the gate's bootstrap (the evaluation's paired bootstrap uses as many).
 RESAMPLES = 1000
-#: The one-sided level: the lower bound is this quantile of the resampled differences.
+#: The one-sided level of the gate: the lower bound is the LOWER_QUANTILE / m quantile of the resampled differences,
+#: m the members tested against the same static choice in the region (Bonferroni: the learned choice is the best
+#: of several members, so the chance that any of them passes by luck stays below 5% each night).
 LOWER_QUANTILE = 0.05
+#: Logged propensities are clipped from below at this before weighting: a run weighs at most 1 / 0.05 = 20 times
+#: a run its decision was sure of (a propensity is never 0; the clip bounds the variance a rare draw brings).
+PROPENSITY_CLIP = 0.05
 #: Resamples drawn per block (bounds the memory of the count matrix on large regions).
 _BLOCK_CELLS = 5_000_000
 #: Above this many tasks the bootstrap resamples a subsample of this many (:func:`_fraction`).
@@ -56,6 +63,13 @@ EVIDENCE_SCHEMA = {
     "difference": pl.Float64,
     "lower": pl.Float64,
     "passes": pl.Boolean,
+    "tasks": pl.Int64,
+    "runs": pl.Int64,
+    "static_runs": pl.Int64,
+    "effective_samples": pl.Float64,
+    "weighted": pl.Boolean,
+    "escalations": pl.Int64,
+    "level": pl.Float64,
 }
 
 
@@ -66,6 +80,51 @@ def references(static: Static, model: FittedModel) -> list[str]:
     return list(dict.fromkeys(c for c in named if c))
 
 
+def _pairs(task: pl.DataType) -> dict[str, pl.DataType]:
+    """The schema of ``task, config_key`` rows, the task of the type the inputs give (ids or codes)."""
+    return {"task": task, "config_key": pl.String()}
+
+
+@dataclass(frozen=True)
+class Logged:
+    """What the logged decisions say about the runs (:func:`logged_runs`).
+
+    ``runs``: ``task, config_key, propensity, after``: per (task, config chosen by a decision) the first such
+    decision's propensity and whether it was decided after another config had failed (its ``after``);
+    ``candidates``: ``task, config_key``: the candidates of each task's first decision made before any failure.
+    """
+
+    runs: pl.DataFrame
+    candidates: pl.DataFrame
+
+
+def logged_runs(decisions: pl.DataFrame) -> Logged:
+    """:class:`Logged` of the store's ``decisions`` (``task, at, id, chosen, candidates, propensity`` and, when the
+    store has it, ``after_failed``)."""
+    pairs = _pairs(decisions.schema.get("task", pl.String()))
+    runs_schema: dict[str, pl.DataType] = {**pairs, "propensity": pl.Float64(), "after": pl.Boolean()}
+    if decisions.is_empty():
+        return Logged(pl.DataFrame(schema=runs_schema), pl.DataFrame(schema=pairs))
+    after = pl.col("after_failed").list.len().fill_null(0) > 0 if "after_failed" in decisions.columns else pl.lit(False)
+    d = decisions.sort("at", "id").with_columns(after=after)
+    runs = (
+        d.group_by("task", "chosen", maintain_order=True)
+        .first()
+        .select("task", config_key="chosen", propensity=pl.col("propensity").cast(pl.Float64), after="after")
+    )
+    candidates = (
+        d.filter(~pl.col("after"))
+        .group_by("task", maintain_order=True)
+        .first()
+        .select("task", config_key="candidates")
+        .explode("config_key")
+        .drop_nulls()
+        .unique()
+        .sort("task", "config_key")
+    )
+    return Logged(runs.cast(pl.Schema(runs_schema)), candidates.cast(pl.Schema(pairs)))
+
+
 def gate_evidence(
     values: pl.DataFrame,
     *,
@@ -73,37 +132,33 @@ def gate_evidence(
     objective: str,
     constants: Constants,
     escalated: pl.DataFrame | None = None,
+    logged: Logged | None = None,
     seed: int = 0,
 ) -> pl.DataFrame:
     """The gate's test of every member against every config of ``against``, per region and in ``'*'``.
 
-    ``values``: one row per (task, config) with ``task, region, config_key, value`` (q_t,c) and ``cost``
-    (cost_t,c with unknown attempts estimated; null everywhere when no cost is known, and then the objective is
-    quality). ``escalated``: ``task, config_key`` of the escalated pairs. Rows :data:`EVIDENCE_SCHEMA`, sorted by
-    (region, config_key, against); no row for a config against itself or against a config the region lacks.
+    ``values``: one row per (task, config) with ``task, region, config_key, value`` (q_t,c), ``first_at`` (the
+    task's time) and ``cost`` (cost_t,c with unknown attempts estimated; null everywhere when no cost is known,
+    and then the objective is quality). ``escalated``: ``task, config_key`` of the pairs run after another config
+    had failed (by timing: the aggregation's ``escalated``); ``logged``: :func:`logged_runs` (propensities,
+    candidates and decisions made after a failure). Rows :data:`EVIDENCE_SCHEMA`, sorted by (region, config_key,
+    against); no row for a config against itself or against a config the region lacks.
 
-    For each static choice s, each region's tasks that s shares with another config are resampled on their own
-    (the other tasks add nothing to any pair's sums); the global pool's resample b is the union of the regions'
-    resamples b (a bootstrap stratified by region), so its sums are the regions' sums added up and cost nothing
-    more.
+    The global pool's resample b is the union of the regions' resamples b (a bootstrap stratified by region), so
+    its sums are the regions' sums added up and cost nothing more.
     """
-    rows = values.filter(pl.col("value").is_not_null())
-    if escalated is not None and escalated.height:
-        rows = rows.join(escalated.with_columns(_esc=pl.lit(True)), on=["task", "config_key"], how="left")
-    else:
-        rows = rows.with_columns(_esc=pl.lit(False))
-    rows = rows.with_columns(pl.col("_esc").fill_null(False))
+    rows = _observations(values, escalated, logged, constants)
     cost_known = "cost" in rows.columns and rows["cost"].null_count() < rows.height
     effective = objective if cost_known else "quality"
-    configs = sorted(rows["config_key"].cast(pl.String).unique().to_list())
+    configs = sorted(rows["config_key"].unique().to_list())
     refs = [r for r in dict.fromkeys(against) if r in configs]
     if not refs:
         return pl.DataFrame(schema=EVIDENCE_SCHEMA)
-    rows = rows.with_columns(pl.col("config_key").cast(pl.String), pl.col("region").cast(pl.String))
+    candidates = _candidates(rows, logged, configs)
     parts = sorted(rows.group_by("region"), key=lambda g: str(g[0][0]))
 
     def summed(part: pl.DataFrame, region: str, fraction: float) -> _Sums:
-        return _region_sums(part, configs, refs, effective, constants, cost_known, seed, region, fraction)
+        return _region_sums(part, candidates, configs, refs, effective, constants, cost_known, seed, region, fraction)
 
     sums = {str(r): summed(part, str(r), _fraction(part["task"].n_unique())) for (r,), part in parts}
     # '*': the regions' resamples put together (stratified by region), each of the same fraction of its tasks.
@@ -112,7 +167,9 @@ def gate_evidence(
     sums[GLOBAL] = _Sums(
         point=np.sum([x.point for x in strata], axis=0),
         boot=np.sum([x.boot for x in strata], axis=0),
+        extra=np.sum([x.extra for x in strata], axis=0),
         members=set().union(*(x.members for x in strata)),
+        moments=np.sum([x.moments for x in strata], axis=0),
         scale=math.sqrt(fraction),
     )
     out = []
@@ -121,15 +178,67 @@ def gate_evidence(
     return pl.DataFrame(out, schema=EVIDENCE_SCHEMA).sort("region", "config_key", "against")
 
 
+def _observations(
+    values: pl.DataFrame, escalated: pl.DataFrame | None, logged: Logged | None, constants: Constants
+) -> pl.DataFrame:
+    """The rated (task, config) rows with their weight inputs: ``_esc`` (run only after another had failed: by
+    timing or by its decision's ``after``), ``propensity`` (the logged one of the decision that chose it, null
+    when no decision chose it: a side-by-side run or an imported table), ``recency`` (of the task's time under the
+    published half-life, the same factor for every config on the task)."""
+    rows = values.filter(pl.col("value").is_not_null())
+    if "first_at" not in rows.columns:  # no task times: every task equally recent, every config a candidate
+        rows = rows.with_columns(first_at=pl.lit(None, pl.Datetime("us")))
+    flags = [escalated.select("task", "config_key")] if escalated is not None and escalated.height else []
+    if logged is not None and logged.runs.height:
+        flags.append(logged.runs.filter("after").select("task", "config_key"))
+        rows = rows.join(logged.runs.select("task", "config_key", "propensity"), on=["task", "config_key"], how="left")
+    else:
+        rows = rows.with_columns(propensity=pl.lit(None, pl.Float64))
+    if flags:
+        marked = pl.concat(flags).unique().with_columns(_esc=pl.lit(True))
+        rows = rows.join(marked, on=["task", "config_key"], how="left").with_columns(pl.col("_esc").fill_null(False))
+    else:
+        rows = rows.with_columns(_esc=pl.lit(False))
+    task_at = pl.col("first_at").min().over("task")
+    newest = rows["first_at"].max() if rows.height else None
+    assert newest is None or isinstance(newest, datetime)
+    h = constants.half_life_days
+    if h is None or math.isinf(h) or newest is None:
+        return rows.with_columns(recency=pl.lit(1.0))
+    age_us = (pl.lit(newest, pl.Datetime("us")) - task_at).dt.total_microseconds()
+    return rows.with_columns(recency=recency_factor(age_us, float(h)))
+
+
+def _candidates(rows: pl.DataFrame, logged: Logged | None, configs: list[str]) -> pl.DataFrame:
+    """``task, config_key``: where each config was a candidate. A task with a logged first decision: that
+    decision's candidates (and every config run on it before any failure); a task without one: every config first
+    rated at or before the task's time (a config added later is no candidate of earlier tasks)."""
+    pairs = _pairs(rows.schema["task"])
+    decided = (logged.candidates if logged is not None else pl.DataFrame(schema=pairs)).cast(pl.Schema(pairs))
+    tasks = rows.group_by("task").agg(at=pl.col("first_at").min())
+    first_seen = rows.group_by("config_key").agg(since=pl.col("first_at").min())
+    undecided = (
+        tasks.filter(~pl.col("task").is_in(decided["task"].unique().implode()))
+        .join(first_seen, how="cross")
+        .filter(pl.col("since").is_null() | pl.col("at").is_null() | (pl.col("since") <= pl.col("at")))
+        .select("task", "config_key")
+    )
+    ran = rows.filter(~pl.col("_esc")).select("task", "config_key")
+    return pl.concat([decided.filter(pl.col("config_key").is_in(configs)), undecided, ran]).unique()
+
+
 @dataclass(frozen=True)
 class _Sums:
     """A region's sums per (static choice, column, config): on its own tasks (``point``, shape K) and on each
-    bootstrap resample (``boot``, RESAMPLES x K); ``members``: the configs rated there; ``scale``: the square root
+    bootstrap resample (``boot``, RESAMPLES x K); ``extra``: the sums only the point estimate needs (shape
+    :data:`_EXTRA` x configs per static choice); ``members``: the configs rated there; ``scale``: the square root
     of the fraction of its tasks the bootstrap resampled (1: all of them; :func:`_fraction`)."""
 
     point: np.ndarray
     boot: np.ndarray
+    extra: np.ndarray
     members: set[str]
+    moments: np.ndarray  # per config the count, sum and sum of squares of its usable task values (3 x configs)
     scale: float = 1.0
 
 
@@ -140,13 +249,16 @@ def _fraction(tasks: int) -> float:
     return 1.0 if tasks <= SUBSAMPLE else SUBSAMPLE / tasks
 
 
-def _columns(objective: str) -> int:
-    """Columns per (static choice, config): the sums a statistic needs (:func:`_statistic`)."""
-    return 5 if objective == "quality_per_dollar" else 2
+#: Columns per (static choice, config) of the resampled sums (:func:`_region_sums`).
+_COLUMNS = 6
+#: The point-only sums per (static choice, config): sum w_c^2, sum w_s^2, runs of c, runs of s, tasks both ran,
+#: tasks either ran, weighted runs (a logged propensity), escalation outcomes of c left out.
+_EXTRA = 8
 
 
 def _region_sums(
     part: pl.DataFrame,
+    candidates: pl.DataFrame,
     configs: list[str],
     refs: list[str],
     objective: str,
@@ -156,50 +268,72 @@ def _region_sums(
     region: str,
     fraction: float = 1.0,
 ) -> _Sums:
-    """The per-task columns of every (static choice s, config c) pair, summed over the tasks s shares with
-    another config in the region and over each resample of them (of a ``fraction`` of them: :func:`_fraction`).
-    Columns, with m = [both usable on the task]: quality per dollar
-    ``m*q_c, m*cost_c, m*q_s, m*cost_s, m``; utility ``m*(lambda (q_c - q_s) - (cost_c - cost_s)), m``; quality
-    ``m*(q_c - q_s), m``."""
-    _, ti = np.unique(part["task"].to_numpy(), return_inverse=True)  # tasks in id order
+    """The sums of every (static choice s, config c) pair in the region, on its tasks and on each resample.
+
+    On task t, with A = [both c and s were candidates on t], o_c = A * [c ran on t, not after a failure], and the
+    weight w_t,c = recency_t / max(p_t,c, PROPENSITY_CLIP) (p_t,c the logged propensity of the decision that chose
+    c on t; 1 for a run no decision chose), the resampled columns are
+    ``o_c w_c q_c, o_c w_c cost_c, o_c w_c, o_s w_s q_s, o_s w_s cost_s, o_s w_s``: the self-normalized means of
+    each side are their ratios (:func:`_statistic`). A task both ran enters both sides with one resample count:
+    its paired difference."""
+    tasks = part["task"].unique().sort().to_list()
+    t_index = {t: i for i, t in enumerate(tasks)}
     c_index = {c: j for j, c in enumerate(configs)}
-    ci = part["config_key"].replace_strict(c_index, return_dtype=pl.Int64).to_numpy()
-    shape = (int(ti.max()) + 1 if len(ti) else 0, len(configs))
-    q, cost, usable = np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool)
+    shape = (len(tasks), len(configs))
+    q, cost, weight = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    usable, esc, decided, cand = (np.zeros(shape, dtype=bool) for _ in range(4))
+    ti = np.array([t_index[t] for t in part["task"].to_list()], dtype=np.int64)
+    ci = np.array([c_index[c] for c in part["config_key"].to_list()], dtype=np.int64)
     q[ti, ci] = part["value"].to_numpy()
     if cost_known:
         cost[ti, ci] = part["cost"].fill_null(0.0).to_numpy()
-    usable[ti, ci] = ~part["_esc"].to_numpy()
-    ref_cols = [c_index[s] for s in refs]
-    # the bootstrap's tasks: those a static choice shares with some other config (the others add to no sum)
-    union = (usable.sum(axis=1) >= 2) & usable[:, ref_cols].any(axis=1)
-    q, cost, usable = q[union], cost[union], usable[union]
-    rows, matrices = [], []
-    for j in ref_cols:
-        sel = usable[:, j]
-        qk, ck = q[sel], cost[sel]
-        m = usable[sel].astype(float)
-        m[:, j] = 0.0
-        if objective == "quality_per_dollar":
-            matrices.append(np.hstack([m * qk, m * ck, m * qk[:, [j]], m * ck[:, [j]], m]))
-        else:
-            per_task = qk - qk[:, [j]]
-            if objective == "utility":
-                assert constants.lambda_ is not None  # a utility fit always has lambda (pipeline.routing.greedy)
-                per_task = float(constants.lambda_) * per_task - (ck - ck[:, [j]])
-            matrices.append(np.hstack([m * per_task, m]))
-        rows.append(sel)
-    boots = [np.zeros((RESAMPLES, x.shape[1])) for x in matrices]
+    escalation = part["_esc"].to_numpy()
+    usable[ti, ci] = ~escalation
+    esc[ti, ci] = escalation
+    propensity = part["propensity"].to_numpy()
+    decided[ti, ci] = ~np.isnan(propensity)
+    # w = recency / max(p, clip): one formula for every run (p = 1 when no decision chose it)
+    weight[ti, ci] = part["recency"].to_numpy() / np.maximum(np.nan_to_num(propensity, nan=1.0), PROPENSITY_CLIP)
+    mine = candidates.filter(pl.col("task").is_in(tasks))
+    cand[
+        np.array([t_index[t] for t in mine["task"].to_list()], dtype=np.int64),
+        np.array([c_index[c] for c in mine["config_key"].to_list()], dtype=np.int64),
+    ] = True
+    matrices, extras = [], []
+    for j in (c_index[s] for s in refs):
+        both = cand & cand[:, [j]]
+        oc, os_ = both & usable, both & usable[:, [j]]
+        wc, ws = weight * oc, weight[:, [j]] * os_
+        matrices.append(np.hstack([wc * q, wc * cost, wc, ws * q[:, [j]], ws * cost[:, [j]], ws]))
+        extras.append(
+            np.vstack(
+                [
+                    (wc**2).sum(axis=0),
+                    (ws**2).sum(axis=0),
+                    oc.sum(axis=0),
+                    os_.sum(axis=0),
+                    (oc & os_).sum(axis=0),
+                    (oc | os_).sum(axis=0),
+                    (oc & decided).sum(axis=0) + (os_ & decided[:, [j]]).sum(axis=0),
+                    (both & esc).sum(axis=0),
+                ]
+            )
+        )
+    matrix = np.hstack(matrices)
+    boot = np.zeros((RESAMPLES, matrix.shape[1]))
     rng = np.random.default_rng([seed, zlib.crc32(region.encode())])
-    kept = np.ones(len(q), dtype=bool) if fraction == 1.0 else rng.random(len(q)) < fraction
-    for start, weights in _resample_weights(int(kept.sum()), rng):
-        for sel, matrix, boot in zip(rows, matrices, boots, strict=True):
-            boot[start : start + len(weights)] = weights[:, sel[kept]] @ matrix[kept[sel]]
+    kept = matrix.any(axis=1)  # tasks that add to no sum change no resample
+    if fraction < 1.0:  # a subsample of the tasks (:func:`_fraction`)
+        kept &= rng.random(len(matrix)) < fraction
+    resampled = matrix[kept]
+    for start, weights in _resample_weights(len(resampled), rng):
+        boot[start : start + len(weights)] = weights @ resampled
     return _Sums(
-        point=np.concatenate([x.sum(axis=0) for x in matrices]),
-        boot=np.hstack(boots),
+        point=matrix.sum(axis=0),
+        boot=boot,
+        extra=np.stack(extras),
         members=set(part["config_key"].unique().to_list()),
-        scale=math.sqrt(fraction),
+        moments=np.vstack([usable.sum(axis=0), (q * usable).sum(axis=0), (q * q * usable).sum(axis=0)]),
     )
 
 
@@ -230,67 +364,143 @@ def _tests(
     sums: _Sums, region: str, configs: list[str], refs: list[str], objective: str, constants: Constants
 ) -> list[dict]:
     """The test of every member of the region against every static choice rated there, from its sums."""
-    width = _columns(objective) * len(configs)
+    k = len(configs)
+    width = _COLUMNS * k
     out = []
     for r, s in enumerate(refs):
         if s not in sums.members:
             continue
-        point = _statistic(sums.point[None, r * width : (r + 1) * width], len(configs), objective, constants)[0]
-        boot = _statistic(sums.boot[:, r * width : (r + 1) * width], len(configs), objective, constants)
-        n = sums.point[r * width : (r + 1) * width][-len(configs) :]
+        tested = max(1, len(sums.members - {s}))
+        pooled = _pooled(sums.moments)
+        block = slice(r * width, (r + 1) * width)
+        point = _statistic(sums.point[None, block], k, objective, constants)[0]
+        boot = _statistic(sums.boot[:, block], k, objective, constants)
+        w_c, w_s = sums.point[block][2 * k : 3 * k], sums.point[block][5 * k : 6 * k]
+        sq_c, sq_s, runs_c, runs_s, paired, tasks, weighted, escalations = sums.extra[r]
         for j, c in enumerate(configs):
             if c == s or c not in sums.members:
                 continue
-            shared = int(n[j])
+            # effective samples of each side, (sum w)^2 / sum w^2; the pair has the smaller
+            ess_c, ess_s = _ess(w_c[j], sq_c[j]), _ess(w_s[j], sq_s[j])
+            ess = min(ess_c, ess_s)
             column = boot[:, j]
             finite = column[np.isfinite(column)]
-            lower = _lower(finite, float(point[j]), sums.scale) if shared >= 2 and finite.size else None
+            defined = min(runs_c[j], runs_s[j]) >= 1
+            # Bonferroni over the members tested against s, and over the looks at growing evidence that matter
+            # (its doublings: the test is retested every night)
+            level = LOWER_QUANTILE / (tested * (1.0 + math.log2(max(ess, 1.0))))
+            z = NormalDist().inv_cdf(1.0 - level)
+            lower = None
+            if ess >= 2 and finite.size:
+                at = sums.point[block]
+                quality = at[j] / w_c[j], at[3 * k + j] / w_s[j]
+                cost = at[k + j] / w_c[j], at[4 * k + j] / w_s[j]
+                normal = _normal_lower(pooled, (ess_c, ess_s), quality, cost, z, objective, constants)
+                lower = min(_lower(finite, float(point[j]), level, sums.scale), normal)
             out.append(
                 {
                     "region": region,
                     "config_key": c,
                     "against": s,
-                    "shared_tasks": shared,
-                    "difference": float(point[j]) if shared else None,
+                    "shared_tasks": int(paired[j]),
+                    "difference": float(point[j]) if defined else None,
                     "lower": lower,
-                    "passes": shared >= int(constants.min_samples) and lower is not None and lower > 0.0,
+                    "passes": ess >= int(constants.min_samples) - 1e-9 and lower is not None and lower > 0.0,
+                    "tasks": int(tasks[j]),
+                    "runs": int(runs_c[j]),
+                    "static_runs": int(runs_s[j]),
+                    "effective_samples": round(ess, 6),
+                    "weighted": bool(weighted[j] > 0),
+                    "escalations": int(escalations[j]),
+                    "level": level,
                 }
             )
     return out
 
 
-def _lower(resampled: np.ndarray, estimate: float, scale: float) -> float:
-    """The one-sided 95% lower bound: the 5% quantile of the resampled differences; from a subsample (``scale`` < 1)
-    the estimate plus ``scale`` times that quantile's distance from the resamples' median."""
-    low = float(np.quantile(resampled, LOWER_QUANTILE))
+def _lower(resampled: np.ndarray, estimate: float, level: float, scale: float) -> float:
+    """The bootstrap's one-sided lower bound at ``level``: that quantile of the resampled differences; from a
+    subsample (``scale`` < 1) the estimate plus ``scale`` times that quantile's distance from the resamples'
+    median."""
+    low = float(np.quantile(resampled, level))
     if scale == 1.0:
         return low
     return estimate + scale * (low - float(np.median(resampled)))
 
 
-def _statistic(sums: np.ndarray, n_configs: int, objective: str, constants: Constants) -> np.ndarray:
-    """The paired difference of each config against the static choice from its summed columns (rows: resamples;
-    columns laid out as :func:`_region_sums` makes them): NaN where a resample holds no shared task.
+def _normal_lower(
+    pooled: tuple[float, float],
+    ess: tuple[float, float],
+    quality: tuple[float, float],
+    cost: tuple[float, float],
+    z: float,
+    objective: str,
+    constants: Constants,
+) -> float:
+    """The normal bound under the bootstrap's (docs/design.md, Evidence gate): each side's mean quality shrunk to the
+    region's pooled mean m with prior_weight k pseudo-samples, ``(n q + k m) / (n + k)``, the difference of the
+    objective on them, less z times the least spread the estimate can have: the pooled within-config variance v
+    over each side's effective samples n (a bootstrap of a few equal values has no spread at all): quality
+    ``sqrt(v (1/n_c + 1/n_s))``, utility lambda times it, quality per dollar
+    ``sqrt(v (1/(n_c cost_c^2) + 1/(n_s cost_s^2)))`` with each side's mean cost (floored)."""
+    mean, variance = pooled
+    k = float(constants.prior_weight)
+    (n_c, n_s), (q_c, q_s) = ess, quality
+    q_c, q_s = (n_c * q_c + k * mean) / (n_c + k), (n_s * q_s + k * mean) / (n_s + k)
+    if objective == "quality_per_dollar":
+        c_c, c_s = (max(c, float(constants.cost_floor_usd)) for c in cost)
+        return q_c / c_c - q_s / c_s - z * math.sqrt(variance * (1 / (n_c * c_c**2) + 1 / (n_s * c_s**2)))
+    scale = float(constants.lambda_ or 1.0) if objective == "utility" else 1.0
+    diff = scale * (q_c - q_s) - ((cost[0] - cost[1]) if objective == "utility" else 0.0)
+    return diff - z * scale * math.sqrt(variance * (1 / n_c + 1 / n_s))
 
-    quality per dollar: ``sum q_c / max(sum cost_c, floor) - sum q_s / max(sum cost_s, floor)``; utility and
-    quality: ``sum(per-task difference) / n``."""
+
+def _pooled(moments: np.ndarray) -> tuple[float, float]:
+    """The region's mean task value and its pooled within-config variance,
+    sum_c (sum q^2 - (sum q)^2 / n_c) / sum_c (n_c - 1) over the configs with two or more values (0 without any)."""
+    count, total, squares = moments
+    many = count >= 2
+    dof = float((count[many] - 1).sum())
+    mean = float(total.sum() / count.sum()) if count.sum() else 0.0
+    return mean, (max(float((squares[many] - total[many] ** 2 / count[many]).sum()) / dof, 0.0) if dof else 0.0)
+
+
+def _ess(total: float, squares: float) -> float:
+    """Effective samples of weights w: (sum w)^2 / sum w^2 (0 without any)."""
+    return float(total * total / squares) if squares > 0 else 0.0
+
+
+def _statistic(sums: np.ndarray, n_configs: int, objective: str, constants: Constants) -> np.ndarray:
+    """The difference of each config against the static choice from its summed columns (rows: resamples;
+    columns laid out as :func:`_region_sums` makes them): NaN where a resample leaves either side without weight.
+
+    With the self-normalized means q_c = sum w_c q_c / sum w_c, cost_c = sum w_c cost_c / sum w_c (and so for s):
+    quality per dollar ``q_c / max(cost_c, floor) - q_s / max(cost_s, floor)``; utility
+    ``lambda (q_c - q_s) - (cost_c - cost_s)``; quality ``q_c - q_s``."""
     col = lambda k: sums[:, k * n_configs : (k + 1) * n_configs]  # noqa: E731 - the k-th column of every config
     with np.errstate(invalid="ignore", divide="ignore"):
+        w_c, w_s = col(2), col(5)
+        q_c, cost_c, q_s, cost_s = col(0) / w_c, col(1) / w_c, col(3) / w_s, col(4) / w_s
         if objective == "quality_per_dollar":
             floor = float(constants.cost_floor_usd)
-            n = col(4)
-            diff = col(0) / np.maximum(col(1), floor) - col(2) / np.maximum(col(3), floor)
+            diff = q_c / np.maximum(cost_c, floor) - q_s / np.maximum(cost_s, floor)
+        elif objective == "utility":
+            diff = float(constants.lambda_ or 1.0) * (q_c - q_s) - (cost_c - cost_s)
         else:
-            n = col(1)
-            diff = col(0) / n
-    return np.where(n > 0, diff, np.nan)
+            diff = q_c - q_s
+    return np.where((w_c > 0) & (w_s > 0), diff, np.nan)
 
 
-def member_gate(ctx: FitContext, part: Part, model: FittedModel, *, seed: int) -> pl.DataFrame:
+def member_gate(ctx: FitContext, part: Part, model: FittedModel, *, seed: int, writeback: bool = True) -> pl.DataFrame:
     """The gate's tests of the table fitted as ``model`` on ``part``: :func:`gate_evidence` of the part's task values
     of real ratings (under the model's half-life, costed by ``model``) against :func:`references`, leaving out
-    the escalated pairs (the aggregation marks them from every attempt of the task)."""
+    the escalated pairs (the aggregation marks them from every attempt of the task) and the decisions' ``after``,
+    with the part's logged decisions' propensities and candidates (:func:`logged_runs`; ``writeback`` False: the
+    logged decisions are ignored, as everywhere in the fit)."""
     values = model.task_costs(ctx.values(part, model.constants.half_life_days, real=True))
+    values = values.with_columns(
+        pl.col("task").cast(pl.Int64), pl.col("config_key").cast(pl.String), pl.col("region").cast(pl.String)
+    )
     escalated = values.filter(pl.col("escalated")).select("task", "config_key")
     return gate_evidence(
         values.rename({"cost_t": "cost"}),
@@ -298,5 +508,25 @@ def member_gate(ctx: FitContext, part: Part, model: FittedModel, *, seed: int) -
         objective=model.effective_objective,
         constants=model.constants,
         escalated=escalated,
+        logged=logged_runs(_decisions(ctx, part)) if writeback else None,
         seed=seed,
+    )
+
+
+def _decisions(ctx: FitContext, part: Part) -> pl.DataFrame:
+    """The part's decisions (:meth:`FitContext.decisions_of`) as :func:`logged_runs` reads them: ``task, at, id,
+    chosen, candidates, propensity, after_failed`` (tasks as the context's codes, configs as keys)."""
+    candidates = ctx.candidates.group_by("decision").agg(candidates=pl.col("config").cast(pl.String).sort())
+    return (
+        ctx.decisions_of(part)
+        .join(candidates, on="decision", how="left")
+        .select(
+            pl.col("task").cast(pl.Int64),
+            "at",
+            id="decision",
+            chosen=pl.col("chosen").cast(pl.String),
+            candidates="candidates",
+            propensity="propensity",
+            after_failed="after_failed",
+        )
     )

@@ -120,7 +120,7 @@ def learning_stage(
         )
     return LearningOutputs(
         member_signals=member_signals(values, newest, advantage=advantage, wins=wins),
-        gate=member_gate(ctx, Part.FULL, published, seed=seed),
+        gate=member_gate(ctx, Part.FULL, published, seed=seed, writeback=writeback),
         ladders=table_ladders(fit) if fit is not None else {},
         signals=signals,
         ladder_fit=fit,

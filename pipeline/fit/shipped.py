@@ -39,6 +39,7 @@ TEMPLATE: dict[str, Any] = {
         "prior_source": "shipped",
         "prior_weight": 3.0,
         "exploration": 0.3,
+        "exploration_mode": "thompson",
         "half_life_days": None,
         "min_samples": 3,
         "lambda": None,
@@ -143,6 +144,7 @@ class ShippedConstants(BaseModel):
     prior_source: Literal["shipped", "measured"] | None = None
     prior_weight: float | None = Field(default=None, ge=0.0, le=MAX_PRIOR_WEIGHT)
     exploration: float | None = Field(default=None, ge=0.0, le=1.0)
+    exploration_mode: Literal["epsilon", "thompson"] | None = None
     half_life_days: float | None = Field(default=None, gt=0.0, le=MAX_HALF_LIFE_DAYS)
     min_samples: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     cost_floor_usd: float | None = Field(default=None, gt=0.0, le=MAX_USD)
@@ -257,12 +259,14 @@ def _without_placeholders(data: dict[str, Any], left: list[str]) -> dict[str, An
 
 
 class RoutingConstants(Protocol):
-    """The three constants the defaults note names (:class:`Constants`, the stats' constant sets)."""
+    """The constants the defaults note names (:class:`Constants`, the stats' constant sets)."""
 
     @property
     def prior_weight(self) -> float: ...
     @property
     def exploration(self) -> float: ...
+    @property
+    def exploration_mode(self) -> str: ...
     @property
     def min_samples(self) -> int: ...
 
@@ -270,7 +274,8 @@ class RoutingConstants(Protocol):
 def defaults_note(constants: RoutingConstants) -> str:
     """The one sentence every output gives when no shipped.json was read (summary, page, ``ratings compare``)."""
     return (
-        f"no shipped constants: code defaults k {constants.prior_weight:g}, exploration {constants.exploration:g}, "
+        f"no shipped constants: code defaults k {constants.prior_weight:g}, exploration {constants.exploration:g} "
+        f"({constants.exploration_mode}), "
         f"min samples {constants.min_samples}"
     )
 

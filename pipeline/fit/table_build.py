@@ -90,6 +90,10 @@ def build_table(
     )
 
 
+#: The v1.2 fields of a gate test (the evidence of logged runs), published as computed.
+_LOGGED = ("tasks", "runs", "static_runs", "effective_samples", "weighted", "escalations", "level")
+
+
 def _evidence(gate: pl.DataFrame | None) -> dict[tuple[str, str], dict[str, Evidence]]:
     """(region, config) -> {static choice: its gate test}, floats rounded as published."""
     tests: dict[tuple[str, str], dict[str, Evidence]] = {}
@@ -99,6 +103,7 @@ def _evidence(gate: pl.DataFrame | None) -> dict[tuple[str, str], dict[str, Evid
             difference=round_figure(row["difference"]),
             lower=round_figure(row["lower"]),
             passes=bool(row["passes"]),
+            **{k: row[k] for k in _LOGGED if row.get(k) is not None},
         )
     return tests
 

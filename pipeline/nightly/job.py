@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from ..defaults import OBJECTIVE
@@ -233,6 +234,7 @@ def _evaluated(
             "signals": learning.signals,
             **learning_figures(learning, ctx, decisions=decisions),
             "policies": policies,
+            **({"backtest": _backtest(options.backtest)} if options.backtest else {}),
         },
         cutoff=cutoff_text(ev.split["cutoff_at"]),
         notes=notes,
@@ -440,6 +442,16 @@ def _refit(
         "evaluated": False,
     }
     return _publish(ws, options, table, RefitStats.model_validate(_validated(data, notes)), None)
+
+
+def _backtest(path: str) -> dict[str, Any]:
+    """The ``ratings backtest`` report at ``path`` (its ``backtest.json``), for the stats' ``backtest`` section."""
+    from ..jsonfile import read_json, validate
+    from .backtest import BacktestReport
+
+    missing = "no such file; run `ratings backtest ... --out DIR` and give DIR/backtest.json"
+    data = read_json(Path(path), FitError, missing=missing)
+    return validate(BacktestReport, data, Path(path), FitError).to_json_dict()
 
 
 def _constant_set(c: Constants, objective: str) -> dict[str, Any]:

@@ -44,6 +44,7 @@ class FitOptions(BaseModel):
     pass_threshold: float = Field(default=defaults.PASS_THRESHOLD, ge=0.0, le=1.0)  # ladder gate pass mark
     ladder_budget_usd: float | None = Field(default=None, gt=0.0)  # --ladder-budget: budget target, else best-single
     credit: str | None = None  # where the data came from, shown on the page (stats.source.credit)
+    backtest: str | None = None  # a `ratings backtest` backtest.json to attach to the stats (--backtest)
     writeback: bool = True  # resolve logged route.decided events with task.closed (--no-writeback: ignore them)
     no_compact: bool = False
     wait: bool = False
@@ -131,6 +132,7 @@ _FLAGS = {
     "pass_threshold": "--pass-threshold",
     "ladder_budget_usd": "--ladder-budget",
     "writeback": "--no-writeback",
+    "backtest": "--backtest",
     "no_compact": "--no-compact",
     "wait": "--wait",
     "evaluate": "--no-evaluate",

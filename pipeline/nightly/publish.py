@@ -77,6 +77,16 @@ def pinned_version(ws: Workspace) -> str | None:
     return pin.version if pin else None
 
 
+def publish_table(ws: Workspace, table: RoutingTable, *, live: bool) -> None:
+    """A table without stats (a refit with no held-out evaluation): history, schema and (when ``live``) the
+    table, in that order."""
+    body = canonical_json(table.to_json_dict())
+    ws.write(ws.history_of(table.version), body)
+    ws.write(ws.table_schema, canonical_json(table_json_schema()))
+    if live:
+        ws.write(ws.table, body)
+
+
 class Consistency(BaseModel):
     """Whether the published table, its history copy and the stats describe one fit; ``stale`` names the one
     that is behind (None when they agree)."""

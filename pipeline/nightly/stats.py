@@ -16,6 +16,7 @@ from ..jsonfile import json_schema, parse_json
 from ..routing.summary import TableSummary
 from ..routing.table import ConstantOrigin
 from ..workspace import STATS_SCHEMA_FILE
+from .backtest import BacktestReport
 from .options import FitOptions
 from .sections import (
     Baselines,
@@ -65,6 +66,7 @@ class ConstantSet(Section):
     prior_source: Literal["shipped", "measured"]
     prior_weight: float
     exploration: float
+    exploration_mode: Literal["epsilon", "thompson"] = "epsilon"  # routing-table/v1.2
     half_life_days: float | None  # null: no recency weighting (infinity)
     min_samples: int
     cost_floor_usd: float
@@ -102,10 +104,13 @@ class _Common(Section):
 
     @field_serializer("options")
     def _options(self, options: FitOptions | None) -> dict[str, Any] | None:
-        """The options as given; ``evaluate`` only where it is false (a refit's), as before it existed."""
+        """The options as given; ``evaluate`` only where it is false (a refit's) and ``backtest`` only where one was
+        attached, as before they existed."""
         if options is None:
             return None
-        return options.model_dump(mode="json", by_alias=True, exclude={"evaluate"} if options.evaluate else None)
+        # without a backtest attached, the options read as before the option existed (the same bytes)
+        exclude = ({"evaluate"} if options.evaluate else set()) | ({"backtest"} if not options.backtest else set())
+        return options.model_dump(mode="json", by_alias=True, exclude=exclude or None)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON of the stats: every key, but a section's ``written_if_given`` keys only where it has them."""
@@ -125,6 +130,11 @@ class Stats(_Common):
     ladders: Ladders | None = None
     frontier: Frontier | None = None
     policies: Policies | None = None
+    # The case study's backtest (``ratings backtest``, attached by ``fit-routing --backtest FILE``): a simulation of
+    # deployment on the same table. Written only where one was attached.
+    backtest: BacktestReport | None = None
+
+    written_if_given = frozenset({"backtest"})
 
 
 class RefitStats(_Common):

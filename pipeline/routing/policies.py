@@ -46,18 +46,33 @@ OBJECTIVE_WORDS = {
 
 
 def _evidence_words(view: RegionView, config: str, static: str, min_samples: int) -> str:
-    """The gate's test of ``config`` against ``static`` in ``view``, in words with its numbers."""
+    """The gate's test of ``config`` against ``static`` in ``view``, in words with its numbers: which evidence
+    decided (tasks both ran, single runs, weighted or not, escalations left out) and the bound."""
     ev = view.evidence.get((config, static))
     if ev is None:
         return f"{config} has no published test against {static} in {view.name}"
     shared = f"{ev.shared_tasks} shared task{'s' if ev.shared_tasks != 1 else ''}"
-    if ev.shared_tasks < min_samples:
-        return f"{config} vs {static}: {shared} < min_samples {min_samples}"
+    if ev.effective_samples is None:  # a v1.1 test: tasks both ran only
+        if ev.shared_tasks < min_samples:
+            return f"{config} vs {static}: {shared} < min_samples {min_samples}"
+        evidence = f"on {shared}"
+    else:
+        weighting = "weighted by 1/propensity" if ev.weighted else "unweighted (no logged propensities)"
+        left_out = f", {ev.escalations} escalation outcome(s) left out" if ev.escalations else ""
+        evidence = (
+            f"on {ev.tasks} task(s) where both were candidates ({ev.shared_tasks} both ran; {ev.runs} run(s) of "
+            f"{config}, {ev.static_runs} of {static}; {weighting}{left_out}; effective samples "
+            f"{ev.effective_samples:.3g}"
+        )
+        if ev.effective_samples < min_samples - 1e-9:
+            return f"{config} vs {static} {evidence} < min_samples {min_samples})"
+        evidence += ")"
     lower = "undefined" if ev.lower is None else f"{ev.lower:+.4g}"
     relation = ">" if ev.passes else "<="
+    level = "95%" if ev.level is None else f"{100 * (1 - ev.level):.4g}% (5% over the members tested)"
     return (
-        f"{config} vs {static} on {shared}: difference {_signed(ev.difference)}, "
-        f"one-sided 95% lower bound {lower} {relation} 0"
+        f"{config} vs {static} {evidence}: difference {_signed(ev.difference)}, "
+        f"one-sided {level} lower bound {lower} {relation} 0"
     )
 
 
@@ -246,9 +261,9 @@ for _name, _fn in (
     register_policy(_name, _fn)
 
 BUILTIN = tuple(POLICIES)
-#: Policies that use ``failures`` to follow an order of their own (a ladder's rungs): the router does not narrow
-#: their pool to the members above the failed ones' quality.
-FOLLOWS_ITS_OWN_ORDER = frozenset({"ladder"})
+#: Policies a dispatcher runs again after a failed gate, reporting the failed configs (docs/design.md, Escalation);
+#: every other policy runs once per task.
+ESCALATES = frozenset({"ladder", "trace_governed"})
 
 
 def gate_checks(router: RouterLike, view: RegionView, pool: Sequence[str], role: str | None) -> dict[str, Any]:
@@ -267,7 +282,8 @@ def gate_checks(router: RouterLike, view: RegionView, pool: Sequence[str], role:
         tests = []
         for c in ranked[: ranked.index(static)]:
             ev = v.evidence.get((c, static))
-            tests.append({"config": c, "row_source": v.rows[c].source, "test": ev.model_dump() if ev else None})
+            test = ev.model_dump(exclude_defaults=True) if ev else None  # a v1.1 test without the v1.2 fields
+            tests.append({"config": c, "row_source": v.rows[c].source, "test": test})
         return {"region": v.name, "learned": ranked[0], "against": static, "tests": tests}
 
     pinned = router.static.pinned.get(role) if role else None

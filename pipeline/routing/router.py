@@ -14,12 +14,16 @@ Rules this module fixes (docs/design.md, Routing, says them for readers in other
   global weighted mean quality ``sum(W*q)/sum(W)`` over the ``*`` members (the
   plain mean when no member has weight), cost = the mean of the ``*`` members'
   known costs (null when none), ``n_ratings`` 0, so it never passes the gate.
-- **Failures.** Configurations in ``failures`` are removed from the pool before
-  any policy runs (unless that would empty it). Every policy but ``ladder``
-  (which follows its rungs) then chooses among the members whose published
-  quality is above the highest published quality of the failed ones, while
-  any remain: escalation escalates. No exploration draw once a task has a
-  failure.
+- **Failures.** A failed configuration must be in the pool (else an error that
+  lists the pool). The failed ones are removed from the pool before any policy
+  runs (unless that would empty it); every policy then chooses among the
+  members whose published quality is above the highest published quality of
+  the failed ones while any remain, else takes the highest-quality member left:
+  escalation escalates. No exploration draw once a task has a failure.
+- **Quality floor** (``constants.min_quality``): whatever the policy, a choice
+  below the floor gives way to the best member at or above it while one exists
+  (a pinned role keeps its config); exploration draws only among the members at
+  or above it.
 - **Ties** (docs/design.md, Greedy choice and ties): best objective, then higher quality, then lower cost
   (unknown cost last), then key order.
 - **Exploration** (policies that allow it, with an ``rng``): with probability
@@ -32,15 +36,17 @@ Rules this module fixes (docs/design.md, Routing, says them for readers in other
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import RoutingError
+from . import thompson
 from .explain_sql import explain_sql
 from .greedy import objective_value
-from .policies import FOLLOWS_ITS_OWN_ORDER, POLICIES, Policy, gate_checks
+from .policies import POLICIES, Policy, gate_checks
 from .table import SCHEMA_MAJOR, Evidence, Member, RoutingTable, load
 from .view import GLOBAL, RegionView, Row
 
@@ -59,10 +65,13 @@ class Decision(NamedTuple):
     predicted_quality: float | None
     propensity: float
     candidates: tuple[str, ...] = ()
+    #: The configs that had already failed on the task (an escalation; logged as ``after``).
+    after: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = self._asdict()
         data["candidates"] = list(self.candidates)
+        data["after"] = list(self.after)
         return data
 
     def to_event(self, task: str) -> dict[str, Any]:
@@ -80,6 +89,8 @@ class Decision(NamedTuple):
         }
         if self.predicted_quality is not None:
             event["predicted_quality"] = self.predicted_quality
+        if self.after:
+            event["after"] = list(self.after)
         return event
 
 
@@ -93,6 +104,8 @@ class Router:
         self.static = table.static
         self.objective = table.objective
         self.exploration = float(table.constants.exploration or 0.0)
+        self.exploration_mode = table.constants.exploration_mode
+        self._wins: dict[tuple, float] = {}
         self.min_samples = int(table.constants.min_samples)
         # A v1 table publishes no gate tests (Member.gate); its gate is the one it was published with.
         self.gated = table.schema_ != SCHEMA_MAJOR
@@ -210,6 +223,8 @@ class Router:
                 self._memo.clear()
             self._memo[key] = greedy
         config, reason, others, candidates, view, quality = greedy
+        if others and rng is not None and self.exploration_mode == "thompson":
+            return self._thompson(name, greedy, rng)
         if others and rng is not None:
             eps = self.exploration
             if rng.random() < eps:
@@ -226,7 +241,30 @@ class Router:
                     candidates,
                 )
             return Decision(config, name, reason, False, self.version, quality, 1.0 - eps, candidates)
-        return Decision(config, name, reason, False, self.version, quality, 1.0, candidates)
+        return Decision(config, name, reason, False, self.version, quality, 1.0, candidates, fail_t)
+
+    def _thompson(self, name: str, greedy: tuple, rng: random.Random) -> Decision:
+        """With probability eps a Thompson draw among the explorable members (the greedy choice among them), else
+        the greedy choice; propensity ``(1 - eps) * [c is the greedy choice] + eps * P_draw(c)`` with P_draw exact
+        (:mod:`pipeline.routing.thompson`), memoised per (region, members, config)."""
+        config, reason, others, candidates, view, _ = greedy
+        eps = self.exploration
+        pool = tuple(sorted((config, *others)))
+        drawn = rng.random() < eps
+        chosen = thompson.draw([view.row(c) for c in pool], rng, self.objective, self.constants) if drawn else config
+        key = (view.name, pool, chosen)
+        win = self._wins.get(key)
+        if win is None:
+            win = thompson.win_probability([view.row(c) for c in pool], chosen, self.objective, self.constants)
+            if len(self._wins) >= _MEMO_LIMIT:
+                self._wins.clear()
+            self._wins[key] = win
+        propensity = max((1.0 - eps) * (chosen == config) + eps * win, 1e-12)
+        if drawn:
+            reason = f"{reason}; Thompson draw (share {eps:g}) -> {chosen}"
+        return Decision(
+            chosen, name, reason, chosen != config, self.version, view.row(chosen).quality, propensity, candidates
+        )
 
     def _greedy(
         self,
@@ -255,27 +293,47 @@ class Router:
                 raise RoutingError("empty pool: give at least one configuration key")
         prefix = ""
         if failures:
-            remaining = tuple(c for c in candidates if c not in failures)
-            if not remaining:
-                prefix = "every candidate has failed; choosing among them again: "
-            elif name in FOLLOWS_ITS_OWN_ORDER:
-                candidates = remaining
-            else:
-                top = max(view.row(f).quality for f in failures)
-                better = tuple(c for c in remaining if view.row(c).quality > top)
-                candidates = better or remaining
-                prefix = (
-                    f"escalating above the failed configs' quality {top:.4g}: "
-                    if better
-                    else f"no member left above the failed configs' quality {top:.4g}: "
+            unknown = [f for f in dict.fromkeys(failures) if f not in candidates]
+            if unknown:
+                raise RoutingError(
+                    f"failed config(s) {', '.join(unknown)} not in the pool, so their quality is unknown here; "
+                    f"the pool: {', '.join(candidates)}"
                 )
+            candidates, prefix = _after_failures(view, candidates, failures)
         config, reason, explorable = fn(self, view, candidates, role, failures)
         if config not in candidates:
             raise RoutingError(f"policy {name!r} chose {config!r}, which is not in the pool")
+        config, reason = self._floored(view, candidates, role, config, reason)
         others: tuple[str, ...] = ()
         if explorable and not failures and len(candidates) > 1 and self.exploration > 0.0:
-            others = tuple(sorted(c for c in candidates if c != config))
+            others = tuple(sorted(c for c in self._above_floor(view, candidates, config) if c != config))
         return config, prefix + reason, others, candidates, view, view.row(config).quality
+
+    def _above_floor(self, view: RegionView, candidates: tuple[str, ...], config: str) -> tuple[str, ...]:
+        """The candidates an exploration draw may take: those at or above the quality floor, unless the choice
+        itself is below it (then every member is)."""
+        floor = self.constants.min_quality
+        if floor is None or view.row(config).quality < floor:
+            return candidates
+        return tuple(c for c in candidates if view.row(c).quality >= floor)
+
+    def _floored(
+        self, view: RegionView, candidates: tuple[str, ...], role: str | None, config: str, reason: str
+    ) -> tuple[str, str]:
+        """Every policy keeps the quality floor (docs/design.md, Routing): a choice below it gives way to the best
+        member at or above it (the greedy order), while one exists; a pinned role keeps its config."""
+        floor = self.constants.min_quality
+        quality = view.row(config).quality
+        if floor is None or quality >= floor or (role is not None and self.static.pinned.get(role) == config):
+            return config, reason
+        above = tuple(c for c in candidates if view.row(c).quality >= floor)
+        if not above:
+            return config, f"{reason}; every member is below the quality floor {floor:g}"
+        chosen = view.best(above)
+        return chosen, (
+            f"{reason}; {config} is below the quality floor {floor:g} (quality {quality:.4g}): the best member at "
+            f"or above it, {chosen}"
+        )
 
     def describe(self, decision: Decision, region: str, role: str | None = None) -> dict[str, Any]:
         """``decision`` as a dict with the rows of its candidates (rank order) and the checks of its policy: the
@@ -294,6 +352,23 @@ class Router:
         if decision.policy == "ladder" and ladder is not None:
             out["ladder"] = ladder.model_dump(mode="json")
         return out
+
+
+def _after_failures(
+    view: RegionView, candidates: tuple[str, ...], failures: tuple[str, ...]
+) -> tuple[tuple[str, ...], str]:
+    """The members a policy may choose after ``failures`` (docs/design.md, Escalation), and the reason's prefix:
+    those above the failed configs' highest published quality while any remain, else the highest-quality member
+    left; when every candidate has failed, all of them again."""
+    remaining = tuple(c for c in candidates if c not in failures)
+    if not remaining:
+        return candidates, "every candidate has failed; choosing among them again: "
+    top = max(view.row(f).quality for f in failures)
+    better = tuple(c for c in remaining if view.row(c).quality > top)
+    if better:
+        return better, f"escalating above the failed configs' quality {top:.4g}: "
+    best = view.best_by(remaining, lambda r: (-r.quality, math.inf if r.cost_usd is None else r.cost_usd))
+    return (best,), f"no member left above the failed configs' quality {top:.4g}: the highest-quality member left: "
 
 
 def _evidence(members: Sequence[Member]) -> dict[tuple[str, str], Evidence]:

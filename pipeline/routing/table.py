@@ -1,4 +1,4 @@
-"""The routing table, schema ``routing-table/v1.1`` (docs/design.md, Routing table): model, load, atomic publish.
+"""The routing table, schema ``routing-table/v1.2`` (docs/design.md, Routing table): model, load, atomic publish.
 
 This is the contract with dispatchers: a program in any language reads
 ``fits/routing-table.json`` with a JSON parser; Python dispatchers use
@@ -7,7 +7,9 @@ This is the contract with dispatchers: a program in any language reads
 v1.1 adds fields and changes the meaning of none: per member the evidence gate's test against each
 static choice (``gate``), and the quality floor (``constants.min_quality``). A v1 table (without them)
 still loads; the router then applies the gate v1 tables were published with (see
-:mod:`pipeline.routing.policies`).
+:mod:`pipeline.routing.policies`). v1.2 adds, per test, the evidence of logged single-config runs
+(:class:`Evidence`: tasks, runs, effective samples, weighting, escalations left out); a v1.1 table loads as
+it was.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..errors import TableSchemaError
 from ..jsonfile import json_schema, read_json, validate
 from ..workspace import TABLE_SCHEMA_FILE, atomic_write
 
-SCHEMA = "routing-table/v1.1"
+SCHEMA = "routing-table/v1.2"
 SCHEMA_MAJOR = "routing-table/v1"
 #: The first minor version whose members carry the evidence gate's tests (``Member.gate``).
 SCHEMA_WITH_GATE = "routing-table/v1.1"
@@ -47,6 +49,10 @@ class Constants(BaseModel):
     prior_source: Literal["shipped", "measured"] = defaults.PRIOR_SOURCE  # type: ignore[assignment]
     prior_weight: float = defaults.PRIOR_WEIGHT
     exploration: float = defaults.EXPLORATION
+    # How exploration draws (v1.2): epsilon, a uniformly chosen other member with probability ``exploration``;
+    # thompson, with probability ``exploration`` a Thompson draw on the members' posteriors (docs/design.md,
+    # Decisions).
+    exploration_mode: Literal["epsilon", "thompson"] = defaults.EXPLORATION_MODE  # type: ignore[assignment]
     half_life_days: float | None = defaults.HALF_LIFE_DAYS
     min_samples: int = defaults.MIN_SAMPLES
     cost_floor_usd: float = defaults.COST_FLOOR_USD
@@ -81,13 +87,21 @@ class Static(BaseModel):
 
 
 class Evidence(BaseModel):
-    """The evidence gate's test of a member against one static choice ``s`` in its region (v1.1).
+    """The evidence gate's test of a member against one static choice ``s`` in its region (v1.1; v1.2 adds the
+    logged-run fields, docs/design.md, Evidence gate).
 
-    On the ``shared_tasks`` both did in the region (tasks where either was run only because another config
-    had already failed are left out): ``difference`` = the objective of the member minus that of ``s``
-    (quality per dollar: total quality / total cost of each on the shared tasks; utility and quality: the mean
-    per task), ``lower`` = the lower end of its one-sided 95% paired bootstrap interval (null below two shared
-    tasks). ``passes``: ``shared_tasks >= min_samples`` and ``lower > 0``.
+    On the ``tasks`` of the region where both were candidates and either ran (not after another config had
+    failed): ``difference`` = the objective of the member minus that of ``s`` from the self-normalized,
+    inverse-propensity weighted means of each (quality per dollar: mean quality / mean cost; utility and quality:
+    the difference of the means), ``lower`` = the lower end of its one-sided 95% bootstrap interval (tasks
+    resampled, so a task both ran enters as its paired difference; null below two effective samples).
+    ``passes``: ``effective_samples >= min_samples`` and ``lower > 0``.
+
+    ``shared_tasks``: the tasks both ran; ``runs``/``static_runs``: the runs of the member / of ``s`` in the
+    comparison; ``effective_samples``: the smaller side's (sum w)^2 / sum w^2; ``weighted``: whether logged
+    propensities weighted it (else an unweighted comparison); ``escalations``: outcomes of the member seen only
+    after another config failed, left out of the estimate; ``level``: the one-sided level of ``lower`` (5% over
+    the members tested against ``s`` in the region, Bonferroni).
     """
 
     model_config = _MODEL
@@ -96,6 +110,13 @@ class Evidence(BaseModel):
     difference: float | None
     lower: float | None
     passes: bool
+    tasks: int | None = None
+    runs: int | None = None
+    static_runs: int | None = None
+    effective_samples: float | None = None
+    weighted: bool | None = None
+    escalations: int | None = None
+    level: float | None = None
 
 
 class Member(BaseModel):

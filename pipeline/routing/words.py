@@ -111,5 +111,7 @@ def table_lines(summary: Any) -> list[str]:
             lines.append(f"  ladder     {' > '.join(r.ladder.rungs)} ({where}, pass mark {r.ladder.pass_threshold:g})")
         else:
             lines.append("  ladder     none")
-        lines.append(f"  why        {r.why}")
+        lines.append(f"  why        {r.words or r.why}")
+        if r.words:
+            lines.append(f"  gate       {r.why}")
     return lines

@@ -120,6 +120,56 @@ class Attempts:
     written: np.ndarray
     prompt: np.ndarray  # -1 none
 
+    def then(self, other: Attempts) -> Attempts:
+        """These attempts followed by ``other``."""
+        return Attempts(*(np.concatenate([getattr(self, f), getattr(other, f)]) for f in _ATTEMPT_FIELDS))
+
+
+_ATTEMPT_FIELDS = tuple(Attempts.__dataclass_fields__)
+
+
+@dataclass
+class Ratings:
+    """The ratings of some attempts, each indexing them by position, and each attempt's reviewer verdict."""
+
+    verdict: np.ndarray  # per attempt: -1 no reviewer, 0 approve, 1 request-changes
+    gates: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # per gate: attempt, score, conf, at
+    review: tuple[np.ndarray, ...]  # attempt, reviewer, score, conf, at, retracted, retract_at
+    human: tuple[np.ndarray, ...]  # attempt, human, score, at
+    reject: tuple[np.ndarray, ...]  # attempt, reviewer, at
+
+    def then(self, other: Ratings, m: int) -> Ratings:
+        """These ratings followed by ``other``'s, whose attempts come after the first ``m``."""
+
+        def joined(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+            return tuple(np.concatenate([x, y + m if i == 0 else y]) for i, (x, y) in enumerate(zip(a, b, strict=True)))
+
+        return Ratings(
+            verdict=np.concatenate([self.verdict, other.verdict]),
+            gates=[joined(a, b) for a, b in zip(self.gates, other.gates, strict=True)],  # type: ignore[misc]
+            review=joined(self.review, other.review),
+            human=joined(self.human, other.human),
+            reject=joined(self.reject, other.reject),
+        )
+
+
+@dataclass
+class Decisions:
+    """The logged ``route.decided`` events: per decision its task, time, config, propensity, whether it explored,
+    its kind (0 the routed config, 1 a side-by-side lane, 2 an escalation) and the configs excluded from its
+    candidates (a bit mask: the lanes that ran before it)."""
+
+    task: np.ndarray
+    at: np.ndarray
+    cfg: np.ndarray
+    propensity: np.ndarray
+    explored: np.ndarray
+    kind: np.ndarray
+    excluded: np.ndarray
+
+    def then(self, other: Decisions) -> Decisions:
+        return Decisions(**{name: np.concatenate([getattr(self, name), getattr(other, name)]) for name in vars(self)})
+
 
 @dataclass
 class Chunk:
@@ -135,13 +185,9 @@ class Chunk:
     propensity: np.ndarray
     close_s: np.ndarray
     outcome: np.ndarray  # 0 done, 1 escalated, 2 abandoned
-    attempts: Attempts  # per attempt (row-major over tasks, routed config first)
-    verdict: np.ndarray  # per attempt: -1 no reviewer, 0 approve, 1 request-changes
-    # ratings: each (attempt index, rater index, score, confidence, at)
-    gates: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # per gate: attempt, score, conf, at
-    review: tuple[np.ndarray, ...]  # attempt, reviewer, score, conf, at, retracted, retract_at
-    human: tuple[np.ndarray, ...]  # attempt, human, score, at
-    reject: tuple[np.ndarray, ...]  # attempt, reviewer, at
+    attempts: Attempts  # per attempt (row-major over tasks, routed config first), then the escalations
+    ratings: Ratings  # of the attempts, by position
+    decisions: Decisions
 
     @property
     def n(self) -> int:
@@ -150,28 +196,46 @@ class Chunk:
 
 def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chunk:
     """Tasks ``first`` to ``first + n - 1``: their routing, attempts and ratings. The draws from ``rng`` come in
-    one fixed order (tasks, attempts, gates, reviewer, humans, rejections), so a seed gives the same chunk."""
+    one fixed order (tasks, attempts, gates, reviewer, humans, rejections, then the escalations' own), so a seed
+    gives the same chunk."""
+    sc = st.scenario
     idx = np.arange(first, first + n)
-    region, open_s, decide_s, explored, primary, propensity, assigned = _route(st, rng, idx)
+    region, open_s, decide_s, explored, primary, propensity, assigned, available, others = _route(st, rng, idx)
     difficulty = rng.standard_normal(n)
     close_delay = rng.integers(600, 7201, n)
     undone = rng.choice(2, size=n, p=np.array(UNDONE_WEIGHTS))
-    a = _attempts(st, rng, idx, region, decide_s, assigned, difficulty)
-    spec = st.scenario.ratings
-    m = len(a.task)
-    rated = rng.random(m) >= spec.unrated_share
-    gates = _gates(st, rng, a, rated)
-    review, verdict = _review(st, rng, a, rated)
-    human = _humans(st, rng, a, rated)
-    # grounded rejections of some failed attempts, by a model reviewer
-    rejected = rated & ~a.success & (rng.random(m) < spec.rejection_rate)
-    j_who = rng.integers(0, len(st.scenario.reviewers), m)
-    j_at = a.end_s + rng.integers(600, 7201, m)
-    sel = np.nonzero(rejected)[0]
-    # closing: done iff the routed attempt succeeded; after the last attempt ends
+    a_task, a_slot = np.nonzero(assigned >= 0)
+    a_cfg = assigned[a_task, a_slot]
+    # Second opinions start a few minutes apart; side-by-side lanes start with the routed one.
+    staggered = sc.side_by_side == 0
+    a = _attempts(st, rng, idx, region, difficulty, a_task, a_slot, a_cfg, decide_s[a_task] + 10, staggered)
+    ratings = _rate(st, rng, a)
+    none = np.zeros(n, dtype=np.int64)
+    decisions = Decisions(np.arange(n), decide_s, primary, propensity, explored, kind=none, excluded=none)
+    if sc.side_by_side > 0:  # each lane's decision: uniform among the others, with the routed one
+        t = a.task[a.slot == 1]
+        decisions = decisions.then(
+            Decisions(
+                t,
+                decide_s[t],
+                a.cfg[a.slot == 1],
+                1.0 / np.maximum(others[t], 1),
+                np.ones(len(t), dtype=bool),
+                kind=np.ones(len(t), dtype=np.int64),
+                excluded=np.left_shift(1, primary[t]),
+            )
+        )
+    if sc.escalation > 0:
+        a, ratings, decisions = _escalate(st, rng, idx, region, difficulty, available, a, ratings, decisions)
+    # closing: after the last attempt ends; done iff the routed attempt succeeded (second opinions), or any attempt
+    # did (a dispatcher's lanes and escalations)
     last_end = np.zeros(n, dtype=np.int64)
     np.maximum.at(last_end, a.task, a.end_s)
-    routed_success = a.success[a.slot == 0]  # one routed attempt per task, in task order
+    if sc.dispatcher:
+        done = np.zeros(n, dtype=bool)
+        np.logical_or.at(done, a.task, a.success)
+    else:
+        done = a.success[a.slot == 0]  # one routed attempt per task, in task order
     return Chunk(
         first=first,
         region=region,
@@ -181,19 +245,33 @@ def draw_chunk(st: Static, rng: np.random.Generator, first: int, n: int) -> Chun
         explored=explored,
         propensity=propensity,
         close_s=last_end + close_delay,
-        outcome=np.where(routed_success, 0, 1 + undone),
+        outcome=np.where(done, 0, 1 + undone),
         attempts=a,
-        verdict=verdict,
-        gates=gates,
-        review=review,
-        human=human,
-        reject=(sel, j_who[sel], j_at[sel]),
+        ratings=ratings,
+        decisions=decisions,
     )
 
 
+def _rate(st: Static, rng: np.random.Generator, a: Attempts) -> Ratings:
+    """The ratings of attempts ``a``: gates, a model reviewer, occasional humans, grounded rejections of some
+    failed ones, by a model reviewer."""
+    spec = st.scenario.ratings
+    m = len(a.task)
+    rated = rng.random(m) >= spec.unrated_share
+    gates = _gates(st, rng, a, rated)
+    review, verdict = _review(st, rng, a, rated)
+    human = _humans(st, rng, a, rated)
+    rejected = rated & ~a.success & (rng.random(m) < spec.rejection_rate)
+    j_who = rng.integers(0, len(st.scenario.reviewers), m)
+    j_at = a.end_s + rng.integers(600, 7201, m)
+    sel = np.nonzero(rejected)[0]
+    return Ratings(verdict, gates, review, human, (sel, j_who[sel], j_at[sel]))
+
+
 def _route(st: Static, rng: np.random.Generator, idx: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Each task's region, open and decision times, the routing decision (explored, config, propensity) and the
-    configs that attempt it (``assigned``: one row per task, -1 for a slot no config takes)."""
+    """Each task's region, open and decision times, the routing decision (explored, config, propensity), the
+    configs that attempt it (``assigned``: one row per task, -1 for a slot no config takes), which configs exist at
+    its time and how many others do."""
     sc, pol = st.scenario, st.policy
     k, n = pol.n_configs, len(idx)
     region = rng.choice(len(st.shares), size=n, p=st.shares)
@@ -205,9 +283,13 @@ def _route(st: Static, rng: np.random.Generator, idx: np.ndarray) -> tuple[np.nd
     greedy = st.greedy[region]
     primary = np.where(explored, other + (other >= greedy), greedy)
     propensity = np.where(explored, pol.exploration / max(k - 1, 1), 1.0 - pol.exploration)
-    n_cfg = np.minimum(rng.choice(3, size=n, p=np.array(sc.attempts)) + 1, k)
+    if sc.side_by_side > 0:  # competing lanes: a second config on a share of the tasks, at the same time
+        n_cfg = np.minimum(1 + (rng.random(n) < sc.side_by_side).astype(np.int64), k)
+    else:
+        n_cfg = np.minimum(rng.choice(3, size=n, p=np.array(sc.attempts)) + 1, k)
     keys = rng.random((n, k))
     available = idx[:, None] >= st.available_first[None, :]
+    others = np.full(n, k - 1)
     if not available.all():  # late configs: route and ask only among the configs that exist at the task's time
         greedy = np.argmin(np.where(available, st.preference[region], k), axis=1)
         others = available.sum(axis=1) - 1
@@ -229,7 +311,52 @@ def _route(st: Static, rng: np.random.Generator, idx: np.ndarray) -> tuple[np.nd
     if k > 1:
         assigned[:, 1] = np.where(n_cfg >= 2, extras[:, 0], -1)
         assigned[:, 2] = np.where(n_cfg >= 3, extras[:, 1], -1)
-    return region, open_s, decide_s, explored, primary, propensity, assigned
+    return region, open_s, decide_s, explored, primary, propensity, assigned, available, others
+
+
+def _escalate(
+    st: Static,
+    rng: np.random.Generator,
+    idx: np.ndarray,
+    region: np.ndarray,
+    difficulty: np.ndarray,
+    available: np.ndarray,
+    a: Attempts,
+    ratings: Ratings,
+    decisions: Decisions,
+) -> tuple[Attempts, Ratings, Decisions]:
+    """A dispatcher's escalations: a task whose every lane failed its gates (each has a gate rating and their mean
+    is below 0.5) runs, with probability ``escalation``, the escalation config after the last gate: the logging
+    policy's ``frontier_config`` when it has not run, else the highest believed quality that has not."""
+    sc = st.scenario
+    n, m = len(region), len(a.task)
+    gate_w, gate_s, gate_at = np.zeros(m), np.zeros(m), np.zeros(m, dtype=np.int64)
+    for att, score, _conf, at in ratings.gates:
+        np.add.at(gate_w, att, 1.0)
+        np.add.at(gate_s, att, score)
+        np.maximum.at(gate_at, att, at)
+    all_failed = np.ones(n, dtype=bool)
+    np.logical_and.at(all_failed, a.task, (gate_w > 0) & (gate_s < 0.5 * gate_w))
+    ran = np.zeros(n, dtype=np.int64)
+    np.bitwise_or.at(ran, a.task, np.left_shift(1, a.cfg))
+    last_gate = np.zeros(n, dtype=np.int64)
+    np.maximum.at(last_gate, a.task, gate_at)
+    want = rng.random(n) < sc.escalation
+    delay = rng.integers(30, 601, n)
+    # the escalation config per task: frontier first, then by believed quality in the task's region
+    order = np.argsort(-st.believed[:, region].T, axis=1, kind="stable")  # [n, k]
+    if sc.policy.frontier_config:
+        frontier = sc.config_keys.index(sc.policy.frontier_config)
+        order = np.concatenate([np.full((n, 1), frontier), order], axis=1)
+    free = ((np.right_shift(ran[:, None], order) & 1) == 0) & available[np.arange(n)[:, None], order]
+    target = order[np.arange(n), np.argmax(free, axis=1)]
+    esc = np.nonzero(all_failed & want & free.any(axis=1))[0]
+    e_cfg, e_at = target[esc], last_gate[esc] + delay[esc]
+    second = _attempts(st, rng, idx, region, difficulty, esc, np.full(len(esc), 2), e_cfg, e_at + 10, False)
+    more = _rate(st, rng, second)
+    k = len(esc)
+    up = Decisions(esc, e_at, e_cfg, np.ones(k), np.zeros(k, dtype=bool), np.full(k, 2, dtype=np.int64), ran[esc])
+    return a.then(second), ratings.then(more, m), decisions.then(up)
 
 
 def _attempts(
@@ -237,13 +364,16 @@ def _attempts(
     rng: np.random.Generator,
     idx: np.ndarray,
     region: np.ndarray,
-    decide_s: np.ndarray,
-    assigned: np.ndarray,
     difficulty: np.ndarray,
+    a_task: np.ndarray,
+    a_slot: np.ndarray,
+    a_cfg: np.ndarray,
+    start_s: np.ndarray,
+    staggered: bool,
 ) -> Attempts:
+    """The attempts ``(a_task, a_slot, a_cfg)`` starting at ``start_s`` (later slots up to ten minutes later when
+    ``staggered``): outcome, cost, status, timing, traces."""
     sc = st.scenario
-    a_task, a_slot = np.nonzero(assigned >= 0)
-    a_cfg = assigned[a_task, a_slot]
     m = len(a_task)
     a_region = region[a_task]
     period = ((idx[a_task] >= st.drift_first) & (a_cfg == st.drift_config)).astype(np.int64)
@@ -255,7 +385,7 @@ def _attempts(
     cost = st.cost_mean[a_cfg, a_region] * np.exp(sigma * rng.standard_normal(m) - sigma**2 / 2)
     cost = np.where(rng.random(m) < st.cost_missing[a_cfg], np.nan, np.round(cost, 6))
     fail_kind = rng.choice(len(FAILURE_STATUSES), size=m, p=np.array(FAILURE_WEIGHTS))
-    stagger = rng.integers(0, 601, m) * (a_slot > 0)
+    stagger = rng.integers(0, 601, m) * (a_slot > 0) * staggered
     duration_s = np.array([x.duration_s for x in sc.regions])[a_region]
     duration_ms = np.maximum(1, np.round(duration_s * 1000 * np.exp(0.6 * rng.standard_normal(m)))).astype(np.int64)
 
@@ -268,7 +398,7 @@ def _attempts(
     with_prompt = rng.random(m) < sc.prompt_version_rate
     prompt = np.where(with_prompt, rng.integers(0, max(len(sc.prompt_versions), 1), m), -1)
     status = np.where(success, -1, fail_kind)
-    end_s = decide_s[a_task] + 10 + stagger + (duration_ms + 999) // 1000
+    end_s = start_s + stagger + (duration_ms + 999) // 1000
     return Attempts(
         a_task, a_slot, a_cfg, a_region, success, status, cost, duration_ms, end_s, tools, read, written, prompt
     )

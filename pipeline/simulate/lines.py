@@ -4,7 +4,8 @@ Each line is exactly what :func:`pipeline.streams.events.to_json_line` writes fo
 event it parses to (field order, compact separators, ``repr`` floats), which a
 test checks line by line on the default data and on a sample of the scale
 preset. Event ids are ``<task>.<suffix>``, deterministic and readable:
-``.open``, ``.route``, ``.a1`` (first attempt), ``.a1.g1`` (its first gate),
+``.open``, ``.route`` (``.route2`` a side-by-side lane, ``.route3`` an escalation), ``.a1`` (first attempt,
+``.a2`` the second lane or opinion, ``.a3`` the escalation or third opinion), ``.a1.g1`` (its first gate),
 ``.a1.rv`` (reviewer), ``.a1.rx`` (a retraction of it), ``.a1.rv2`` (the
 correction), ``.a1.h`` (human), ``.a1.rj`` (rejection), ``.close``.
 """
@@ -45,6 +46,11 @@ class Fragments:
     humans: list[str]
     prompts: list[str]
     human_tail: str
+    config_keys: list[str]
+
+    def candidates_without(self, mask: int) -> str:
+        """The candidates of a decision: every config but those whose bit is set in ``mask``."""
+        return self.candidates if mask == 0 else _j([k for i, k in enumerate(self.config_keys) if not mask >> i & 1])
 
     @classmethod
     def of(cls, st: Static, task_id_format: str) -> Fragments:
@@ -64,6 +70,7 @@ class Fragments:
             humans=[_j({"kind": "human", "name": h}) for h in sc.humans],
             prompts=[present("task.attempted", "prompt_version", _j(p)) for p in sc.prompt_versions],
             human_tail=present("task.rated", "importance", repr(float(sc.ratings.human_importance))),
+            config_keys=sc.config_keys,
         )
 
 
@@ -122,7 +129,7 @@ _Q = '"%s"'  # a string field whose text is formatted in
 _OPENED = template("task.opened", id='"%s.open"', at=_Q, task=_Q, region="%s", title='"%s task %d"', thread="%s")
 _ROUTE = template(
     "route.decided",
-    id='"%s.route"',
+    id='"%s.%s"',
     at=_Q,
     task=_Q,
     policy="%s",
@@ -169,6 +176,10 @@ _RETRACTED = template(
     "rating.retracted", id='"%s.a%d.rx"', at=_Q, rating='"%s.a%d.rv"', reason=_j("the reviewer corrected its score")
 )
 _VERDICTS = tuple(present("task.attempted", "reviewer_verdict", _j(v)) for v in ("approve", "request-changes"))
+#: A decision's id suffix and reason by its kind (generate.Decisions.kind): the routed config, a side-by-side lane,
+#: an escalation after every lane failed its gates.
+_ROUTE_SUFFIX = ("route", "route2", "route3")
+_REASONS = ("", "side-by-side lane: a uniformly chosen other config", "escalation after a failed gate")
 
 
 @dataclass
@@ -199,19 +210,19 @@ def format_chunk(ch: Chunk, fr: Fragments) -> tuple[StreamPart, StreamPart, dict
     tasks = _ordered(
         [
             ("task.opened", _opened(ch, fr, tid), ch.open_s),
-            ("route.decided", _routed(ch, fr, tid), ch.decide_s),
+            ("route.decided", _routed(ch, fr, tid), ch.decisions.at),
             ("task.attempted", _attempted(ch, fr, attempts), ch.attempts.end_s),
             ("task.closed", _closed(ch, tid), ch.close_s),
         ]
     )
     ratings = _Ratings(fr, attempts)
-    for g, (att, score, conf, at_s) in enumerate(ch.gates):
+    for g, (att, score, conf, at_s) in enumerate(ch.ratings.gates):
         ratings.rated("gate", att, f"g{g + 1}", [fr.gates[g]] * len(att), score, _floats(conf), at_s)
     _reviews(ch, fr, ratings)
-    att, who, score, at_s = ch.human
+    att, who, score, at_s = ch.ratings.human
     humans = [fr.humans[w] for w in who.tolist()]
     ratings.rated("human", att, "h", humans, score, ["1.0"] * len(att), at_s, fr.human_tail)
-    ratings.parts.append(("task.rejected", _rejections(ch, fr, attempts), ch.reject[2]))
+    ratings.parts.append(("task.rejected", _rejections(ch, fr, attempts), ch.ratings.reject[2]))
     return tasks, _ordered(ratings.parts), ratings.by_kind
 
 
@@ -233,30 +244,34 @@ def _opened(ch: Chunk, fr: Fragments, tid: list[str]) -> list[str]:
 
 
 def _routed(ch: Chunk, fr: Fragments, tid: list[str]) -> list[str]:
+    d, region = ch.decisions, ch.region.tolist()
+    candidates = {mask: fr.candidates_without(mask) for mask in set(d.excluded.tolist())}
     rows = zip(
-        tid,
-        timestamps(ch.decide_s),
-        ch.primary.tolist(),
-        ch.propensity.tolist(),
-        ch.explored.tolist(),
-        ch.region.tolist(),
+        d.task.tolist(),
+        timestamps(d.at),
+        d.cfg.tolist(),
+        d.propensity.tolist(),
+        d.explored.tolist(),
+        d.kind.tolist(),
+        d.excluded.tolist(),
         strict=True,
     )
     return [
         _ROUTE
         % (
-            t,
+            tid[t],
+            _ROUTE_SUFFIX[kind],
             a,
-            t,
+            tid[t],
             fr.policy,
             fr.keys[c],
-            fr.candidates,
+            candidates[mask],
             repr(round(p, 9)),
             "true" if e else "false",
-            "exploration" if e else "greedy on shipped priors",
-            fr.believed[c][r],
+            _REASONS[kind] if kind else ("exploration" if e else "greedy on shipped priors"),
+            fr.believed[c][region[t]],
         )
-        for t, a, c, p, e, r in rows
+        for t, a, c, p, e, kind, mask in rows
     ]
 
 
@@ -273,7 +288,7 @@ def _attempted(ch: Chunk, fr: Fragments, attempts: _AttemptIds) -> list[str]:
         ch.attempts.duration_ms.tolist(),
         (fr.nodes[region[i]] for i in ch.attempts.task.tolist()),
         ("" if p < 0 else fr.prompts[p] for p in ch.attempts.prompt.tolist()),
-        ("" if v < 0 else _VERDICTS[v] for v in ch.verdict.tolist()),
+        ("" if v < 0 else _VERDICTS[v] for v in ch.ratings.verdict.tolist()),
         ch.attempts.tools.tolist(),
         ch.attempts.read.tolist(),
         ch.attempts.written.tolist(),
@@ -321,7 +336,7 @@ class _Ratings:
 def _reviews(ch: Chunk, fr: Fragments, ratings: _Ratings) -> None:
     """The reviewers' ratings; a retracted rating was logged with the wrong score (1 - s), its retraction
     follows, and its correction, a minute after the retraction, has s."""
-    att, who, score, conf, at_s, retracted, retract_at = ch.review
+    att, who, score, conf, at_s, retracted, retract_at = ch.ratings.review
     raters = [fr.reviewers[w] for w in who.tolist()]
     ratings.rated(
         "reviewer", att, "rv", raters, np.where(retracted, np.round(1.0 - score, 2), score), _floats(conf), at_s
@@ -338,7 +353,7 @@ def _reviews(ch: Chunk, fr: Fragments, ratings: _Ratings) -> None:
 
 
 def _rejections(ch: Chunk, fr: Fragments, attempts: _AttemptIds) -> list[str]:
-    att, who, at_s = ch.reject
+    att, who, at_s = ch.ratings.reject
     lines = []
     for i, w, at in zip(att.tolist(), who.tolist(), timestamps(at_s), strict=True):
         claim, evidence = REJECTION_CLAIMS[i % len(REJECTION_CLAIMS)]
@@ -349,15 +364,20 @@ def _rejections(ch: Chunk, fr: Fragments, attempts: _AttemptIds) -> list[str]:
 
 
 def assignment_rows(ch: Chunk) -> list[str]:
-    """``[region, [configs, routed first], [outcomes]]`` per task, compact JSON."""
+    """``[region, [configs, routed first], [outcomes], [slots]]`` per task, compact JSON; a slot is the attempt's
+    number on its task less one (0 routed; 1 a side-by-side lane or second opinion; 2 an escalation or third
+    opinion)."""
     rows: list[list[int]] = [[] for _ in range(ch.n)]
     outs: list[list[int]] = [[] for _ in range(ch.n)]
-    for t, c, s in zip(
-        ch.attempts.task.tolist(), ch.attempts.cfg.tolist(), ch.attempts.success.astype(int).tolist(), strict=True
+    slots: list[list[int]] = [[] for _ in range(ch.n)]
+    att = ch.attempts
+    for t, c, s, j in zip(
+        att.task.tolist(), att.cfg.tolist(), att.success.astype(int).tolist(), att.slot.tolist(), strict=True
     ):
         rows[t].append(c)
         outs[t].append(s)
+        slots[t].append(j)
     return [
-        f"[{r},[{','.join(map(str, c))}],[{','.join(map(str, o))}]]"
-        for r, c, o in zip(ch.region.tolist(), rows, outs, strict=True)
+        f"[{r},[{','.join(map(str, c))}],[{','.join(map(str, o))}],[{','.join(map(str, j))}]]"
+        for r, c, o, j in zip(ch.region.tolist(), rows, outs, slots, strict=True)
     ]

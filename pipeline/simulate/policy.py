@@ -55,7 +55,10 @@ class LoggingPolicy:
 
         configs = range(len(scenario.configs))
         greedy = [min(configs, key=partial(rank, j=j)) for j in range(len(regions))]
-        return cls(believed, greedy, pol.exploration if len(scenario.configs) > 1 else 0.0, scenario.attempts)
+        # A side-by-side lane adds one uniformly chosen other config, as a second opinion would.
+        s = scenario.side_by_side
+        attempts = (1.0 - s, s, 0.0) if s > 0 else scenario.attempts
+        return cls(believed, greedy, pol.exploration if len(scenario.configs) > 1 else 0.0, attempts)
 
     @property
     def n_configs(self) -> int:
@@ -75,8 +78,8 @@ class LoggingPolicy:
     def inclusion(self, config: int, region: int) -> float:
         """P(``config`` attempts a task of ``region``) = P(routed) + P(not routed) * E[extras] / (K - 1).
 
-        Extras (second opinions) are drawn uniformly among the configs not routed,
-        independently of any outcome, so this is exact.
+        Extras (second opinions, side-by-side lanes) are drawn uniformly among the configs not routed,
+        independently of any outcome, so this is exact; escalations, which depend on outcomes, are not counted.
         """
         routed = self.propensity(config, region)
         if self.n_configs == 1:

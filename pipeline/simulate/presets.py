@@ -1,7 +1,8 @@
 """Built-in scenarios: ``backlog`` (the embedded default data) and ``scale`` (benchmark inputs).
 
-The backlog is a team's thread over four months: six configurations across four
-CLIs and several routes, five regions, a static logging policy on shipped
+The backlog is a team's thread over four months, as its dispatcher logged it (one
+config per task, a share of side-by-side lanes, escalations after failed gates): six
+configurations across four CLIs and several routes, five regions, a static logging policy on shipped
 priors of which some are wrong on purpose (Codex is believed strong at abstract
 work and is not; Kimi is believed mediocre at clean-up and is the best per
 dollar there; MiniMax is believed good at research and is not), and one drift:
@@ -115,10 +116,18 @@ BACKLOG = Scenario(
     prompt_version_rate=0.4,
     drift=DRIFT,
     policy=POLICY,
+    # What a team's dispatcher logs: one config per task (its route.decided with the propensity), on 15% of the
+    # tasks a competing side-by-side lane, and after a failed gate on every lane an escalation (9 times in 10).
+    attempts=(1.0, 0.0, 0.0),
+    side_by_side=0.15,
+    escalation=0.9,
 )
 
 #: About 3.4 ratings per task: 300,000 tasks give about a million ratings.
 SCALE_TASKS = 300_000
+#: The backlog's shape before it was a dispatcher's logs: 1, 2 or 3 configs per task as independent second
+#: opinions, no lanes, no escalations (every task a fair draw of each config it ran: what the benchmarks measure).
+SECOND_OPINIONS = {"attempts": (0.55, 0.3, 0.15), "side_by_side": 0.0, "escalation": 0.0}
 
 
 def preset(name: Literal["backlog", "scale"], tasks: int | None = None) -> Scenario:
@@ -126,7 +135,10 @@ def preset(name: Literal["backlog", "scale"], tasks: int | None = None) -> Scena
     if name == "backlog":
         scenario = BACKLOG
     elif name == "scale":
-        scenario = BACKLOG.model_copy(update={"name": "scale", "tasks": SCALE_TASKS, "days": 365, "thread": "scale"})
+        # The benchmarks' inputs keep their shape: independent second opinions, no lanes or escalations.
+        scenario = BACKLOG.model_copy(
+            update={"name": "scale", "tasks": SCALE_TASKS, "days": 365, "thread": "scale", **SECOND_OPINIONS}
+        )
     else:
         raise ValueError(f"unknown preset {name!r}: choose backlog or scale")
     if tasks is not None:

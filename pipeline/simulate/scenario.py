@@ -180,7 +180,19 @@ class Scenario(BaseModel):
     regions: list[RegionSpec] = Field(min_length=1)
     configs: list[ConfigSpec] = Field(min_length=1)
     attempts: tuple[Unit, Unit, Unit] = Field(
-        (0.55, 0.3, 0.15), description="probability that 1, 2 or 3 configs attempt a task"
+        (0.55, 0.3, 0.15),
+        description="probability that 1, 2 or 3 configs attempt a task (the others as independent second opinions)",
+    )
+    side_by_side: Unit = Field(
+        0.0,
+        description="a dispatcher's competing lanes: the share of tasks also given, at the same time, to a uniformly "
+        "chosen other config, whose decision is logged too (needs attempts (1, 0, 0))",
+    )
+    escalation: Unit = Field(
+        0.0,
+        description="a dispatcher's escalation: the probability that a task whose every lane failed its gates runs "
+        "the logging policy's escalation config after the failure (frontier_config, else the highest believed "
+        "quality not yet run), its decision logged",
     )
     correlation: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(
         0.5, description="share of an attempt's latent outcome that is the task's difficulty (shared by its attempts)"
@@ -213,6 +225,9 @@ class Scenario(BaseModel):
             raise ValueError("at least one config must exist from the start (available_from 0)")
         if abs(sum(self.attempts) - 1.0) > 1e-9:
             raise ValueError("attempts: the probabilities of 1, 2 and 3 configs must sum to 1")
+        if self.side_by_side > 0 and tuple(self.attempts) != (1.0, 0.0, 0.0):
+            raise ValueError("side_by_side lanes replace the second opinions of attempts: set attempts to (1, 0, 0)")
+
         if self.drift is not None:
             if self.drift.config not in keys:
                 raise ValueError(f"drift.config {self.drift.config!r} is not one of the configs")
@@ -229,6 +244,12 @@ class Scenario(BaseModel):
         if self.prompt_version_rate > 0 and not self.prompt_versions:
             raise ValueError("prompt_version_rate > 0 needs prompt_versions")
         return self
+
+    @property
+    def dispatcher(self) -> bool:
+        """The backlog is what a dispatcher logs (side-by-side lanes, escalations), not independent second
+        opinions."""
+        return self.side_by_side > 0 or self.escalation > 0
 
     @property
     def region_names(self) -> list[str]:

@@ -147,7 +147,7 @@ def build_truth(
             "inclusion": {
                 k: {r: r9(policy.inclusion(i, j)) for j, r in enumerate(regions)} for i, k in enumerate(keys)
             },
-            # P(task.closed is done) under the logging policy before drift: sum_r share_r sum_c P(routed c | r) Q(c, r).
+            # P(the routed config succeeds) before drift: sum_r share_r sum_c P(routed c | r) Q(c, r).
             "done_rate": r9(
                 sum(
                     r.share
@@ -157,13 +157,23 @@ def build_truth(
                 )
             ),
         },
+        "dispatcher": {"side_by_side": scenario.side_by_side, "escalation": scenario.escalation},
         "notes": {
             "quality": "probability that an attempt succeeds",
             "rated_quality": "expected weighted mean of its ratings (gates, reviewers, humans, rejections as 0)",
             "best": "argmax quality / cost_usd per region",
-            "task.closed": "done iff the routed (first) config succeeded; the other attempts are second opinions",
+            "task.closed": (
+                "done iff an attempt succeeded: the routed config, a side-by-side lane or the escalation after "
+                "every lane failed its gates"
+                if scenario.dispatcher
+                else "done iff the routed (first) config succeeded; the other attempts are second opinions"
+            ),
+            "policy.done_rate": "P(the routed config succeeds) before drift",
+            "policy.inclusion": "P(a config attempts a task of a region), routed or as another lane; escalations "
+            "(which depend on outcomes) are not counted",
             "assignments": "row i is task task_id_format.format(i + 1): [region index, config indices "
-            "(routed first), outcomes 1/0 in the same order]",
+            "(routed first), outcomes 1/0 in the same order, slots in the same order (0 routed, 1 a side-by-side "
+            "lane or second opinion, 2 an escalation or third opinion)]",
         },
         "task_id_format": task_id_format,
     }

@@ -1,7 +1,10 @@
-"""The events table's columns: the union of the families' columns, partitions first, provenance last.
+"""The events table's columns and layout: the union of the families' columns, the partition first, provenance last.
 
-- ``family`` and ``event_date`` (the UTC date of ``at``; null for an event without a time) partition the table
-  (``family=<f>/event_date=<d>/``); each family's view is its partition.
+- ``family`` partitions the table (``family=<f>/``); each family's view is its partition. Within a family, files
+  are kept near :data:`TARGET_FILE_BYTES` (compaction's merge, docs/design.md, Storage), whatever span of time
+  they cover: a reader filtering on time skips files by their ``at`` statistics, and pays for a few large files
+  instead of one per day (a store of an earlier layout, partitioned by day as well, is migrated by its first
+  compaction: :mod:`pipeline.compat.daily_layout`);
 - then every family column of :data:`pipeline.store.families.COLUMNS` once, in the order they first appear (``at`` is
   a UTC ``timestamp``; a column a family does not have is null in its rows);
 - ``raw``: the line as it was appended, for the family ``other`` only (events of a type v1 does not know);
@@ -16,7 +19,14 @@ import pyarrow as pa
 
 from .families import COLUMNS
 
-PARTITIONS = ["family", "event_date"]
+PARTITIONS = ["family"]
+#: Files of a family are merged up to this size (Parquet bytes): large enough that listing and opening files costs
+#: readers little next to reading them (Spark, Trino and Databricks aim at 128 MiB to 1 GiB), small enough that a
+#: nightly merge rewrites little.
+TARGET_FILE_BYTES = 128 << 20
+#: Rows per Parquet row group: the unit DuckDB, polars and Spark read in parallel (a file of 1M rows is read by
+#: eight threads, not one).
+ROW_GROUP_ROWS = 1 << 17
 PROVENANCE = [
     ("_writer", pa.string()),
     ("_stream", pa.string()),
@@ -47,8 +57,8 @@ def _union() -> list[tuple[str, pa.DataType]]:
 #: The data columns (what a Parquet file of the table holds: no partition columns).
 DATA_FIELDS: list[tuple[str, pa.DataType]] = [*_union(), ("raw", pa.string()), *PROVENANCE]
 DATA_SCHEMA = pa.schema(DATA_FIELDS)
-#: The table's schema (partition columns first).
-TABLE_SCHEMA = pa.schema([("family", pa.string()), ("event_date", pa.date32()), *DATA_FIELDS])
+#: The table's schema (the partition column first).
+TABLE_SCHEMA = pa.schema([("family", pa.string()), *DATA_FIELDS])
 
 #: Table properties: keep the whole commit log (it records which stream bytes became which rows), and no
 #: automatic cleanup a reader of an old version could miss.

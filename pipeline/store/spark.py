@@ -84,8 +84,10 @@ def check_protocol(table: Any, location: StoreLocation) -> None:
         )
 
 
-def _view(family: str, losers: bool) -> str:
-    cols = ", ".join(f'CAST("{c}" AS {SPARK_TYPES[t]}) AS "{c}"' for c, t in COLUMNS[family])
+def _view(family: str, losers: bool, present: set[str]) -> str:
+    # a column added to the schema since the table was written (additive) reads null, as the DuckDB views read it
+    source = {c: f'"{c}"' if c in present else "NULL" for c, _ in COLUMNS[family]}
+    cols = ", ".join(f'CAST({source[c]} AS {SPARK_TYPES[t]}) AS "{c}"' for c, t in COLUMNS[family])
     anti = " LEFT ANTI JOIN _losers USING (_writer, _stream, _offset)" if losers else ""
     return f"SELECT {cols} FROM (SELECT * FROM _events WHERE family = '{family}'){anti}"
 
@@ -115,4 +117,4 @@ def register_views(spark: Any, location: StoreLocation, table: Any) -> None:
             f"FROM _events WHERE _id_hash IN ({repeated})) ranked WHERE k > 1"
         )
     for family in VIEWS:
-        spark.sql(f'CREATE OR REPLACE TEMP VIEW "{family}" AS {_view(family, losers)}')
+        spark.sql(f'CREATE OR REPLACE TEMP VIEW "{family}" AS {_view(family, losers, set(schema.fieldNames()))}')

@@ -223,10 +223,16 @@ def _commit_time(table: DeltaTable, version: int) -> datetime | None:
     return None
 
 
-def commits(table: DeltaTable) -> list[dict[str, Any]]:
-    """The commit infos up to the table's loaded version, oldest first."""
+def commits(table: DeltaTable, location: StoreLocation) -> list[dict[str, Any]]:
+    """The commit infos up to the table's loaded version, oldest first.
+
+    Read from the newest version of the table at ``location``: delta-rs (1.6) numbers the history of a table
+    loaded at an older version from that version down, though it lists every commit up to the newest (a table at
+    version 2 of 4 reports the commits 4, 3, 2, 1, 0 as 2, 1, 0, -1, -2), so its commits would be the wrong ones."""
     version = table.version()
-    return sorted((c for c in table.history() if c.get("version", -1) <= version), key=lambda c: c["version"])
+    newest = open_table(location)
+    history = (newest if newest is not None else table).history()
+    return sorted((c for c in history if c.get("version", -1) <= version), key=lambda c: c["version"])
 
 
 def txn_ids(writer: str, stream: str) -> tuple[str, str, str]:

@@ -88,7 +88,7 @@ class Store:
         from .table import commits
 
         lines = []
-        for commit in commits(self.table):
+        for commit in commits(self.table, self.location):
             if METADATA_KEY in commit:
                 record = CommitRecord.model_validate(commit[METADATA_KEY])
                 for stream, rng in record.streams.items():
@@ -184,7 +184,9 @@ def _source(store: Store, family: str | None) -> str | None:
     files = store.files(family)
     if not files:
         return None
-    return f"read_parquet([{', '.join(_quote(f) for f in files)}], hive_partitioning = false)"
+    # union_by_name: a file written before a column was added to the spec (an additive field, such as
+    # route.decided's after) reads as null in that column.
+    return f"read_parquet([{', '.join(_quote(f) for f in files)}], hive_partitioning = false, union_by_name = true)"
 
 
 def _create_views(store: Store) -> None:

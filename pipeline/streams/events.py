@@ -216,6 +216,10 @@ class RouteDecided(Event, family="decisions"):
     explored: bool = False
     reason: str = ""
     predicted_quality: Unit | None = None
+    # The configs that had already failed on the task when it was decided (an escalation: its outcome is evidence
+    # about failed tasks only, docs/design.md, Evidence gate); null or absent for a first decision. AFTER is an
+    # SQL keyword: the store column is after_failed.
+    after: Annotated[list[NonEmpty] | None, Column("after_failed")] = None
 
 
 class TaskClosed(Event, family="closures"):

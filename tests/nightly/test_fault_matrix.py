@@ -115,7 +115,7 @@ FAULTS: list[Callable[[Path, Path], None]] = [
     _link_out("fits"),
     _link_out("deadletter"),
     _link_out("store/events/_delta_log"),
-    _link_out("store/events/family=ratings/event_date=*"),
+    _link_out("store/events/family=ratings"),
     _link_out("case-studies/routing-by-rating"),
     _missing_file,
     _corrupt_log,
@@ -148,7 +148,7 @@ EXPECTED: dict[tuple[str, str], tuple[int, str | tuple[str, ...]]] = {
     **{
         (c, f): (2, REFUSED)
         for c in ("compact", "rebuild", "vacuum", "sql", "fit")
-        for f in ("store/events/_delta_log linked out", "store/events/family=ratings/event_date=* linked out")
+        for f in ("store/events/_delta_log linked out", "store/events/family=ratings linked out")
     },
     **{(c, "case-studies/routing-by-rating linked out"): (2, REFUSED) for c in ("fit", "case-study")},
     **{(c, "_missing_file"): (1, DAMAGED) for c in ("sql", "fit")},
@@ -229,10 +229,10 @@ TOUCHES: dict[str, set[str]] = {
     "case-study": {"_not_a_home", "_missing", "case-studies/routing-by-rating linked out", "fits linked out"}
     | {"case-studies/routing-by-rating/stats.json nested 100k deep"},
     "fit": {"_not_a_home", "_missing", "fits linked out", "case-studies/routing-by-rating linked out"}
-    | {"store/events/_delta_log linked out", "store/events/family=ratings/event_date=* linked out"}
+    | {"store/events/_delta_log linked out", "store/events/family=ratings linked out"}
     | {"_missing_file", "_corrupt_log", *(f.__name__ for f in FAULTS if f.__name__.startswith("shipped.json"))},
     "vacuum": {"_not_a_home", "_missing", "_missing_file", "_corrupt_log", "deadletter linked out"}
-    | {"store/events/_delta_log linked out", "store/events/family=ratings/event_date=* linked out"},
+    | {"store/events/_delta_log linked out", "store/events/family=ratings linked out"},
 }
 CELLS = [(c, f) for f in FAULTS for c in COMMANDS if c not in TOUCHES or f.__name__ in TOUCHES[c]]
 

@@ -12,7 +12,7 @@ from pipeline.cli import cli
 from pipeline.fit.shipped import TEMPLATE
 from tests.fixtures_nightly import make_home, tiny_events
 
-DEFAULTS = "no shipped constants: code defaults k 3, exploration 0.3, min samples 3"
+DEFAULTS = "no shipped constants: code defaults k 3, exploration 0.3 (thompson), min samples 3"
 
 
 def _fit(home, *args: str) -> str:
@@ -28,13 +28,15 @@ def test_no_shipped_file_is_named_in_the_summary_the_page_and_compare(tmp_path):
     assert "(constants: code defaults;" in lines[0]
     assert DEFAULTS in lines
     page = (home / "case-studies" / "routing-by-rating" / "README.md").read_text()
-    assert "No shipped constants: code defaults k 3, exploration 0.3, min samples 3." in page
+    assert "No shipped constants: code defaults k 3, exploration 0.3 (thompson), min samples 3." in page
     assert "_The published routing table uses the code defaults (no shipped.json)._" in page
     stats = json.loads((home / "case-studies" / "routing-by-rating" / "stats.json").read_text())
     assert stats["constants"]["shipped_from"] == "code defaults" and DEFAULTS in stats["notes"]
     compared = CliRunner().invoke(cli, ["compare", "--home", str(home)])
     assert compared.exit_code == 0, compared.output
-    assert "Note: No shipped constants: code defaults k 3, exploration 0.3, min samples 3." in compared.output
+    assert (
+        "Note: No shipped constants: code defaults k 3, exploration 0.3 (thompson), min samples 3." in compared.output
+    )
 
 
 def test_a_shipped_file_says_nothing_of_defaults(tmp_path):

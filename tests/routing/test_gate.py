@@ -112,10 +112,10 @@ def test_other_policies_given_failures_escalate_to_stronger_members():
     # so it picks the best per dollar among A and B: B (3.5 > 0.9).
     router = gate_table({}, {})
     assert router.route("implement", failures=[C], policy="quality_per_dollar").config == B
-    # Nothing above the failed A (0.9): every remaining member stays, and the reason says so.
+    # Nothing above the failed A (0.9): the highest-quality member left, B (0.7), never the cheaper, weaker D.
     decision = router.route("implement", failures=[A], policy="quality_per_dollar")
-    assert decision.config == D
-    assert decision.reason.startswith("no member left above the failed configs' quality 0.9")
+    assert decision.config == B
+    assert decision.reason.startswith("no member left above the failed configs' quality 0.9: the highest-quality")
 
 
 def test_the_ladder_goes_to_the_highest_quality_member_after_its_last_rung():
@@ -125,7 +125,10 @@ def test_the_ladder_goes_to_the_highest_quality_member_after_its_last_rung():
     assert router.route("implement", failures=[C], policy="ladder").config == B
     decision = router.route("implement", failures=[C, B], policy="ladder")
     assert decision.config == A
-    assert decision.reason == f"ladder * has no rung left in the pool; highest-quality member left {A} (0.9)"
+    assert decision.reason == (
+        f"escalating above the failed configs' quality 0.7: ladder * has no rung left in the pool; highest-quality "
+        f"member left {A} (0.9)"
+    )
 
 
 def test_trace_governed_after_the_frontier_failed_takes_the_strongest_left():

@@ -66,6 +66,7 @@ def test_route_json_prints_the_decision_for_programs(home, published):
         "predicted_quality": 0.6,
         "propensity": 1.0,
         "candidates": [B, A],
+        "after": [],
     }
 
 

@@ -247,6 +247,11 @@ def test_decision_is_in_the_pool_and_deterministic_without_exploration(
     table, pool, region, role, policy, failures, seed
 ):
     router = Router(table)
+    outside = [f for f in failures if f not in pool]
+    if outside:  # a failed config must be in the pool (its quality is what escalation compares with)
+        with pytest.raises(RoutingError, match="not in the pool"):
+            router.route(region, pool=pool, role=role, failures=failures, policy=policy)
+        failures = [f for f in failures if f in pool]
     decision = router.route(region, pool=pool, role=role, failures=failures, policy=policy)
     assert decision.config in pool
     assert decision.propensity == 1.0 and not decision.explored

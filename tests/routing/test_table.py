@@ -59,10 +59,11 @@ def test_a_v1_table_without_the_new_fields_still_loads_and_routes(tmp_path):
     assert Router(table).route("*").config == A
 
 
-def test_the_published_schema_is_v1_1_and_documents_the_new_fields():
+def test_the_published_schema_is_v1_2_and_documents_the_new_fields():
     schema = table_json_schema()
-    assert schema["title"] == "routing-table/v1.1"
+    assert schema["title"] == "routing-table/v1.2"
     assert "gate" in schema["$defs"]["Member"]["properties"]
+    assert {"effective_samples", "weighted", "escalations"} <= set(schema["$defs"]["Evidence"]["properties"])
     assert "min_quality" in schema["$defs"]["Constants"]["properties"]
 
 

@@ -62,11 +62,11 @@ def test_the_simulators_writer_refuses_a_field_the_spec_does_not_have():
         template("task.closed", result='"done"')
 
 
-#: The one edit: two optional fields added to the spec (issue 22's ``failure_mode`` on attempts, issue 23's
-#: ``after`` list on decisions), each one line in pipeline/streams/events.py.
+#: The one edit: two optional fields added to the spec (issue 22's ``failure_mode`` on attempts, a ``lanes`` list on
+#: decisions like issue 23's ``after``), each one line in pipeline/streams/events.py.
 EDITS = [
     ("    files_written: Count | None = None\n", "    failure_mode: str | None = None\n"),
-    ("    predicted_quality: Unit | None = None\n", "    after: list[NonEmpty] | None = None\n"),
+    ("    predicted_quality: Unit | None = None\n", "    lanes: list[NonEmpty] | None = None\n"),
 ]
 
 #: Run with the edited package: append (the fast batch lane and the slow one), compact (the vectorised path and
@@ -91,12 +91,12 @@ CHECK = textwrap.dedent(
     slow = [{"id": "A-slow", "type": "task.attempted", "at": "2026-01-01T02:00:00+02:00", "task": "T-x",
              "config": config, "status": "failure", "failure_mode": "crash", "note": "an unknown field: slow lane"}]
     decided = [{"id": "D-1", "type": "route.decided", "task": "T-1", "policy": "p", "chosen": "c/-/m/-",
-                "candidates": ["c/-/m/-"], "propensity": 1.0, "after": ["c/-/m/-"]}]
+                "candidates": ["c/-/m/-"], "propensity": 1.0, "lanes": ["c/-/m/-"]}]
     append(home, fast + slow + decided)
     compact(home)
     modes = run_sql(home, "SELECT failure_mode, count(*) AS n FROM attempts GROUP BY 1 ORDER BY 1")
     extra = run_sql(home, "SELECT extra FROM attempts WHERE id = 'A-slow'")
-    after = run_sql(home, "SELECT after FROM decisions")
+    after = run_sql(home, "SELECT lanes FROM decisions")
     schema = events_json_schema()["$defs"]["TaskAttempted"]["properties"]
     line = template("task.attempted", id='"a"', failure_mode='"%s"')
     print(json.dumps({"package": pipeline.__file__, "modes": modes, "extra": extra, "after": after,
@@ -128,5 +128,5 @@ def test_adding_a_field_to_the_spec_is_the_only_edit_for_it_to_reach_the_store_a
     assert Path(seen["package"]).is_relative_to(package)  # the edited copy, not the installed package
     assert seen["modes"] == [{"failure_mode": "crash", "n": 1}, {"failure_mode": "timeout", "n": 80}]
     assert seen["extra"] == [{"extra": '{"note":"an unknown field: slow lane"}'}]  # the new field is not extra
-    assert seen["after"] == [{"after": ["c/-/m/-"]}]
+    assert seen["after"] == [{"lanes": ["c/-/m/-"]}]
     assert seen["schema"] and '"failure_mode":"%s"' in seen["template"]

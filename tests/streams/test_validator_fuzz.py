@@ -1,6 +1,8 @@
 """One validator: the vectorised compaction path and ``pipeline.streams.events.parse_line`` give every line the same
-verdict and reason, whatever its neighbours. A differential fuzz test: thousands of mutated lines, each alone, among
-valid lines of its type, and among other mutated lines."""
+verdict and reason, whatever its neighbours and whatever the JSON form a writer chose (compact as ``append`` writes,
+or as ``json.dumps`` writes: spaced separators, keys in any order, escaped unicode). A differential fuzz test:
+thousands of mutated lines, each alone, among valid lines of its type, and among other mutated lines; and every
+valid line in every form is taken by the vectorised path."""
 
 from __future__ import annotations
 
@@ -112,6 +114,21 @@ KEYS = ["id", "type", "at", "v", "task", "region", "config", "rater", "score", "
         "cost_usd", "duration_ms", "candidates", "propensity", "reason", "rating", "claim", "evidence", "weight",
         "outcome", "explored", "labels", "extra_field"]  # fmt: skip
 SUBKEYS = ["cli", "route", "model", "effort", "kind", "name", "x"]
+#: The separators of the forms a writer may use: ``append``'s, ``json.dumps``'s default, and other JSON whitespace.
+SEPARATORS = [(",", ":"), (", ", ": "), (",", ": "), (" , ", " : "), (",\t", ":\t"), (",  ", ":    ")]
+
+
+def dumps(event: dict[str, Any], separators: tuple[str, str], ensure_ascii: bool) -> str:
+    return json.dumps(event, separators=separators, ensure_ascii=ensure_ascii)
+
+
+def reordered(value: Any, order: random.Random) -> Any:
+    """``value`` with the keys of every object (nested ones too) in a shuffled order."""
+    if not isinstance(value, dict):
+        return value
+    items = [(k, reordered(v, order)) for k, v in value.items()]
+    order.shuffle(items)
+    return dict(items)
 
 
 @st.composite
@@ -134,8 +151,9 @@ def mutated_line(draw: st.DrawFn) -> bytes:
             raw_patch = (key, draw(st.sampled_from(RAW_VALUES)))
         else:
             event["type"] = draw(st.sampled_from([s["type"] for s in SEEDS] + ["custom.kind", "batch.begin"]))
-    spaced = draw(st.booleans())
-    text = json.dumps(event, separators=(", ", ": ") if spaced else (",", ":"), ensure_ascii=draw(st.booleans()))
+    if draw(st.booleans()):  # keys in another order than the seed's (append writes the common fields first)
+        event = reordered(event, random.Random(draw(st.integers(0, 1 << 16))))
+    text = dumps(event, draw(st.sampled_from(SEPARATORS)), ensure_ascii=draw(st.booleans()))
     if raw_patch is not None:
         key, value = raw_patch
         text = text[:-1] + ("," if len(event) else "") + f'"{key}":{value}' + "}"
@@ -250,3 +268,35 @@ def test_the_fast_path_takes_the_bulk_of_valid_lines():
     chunk = Chunk.of("tasks", block, 0, 1, "w")
     fast = parse_fast(lines_array(chunk.block, chunk.starts), np.arange(len(chunk)), "w:tasks", chunk.offsets, block)
     assert sum(len(s) for s in fast.slow) == 0
+
+
+def _written_every_way(k: int, seed: dict[str, Any]) -> list[bytes]:
+    """One valid event in each writer's form: each separator, keys as given, sorted and shuffled (nested too),
+    with and without escaped unicode, and with its doubles written as floats (``1.0``)."""
+    event = {**seed, "id": f"W{k}-é", **({"task": "T-ü"} if "task" in seed else {})}
+    event = {key: float(v) if key in ("weight", "propensity") else v for key, v in event.items()}
+    orders = [event, dict(sorted(event.items())), reordered(event, random.Random(k))]
+    return [
+        dumps(form, separators, ensure_ascii).encode()
+        for form in orders
+        for separators in SEPARATORS
+        for ensure_ascii in (False, True)
+    ]
+
+
+def test_every_valid_line_in_any_writers_form_takes_the_fast_path_with_the_parsers_rows():
+    """A dispatcher writing its own lines under the lock protocol (``json.dumps``: spaced separators, its own key
+    order, escaped unicode, floats like ``1.0``) compacts as fast as ``append``'s lines: none is left to the parser,
+    and the rows are the parser's."""
+    from pipeline.compact.fastpath import lines_array, parse_fast
+
+    lines = [line for k, seed in enumerate(SEEDS) for line in _written_every_way(k, seed)]
+    block = b"".join(line + b"\n" for line in lines)
+    chunk = Chunk.of("tasks", block, 0, 1, "w")
+    fast = parse_fast(lines_array(chunk.block, chunk.starts), np.arange(len(chunk)), "w:tasks", chunk.offsets, block)
+    assert sum(len(s) for s in fast.slow) == 0
+    verdicts = _verdicts(lines, fast=True)
+    assert verdicts == _verdicts(lines, fast=False)
+    assert {v[0] for v in verdicts} == {"row"}
+    per_event = [verdicts[i : i + len(lines) // len(SEEDS)] for i in range(0, len(lines), len(lines) // len(SEEDS))]
+    assert all(len({str(v) for v in rows}) == 1 for rows in per_event)  # every form of an event: the same row

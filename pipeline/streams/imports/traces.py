@@ -17,6 +17,7 @@ runs) and scores (evaluation events, scores, feedback), then each trace becomes 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +79,7 @@ class Trace:
             setattr(self, name, str(value))
 
 
-class ExportSource:
+class ExportSource(ABC):
     """What the sources of export files (OTLP, Langfuse, LangSmith) share: their files, names, the book of their
     traces, and progress by files read. A subclass sets ``format``, ``prefix``, ``tables`` and its ``read``."""
 
@@ -110,8 +111,9 @@ class ExportSource:
             self.done += 1
         yield from self.book.units()
 
+    @abstractmethod
     def read(self, path: Path) -> None:
-        raise NotImplementedError
+        """Read one export file into ``self.book`` (each source's own format)."""
 
 
 class TraceBook:
