@@ -1,11 +1,20 @@
-"""One local Spark session (local[2]) per test module that asks for it; the module's Spark tests skip, with the
-reason, only where pyspark or a Java runtime is missing (CI installs both: .ci/run)."""
+"""One local Spark session (local[2]) for the whole test run, made for tiny stores; every Spark test skips, with
+the reason, only where pyspark or a Java runtime is missing (CI installs both: .ci/run)."""
 
 from __future__ import annotations
 
 import shutil
 
 import pytest
+
+#: A tiny store's settings: one shuffle partition, no whole-stage code generation (compiling each statement's code
+#: costs more than running it on a few rows), no adaptive re-planning. The results are the same in any setting.
+TINY = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.default.parallelism": "1",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.adaptive.enabled": "false",
+}
 
 
 def spark_missing() -> str | None:
@@ -19,7 +28,7 @@ def spark_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark():
     reason = spark_missing()
     if reason is not None:
@@ -27,5 +36,7 @@ def spark():
     from pipeline.store.spark import session
 
     active = session("local[2]")
+    for key, value in TINY.items():
+        active.conf.set(key, value)
     yield active
     active.stop()

@@ -3,9 +3,11 @@
 rows go to the same :class:`~pipeline.fit.context.FitContext` as DuckDB's, so the published table and stats are
 the same bytes.
 
-Each engine-side table of the aggregation is a temporary view Spark caches when it is created (Spark would
-otherwise compute a view again at every use: the ratings scanned once per statement that reads ``fit_rated``)
-and uncaches when the aggregation drops it. Rows come back as Arrow, times as naive UTC as DuckDB gives them.
+Each engine-side table of the aggregation is a DataFrame Spark caches, registered as a temporary view of its
+analysed plan (a view created by SQL keeps its text, so every statement that reads it would parse and analyse it,
+and the views under it, again; Spark would also compute it again at every use: the ratings scanned once per
+statement that reads ``fit_rated``); dropping it unpersists it. Rows come back as Arrow, times as naive UTC as
+DuckDB gives them.
 """
 
 from __future__ import annotations
@@ -26,18 +28,25 @@ class SparkEngine:
 
     def __init__(self, spark: Any):
         self.spark = spark
+        self.cached: dict[str, Any] = {}
 
     def execute(self, sql: str) -> None:
         statement = sql.lstrip()
         if statement.startswith(self.dialect.drop):
             name = statement[len(self.dialect.drop) :].split()[0]
-            if self.spark.catalog.tableExists(name):
-                self.spark.catalog.uncacheTable(name)
-            self.spark.sql(statement)
+            frame = self.cached.pop(name, None)
+            if frame is not None:
+                frame.unpersist()
+            self.spark.catalog.dropTempView(name)
             return
-        self.spark.sql(statement)
-        if statement.startswith(self.dialect.temp_table):
-            self.spark.catalog.cacheTable(statement[len(self.dialect.temp_table) :].split()[0])
+        if not statement.startswith(self.dialect.temp_table):
+            raise ValueError(f"not a statement of the aggregation: {statement[:60]!r}")
+        name, query = statement[len(self.dialect.temp_table) :].split(maxsplit=1)
+        if not query.startswith("AS "):
+            raise ValueError(f"not a statement of the aggregation: {statement[:60]!r}")
+        frame = self.spark.sql(query[3:]).cache()
+        frame.createOrReplaceTempView(name)
+        self.cached[name] = frame
 
     def fetch(self, sql: str) -> pa.Table:
         import pyarrow as pa

@@ -1,31 +1,27 @@
-"""The fit's aggregation on Spark (pipeline/fit/spark.py) gives DuckDB's rows, and ``fit-routing --engine spark``
-publishes the bytes the DuckDB engine publishes (tests/data/published). One local Spark session (local[2]) for the
-module; it skips, with the reason, only where pyspark or a Java runtime is missing."""
+"""``fit-routing --engine spark`` (pipeline/fit/spark.py) on the tiny store of tests/fixtures_nightly.py, against
+the DuckDB engine on the same store: the aggregation's rows are the same, every column of every row (the recency
+sums too: both engines compute ``2^-x`` with ``+``, ``-``, ``*`` only, pipeline/fit/aggregate.py), and the published
+table and stats are the same bytes (the stats but the command line they record). One Spark aggregation for the
+module, in the run's one local session (tests/fixtures_spark.py); it skips, with the reason, only where pyspark or a
+Java runtime is missing."""
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
+import json
 from pathlib import Path
+from typing import Any
 
-import pyarrow as pa
 import pytest
 
-from pipeline.compact import compact
-from pipeline.fit.aggregate import DuckDBEngine, Spec, aggregate
-from pipeline.fit.spark import SparkEngine
-from pipeline.store import open_store
-from pipeline.store.spark import register_views
+from pipeline.fit import context
+from pipeline.fit.aggregate import Aggregate, Engine, Spec, aggregate
+from pipeline.nightly.job import run_fit
+from pipeline.nightly.options import FitOptions
+from pipeline.workspace import Workspace
 from tests.fixtures_nightly import make_home, tiny_events
-from tests.fixtures_spark import spark  # noqa: F401 - the module's session
-from tests.nightly.published_fits import PUBLISHED, fit_case
-
-#: The recency sums: a rating's weight exp(-ln 2 age / H) is the one number the engines compute with their own
-#: libm (Java's Math.exp against the C library's), which may differ in the last bit of a term.
-RECENCY = ("w0_", "s0_", "w1_", "s1_")
 
 
-def _plain(table: pa.Table) -> list[dict]:
+def _plain(table: Any) -> list[dict]:
     """Rows with integers as int (DuckDB sums BIGINT into HUGEINT, Spark into BIGINT: the same integers)."""
     return [
         {k: int(v) if hasattr(v, "as_integer_ratio") and not isinstance(v, float) else v for k, v in r.items()}
@@ -33,38 +29,44 @@ def _plain(table: pa.Table) -> list[dict]:
     ]
 
 
-def _value(row: dict, name: str) -> float:
-    return row[f"{name}hi"] * 2.0**-21 + row[f"{name}mid"] * 2.0**-64 + row[f"{name}lo"] * 2.0**-107
+def _fit(home: Path, engine: str) -> dict[str, Any]:
+    """Fit ``home`` on ``engine``: the rows its aggregation gave the fit, the bytes it published, the command."""
+    rows: list[Aggregate] = []
+
+    def kept(on: Engine, spec: Spec) -> Aggregate:
+        rows.append(aggregate(on, spec))
+        return rows[-1]
+
+    options = FitOptions(engine=engine, spark_master="local[2]" if engine == "spark" else None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(context, "aggregate", kept)
+        run_fit(home, options)
+    ws = Workspace.resolve(home)
+    stats = ws.stats(options.case_study).read_bytes()
+    (row,) = rows
+    command = json.loads(stats)["source"]["command"]
+    return {"rows": row, "table": ws.table.read_bytes(), "stats": stats, "command": command}
 
 
 @pytest.fixture(scope="module")
-def tiny_store(tmp_path_factory) -> Path:
-    home = make_home(tmp_path_factory.mktemp("tiny") / "home", tiny_events())
-    compact(home)
-    return home
+def fits(spark, tmp_path_factory) -> dict[str, Any]:
+    """Per engine, the fit of the tiny store (:func:`_fit`)."""
+    return {e: _fit(make_home(tmp_path_factory.mktemp(e) / "home", tiny_events()), e) for e in ("duckdb", "spark")}
 
 
-def test_the_aggregation_on_spark_gives_the_rows_of_duckdb(spark, tiny_store):  # noqa: F811
-    spec = Spec(prm=True, half_lives=(3.0, 30.0), fraction=Fraction(7, 10))
-    with open_store(tiny_store) as store:
-        ours = aggregate(DuckDBEngine(store), spec)
-        register_views(spark, store.location, store.table)
-        theirs = aggregate(SparkEngine(spark), spec)
+def test_the_aggregation_on_spark_gives_every_row_of_duckdb_bit_for_bit(fits):
+    ours, theirs = fits["duckdb"]["rows"], fits["spark"]["rows"]
+    assert theirs.spec == ours.spec and ours.spec.half_lives  # the recency sums are in the rows
     for name in ("counts", "newest", "bounds", "split"):
         assert getattr(theirs, name) == getattr(ours, name), name
-    for name in ("configs", "tasks", "scores", "decisions", "candidates", "closures"):
+    assert ours.pairs.num_rows > 0
+    for name in ("configs", "tasks", "pairs", "scores", "decisions", "candidates", "closures"):
         assert _plain(getattr(theirs, name)) == _plain(getattr(ours, name)), name
-    assert ours.pairs.num_rows == theirs.pairs.num_rows > 0
-    for a, b in zip(_plain(ours.pairs), _plain(theirs.pairs), strict=True):
-        exact = {k: v for k, v in a.items() if not k.startswith(RECENCY)}
-        assert {k: b[k] for k in exact} == exact
-        for name in RECENCY:
-            if a[f"{name}hi"] is not None:
-                assert math.isclose(_value(a, name), _value(b, name), rel_tol=2**-50), (name, a, b)
 
 
-@pytest.mark.parametrize("case", ["routerbench-sample", "livecodebench-sample"])
-def test_fit_routing_on_spark_publishes_the_bytes_of_duckdb(spark, tmp_path, case):  # noqa: F811
-    published = fit_case(case, tmp_path, engine="spark")
-    for name, body in published.items():
-        assert body == (PUBLISHED / case / name).read_bytes(), name
+def test_fit_routing_on_spark_publishes_the_bytes_of_duckdb(fits):
+    ours, theirs = fits["duckdb"], fits["spark"]
+    assert theirs["table"] == ours["table"]
+    assert "--engine spark" in theirs["command"] and "--engine" not in ours["command"]
+    same_command = ours["stats"].replace(json.dumps(ours["command"]).encode(), json.dumps(theirs["command"]).encode())
+    assert same_command != ours["stats"] and same_command == theirs["stats"]
