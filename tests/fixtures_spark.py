@@ -1,5 +1,5 @@
-"""One local Spark session (local[2]) for the whole test run, made for tiny stores; every Spark test skips, with
-the reason, only where pyspark or a Java runtime is missing (CI installs both: .ci/run)."""
+"""One local Spark session (local[2]) for the whole test run (per xdist worker), made for tiny stores; every Spark
+test skips, with the reason, only where pyspark or a Java runtime is missing (CI installs both: .ci/run)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import shutil
 import pytest
 
 #: A tiny store's settings: one shuffle partition, no whole-stage code generation (compiling each statement's code
-#: costs more than running it on a few rows), no adaptive re-planning. The results are the same in any setting.
+#: costs more than running it on a few rows), no adaptive re-planning, no broadcast joins (each broadcast is a job
+#: of its own: the pairs statement ran 18 jobs, now one). The results are the same in any setting.
 TINY = {
     "spark.sql.shuffle.partitions": "1",
     "spark.default.parallelism": "1",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.adaptive.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
 }
 
 

@@ -1,8 +1,8 @@
 """``fit-routing --engine spark`` (pipeline/fit/spark.py) on the tiny store of tests/fixtures_nightly.py, against
 the DuckDB engine on the same store: the aggregation's rows are the same, every column of every row (the recency
 sums too: both engines compute ``2^-x`` with ``+``, ``-``, ``*`` only, pipeline/fit/aggregate.py), and the published
-table and stats are the same bytes (the stats but the command line they record). One Spark aggregation for the
-module, in the run's one local session (tests/fixtures_spark.py); it skips, with the reason, only where pyspark or a
+table and stats are the same bytes (the stats but the command line they record). One Spark aggregation, in
+the run's one local session (tests/fixtures_spark.py); it skips, with the reason, only where pyspark or a
 Java runtime is missing."""
 
 from __future__ import annotations
@@ -48,24 +48,17 @@ def _fit(home: Path, engine: str) -> dict[str, Any]:
     return {"rows": row, "table": ws.table.read_bytes(), "stats": stats, "command": command}
 
 
-@pytest.fixture(scope="module")
-def fits(spark, tmp_path_factory) -> dict[str, Any]:
-    """Per engine, the fit of the tiny store (:func:`_fit`)."""
-    return {e: _fit(make_home(tmp_path_factory.mktemp(e) / "home", tiny_events()), e) for e in ("duckdb", "spark")}
-
-
-def test_the_aggregation_on_spark_gives_every_row_of_duckdb_bit_for_bit(fits):
-    ours, theirs = fits["duckdb"]["rows"], fits["spark"]["rows"]
-    assert theirs.spec == ours.spec and ours.spec.half_lives  # the recency sums are in the rows
+def test_fit_routing_on_spark_aggregates_the_rows_and_publishes_the_bytes_of_duckdb(spark, tmp_path):
+    """One Spark fit (its aggregation is the slow part of the suite's Spark tests): rows, then bytes."""
+    ours, theirs = (_fit(make_home(tmp_path / e / "home", tiny_events()), e) for e in ("duckdb", "spark"))
+    mine, other = ours["rows"], theirs["rows"]
+    assert other.spec == mine.spec and mine.spec.half_lives  # the recency sums are in the rows
     for name in ("counts", "newest", "bounds", "split"):
-        assert getattr(theirs, name) == getattr(ours, name), name
-    assert ours.pairs.num_rows > 0
+        assert getattr(other, name) == getattr(mine, name), name
+    assert mine.pairs.num_rows > 0
     for name in ("configs", "tasks", "pairs", "scores", "decisions", "candidates", "closures"):
-        assert _plain(getattr(theirs, name)) == _plain(getattr(ours, name)), name
+        assert _plain(getattr(other, name)) == _plain(getattr(mine, name)), name
 
-
-def test_fit_routing_on_spark_publishes_the_bytes_of_duckdb(fits):
-    ours, theirs = fits["duckdb"], fits["spark"]
     assert theirs["table"] == ours["table"]
     assert "--engine spark" in theirs["command"] and "--engine" not in ours["command"]
     same_command = ours["stats"].replace(json.dumps(ours["command"]).encode(), json.dumps(theirs["command"]).encode())
