@@ -20,9 +20,10 @@ from fractions import Fraction
 from pathlib import Path
 
 from bench.fit import prepare
+from pipeline.fit.aggregate import Spec
 
 #: The fit's half-lives when none is pinned (pipeline.defaults.HALF_LIVES, the finite ones) and its split.
-SPEC = {"prm": True, "half_lives": (90.0, 30.0, 14.0), "fraction": Fraction(7, 10)}
+SPEC = Spec(prm=True, half_lives=(90.0, 30.0, 14.0), fraction=Fraction(7, 10))
 
 
 def _plain(table) -> list[dict]:
@@ -33,12 +34,12 @@ def _plain(table) -> list[dict]:
 
 
 def run(home: Path, master: str) -> dict[str, float]:
-    from pipeline.fit.aggregate import DuckDBEngine, Spec, aggregate
+    from pipeline.fit.aggregate import DuckDBEngine, aggregate
     from pipeline.fit.spark import SparkEngine
     from pipeline.store import open_store
     from pipeline.store.spark import register_views, session
 
-    spec = Spec(**SPEC)
+    spec = SPEC
     out: dict[str, float] = {}
     with open_store(home) as store:
         t0 = time.perf_counter()
