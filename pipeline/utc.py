@@ -18,9 +18,24 @@ CANONICAL_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]
 _CANONICAL = re.compile(CANONICAL_TIME)
 
 
+#: The commonest canonical times, that need no calendar: whole seconds, days 01 to 28 (which every month has),
+#: years 0001 to 9999.
+_PLAIN = re.compile(
+    r"(?!0000)[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z"
+)
+
+
+def is_plain_time(value: str) -> bool:
+    """Whether ``value`` is a canonical time of whole seconds on a day 01 to 28: one pattern, no calendar (the fast
+    lane of :func:`is_canonical_time`, for readers that check a time a row)."""
+    return _PLAIN.fullmatch(value) is not None
+
+
 def is_canonical_time(value: str) -> bool:
     """Whether ``value`` is a real time already in the normalised form, so that :func:`utc_timestamp` returns it
     unchanged (the form alone is not enough: 2026-02-30 has it)."""
+    if _PLAIN.fullmatch(value):
+        return True
     if not _CANONICAL.fullmatch(value) or value.endswith(".000000Z"):
         return False
     try:

@@ -3,16 +3,18 @@ test skips, with the reason, only where pyspark or a Java runtime is missing (CI
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
 
-#: A tiny store's settings: one shuffle partition, no whole-stage code generation (compiling each statement's code
-#: costs more than running it on a few rows), no adaptive re-planning, no broadcast joins (each broadcast is a job
-#: of its own: the pairs statement ran 18 jobs, now one). The results are the same in any setting.
+#: A tiny store's settings: two shuffle partitions (one task per core, not eight per stage), no whole-stage code
+#: generation (compiling each statement's code costs more than running it on a few rows), no adaptive re-planning,
+#: no broadcast joins (each broadcast is a job of its own: the pairs statement ran 18 jobs, now one). The results
+#: are the same in any setting.
 TINY = {
-    "spark.sql.shuffle.partitions": "1",
-    "spark.default.parallelism": "1",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
@@ -37,6 +39,9 @@ def spark():
         pytest.skip(reason)
     from pipeline.store.spark import session
 
+    # The tests' driver JVM lives a minute on tiny stores: the quick JIT tier alone (C1) spares the optimizing
+    # compiler's warm-up, most of the CPU such a short run spends (a JVM option, not a setting of the session).
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
     active = session("local[2]")
     for key, value in TINY.items():
         active.conf.set(key, value)

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -104,8 +105,12 @@ def _converges(home: Path, expected: dict) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("step", ["after-files", "before-commit", "after-commit", "after-optimize"])
 def test_sigkill_at_each_step(base, tmp_path, step):
-    home_base, expected = base
-    home = tmp_path / step
+    _killed_at_step(base, tmp_path / step, step)
+
+
+def _killed_at_step(fixture: tuple[Path, dict], home: Path, step: str) -> None:
+    """A copy of the fixture's home whose run is killed at ``step``: the rerun converges on the fixture's store."""
+    home_base, expected = fixture
     shutil.copytree(home_base, home)
     child = _child(home, step=step)
     child.communicate(timeout=120)
@@ -113,13 +118,15 @@ def test_sigkill_at_each_step(base, tmp_path, step):
     _converges(home, expected)
 
 
-@pytest.mark.slow
-def test_sigkill_after_delays_that_land_anywhere_in_a_run(base, tmp_path):
-    """Kills at 0.05 s steps through a run (imports included): whatever was cut, the rerun converges."""
-    home_base, expected = base
+def _killed_after_delays(
+    fixture: tuple[Path, dict], root: Path, delays: list[float], check: Callable[[Path], None] = lambda home: None
+) -> list[int]:
+    """A copy of the fixture's home per delay, its run killed after that many seconds (unless it finished first);
+    ``check`` looks at what the kill left, then the rerun converges. The runs' return codes."""
+    home_base, expected = fixture
     outcomes = []
-    for k, delay in enumerate([0.3, 0.5, 0.7, 0.9, 1.1, 1.3, 1.6, 2.0]):
-        home = tmp_path / f"kill-{k}"
+    for k, delay in enumerate(delays):
+        home = root / f"kill-{k}"
         shutil.copytree(home_base, home)
         child = _child(home)
         try:
@@ -128,7 +135,15 @@ def test_sigkill_after_delays_that_land_anywhere_in_a_run(base, tmp_path):
             child.send_signal(signal.SIGKILL)
             child.communicate()
         outcomes.append(child.returncode)
+        check(home)
         _converges(home, expected)
+    return outcomes
+
+
+@pytest.mark.slow
+def test_sigkill_after_delays_that_land_anywhere_in_a_run(base, tmp_path):
+    """Kills at 0.05 s steps through a run (imports included): whatever was cut, the rerun converges."""
+    outcomes = _killed_after_delays(base, tmp_path, [0.3, 0.5, 0.7, 0.9, 1.1, 1.3, 1.6, 2.0])
     assert -signal.SIGKILL in outcomes  # at least one kill landed inside a run
 
 
@@ -151,13 +166,7 @@ def daily(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("step", ["before-migration", "after-migration"])
 def test_sigkill_around_the_migration_of_an_old_layout(daily, tmp_path, step):
-    home_base, expected = daily
-    home = tmp_path / step
-    shutil.copytree(home_base, home)
-    child = _child(home, step=step)
-    child.communicate(timeout=120)
-    assert child.returncode == -signal.SIGKILL
-    _converges(home, expected)
+    _killed_at_step(daily, tmp_path / step, step)
 
 
 @pytest.mark.slow
@@ -168,21 +177,11 @@ def test_sigkill_anywhere_in_a_migration_leaves_either_layout_and_the_rerun_conv
     from pipeline.store.table import open_table
     from pipeline.workspace import Workspace
 
-    home_base, expected = daily
-    outcomes = []
-    for k, delay in enumerate([0.6, 0.9, 1.2, 1.5, 1.8, 2.2]):
-        home = tmp_path / f"kill-{k}"
-        shutil.copytree(home_base, home)
-        child = _child(home)
-        try:
-            child.communicate(timeout=delay)
-        except subprocess.TimeoutExpired:
-            child.send_signal(signal.SIGKILL)
-            child.communicate()
-        outcomes.append(child.returncode)
+    def one_layout(home: Path) -> None:
         columns = list(open_table(Workspace.of(home).store).metadata().partition_columns)
         assert columns in (DAILY, ["family"])
-        _converges(home, expected)
+
+    outcomes = _killed_after_delays(daily, tmp_path, [0.6, 0.9, 1.2, 1.5, 1.8, 2.2], one_layout)
     assert -signal.SIGKILL in outcomes  # at least one kill landed inside a run
 
 

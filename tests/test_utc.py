@@ -6,8 +6,20 @@ import time
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pipeline.utc import aware, format_timestamp, naive, parse_time, parse_timestamp, stamp, utc_timestamp
+from pipeline.utc import (
+    aware,
+    format_timestamp,
+    is_canonical_time,
+    is_plain_time,
+    naive,
+    parse_time,
+    parse_timestamp,
+    stamp,
+    utc_timestamp,
+)
 
 
 @pytest.fixture
@@ -49,3 +61,38 @@ def test_the_text_form_round_trips_and_bad_input_is_refused():
     with pytest.raises(ValueError):
         parse_time("last tuesday")
     assert stamp(datetime(2026, 1, 31, 12, 0, 1, tzinfo=UTC)) == "20260131T120001Z"
+
+
+_TIMES = st.builds(
+    "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}{}Z".format,
+    *(st.integers(0, top) for top in (9999, 13, 32, 25, 61, 61)),
+    st.sampled_from(["", ".000000", ".500000"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_TIMES)
+def test_a_plain_time_is_a_canonical_time_the_calendar_accepts(text):
+    """The fast lane (is_plain_time: one pattern) accepts only what the calendar does, and a text it passes by is
+    still judged by the full rule (the same verdict as before the lane)."""
+    full = not text.endswith(".000000Z") and _calendar_accepts(text[:-1])
+    assert is_canonical_time(text) == full
+    assert not is_plain_time(text) or full
+
+
+def _calendar_accepts(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_the_plain_lane_covers_the_common_times_and_leaves_the_rest_to_the_calendar():
+    assert all(is_plain_time(t) for t in ("2026-01-01T00:00:00Z", "0001-12-28T23:59:59Z", "9999-02-28T12:30:05Z"))
+    assert not any(
+        is_plain_time(t)
+        for t in ("0000-01-01T00:00:00Z", "2026-01-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01T24:00:00Z",
+                  "2026-01-01T00:60:00Z", "2026-01-01T00:00:00.500000Z", "2026-01-01 00:00:00Z")
+    )  # fmt: skip
+    assert is_canonical_time("2024-02-29T00:00:00Z") and not is_canonical_time("2026-02-29T00:00:00Z")

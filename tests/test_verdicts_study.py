@@ -1,9 +1,9 @@
-"""The study of the verdicts (``python -m bench.verdicts``), small: two seeds of the null, late-config and
-exploration families. It fails when a verdict says ``adopt`` always or never: the prior family must adopt on
-some late-config run and the exploration family on some exploration run, and neither on a null run; an adopted
-verdict of the right family must beat the shipped table by its truth check (the late config's table routes new
-tasks better against the truth, the exploring loop realizes more), and under the null the fitted constants must
-not beat the shipped ones."""
+"""The study of the verdicts (``python -m bench.verdicts``), small: one seed of each of the null, late-config and
+exploration families (a pilot seed: the study's own start at bench.verdicts.FIRST_SEED). It fails when a verdict
+says ``adopt`` always or never: the prior family must adopt on the late-config run and the exploration family on
+the exploration run, and neither on the null run; an adopted verdict of the right family must beat the shipped
+table by its truth check (the late config's table routes new tasks better against the truth, the exploring loop
+realizes more), and under the null the fitted constants must not beat the shipped ones."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bench.verdicts import RIGHT, VERDICTS, Check, run_one, summarize, summarize
 
 def test_each_verdict_adopts_on_its_effect_and_not_under_the_null(tmp_path):
     runs = {
-        family: [run_one(family, seed, tmp_path) for seed in (1, 2)]
+        family: [run_one(family, 1, tmp_path)]  # seed 2 gives the same verdicts and signs (each 3-4 s of CPU)
         for family in ("null", "late-config", "exploration")
     }
     every = [o for outcomes in runs.values() for o in outcomes]
@@ -28,7 +28,7 @@ def test_each_verdict_adopts_on_its_effect_and_not_under_the_null(tmp_path):
         checked = [o.checks[right].sign for o in runs[family] if o.adopted(right)]
         assert checked and set(checked) == {"better"}, f"{family}: {checked}"
     premise = [o.checks[v].sign for o in runs["null"] for v in VERDICTS]
-    assert len(premise) == 4 and "better" not in premise
+    assert len(premise) == 2 and "better" not in premise
     assert not list(tmp_path.iterdir())  # each run's scratch home is removed
 
 

@@ -152,6 +152,40 @@ def from_frames(
     at, id, w, score`` (weights above 0); ``attempts``: ``task, config_key, at, id, cost_usd``; ``tasks``: ``task,
     region, first_at``; ``failure_modes`` (``id, failure_mode``) names the attempts that carry one."""
 
+    rows = _slot_rows(ratings, attempts, failure_modes, source)
+    configs = tuple(sorted(rows["config_key"].unique().to_list()))
+    complete = rows.group_by("task").agg(k=pl.col("config_key").n_unique()).filter(pl.col("k") == len(configs))
+    named = tasks.join(rows.select("task").unique(), on="task", how="semi").height
+    tasks = tasks.join(complete, on="task", how="semi").sort("first_at", "task")
+    if tasks.height == 0:
+        raise BacktestInputError(
+            f"{source}: no task was done by every one of its {len(configs)} configs, so no task can reveal the "
+            "outcome of whichever config a policy chooses; a backtest needs a full-information table (give it one "
+            "where every config did every task, or a home whose tasks several configs did)"
+        )
+    kept = rows.join(tasks.select("task", i=pl.int_range(pl.len())), on="task", how="inner").sort(
+        "i", "config_key", "j"
+    )
+    index = {c: k for k, c in enumerate(configs)}
+    cells: list[list[list[Cell]]] = [[[] for _ in configs] for _ in range(tasks.height)]
+    for i, config, cost, mode, score in kept.select("i", "config_key", "cost_usd", "failure_mode", "score").iter_rows():
+        cells[i][index[config]].append(Cell(float(score), cost, mode))
+    return build(
+        source,
+        tasks=tasks["task"].to_list(),
+        regions=tasks["region"].to_list(),
+        at=tasks["first_at"].to_list(),
+        configs=configs,
+        cells=cells,
+        dropped_tasks=named - tasks.height,
+    )
+
+
+def _slot_rows(
+    ratings: pl.DataFrame, attempts: pl.DataFrame, failure_modes: pl.DataFrame | None, source: str
+) -> pl.DataFrame:
+    """One row per (task, config, attempt j) that has an outcome: ``task, config_key, j, cost_usd, failure_mode,
+    score`` (the score of the ratings placed on attempt j, else of its pair's; from_frames's arguments)."""
     keys = ["task", "config_key"]
     ratings = ratings.select(*keys, "at", "id", ws=pl.col("w") * pl.col("score"), w="w").sort("at", "id")
     if ratings.height == 0:
@@ -185,7 +219,7 @@ def from_frames(
         ],
         how="vertical_relaxed",
     )
-    rows = (
+    return (
         slots.join(pair, on=keys, how="inner")  # pairs without any rating have no outcome
         .join(own, on=[*keys, "j"], how="left")
         .select(
@@ -195,32 +229,6 @@ def from_frames(
             "failure_mode",
             score=pl.when(pl.col("W") > 0).then(pl.col("S") / pl.col("W")).otherwise(pl.col("S_tc") / pl.col("W_tc")),
         )
-    )
-    configs = tuple(sorted(rows["config_key"].unique().to_list()))
-    complete = rows.group_by("task").agg(k=pl.col("config_key").n_unique()).filter(pl.col("k") == len(configs))
-    named = tasks.join(rows.select("task").unique(), on="task", how="semi").height
-    tasks = tasks.join(complete, on="task", how="semi").sort("first_at", "task")
-    if tasks.height == 0:
-        raise BacktestInputError(
-            f"{source}: no task was done by every one of its {len(configs)} configs, so no task can reveal the "
-            "outcome of whichever config a policy chooses; a backtest needs a full-information table (give it one "
-            "where every config did every task, or a home whose tasks several configs did)"
-        )
-    kept = rows.join(tasks.select("task", i=pl.int_range(pl.len())), on="task", how="inner").sort(
-        "i", "config_key", "j"
-    )
-    index = {c: k for k, c in enumerate(configs)}
-    cells: list[list[list[Cell]]] = [[[] for _ in configs] for _ in range(tasks.height)]
-    for i, config, cost, mode, score in kept.select("i", "config_key", "cost_usd", "failure_mode", "score").iter_rows():
-        cells[i][index[config]].append(Cell(float(score), cost, mode))
-    return build(
-        source,
-        tasks=tasks["task"].to_list(),
-        regions=tasks["region"].to_list(),
-        at=tasks["first_at"].to_list(),
-        configs=configs,
-        cells=cells,
-        dropped_tasks=named - tasks.height,
     )
 
 

@@ -7,87 +7,73 @@ import sys
 import click
 
 from ..workspace import Workspace
-from .common import cli, emit_json, handle_errors, json_option, quiet_option, workspace
+from .common import (
+    OBJECTIVES,
+    cli,
+    config_format_option,
+    emit_json,
+    gate_noise_option,
+    handle_errors,
+    json_option,
+    option,
+    pass_threshold_option,
+    quiet_option,
+    shipped_option,
+    workspace,
+)
 
 
 @cli.command()
 @click.argument("table", required=False, type=click.Path(dir_okay=False))
 @workspace(store=True, as_of=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Write everything under this directory.")
-@click.option(
-    "--config-column-format",
-    "config_format",
-    type=click.Choice(["auto", "key", "model"]),
-    default="auto",
-    show_default=True,
-    help="How the config column is read, as ratings import reads it.",
-)
-@click.option(
+@config_format_option("How the config column is read, as ratings import reads it.", dest="config_format")
+@option(
     "--policy",
-    "policies",
+    None,
+    None,
+    "Routing policy (repeatable; default learning_governed).",
+    dest="policies",
     multiple=True,
     metavar="NAME",
-    help="Routing policy (repeatable; default learning_governed).",
 )
-@click.option(
+@option(
     "--objective",
-    "objectives",
+    OBJECTIVES,
+    None,
+    "Objective (repeatable; default quality_per_dollar).",
+    dest="objectives",
     multiple=True,
-    type=click.Choice(["quality_per_dollar", "utility", "quality"]),
-    help="Objective (repeatable; default quality_per_dollar).",
 )
-@click.option(
+@option(
     "--start",
-    "starts",
+    click.Choice(["cheapest", "frontier", "shipped"]),
+    None,
+    "default_config before the data speaks (repeatable; default frontier).",
+    dest="starts",
     multiple=True,
-    type=click.Choice(["cheapest", "frontier", "shipped"]),
-    help="default_config before the data speaks (repeatable; default frontier).",
 )
-@click.option(
-    "--shipped",
-    type=click.Path(dir_okay=False, exists=True),
-    default=None,
-    help="shipped.json: its constants and priors for every start, its static choice for --start shipped.",
-)
-@click.option(
+@shipped_option("shipped.json: its constants and priors for every start, its static choice for --start shipped.")
+@option(
     "--lambda",
-    "lambda_",
-    type=click.FloatRange(0, min_open=True),
-    default=None,
-    help="lambda of utility (default (c_f - c_c) / (q_f - q_c) on the whole table).",
+    click.FloatRange(0, min_open=True),
+    None,
+    "lambda of utility (default (c_f - c_c) / (q_f - q_c) on the whole table).",
+    dest="lambda_",
 )
-@click.option("--night-size", type=click.IntRange(1), default=None, help="Tasks per night (default ceil(5% of n)).")
-@click.option("--seeds", type=click.IntRange(1), default=20, show_default=True, help="Seeds 0..N-1.")
-@click.option(
-    "--pass-threshold",
-    type=click.FloatRange(0, 1),
-    default=0.5,
-    show_default=True,
-    help="A run whose score is below this fails its gate.",
-)
-@click.option(
-    "--max-runs",
-    type=click.IntRange(1),
-    default=3,
-    show_default=True,
-    help="Runs per task at most for policies that escalate.",
-)
-@click.option(
-    "--gate-noise",
-    type=click.FloatRange(0, 1),
-    default=0.0,
-    show_default=True,
-    help="Probability that the gate's verdict is flipped.",
-)
-@click.option(
+@option("--night-size", click.IntRange(1), None, "Tasks per night (default ceil(5% of n)).")
+@option("--seeds", click.IntRange(1), 20, "Seeds 0..N-1.")
+@pass_threshold_option(click.FloatRange(0, 1), 0.5, "A run whose score is below this fails its gate.")
+@option("--max-runs", click.IntRange(1), 3, "Runs per task at most for policies that escalate.")
+@gate_noise_option(click.FloatRange(0, 1), 0.0, "Probability that the gate's verdict is flipped.")
+@option(
     "--fit",
-    "fit_mode",
-    type=click.Choice(["table", "full"]),
-    default="table",
-    show_default=True,
-    help="Each night: refit the table with the current constants (table) or run the whole nightly job (full).",
+    click.Choice(["table", "full"]),
+    "table",
+    "Each night: refit the table with the current constants (table) or run the whole nightly job (full).",
+    dest="fit_mode",
 )
-@click.option("--jobs", type=click.IntRange(1), default=1, show_default=True, help="Processes (same bytes as one).")
+@option("--jobs", click.IntRange(1), 1, "Processes (same bytes as one).")
 @click.option("--keep-homes", is_flag=True, help="Keep the scratch homes under OUT/homes/.")
 @quiet_option
 @json_option

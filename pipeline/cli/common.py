@@ -24,22 +24,52 @@ if TYPE_CHECKING:
     from ..workspace import HomeRule, Workspace
 
 # --------------------------------------------------------------------------- shared options
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def option(name: str, type_: Any, default: Any, help: str, *, dest: str | None = None, **extra: Any) -> Decorator:
+    """One option on one line: ``name`` (its parameter ``dest`` where the name does not say it) of ``type_`` with
+    ``default`` (shown in --help unless None) and ``help``; ``extra`` as click.option takes it (metavar, callback,
+    multiple, ...)."""
+    extra.setdefault("show_default", default is not None)
+    return click.option(*(name,) if dest is None else (name, dest), type=type_, default=default, help=help, **extra)
+
+
+def negation(name: str, dest: str, help: str) -> Decorator:
+    """A ``--no-X`` flag: the parameter ``dest`` is True unless the flag is given."""
+    return click.option(name, dest, flag_value=False, default=True, help=help)
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of a table.")
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-table_option = click.option(
-    "--table",
-    "table",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Routing table file (default: <home>/fits/routing-table.json).",
+table_option = option(
+    "--table", click.Path(dir_okay=False), None, "Routing table file (default: <home>/fits/routing-table.json)."
 )
-fsync_option = click.option(
-    "--fsync",
-    type=click.Choice(["always", "batch", "never"]),
-    default="batch",
-    show_default=True,
-    help="fsync after every line, once per batch, or never.",
+fsync_option = option(
+    "--fsync", click.Choice(["always", "batch", "never"]), "batch", "fsync after every line, once per batch, or never."
 )
+#: What routing maximises (pipeline.fit.model.OBJECTIVES; not imported here: the CLI starts without polars).
+OBJECTIVES = click.Choice(["quality_per_dollar", "utility", "quality"])
+
+
+def shipped_option(help: str, *, exists: bool = True) -> Decorator:
+    """``--shipped FILE``: a shipped.json, with this command's use of it."""
+    return option("--shipped", click.Path(exists=exists, dir_okay=False), None, help)
+
+
+def config_format_option(help: str, dest: str | None = None) -> Decorator:
+    """``--config-column-format auto|key|model``: how a long table's config column is read (ratings import's rule)."""
+    return option("--config-column-format", click.Choice(["auto", "key", "model"]), "auto", help, dest=dest)
+
+
+def gate_noise_option(type_: click.ParamType, default: float | None, help: str) -> Decorator:
+    """``--gate-noise``: the probability that a gate's verdict is flipped (the simulator's, the backtest's)."""
+    return option("--gate-noise", type_, default, help)
+
+
+def pass_threshold_option(type_: click.ParamType, default: float, help: str) -> Decorator:
+    """``--pass-threshold``: the gate score below which a run fails (fit's ladders, the backtest's escalations)."""
+    return option("--pass-threshold", type_, default, help)
 
 
 _DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|min|m|h|d)\s*", re.IGNORECASE)
@@ -94,15 +124,9 @@ class Finite(click.FloatRange):
         return super().convert(number, param, ctx)
 
 
-def seed_option(default: int | None, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def seed_option(default: int | None, help: str) -> Decorator:
     """``--seed N`` with this command's default and meaning (0 to 2^64 - 1, what numpy's generators take)."""
-    return click.option(
-        "--seed",
-        type=click.IntRange(0, MAX_SEED),
-        default=default,
-        show_default=default is not None,
-        help=help,
-    )
+    return option("--seed", click.IntRange(0, MAX_SEED), default, help)
 
 
 #: The options that name a workspace (pipeline.workspace.Workspace.resolve), by what a command asks for.

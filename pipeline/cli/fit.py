@@ -14,14 +14,19 @@ from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT
 from ..errors import PipelineError
 from ..workspace import Workspace
 from .common import (
+    OBJECTIVES,
     Finite,
     cli,
     emit_json,
     future_options,
     handle_errors,
     json_option,
+    negation,
+    option,
+    pass_threshold_option,
     quiet_option,
     seed_option,
+    shipped_option,
     table_option,
     workspace,
 )
@@ -65,148 +70,124 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 @cli.command("fit")
 @workspace(store=True, writer=True, as_of=True)
-@click.option(
+@option(
     "--split",
-    type=Finite(0, 1, min_open=True, max_open=True),
-    default=defaults.SPLIT,
-    show_default=True,
-    help="Fraction of tasks (in time order) learned; the rest is held out.",
+    Finite(0, 1, min_open=True, max_open=True),
+    defaults.SPLIT,
+    "Fraction of tasks (in time order) learned; the rest is held out.",
 )
 @seed_option(defaults.SEED, "Seed of the bootstrap and replay draws.")
-@click.option(
+@option(
     "--case-study",
-    "case_study",
-    default=defaults.CASE_STUDY,
-    show_default=True,
+    None,
+    defaults.CASE_STUDY,
+    "Write case-studies/NAME/stats.json.",
+    dest="case_study",
     callback=_case_study,
-    help="Write case-studies/NAME/stats.json.",
 )
-@click.option(
-    "--shipped",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Shipped constants and priors (default: <home>/fits/shipped.json).",
-)
-@click.option(
-    "--objective",
-    type=click.Choice(["quality_per_dollar", "utility", "quality"]),
-    default=None,
-    help="What routing maximises (default: shipped.json's, else quality_per_dollar).",
-)
-@click.option(
+@shipped_option("Shipped constants and priors (default: <home>/fits/shipped.json).")
+@option("--objective", OBJECTIVES, None, "What routing maximises (default: shipped.json's, else quality_per_dollar).")
+@option(
     "--lambda",
-    "lambda_",
-    type=Finite(0, MAX_LAMBDA, min_open=True),
-    default=None,
-    help="Pin lambda of the utility objective (lambda * q - cost).",
+    Finite(0, MAX_LAMBDA, min_open=True),
+    None,
+    "Pin lambda of the utility objective (lambda * q - cost).",
+    dest="lambda_",
 )
-@click.option(
+@option(
     "--cost-floor",
-    "cost_floor_usd",
-    type=Finite(0, MAX_USD, min_open=True),
-    default=defaults.COST_FLOOR_USD,
-    show_default=True,
-    help="Costs below this many USD count as this.",
+    Finite(0, MAX_USD, min_open=True),
+    defaults.COST_FLOOR_USD,
+    "Costs below this many USD count as this.",
+    dest="cost_floor_usd",
 )
-@click.option("--prior-source", type=click.Choice(["shipped", "measured"]), default=None, help="Pin the prior source.")
-@click.option(
-    "--prior-weight", type=Finite(0, MAX_PRIOR_WEIGHT), default=None, metavar="K", help="Pin the prior weight."
-)
-@click.option("--exploration", type=Finite(0, 1), default=None, metavar="EPS", help="Pin exploration.")
-@click.option(
+@option("--prior-source", click.Choice(["shipped", "measured"]), None, "Pin the prior source.")
+@option("--prior-weight", Finite(0, MAX_PRIOR_WEIGHT), None, "Pin the prior weight.", metavar="K")
+@option("--exploration", Finite(0, 1), None, "Pin exploration.", metavar="EPS")
+@option(
     "--min-exploration",
-    type=Finite(0, 1),
-    default=defaults.MIN_EXPLORATION,
-    show_default=True,
+    Finite(0, 1),
+    defaults.MIN_EXPLORATION,
+    "Floor of the searched exploration grid (0: the loop may stop trying non-greedy configs).",
     metavar="EPS",
-    help="Floor of the searched exploration grid (0: the loop may stop trying non-greedy configs).",
 )
-@click.option(
+@option(
     "--half-life-days",
-    "half_life_days",
-    default=None,
+    None,
+    None,
+    "Pin the recency half-life in days (inf: no recency weighting).",
+    dest="half_life_days",
     metavar="H|inf",
     callback=_half_life,
-    help="Pin the recency half-life in days (inf: no recency weighting).",
 )
-@click.option(
+@option(
     "--min-samples",
-    type=click.IntRange(0, MAX_COUNT),
-    default=None,
+    click.IntRange(0, MAX_COUNT),
+    None,
+    "Evidence gate: ratings a learned choice needs (default: shipped.json's, else 3).",
     metavar="N",
-    help="Evidence gate: ratings a learned choice needs (default: shipped.json's, else 3).",
 )
-@click.option(
+@option(
     "--min-quality",
-    type=Finite(0, 1),
-    default=None,
+    Finite(0, 1),
+    None,
+    "Quality floor: the best objective among configs of quality >= Q, else the highest quality.",
     metavar="Q",
-    help="Quality floor: the best objective among configs of quality >= Q, else the highest quality.",
 )
 @click.option("--thread", default=None, help="Fit only the tasks of this thread.")
 @click.option("--since", default=None, metavar="DATE", callback=_since, help="Fit only tasks opened since DATE.")
 @click.option("--no-compact", is_flag=True, help="Do not compact the streams first.")
-@click.option(
+@negation(
     "--no-evaluate",
     "evaluate",
-    flag_value=False,
-    default=True,
-    help="Refit the table on every task with the current constants (the live table's, else shipped.json's); "
+    "Refit the table on every task with the current constants (the live table's, else shipped.json's); "
     "no held-out evaluation, no page.",
 )
-@click.option(
+@option(
     "--engine",
-    type=click.Choice(["duckdb", "spark"]),
-    default="duckdb",
-    show_default=True,
-    help="Where the aggregation runs: DuckDB in this process, or Spark SQL (pip install '.[spark]' and a Java "
-    "runtime) for a store beyond one machine; the same table and stats either way.",
+    click.Choice(["duckdb", "spark"]),
+    "duckdb",
+    "Where the aggregation runs: DuckDB in this process, or Spark SQL (pip install '.[spark]' and a Java runtime) "
+    "for a store beyond one machine; the same table and stats either way.",
 )
-@click.option(
+@option(
     "--spark-master",
-    default=None,
+    str,
+    None,
+    "With --engine spark: the cluster's master URL (default: local mode on every core, local[*]).",
     metavar="URL",
-    help="With --engine spark: the cluster's master URL (default: local mode on every core, local[*]).",
 )
 @click.option("--wait", is_flag=True, help="Wait for a running fit on this home instead of exiting.")
-@click.option("--no-prm", "prm", flag_value=False, default=True, help="No PRM fill-in ratings from attempt traces.")
-@click.option(
-    "--pass-threshold",
-    type=Finite(0, 1),
-    default=defaults.PASS_THRESHOLD,
-    show_default=True,
-    help="Escalation ladders: a rung whose gate rating is below this escalates to the next.",
+@negation("--no-prm", "prm", "No PRM fill-in ratings from attempt traces.")
+@pass_threshold_option(
+    Finite(0, 1),
+    defaults.PASS_THRESHOLD,
+    "Escalation ladders: a rung whose gate rating is below this escalates to the next.",
 )
-@click.option(
+@option(
     "--ladder-target",
-    type=click.Choice(["best-single"]),
-    default=None,
-    help="Cheapest ladder whose validated quality reaches the best single config's (the default).",
+    click.Choice(["best-single"]),
+    None,
+    "Cheapest ladder whose validated quality reaches the best single config's (the default).",
 )
-@click.option(
+@option(
     "--ladder-budget",
-    "ladder_budget_usd",
-    type=Finite(0, MAX_USD, min_open=True),
-    default=None,
+    Finite(0, MAX_USD, min_open=True),
+    None,
+    "Instead: the best validated quality within this mean cost per task.",
+    dest="ladder_budget_usd",
     metavar="USD",
-    help="Instead: the best validated quality within this mean cost per task.",
 )
-@click.option(
-    "--no-writeback",
-    "writeback",
-    flag_value=False,
-    default=True,
-    help="Ignore logged route.decided events (no decision writeback).",
-)
+@negation("--no-writeback", "writeback", "Ignore logged route.decided events (no decision writeback).")
 @click.option("--no-render", is_flag=True, help="Write stats.json only; do not render the case-study page.")
 @click.option("--credit", default=None, metavar="TEXT", help="Where the data came from, shown on the case-study page.")
-@click.option(
+@option(
     "--backtest",
-    "backtest",
-    type=click.Path(dir_okay=False),
-    default=None,
+    click.Path(dir_okay=False),
+    None,
+    "Attach a `ratings backtest` backtest.json to the case study (its backtest section and figure).",
+    dest="backtest",
     metavar="FILE",
-    help="Attach a `ratings backtest` backtest.json to the case study (its backtest section and figure).",
 )
 @future_options
 @quiet_option
@@ -304,18 +285,13 @@ def case_study(ws: Workspace, as_json: bool, name: str) -> None:
 
 @cli.command()
 @workspace(optional=lambda ws, kw: not kw["previous"] and (kw["table"] is not None or kw["stats"] is not None))
-@click.option(
-    "--shipped",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Shipped constants and priors (default: fits/shipped.json).",
-)
+@shipped_option("Shipped constants and priors (default: fits/shipped.json).", exists=False)
 @table_option
-@click.option(
+@option(
     "--stats",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Case-study stats (default: the one the table points to, else case-studies/routing-by-rating/stats.json).",
+    click.Path(dir_okay=False),
+    None,
+    "Case-study stats (default: the one the table points to, else case-studies/routing-by-rating/stats.json).",
 )
 @click.option("--previous", is_flag=True, help="Also compare the table with the previous fit in fits/history/.")
 @json_option

@@ -11,12 +11,14 @@ import click
 from ..workspace import Workspace
 from .common import (
     cli,
+    config_format_option,
     emit_json,
     fsync_option,
     future_options,
     handle_errors,
     json_errors,
     json_option,
+    option,
     progress_bar,
     quiet_option,
     workspace,
@@ -27,19 +29,20 @@ from .common import (
 @cli.command()
 @workspace(rule="append")
 @fsync_option
-@click.option(
+@option(
     "--max-line-bytes",
-    type=click.IntRange(1, 1 << 30),
-    default=1 << 20,
-    show_default=True,
-    help="Reject lines (as given and as stored, with id and at) longer than this.",
+    click.IntRange(1, 1 << 30),
+    1 << 20,
+    "Reject lines (as given and as stored, with id and at) longer than this.",
 )
-@click.option(
+@option(
     "--allow-type",
-    "allow_types",
+    None,
+    None,
+    "Keep events of this unknown type although it is one edit away from a v1 type (repeat).",
+    dest="allow_types",
     multiple=True,
     metavar="NAME",
-    help="Keep events of this unknown type although it is one edit away from a v1 type (repeat).",
 )
 @future_options
 @json_option
@@ -165,63 +168,59 @@ def init(ws: Workspace, as_json: bool) -> None:
 
 @cli.command(name="import")
 @workspace(rule="create")
-@click.option(
+@option(
     "--format",
-    "fmt",
-    type=click.Choice(["auto", "long", "mini-ork", "otlp", "langfuse", "langsmith"]),
-    default="auto",
-    show_default=True,
-    help="The source: a long table, mini-ork's state.db, OTLP/JSON GenAI traces, a Langfuse or LangSmith export; "
+    click.Choice(["auto", "long", "mini-ork", "otlp", "langfuse", "langsmith"]),
+    "auto",
+    "The source: a long table, mini-ork's state.db, OTLP/JSON GenAI traces, a Langfuse or LangSmith export; "
     "auto detects it (and says which).",
+    dest="fmt",
 )
-@click.option(
+@option(
     "--task-key",
-    default=None,
+    None,
+    None,
+    "The attribute (or mini-ork task_runs column) naming the task; default: the source's own "
+    "(a mini-ork task run, an OTLP or Langfuse trace, a LangSmith root run).",
     metavar="NAME",
-    help="The attribute (or mini-ork task_runs column) naming "
-    "the task; default: the source's own (a mini-ork task run, an OTLP or Langfuse trace, a LangSmith root run).",
 )
-@click.option(
+@option(
     "--region-key",
-    default=None,
+    None,
+    None,
+    "The attribute (or task_runs column) naming the region; default: mini-ork's task_class, else 'general'.",
     metavar="NAME",
-    help="The attribute (or task_runs column) naming the region; default: mini-ork's task_class, else 'general'.",
 )
-@click.option(
+@option(
     "--config-map",
-    type=click.Path(dir_okay=False),
-    default=None,
+    click.Path(dir_okay=False),
+    None,
+    "JSON: source name (config cell, lane, agent or model) -> config key cli/route/model/effort.",
     metavar="FILE",
-    help="JSON: source name (config cell, lane, agent or model) -> config key cli/route/model/effort.",
 )
-@click.option(
-    "--config-column-format",
-    type=click.Choice(["auto", "key", "model"]),
-    default="auto",
-    show_default=True,
-    help="Long tables: the config column holds config keys, model names, or auto: "
-    "model names when no cell is a 4-part key (a mixed column is refused).",
+@config_format_option(
+    "Long tables: the config column holds config keys, model names, or auto: model names when no cell "
+    "is a 4-part key (a mixed column is refused)."
 )
-@click.option(
+@option(
     "--score-range",
-    default=None,
+    None,
+    None,
+    "Scores of the source lie in [LO, HI]: mapped linearly onto [0, 1] (else a score outside [0, 1] is a bad row).",
     metavar="LO:HI",
-    help="Scores of the source lie in [LO, HI]: mapped "
-    "linearly onto [0, 1] (else a score outside [0, 1] is a bad row).",
 )
-@click.option(
+@option(
     "--label-map",
-    type=click.Path(dir_okay=False),
-    default=None,
+    click.Path(dir_okay=False),
+    None,
+    "JSON: categorical label -> score in [0, 1] (optionally per evaluation name).",
     metavar="FILE",
-    help="JSON: categorical label -> score in [0, 1] (optionally per evaluation name).",
 )
-@click.option(
+@option(
     "--rater-kind",
-    type=click.Choice(["gate", "reviewer", "human"]),
-    default=None,
-    help="Kind of the ratings whose source does not say (default: gate for long tables, reviewer for "
-    "OTLP evaluations).",
+    click.Choice(["gate", "reviewer", "human"]),
+    None,
+    "Kind of the ratings whose source does not say (default: gate for long tables, reviewer for OTLP evaluations).",
 )
 @click.option(
     "--rater-name", default=None, help="Rater name of a long table (default: the file name without extensions)."

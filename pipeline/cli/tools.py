@@ -12,8 +12,10 @@ from .common import (
     Finite,
     cli,
     emit_json,
+    gate_noise_option,
     handle_errors,
     json_option,
+    option,
     print_table,
     seed_option,
 )
@@ -21,21 +23,14 @@ from .common import (
 
 # --------------------------------------------------------------------------- smoke
 @cli.command()
-@click.option(
-    "--tasks", type=click.IntRange(50, 100_000), default=300, show_default=True, help="Tasks in the simulated backlog."
-)
-@click.option(
-    "--evidence-tasks",
-    type=click.IntRange(1, 100_000),
-    default=None,
-    help="Tasks of new evidence (default: max(40, tasks / 3)).",
-)
+@option("--tasks", click.IntRange(50, 100_000), 300, "Tasks in the simulated backlog.")
+@option("--evidence-tasks", click.IntRange(1, 100_000), None, "Tasks of new evidence (default: max(40, tasks / 3)).")
 @seed_option(0, "Simulator and fit seed.")
-@click.option(
+@option(
     "--keep",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Run in this empty directory and keep it (default: a temporary directory, removed).",
+    click.Path(file_okay=False),
+    None,
+    "Run in this empty directory and keep it (default: a temporary directory, removed).",
 )
 @json_option
 @handle_errors
@@ -68,51 +63,46 @@ def smoke(tasks: int, evidence_tasks: int | None, seed: int, keep: str | None, a
 
 # --------------------------------------------------------------------------- simulate
 @cli.command()
-@click.option(
+@option(
     "--out",
-    "out",
-    type=click.Path(file_okay=False),
+    click.Path(file_okay=False),
+    None,
+    "Home to write: streams/, fits/shipped.json and the truth file.",
     required=True,
-    help="Home to write: streams/, fits/shipped.json and the truth file.",
 )
-@click.option(
+@option(
     "--preset",
-    "preset_name",
-    type=click.Choice(["backlog", "scale"]),
-    default="backlog",
-    show_default=True,
-    help="Built-in scenario (ignored with --scenario).",
+    click.Choice(["backlog", "scale"]),
+    "backlog",
+    "Built-in scenario (ignored with --scenario).",
+    dest="preset_name",
 )
-@click.option(
+@option(
     "--scenario",
-    "scenario_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="A scenario as JSON (see pipeline.simulate.Scenario) instead of a preset.",
+    click.Path(dir_okay=False),
+    None,
+    "A scenario as JSON (see pipeline.simulate.Scenario) instead of a preset.",
+    dest="scenario_file",
 )
-@click.option(
-    "--tasks", type=click.IntRange(1, 100_000_000), default=None, help="Number of tasks (default: the scenario's)."
-)
+@option("--tasks", click.IntRange(1, 100_000_000), None, "Number of tasks (default: the scenario's).")
 @seed_option(0, "Same seed, same bytes.")
-@click.option(
+@option(
     "--corrupt",
-    type=Finite(0.0, 0.25),
-    default=0.0,
-    show_default=True,
-    help="Rate per line of torn lines, duplicates, conflicting duplicates and invalid lines each.",
+    Finite(0.0, 0.25),
+    0.0,
+    "Rate per line of torn lines, duplicates, conflicting duplicates and invalid lines each.",
 )
-@click.option(
-    "--gate-noise",
-    type=Finite(0.0, 0.5, max_open=True),
-    default=None,
-    help="Probability that a gate rating disagrees with the true outcome (default: the scenario's).",
+@gate_noise_option(
+    Finite(0.0, 0.5, max_open=True),
+    None,
+    "Probability that a gate rating disagrees with the true outcome (default: the scenario's).",
 )
-@click.option(
+@option(
     "--truth",
-    "truth_path",
-    default=None,
-    show_default=True,
-    help="Where to write the truth, relative to --out (default: truth.json; never read by the fitter).",
+    None,
+    None,
+    "Where to write the truth, relative to --out (default: truth.json; never read by the fitter).",
+    dest="truth_path",
 )
 @click.option("--force", is_flag=True, help="Replace existing non-empty streams in --out.")
 @json_option

@@ -87,6 +87,10 @@ def best_per_region(
     return {r: min(quality, key=lambda k: (-quality[k][r] / cost[k][r], -quality[k][r], k)) for r in regions}
 
 
+def _r9(x: float) -> float:
+    return round(x, _ROUND)
+
+
 def build_truth(
     scenario: Scenario,
     policy: LoggingPolicy,
@@ -102,8 +106,7 @@ def build_truth(
     keys = scenario.config_keys
     before, after = quality_tables(scenario)
     cost = mean_cost(scenario)
-    r9 = lambda x: round(x, _ROUND)  # noqa: E731
-    table = lambda f: {k: {r: r9(f(k, r)) for r in regions} for k in keys}  # noqa: E731
+    table = lambda f: {k: {r: _r9(f(k, r)) for r in regions} for k in keys}  # noqa: E731
     drift = scenario.drift
     return {
         "schema": SCHEMA,
@@ -115,7 +118,7 @@ def build_truth(
         "gate_noise": scenario.gate_noise,
         "corrupt": corrupt,
         "regions": regions,
-        "shares": {r.name: r9(r.share / sum(x.share for x in scenario.regions)) for r in scenario.regions},
+        "shares": {r.name: _r9(r.share / sum(x.share for x in scenario.regions)) for r in scenario.regions},
         "configs": keys,
         "quality": {"before": table(lambda k, r: before[k][r]), "after": table(lambda k, r: after[k][r])},
         "rated_quality": {
@@ -136,46 +139,53 @@ def build_truth(
             "first_task": drift_first,
             "at": drift_at,
         },
-        "policy": {
-            "name": scenario.policy.name,
-            "exploration": policy.exploration,
-            "greedy": {r: keys[policy.greedy[j]] for j, r in enumerate(regions)},
-            "believed": {k: {r: r9(policy.believed[i][j]) for j, r in enumerate(regions)} for i, k in enumerate(keys)},
-            "propensity": {
-                k: {r: r9(policy.propensity(i, j)) for j, r in enumerate(regions)} for i, k in enumerate(keys)
-            },
-            "inclusion": {
-                k: {r: r9(policy.inclusion(i, j)) for j, r in enumerate(regions)} for i, k in enumerate(keys)
-            },
-            # P(the routed config succeeds) before drift: sum_r share_r sum_c P(routed c | r) Q(c, r).
-            "done_rate": r9(
-                sum(
-                    r.share
-                    / sum(x.share for x in scenario.regions)
-                    * sum(policy.propensity(i, j) * before[k][r.name] for i, k in enumerate(keys))
-                    for j, r in enumerate(scenario.regions)
-                )
-            ),
-        },
+        "policy": _policy_truth(scenario, policy, before),
         "dispatcher": {"side_by_side": scenario.side_by_side, "escalation": scenario.escalation},
-        "notes": {
-            "quality": "probability that an attempt succeeds",
-            "rated_quality": "expected weighted mean of its ratings (gates, reviewers, humans, rejections as 0)",
-            "best": "argmax quality / cost_usd per region",
-            "task.closed": (
-                "done iff an attempt succeeded: the routed config, a side-by-side lane or the escalation after "
-                "every lane failed its gates"
-                if scenario.dispatcher
-                else "done iff the routed (first) config succeeded; the other attempts are second opinions"
-            ),
-            "policy.done_rate": "P(the routed config succeeds) before drift",
-            "policy.inclusion": "P(a config attempts a task of a region), routed or as another lane; escalations "
-            "(which depend on outcomes) are not counted",
-            "assignments": "row i is task task_id_format.format(i + 1): [region index, config indices "
-            "(routed first), outcomes 1/0 in the same order, slots in the same order (0 routed, 1 a side-by-side "
-            "lane or second opinion, 2 an escalation or third opinion)]",
-        },
+        "notes": _notes(scenario),
         "task_id_format": task_id_format,
+    }
+
+
+def _policy_truth(scenario: Scenario, policy: LoggingPolicy, before: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """The logging policy as the truth file states it: its greedy choice, beliefs, propensities and inclusions."""
+    regions, keys = scenario.region_names, scenario.config_keys
+    return {
+        "name": scenario.policy.name,
+        "exploration": policy.exploration,
+        "greedy": {r: keys[policy.greedy[j]] for j, r in enumerate(regions)},
+        "believed": {k: {r: _r9(policy.believed[i][j]) for j, r in enumerate(regions)} for i, k in enumerate(keys)},
+        "propensity": {k: {r: _r9(policy.propensity(i, j)) for j, r in enumerate(regions)} for i, k in enumerate(keys)},
+        "inclusion": {k: {r: _r9(policy.inclusion(i, j)) for j, r in enumerate(regions)} for i, k in enumerate(keys)},
+        # P(the routed config succeeds) before drift: sum_r share_r sum_c P(routed c | r) Q(c, r).
+        "done_rate": _r9(
+            sum(
+                r.share
+                / sum(x.share for x in scenario.regions)
+                * sum(policy.propensity(i, j) * before[k][r.name] for i, k in enumerate(keys))
+                for j, r in enumerate(scenario.regions)
+            )
+        ),
+    }
+
+
+def _notes(scenario: Scenario) -> dict[str, str]:
+    """What each figure of the truth file means (for a reader of the file)."""
+    return {
+        "quality": "probability that an attempt succeeds",
+        "rated_quality": "expected weighted mean of its ratings (gates, reviewers, humans, rejections as 0)",
+        "best": "argmax quality / cost_usd per region",
+        "task.closed": (
+            "done iff an attempt succeeded: the routed config, a side-by-side lane or the escalation after "
+            "every lane failed its gates"
+            if scenario.dispatcher
+            else "done iff the routed (first) config succeeded; the other attempts are second opinions"
+        ),
+        "policy.done_rate": "P(the routed config succeeds) before drift",
+        "policy.inclusion": "P(a config attempts a task of a region), routed or as another lane; escalations "
+        "(which depend on outcomes) are not counted",
+        "assignments": "row i is task task_id_format.format(i + 1): [region index, config indices "
+        "(routed first), outcomes 1/0 in the same order, slots in the same order (0 routed, 1 a side-by-side "
+        "lane or second opinion, 2 an escalation or third opinion)]",
     }
 
 

@@ -18,7 +18,7 @@ from ..log import FsyncPolicy
 from .longtable import REQUIRED, LongRow, LongTable, read_long_table
 from .options import FORMATS, ConfigColumnFormat, ImportOptions, Maps, ScoreRange, load_maps
 from .prices import PriceLike, Pricer
-from .run import CHUNK_ROWS, ImportResult, Run
+from .run import CHUNK_ROWS, ImportResult, Raced, Run
 from .values import Clock
 
 #: How a long table's ``config`` cells are read (``--config-column-format``; the name other commands use).
@@ -59,8 +59,13 @@ def import_source(
     options = options or ImportOptions()
     ws = Workspace.of(home)
     clock = Clock(future=options.future)
-    source, detected = open_source([Path(p) for p in paths], options, clock, Pricer(prices))
-    result = Run(ws, source, options, fsync=fsync, progress=progress, clock=clock).execute()
+    pricer = Pricer(prices)
+    source, detected = open_source([Path(p) for p in paths], options, clock, pricer)
+    try:
+        result = Run(ws, source, options, fsync=fsync, progress=progress, clock=clock).execute()
+    except Raced:  # another first import landed before this one's lock: again, under the lock from the start
+        source, detected = open_source([Path(p) for p in paths], options, clock, pricer)
+        result = Run(ws, source, options, fsync=fsync, progress=progress, clock=clock).execute()
     return result.model_copy(update={"detected": detected})
 
 

@@ -72,10 +72,11 @@ class Ledger:
     def __init__(self, ws: Workspace, namespace: str, *, writable: bool) -> None:
         self.ws, self.namespace, self.writable = ws, namespace, writable
         self.folder = ws.import_ledger
-        self.runs: list[np.ndarray] = [self._load(p) for p in self._paths()]
+        self.runs: list[np.ndarray] = [self._load(p) for p in self.paths()]
         self.written: list[Path] = []
 
-    def _paths(self) -> list[Path]:
+    def paths(self) -> list[Path]:
+        """The namespace's run files in the home now, in order."""
         if not self.folder.is_dir():
             return []
         found = []
@@ -171,8 +172,8 @@ class Ledger:
         gone = set(dropped)
         if len(self.written) > 1:
             self._merge(self.written, None)
-        if gone or len(self._paths()) > MERGE_AT:
-            self._merge(self._paths(), gone)
+        if gone or len(self.paths()) > MERGE_AT:
+            self._merge(self.paths(), gone)
 
     def _merge(self, paths: list[Path], gone: set[tuple[int, bytes]] | None) -> None:
         import numpy as np
@@ -196,7 +197,7 @@ class Ledger:
         import numpy as np
 
         self.ws.folder(self.folder)
-        paths = self._paths()
+        paths = self.paths()
         n = int(_RUN.fullmatch(paths[-1].name)["n"]) + 1 if paths else 0  # type: ignore[index]
         path = self.ws.ledger_run(self.namespace, n)
         tmp = temp_beside(path)

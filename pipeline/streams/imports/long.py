@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic_core import to_json
 
+from ...utc import is_plain_time
 from ..events import MAX_COST_USD
 from .ledger import KINDS
 from .longtable import LongRow, LongTable, read_cells, reading, score_cell
@@ -136,8 +137,12 @@ class _Fast:
 
     def _time(self, text: str | None) -> Any:
         cleaned = (text or "").strip()
-        try:
-            at = self.table.clock.check(rfc3339(cleaned), "at") if cleaned else None
+        try:  # the commonest times need no normalising (is_plain_time), the others the events' rule
+            at = (
+                self.table.clock.check(cleaned if is_plain_time(cleaned) else rfc3339(cleaned), "at")
+                if cleaned
+                else None
+            )
         except ValueError:
             return _SLOW
         return _SLOW if at is None else _part(at)

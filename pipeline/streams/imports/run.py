@@ -47,6 +47,19 @@ _TYPES = {kind: name for name, kind in KINDS.items()}
 _STREAMS = {kind: stream_of(name) for name, kind in KINDS.items()}
 
 
+class Raced(Exception):
+    """Another import appended into this home between this one's read of the ledger and its lock (a first import
+    takes the lock only when it writes): this one's comparison with the ledger is stale, so the caller runs it
+    again, under the lock from the start (:func:`pipeline.streams.imports.import_source`)."""
+
+
+def waiting_for_import(ws: Workspace) -> None:
+    """Called when an import finds the home's import lock held by another import, before it waits for it.
+
+    Does nothing; tests replace it to observe the wait instead of assuming it by sleeping.
+    """
+
+
 class Source(Protocol):
     """What a source module gives the run (pipeline/streams/imports/long.py is the simplest)."""
 
@@ -239,9 +252,12 @@ class Run:
         """One import at a time per home (``imports/.import.lock``), from the start when the home has imported
         before (its ledger is read), else from the append on (:meth:`_lock`); a dry run takes no lock."""
         self._lock_fd = -1
+        self._read_ledger: list[Path] | None = None  # the ledger's runs as read before a late lock
         try:
             if not self.options.dry_run and self.ws.imports.is_dir():
                 self._lock()
+            else:
+                self._read_ledger = self.ledger.paths()
             yield
         finally:
             if self._lock_fd >= 0:
@@ -252,7 +268,13 @@ class Run:
             return
         self.ws.root.mkdir(parents=True, exist_ok=True)
         self._lock_fd = self.ws.open(self.ws.import_lock, os.O_RDWR | os.O_CREAT)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another import into this home: wait for it (never exit 3: imports queue)
+            waiting_for_import(self.ws)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        if self._read_ledger is not None and self.ledger.paths() != self._read_ledger:
+            raise Raced
         for stale in self.ws.import_spools():  # left by an import that died: ours now
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()

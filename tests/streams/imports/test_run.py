@@ -1,12 +1,16 @@
 """One import (pipeline/streams/imports/run.py, ledger.py, detect.py): a dry run writes nothing, a crash between
-an appended chunk and its ledger run loses nothing, the ledger's runs merge, and --format auto tells every source
-apart (a file of the wrong format is one line)."""
+an appended chunk and its ledger run loses nothing, the ledger's runs merge, two imports into one home wait for
+each other (one that another beat to a new home runs again), and --format auto tells every source apart (a file
+of the wrong format is one line)."""
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import json
+import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -81,6 +85,64 @@ def test_the_ledgers_runs_merge_and_lookups_see_them_all(home, tmp_path, monkeyp
         # an import's own runs merge into one at its end; all of them once there are more than MERGE_AT
         assert len(list((home / "imports" / "ledger").glob("imp.*.npy"))) == runs
     assert import_table(home, _table(tmp_path, 30)).appended == 0
+
+
+def _rows_of(home: Path) -> tuple[int, int, int]:
+    compact(home)
+    with open_store(home) as store:
+        counts = store.event_counts()
+    return counts["tasks"], counts["attempts"], counts["ratings"]
+
+
+def test_a_first_import_that_another_beat_to_the_home_runs_again_and_adds_what_it_would_after_it(tmp_path, monkeypatch):
+    """b (rows 10 to 29 of a: each task's earliest row is later than in a) reads the new home's empty ledger, then
+    a lands before b's lock: b's comparison is stale (it would open every task a second time, at other times), so
+    b runs again under the lock and appends what it appends after a in turn: nothing."""
+    from pipeline.streams.imports import run
+
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    a = _table(tmp_path / "a", 30)
+    b = tmp_path / "b" / a.name  # the same rater (the file's name)
+    b.write_text("\n".join([HEADER, *a.read_text().splitlines()[11:]]) + "\n")
+    in_turn = tmp_path / "in-turn"
+    import_table(in_turn, a)
+    after_a = import_table(in_turn, b)
+    real_lock, landed = run.Run._lock, []
+
+    def a_lands_first(self):  # type: ignore[no-untyped-def]
+        if not landed:  # between b's read of the ledger and its lock
+            landed.append(True)
+            import_table(tmp_path / "raced", a)
+        real_lock(self)
+
+    monkeypatch.setattr(run.Run, "_lock", a_lands_first)
+    raced = import_table(tmp_path / "raced", b)
+    assert (after_a.appended, after_a.unchanged, after_a.changed_kept) == (0, 40, 7)
+    assert landed and raced.model_dump(exclude={"deadletter"}) == after_a.model_dump(exclude={"deadletter"})
+    assert Path(raced.deadletter).read_bytes() == Path(after_a.deadletter).read_bytes()  # the 7 openings kept
+    assert _rows_of(tmp_path / "raced") == _rows_of(in_turn) == (7, 30, 30)
+
+
+def test_an_import_waits_for_another_into_the_same_home_and_then_lands(tmp_path, monkeypatch):
+    from pipeline.streams.imports import run
+    from pipeline.workspace import Workspace
+
+    home = tmp_path / "home"
+    import_table(home, _table(tmp_path, 5, "first.csv"))  # the home has imported: the lock is taken at the start
+    waiting = threading.Event()
+    monkeypatch.setattr(run, "waiting_for_import", lambda ws: waiting.set())
+    other = os.open(Workspace.of(home).import_lock, os.O_RDWR)
+    fcntl.flock(other, fcntl.LOCK_EX)  # another import holds the home
+    out: dict[str, object] = {}
+    worker = threading.Thread(target=lambda: out.update(result=import_table(home, _table(tmp_path, 30))))
+    worker.start()
+    try:
+        assert waiting.wait(60)  # it found the lock held ...
+        assert worker.is_alive() and not out  # ... and waits (no exit 3)
+    finally:
+        os.close(other)  # the other import ends
+    worker.join(60)
+    assert out["result"].appended > 0 and _rows_of(home) == (7, 30, 35)  # 5 ratings of first.csv
 
 
 def _gz(path: Path) -> Path:
