@@ -31,6 +31,7 @@ SMALL: dict[str, list[str]] = {
     "null_study": ["--seeds", "5", "--nights", "10"],  # the gate on the null (the issue: 20 seeds, 20 nights)
     "backtest": ["--seeds", "1"],  # Terminal-Bench, one seed; RouterBench at 20 seeds: --table data/routerbench-...
     "imports": ["--rows", "{events}"],  # a long table and a mini-ork store of this many rows
+    "spark": ["--events", "20000"],  # the aggregation on Spark against DuckDB (the issue: 1M: --events 1000000)
 }
 DEFAULT_EVENTS = 100_000
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins: list[str] = ["fixtures_routing", "fixtures_store", "fixtures_nightly"]
+pytest_plugins: list[str] = ["fixtures_routing", "fixtures_store", "fixtures_nightly", "fixtures_spark"]
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""One local Spark session (local[2]) per test module that asks for it; the module's Spark tests skip, with the
-reason, only where pyspark or a Java runtime is missing (CI installs both: .ci/run)."""
+"""One local Spark session (local[2]) for the whole test run (per xdist worker), made for tiny stores; every Spark
+test skips, with the reason, only where pyspark or a Java runtime is missing (CI installs both: .ci/run)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,18 @@ import os
 import shutil
 
 import pytest
+
+#: A tiny store's settings: two shuffle partitions (one task per core, not eight per stage), no whole-stage code
+#: generation (compiling each statement's code costs more than running it on a few rows), no adaptive re-planning,
+#: no broadcast joins (each broadcast is a job of its own: the pairs statement ran 18 jobs, now one). The results
+#: are the same in any setting.
+TINY = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+}
 
 
 def spark_missing() -> str | None:
@@ -20,7 +32,7 @@ def spark_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark():
     reason = spark_missing()
     if reason is not None:
@@ -31,6 +43,7 @@ def spark():
     # compiler's warm-up, most of the CPU such a short run spends (a JVM option, not a setting of the session).
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
     active = session("local[2]")
-    active.conf.set("spark.sql.shuffle.partitions", "2")  # tiny stores: one task per core, not eight per stage
+    for key, value in TINY.items():
+        active.conf.set(key, value)
     yield active
     active.stop()

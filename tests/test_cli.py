@@ -19,7 +19,7 @@ RATED = (
     '{"type":"task.rated","task":"T-1","config":{"cli":"claude-code","route":"anthropic","model":"opus",'
     '"effort":"high"},"rater":{"kind":"gate","name":"pytest"},"score":1}'
 )
-HEAVY = ("polars", "duckdb", "pyarrow", "scipy", "matplotlib", "deltalake", "numba")
+HEAVY = ("polars", "duckdb", "pyarrow", "scipy", "matplotlib", "deltalake", "numba", "pyspark")
 
 
 def run(*args: str, stdin: str | bytes | None = None, env: dict | None = None):

@@ -19,7 +19,6 @@ from pipeline.store.spark import check_protocol, register_views
 from pipeline.store.table import open_table
 from pipeline.streams.log import append
 from pipeline.workspace import Workspace
-from tests.fixtures_spark import spark  # noqa: F401 - the module's session
 from tests.fixtures_store import CONFIG, opened, rating
 from tests.test_compact_layout import DAILY_HOME
 
@@ -30,7 +29,7 @@ def _rows(query: str, run) -> list[tuple]:
     return [tuple(v.replace(tzinfo=None) if hasattr(v, "tzinfo") and v.tzinfo else v for v in r) for r in rows]
 
 
-def _same_views(spark, home: Path) -> int:  # noqa: F811 - the session
+def _same_views(spark, home: Path) -> int:
     location = Workspace.of(home).store
     register_views(spark, location, open_table(location))
     compared = 0
@@ -85,13 +84,13 @@ def _land_again(home: Path, event_id: str, *, writer: str) -> None:
     write_deltalake(table, row, mode="append")
 
 
-def test_spark_views_hold_the_rows_of_the_store_views_one_per_id(spark, busy):  # noqa: F811
+def test_spark_views_hold_the_rows_of_the_store_views_one_per_id(spark, busy):
     with open_store(busy) as store:
         assert store.con.execute("SELECT score FROM ratings WHERE id = 'R-1'").fetchall() == [(0.25,)]
     assert _same_views(spark, busy) == 13
 
 
-def test_spark_reads_a_store_of_the_daily_layout_as_it_is(spark, tmp_path):  # noqa: F811
+def test_spark_reads_a_store_of_the_daily_layout_as_it_is(spark, tmp_path):
     home = tmp_path / "daily"
     shutil.copytree(DAILY_HOME, home)
     assert _same_views(spark, home) > 40

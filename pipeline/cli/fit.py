@@ -143,6 +143,20 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
     "Refit the table on every task with the current constants (the live table's, else shipped.json's); "
     "no held-out evaluation, no page.",
 )
+@option(
+    "--engine",
+    click.Choice(["duckdb", "spark"]),
+    "duckdb",
+    "Where the aggregation runs: DuckDB in this process, or Spark SQL (pip install '.[spark]' and a Java runtime) "
+    "for a store beyond one machine; the same table and stats either way.",
+)
+@option(
+    "--spark-master",
+    str,
+    None,
+    "With --engine spark: the cluster's master URL (default: local mode on every core, local[*]).",
+    metavar="URL",
+)
 @click.option("--wait", is_flag=True, help="Wait for a running fit on this home instead of exiting.")
 @negation("--no-prm", "prm", "No PRM fill-in ratings from attempt traces.")
 @pass_threshold_option(

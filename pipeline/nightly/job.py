@@ -23,7 +23,7 @@ from ..evaluate.policies import held_out_policies
 from ..evaluate.protocol import Evaluation, constants_source, cutoff_text, evaluate, lambda_scale, learning_figures
 from ..evaluate.search import SEARCHED, Pins, half_lives_of
 from ..evaluate.split import check_split, exact_fraction
-from ..fit.aggregate import DuckDBEngine, Spec
+from ..fit.aggregate import DuckDBEngine, Engine, Spec
 from ..fit.context import FitContext, Part
 from ..fit.finite import ids_text, non_finite_paths
 from ..fit.learning import LearningOutputs, learning_stage
@@ -309,7 +309,13 @@ def _read(
         lives, fraction = ((float(h),) if h is not None else ()), None
     spec = Spec(thread=options.thread, since=options.since, prm=options.prm, half_lives=lives, fraction=fraction)
     with open_store(ws) as store, reading(store):
-        ctx = FitContext.build(DuckDBEngine(store), spec, shipped=shipped, objective=objective)
+        if options.engine == "spark":
+            from ..fit.spark import spark_engine
+
+            engine: Engine = spark_engine(store, options.spark_master)
+        else:
+            engine = DuckDBEngine(store)
+        ctx = FitContext.build(engine, spec, shipped=shipped, objective=objective)
         notes = list(ctx.notes)
         unknown = store.unknown_retractions()
         if unknown:  # said, not silent: a retraction of an id the store does not hold retracts nothing

@@ -50,6 +50,9 @@ class FitOptions(BaseModel):
     wait: bool = False
     # --no-evaluate: refit the table on every task with the current constants, without the held-out evaluation
     evaluate: bool = True
+    # --engine: where the aggregation runs (docs/design.md, Fit, Spark); the same bytes either way, so not recorded
+    engine: Literal["duckdb", "spark"] = Field(default="duckdb", exclude=True)
+    spark_master: str | None = Field(default=None, exclude=True)  # --spark-master URL (None: local[*])
 
     @field_validator("half_life_days")
     @classmethod
@@ -133,4 +136,6 @@ _FLAGS = {
     "no_compact": "--no-compact",
     "wait": "--wait",
     "evaluate": "--no-evaluate",
+    "engine": "--engine",
+    "spark_master": "--spark-master",
 }

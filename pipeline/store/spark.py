@@ -60,13 +60,15 @@ def session(master: str = DEFAULT_MASTER) -> Any:
         raise PipelineError(MISSING) from None
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise PipelineError(MISSING)
-    builder = SparkSession.builder.master(master).appName("ratings")
-    settings = {**STARTUP, **SETTINGS, **(LOCAL_SETTINGS if master.startswith("local") else {})}
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    for key, value in SETTINGS.items():  # a session that was already running gets them too
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        builder = SparkSession.builder.master(master).appName("ratings")
+        settings = {**STARTUP, **SETTINGS, **(LOCAL_SETTINGS if master.startswith("local") else {})}
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+    for key, value in SETTINGS.items():  # a session that was already running gets them too (its others stand)
         spark.conf.set(key, value)
     return spark
 
@@ -116,5 +118,5 @@ def register_views(spark: Any, location: StoreLocation, table: Any) -> None:
             "row_number() OVER (PARTITION BY id ORDER BY _writer, _stream, _offset) AS k "
             f"FROM _events WHERE _id_hash IN ({repeated})) ranked WHERE k > 1"
         )
-    for family in VIEWS:
-        spark.sql(f'CREATE OR REPLACE TEMP VIEW "{family}" AS {_view(family, losers, set(schema.fieldNames()))}')
+    for family in VIEWS:  # views of analysed plans (a view created by SQL is parsed again at every use)
+        spark.sql(_view(family, losers, set(schema.fieldNames()))).createOrReplaceTempView(family)

@@ -34,8 +34,9 @@ CASES: dict[str, Path | None] = {
 }
 
 
-def fit_case(case: str, root: Path) -> dict[str, bytes]:
-    """Fit ``case`` in a new home under ``root``: file name -> the bytes of its published table and stats."""
+def fit_case(case: str, root: Path, *, engine: str = "duckdb") -> dict[str, bytes]:
+    """Fit ``case`` in a new home under ``root`` (the aggregation on ``engine``; Spark in local mode on 2 cores):
+    file name -> the bytes of its published table and stats."""
     from pipeline.nightly.job import run_fit
     from pipeline.nightly.options import FitOptions
     from pipeline.streams.imports import import_table
@@ -48,7 +49,7 @@ def fit_case(case: str, root: Path) -> dict[str, bytes]:
         ws.write(ws.shipped, Workspace.resolve(REPO).shipped.read_bytes())
     else:
         import_table(ws, table)
-    options = FitOptions()
+    options = FitOptions(engine=engine, spark_master="local[2]" if engine == "spark" else None)
     run_fit(ws, options, command="fit-routing")
     return {path.name: path.read_bytes() for path in (ws.table, ws.stats(options.case_study))}
 
