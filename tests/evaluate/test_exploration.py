@@ -1,8 +1,8 @@
 """The exploration verdict's interval, worked out by hand on a replay whose every path is known.
 
-Two configs in one region. The start believes x perfect and y worthless under a prior weight of a million, so
-no outcome moves the greedy choice off x: with epsilon 0 every task goes to x, with epsilon 1 every task goes
-to the other member, y, whatever the seed.
+Two configs in one region. The start believes x perfect and y worthless (shipped priors under a prior weight of a
+million), so no outcome moves the greedy choice off x: with epsilon 0 every task goes to x, with epsilon 1 every
+task goes to the other member, y, whatever the seed.
 
 Eight held-out tasks alternate two kinds (costs per task):
 
@@ -30,7 +30,7 @@ from pipeline.evaluate.exploration import block_length, block_orders, compare_ex
 from pipeline.evaluate.replay import start_from
 from pipeline.evaluate.verdict import recommend
 from pipeline.fit.model import fit_values
-from pipeline.fit.shipped import Shipped
+from pipeline.fit.shipped import Prior, Shipped
 from pipeline.routing.table import Constants
 
 T0 = datetime(2026, 1, 1)
@@ -60,6 +60,10 @@ HELD = _values(
         )
     ]
 )
+#: The start's belief: shipped priors x 1 and y 0 under a weight of a million (a measured prior would shrink both
+#: to the global mean, docs/design.md, Priors).
+SHIPPED = Shipped(priors=[Prior(selector="x", quality=1.0), Prior(selector="y", quality=0.0)])
+BELIEF = Constants(prior_source="shipped", prior_weight=1e6)
 TASKS = pl.DataFrame(
     {
         "task": [f"T{i}" for i in range(1, 9)],
@@ -70,7 +74,7 @@ TASKS = pl.DataFrame(
 
 
 def test_the_hand_worked_interval():
-    model = fit_values(FIT, Constants(prior_source="measured", prior_weight=1e6), Shipped(), "quality_per_dollar")
+    model = fit_values(FIT, BELIEF, SHIPPED, "quality_per_dollar")
     start = start_from(model, ["r"])
     found = compare_explorations(start, TASKS, HELD, shipped=0.0, fitted=1.0, seed=3, seeds=4, resamples=50)
     assert found["shipped"]["realized_value"] == pytest.approx(0.5)
@@ -118,7 +122,7 @@ def test_a_thompson_arm_is_replayed_by_its_own_draws():
     """The same start as above, its posteriors all but certain (k = 1e6: x at 1, y at 0): a Thompson draw then
     picks x, the greedy choice, so Thompson 1.0 realizes the greedy 0.5 where epsilon 1.0 (always the other
     member) realized 0.25; the difference is exactly 0 against greedy, on every resample."""
-    model = fit_values(FIT, Constants(prior_source="measured", prior_weight=1e6), Shipped(), "quality_per_dollar")
+    model = fit_values(FIT, BELIEF, SHIPPED, "quality_per_dollar")
     start = start_from(model, ["r"])
     arms = {"shipped": ("epsilon", 0.0), "fitted": ("thompson", 1.0)}
     found = compare_explorations(start, TASKS, HELD, **arms, seed=3, seeds=4, resamples=50)

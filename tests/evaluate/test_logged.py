@@ -1,8 +1,8 @@
 """Off-policy estimates on hand-made logs (pipeline/evaluate/logged.py; docs/design.md, Verdicts on logged data).
 
 The store: 14 learned tasks on which A and B both ran (A scores 1 on the first 10 and 0 on the last 4, B 0
-everywhere: A's quality is 10/14 = 5/7 with the measured prior, B's 0, so every greedy table routes to A), then 6
-held-out tasks, each logged as a dispatcher would (candidates A and B):
+everywhere: with prior weight 0 a quality is the plain mean, A's 10/14 = 5/7, B's 0, so every greedy table routes to
+A), then 6 held-out tasks, each logged as a dispatcher would (candidates A and B):
 
 | task | chosen | propensity | score | weight of the greedy target (A) = 1[A] / max(p, 0.05) |
 |---|---|---|---|---|
@@ -29,6 +29,8 @@ from pipeline.fit.aggregate import Fraction
 from pipeline.fit.context import Part
 from pipeline.routing.table import Constants
 
+#: Prior weight 0: a member's quality is its mean score (no prior shrinks it; docs/design.md, Priors).
+MEAN = Constants(prior_source="measured", prior_weight=0.0)
 HELD = {  # task -> (chosen by a decision or None, propensity, {config: score})
     "H1": (A, 0.8, {A: 1.0}),
     "H2": (A, 0.5, {A: 0.0}),
@@ -57,7 +59,7 @@ def _events(decisions: bool = True) -> list:
 @pytest.fixture(scope="module")
 def logged_case():
     ctx = context(*_events(), objective="quality", fraction=Fraction(7, 10))
-    model = ctx.model(Part.LEARNED, Constants(prior_source="measured"), "quality")
+    model = ctx.model(Part.LEARNED, MEAN, "quality")
     return ctx, model, logged_actions(ctx, Part.HELD_OUT, model)
 
 
@@ -89,7 +91,7 @@ def test_without_propensities_the_estimate_is_unweighted():
     """No decision logged: every run has p = 1 and the greedy target's SNIPS is A's mean score over the held-out
     tasks A ran: H1 1, H2 0, H4 1, H6 1 -> 3/4."""
     ctx = context(*_events(decisions=False), objective="quality", fraction=Fraction(7, 10))
-    model = ctx.model(Part.LEARNED, Constants(prior_source="measured"), "quality")
+    model = ctx.model(Part.LEARNED, MEAN, "quality")
     logged = logged_actions(ctx, Part.HELD_OUT, model)
     assert not logged.weighted and logged.decisions == 0
     assert side(task_sums(Target(model), logged, model), objective_of(model))["snips"] == pytest.approx(0.75)
