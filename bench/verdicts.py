@@ -206,7 +206,8 @@ def run_one(family: str, seed: int, root: Path, tasks: int = TASKS, subsample: i
         candidate = ev.shipped.model_copy(update={f: getattr(ev.fitted, f) for f in PRIOR_FIELDS})
         checks["prior"] = _check(candidate, ev.shipped, lambda c: routing_value(ctx, c, sc))
     if verdicts["exploration"] == "adopt" or null:
-        candidate = ev.published.model_copy(update={"exploration": ev.fitted.exploration})
+        arm = {"exploration": ev.fitted.exploration, "exploration_mode": ev.fitted.exploration_mode}
+        candidate = ev.published.model_copy(update=arm)
         length = ev.split["held_out_tasks"]
         checks["exploration"] = _check(candidate, ev.shipped, lambda c: loop_value(ctx, c, sc, seed, length))
     return Outcome(family, seed, verdicts["prior"], verdicts["exploration"], checks)
@@ -278,7 +279,8 @@ def loop_value(ctx: Any, constants: Any, sc: Scenario, seed: int, tasks: int) ->
             }
         ).with_columns(weight=pl.lit(1.0), unknown_cost=pl.lit(0, pl.Int64))
         frame = pl.DataFrame({"task": ids, "region": np.array(names)[region], "first_at": np.arange(tasks)})
-        runs = [ReplayRun(float(constants.exploration), (seed, 78, i, j)) for j in range(PATHS)]
+        arm = (float(constants.exploration), constants.exploration_mode)
+        runs = [ReplayRun(arm[0], (seed, 78, i, j), None, arm[1]) for j in range(PATHS)]
         values += [r.realized_value for r in replay_runs(start, frame, outcomes, runs) if r.realized_value is not None]
     return float(np.mean(values))
 
@@ -297,9 +299,8 @@ def evaluate_home(home: Path, seed: int) -> tuple[Any, Any]:
 
     compact(home)
     shipped = load_shipped(home / "fits" / "shipped.json")
-    # the exploration family judges the held-out replay's verdict, which replays the epsilon way (a Thompson share
-    # is never adopted by it: docs/design.md, Exploration)
-    constants = shipped.to_constants(exploration_mode="epsilon")
+    # the shipped arm is the code default's mode (Thompson) at the floor; the verdict chooses a mode and a share
+    constants = shipped.to_constants()
     spec = Spec(half_lives=half_lives_of(constants, Pins()), fraction=Fraction(7, 10))
     with open_store(home) as store:
         ctx = FitContext.build(DuckDBEngine(store), spec, shipped=shipped)
@@ -319,7 +320,9 @@ def default_backlog(root: Path) -> str:
     prior_fields = {f: getattr(ev.fitted, f) for f in PRIOR_FIELDS if f != "lambda_"}
     length = ev.split["held_out_tasks"]
     with_priors = ev.shipped.model_copy(update=prior_fields)
-    with_eps = ev.shipped.model_copy(update={"exploration": ev.fitted.exploration})
+    with_eps = ev.shipped.model_copy(
+        update={"exploration": ev.fitted.exploration, "exploration_mode": ev.fitted.exploration_mode}
+    )
     checks = (
         (
             "prior family",

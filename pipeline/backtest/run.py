@@ -25,6 +25,7 @@ from ..fit.model import load_shipped
 from ..nightly.backtest import (
     About,
     BacktestReport,
+    ColdStart,
     Night,
     NightReferences,
     Objective,
@@ -464,6 +465,53 @@ def _run(
             Night(night=i, first_task=a, tasks=b - a, **summary(a, b, ref.nights[i]))
             for i, (a, b) in enumerate(setup.bounds)
         ],
+        cold_start=_cold_start(scorer, seeds, setup.bounds),
+    )
+
+
+#: A region has settled from the night its value stays within this share of the region's best that night.
+SETTLED = 0.98
+
+
+def _settled_night(ratios: list[float | None]) -> float:
+    """The first night from which every later ratio is at least :data:`SETTLED` (None: nothing to lose, no task of
+    the region, counts as settled); infinity when the last night is below it."""
+    bad = [i for i, r in enumerate(ratios) if r is not None and r < SETTLED]
+    if bad and bad[-1] == len(ratios) - 1:
+        return math.inf
+    return float(bad[-1] + 1) if bad else 0.0
+
+
+def _cold_start(scorer: _Scorer, seeds: list[tuple[Stream, Stream]], bounds: Sequence[tuple[int, int]]) -> ColdStart:
+    """Per region and seed, :func:`_settled_night` of the loop's value over the region's best config each night (its
+    tasks of that night, in hindsight); the medians over seeds (:class:`ColdStart`)."""
+    t = scorer.table
+    codes = t.region_codes()
+    nights: dict[str, list[float]] = {g: [] for g in t.regions}
+    for bandit, _ in seeds:
+        for g, region in enumerate(t.regions):
+            ratios: list[float | None] = []
+            for a, b in bounds:
+                rows = a + np.flatnonzero(codes[a:b] == g)
+                if rows.size == 0:
+                    ratios.append(None)
+                    continue
+                best = int(best_choice(t.quality[rows], t.cost[rows], np.zeros(rows.size, dtype=np.int64), 1,
+                                       scorer.objective, scorer.lam, scorer.floor)[0])  # fmt: skip
+                reference = scorer.value(t.quality[rows, best], t.cost[rows, best])
+                ratios.append(_ratio(scorer.value(bandit.quality[rows], bandit.cost[rows]), reference))
+            nights[region].append(_settled_night(ratios))
+    latest = [max(per_seed) for per_seed in zip(*nights.values(), strict=True)] if nights else []
+
+    def median(values: list[float]) -> float | None:
+        m = float(np.median(values)) if values else math.inf
+        return m if math.isfinite(m) else None
+
+    return ColdStart(
+        threshold=SETTLED,
+        regions={g: median(v) for g, v in nights.items()},
+        every_region=median(latest),
+        never={g: sum(math.isinf(x) for x in v) for g, v in nights.items()},
     )
 
 

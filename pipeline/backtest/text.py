@@ -3,7 +3,7 @@ references, with the simulation note first."""
 
 from __future__ import annotations
 
-from ..nightly.backtest import BacktestReport, References, Summary
+from ..nightly.backtest import BacktestReport, ColdStart, References, Summary
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -68,6 +68,16 @@ def _references(refs: References) -> str:
     )
 
 
+def _cold(c: ColdStart) -> str:
+    def night(x: float | None) -> str:
+        return "never" if x is None else f"{x:g}"
+
+    regions = ", ".join(
+        f"{g} {night(x)}" + (f" ({c.never[g]} seed(s) never)" if c.never.get(g) else "") for g, x in c.regions.items()
+    )
+    return f"every region from night {night(c.every_region)}; {regions}"
+
+
 def report_text(report: BacktestReport) -> str:
     a = report.about
     half = a.tasks - a.second_half_first_task
@@ -96,6 +106,11 @@ def report_text(report: BacktestReport) -> str:
             lines.append(f"{objective}: no costs, ranked by {refs.ranked_by}")
     for part, title in (("second_half", "second half"), ("whole", "whole stream")):
         lines += ["", f"{title}, means over {_count(a.seeds, 'seed')}", *_table(_rows(report, part))]
+    lines += ["", "cold start: the median over seeds of the night (0-based) from which each region stays within 98% "
+              "of its best config that night (never: half the seeds or more never settle)"]  # fmt: skip
+    for run in report.runs:
+        if run.cold_start is not None:
+            lines.append(f"  {run.policy} {run.objective} from {run.start}: {_cold(run.cold_start)}")
     for part, title in (("second_half", "second half"), ("whole", "whole stream")):
         lines += ["", f"references, {title} (each config's first row, chosen with hindsight on these tasks)"]
         for objective, refs in report.references.items():

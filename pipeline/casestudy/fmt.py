@@ -71,6 +71,11 @@ def mean_count(x: float | None) -> str:
     return f"{x:.2f}" if abs(x) < 10 else f"{x:,.1f}"
 
 
+def arm(mode: str | None, exploration: float) -> str:
+    """An exploration arm as a person reads it: ``Thompson 0.3``, ``epsilon 0.05`` (docs/design.md, Exploration)."""
+    return f"{'Thompson' if mode == 'thompson' else 'epsilon'} {constant('exploration', exploration)}"
+
+
 def constant(name: str, value: float | str | None) -> str:
     """A routing constant as a person reads it: no recency weighting is ``off (∞)``."""
     if value is None:

@@ -6,7 +6,7 @@ interval; the figures and tables below only support it.
 
 from __future__ import annotations
 
-from ..nightly.sections import HitRate, PolicyFigures
+from ..nightly.sections import HitRate, LoggedVerdict, PolicyFigures
 from ..nightly.stats import Stats
 from . import fmt
 from .backtest import backtest_lead
@@ -73,22 +73,35 @@ def routing_lead(stats: Stats) -> list[Block]:
         blocks.append(para(Strong(verdict), lead=True))
     else:
         blocks.append(Note((verdict,)))
+    decided = (
+        "Decided on the logged held-out decisions (no hit rate: too few eligible tasks)."
+        if r.decided_by == "logged"
+        else "Decided by the greedy hit rate on the eligible held-out tasks."
+    )
     blocks.append(
         para(
             Strong(f"Prior family (prior source, prior weight, half-life): {r.recommendation}. "),
             fmt.sentence(r.reason),
+            f" {decided}",
             lead=True,
         )
     )
+    if r.logged is not None:
+        blocks.append(_logged_phrase(r.logged, "each table's greedy choice", decided=r.decided_by == "logged"))
     x = r.exploration
     ci = x.difference.ci95
     span = "n/a" if ci is None else f"{fmt.signed(ci[0])} to {fmt.signed(ci[1])}"
+    on_logged = x.decided_by == "logged"
+    arms = {
+        name: fmt.arm(side.exploration_mode, side.exploration)
+        for name, side in (("fitted", x.fitted), ("shipped", x.shipped))
+    }
     blocks.append(
         para(
-            Strong("Exploration: "),
+            Strong("Exploration" + (" (decided on the logged held-out decisions)" if on_logged else "") + ": "),
             f"replaying the {fmt.count(x.method.tasks)} held-out tasks in time order (mean of "
-            f"{x.method.seeds} replay seeds), exploration {x.fitted.exploration:g} (fitted) realized "
-            f"{fmt.num(x.fitted.realized_value)} and {x.shipped.exploration:g} (shipped) "
+            f"{x.method.seeds} replay seeds), exploration {arms['fitted']} (fitted) realized "
+            f"{fmt.num(x.fitted.realized_value)} and {arms['shipped']} (shipped) "
             f"{fmt.num(x.shipped.realized_value)}; fitted minus shipped {fmt.signed(x.difference.value)} "
             f"(95% CI {span}, moving-block bootstrap). ",
             Strong(f"{EXPLORATION_VERDICT[x.recommendation]} "),
@@ -96,6 +109,8 @@ def routing_lead(stats: Stats) -> list[Block]:
             lead=True,
         )
     )
+    if x.logged is not None:
+        blocks.append(_logged_phrase(x.logged, "the published table exploring by each arm", decided=on_logged))
     provenance = ", ".join(f"{k} {v}" for k, v in sorted(c.provenance.items()))
     blocks.append(
         para(
@@ -105,6 +120,27 @@ def routing_lead(stats: Stats) -> list[Block]:
         )
     )
     return blocks
+
+
+def _logged_phrase(lv: LoggedVerdict, what: str, *, decided: bool) -> Block:
+    """The off-policy estimates of the fitted and shipped tables on the logged held-out decisions."""
+    weighting = (
+        f"weighted by 1 / max(propensity, {lv.propensity_clip:g}) over {fmt.count(lv.decisions)} logged decisions"
+        if lv.weighted
+        else "unweighted: no decision carried a propensity"
+    )
+    ci, dr = lv.snips.ci95, lv.dr.ci95
+    return para(
+        Strong("On the logged decisions" + ("" if decided else " (beside the hit rate, not deciding)") + ": "),
+        f"the self-normalized off-policy estimate (SNIPS) of {what} on {fmt.count(lv.tasks)} logged held-out "
+        f"tasks ({weighting}; {fmt.count(lv.escalations)} escalation runs left out): fitted "
+        f"{fmt.num(lv.fitted.snips)}, shipped {fmt.num(lv.shipped.snips)}, fitted minus shipped "
+        f"{fmt.signed(lv.snips.value)} (95% CI {'n/a' if ci is None else f'{fmt.signed(ci[0])} to {fmt.signed(ci[1])}'}"
+        f", paired bootstrap over tasks); doubly robust {fmt.signed(lv.dr.value)} "
+        f"(95% CI {'n/a' if dr is None else f'{fmt.signed(dr[0])} to {fmt.signed(dr[1])}'}). "
+        f"Verdict on them: {lv.recommendation}.",
+        lead=True,
+    )
 
 
 def _best_single_phrase(stats: Stats) -> str:

@@ -75,7 +75,7 @@ def _grid_slice(stats: Stats) -> list[GridRow]:
     if any(r.kind == "expected_hit_rate" for r in stats.grid):
         return [r for r in stats.grid if r.kind == "expected_hit_rate"]
     fitted = stats.constants.fitted
-    rows = [r for r in stats.grid if r.kind != "replay"]
+    rows = [r for r in stats.grid if r.kind == "greedy_hit_rate"]
     return [r for r in rows if r.half_life_days == fitted.half_life_days and r.lambda_ == fitted.lambda_] or rows
 
 

@@ -127,10 +127,13 @@ def constants_section(stats: Stats) -> list[Block]:
     c = stats.constants
     shipped, fitted = c.shipped.model_dump(by_alias=True), c.fitted.model_dump(by_alias=True)
     names = [n for n in CONSTANT_NAMES if n != "lambda" or shipped.get(n) is not None or fitted.get(n) is not None]
-    rows = [
-        [n, fmt.constant(n, shipped.get(n)), fmt.constant(n, fitted.get(n)), c.selected_on.get(n, "not searched")]
-        for n in names
-    ]
+
+    def shown(n: str, values: dict) -> str:  # exploration is an arm: its mode and its share
+        return (
+            fmt.arm(values.get("exploration_mode"), values[n]) if n == "exploration" else fmt.constant(n, values.get(n))
+        )
+
+    rows = [[n, shown(n, shipped), shown(n, fitted), c.selected_on.get(n, "not searched")] for n in names]
     out: list[Block] = [Heading(2, "Shipped and fitted constants", "constants")]
     if c.shipped_from == "code defaults":  # the same sentence as the summary and `ratings compare`
         out.append(para(fmt.sentence(defaults_note(c.shipped))))
@@ -168,7 +171,7 @@ def baselines_section(stats: Stats) -> list[Block]:
     replay = [
         [
             k,
-            fmt.constant("exploration", run.exploration),
+            fmt.arm(run.exploration_mode, run.exploration),
             fmt.num(run.realized_value, 4),
             fmt.mean_count(run.tasks_routed),
             fmt.mean_count(run.tasks_skipped),
@@ -220,21 +223,27 @@ def grid_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
         Heading(2, "The grid of constants (diagnostic)", "grid"),
         fig or para("No grid rows were evaluated."),
     ]
-    replay = [r for r in stats.grid if r.kind == "replay"]
+    replay = [r for r in stats.grid if r.kind in ("replay", "logged_value") and r.exploration is not None]
     if replay:
+        fitted_arm = (f.exploration_mode, f.exploration)
         rows = [
             [
-                fmt.constant("exploration", r.exploration) + (" (fitted)" if r.exploration == f.exploration else ""),
+                fmt.arm(r.exploration_mode, float(r.exploration or 0.0))
+                + (" (fitted)" if (r.exploration_mode or "epsilon", r.exploration) == fitted_arm else ""),
                 fmt.num(r.validation),
                 fmt.num(r.held_out_diagnostic),
             ]
             for r in replay
         ]
+        how = (
+            "by its SNIPS value on the logged validation decisions (no validation task was done by two "
+            "configurations, so no replay can compare arms)"
+            if replay[0].kind == "logged_value"
+            else "by sequential replay on the validation tasks (exploring always lowers the immediate hit rate, so "
+            "the hit rate cannot choose it)"
+        )
         out += [
-            para(
-                "Exploration is chosen by sequential replay on the validation tasks (exploring always lowers "
-                "the immediate hit rate, so the hit rate cannot choose it):"
-            ),
+            para(f"Exploration, a mode (epsilon or Thompson) and a share, is chosen {how}:"),
             table(
                 ["exploration", "validation realized value", "held-out (diagnostic)"], rows, numeric=[False, True, True]
             ),

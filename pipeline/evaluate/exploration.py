@@ -1,4 +1,5 @@
-"""The exploration verdict's evidence: the sequential replay on held-out tasks, fitted against shipped epsilon.
+"""The exploration verdict's evidence: the sequential replay on held-out tasks, the fitted against the shipped arm
+(how it explores, epsilon or Thompson, and how much).
 
 One replay path cannot carry an interval: it is path-dependent (what it learns on a task changes later
 choices), which tasks it skips depends on epsilon, and for quality per dollar its value is a ratio of totals,
@@ -91,9 +92,14 @@ def _mean(results: list[ReplayResult], field: str) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _side(results: list[ReplayResult], exploration: float) -> dict[str, Any]:
+#: How a replay explores and how much: ``(mode, eps)``, mode ``epsilon`` or ``thompson`` (docs/design.md, Exploration).
+Arm = tuple[str, float]
+
+
+def _side(results: list[ReplayResult], arm: Arm) -> dict[str, Any]:
     return {
-        "exploration": exploration,
+        "exploration": arm[1],
+        "exploration_mode": arm[0],
         "realized_value": _mean(results, "realized_value"),
         "tasks_routed": _mean(results, "tasks_routed"),
         "tasks_skipped": _mean(results, "tasks_skipped"),
@@ -111,19 +117,19 @@ def _difference(fitted: list[ReplayResult], shipped: list[ReplayResult]) -> floa
     return float(np.mean(pairs)) if pairs else None
 
 
-def seeded_runs(exploration: float, seed: int, *, seeds: int, order: np.ndarray | None = None) -> list[ReplayRun]:
-    """The :data:`SEEDS` runs of one epsilon: seed ``(seed, i)`` for replicate i."""
-    return [ReplayRun(exploration, (seed, i), order) for i in range(seeds)]
+def seeded_runs(arm: Arm, seed: int, *, seeds: int, order: np.ndarray | None = None) -> list[ReplayRun]:
+    """The :data:`SEEDS` runs of one arm: seed ``(seed, i)`` for replicate i (both modes share the draws)."""
+    return [ReplayRun(arm[1], (seed, i), order, arm[0]) for i in range(seeds)]
 
 
 def replay_value(
-    start: ReplayStart, tasks: pl.DataFrame, outcomes: pl.DataFrame, explorations: list[float], *, seed: int,
+    start: ReplayStart, tasks: pl.DataFrame, outcomes: pl.DataFrame, arms: list[Arm], *, seed: int,
     seeds: int = SEEDS,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """Per epsilon, its replay averaged over ``seeds`` seeds (:func:`_side`): what validation chooses by."""
-    runs = [r for eps in explorations for r in seeded_runs(eps, seed, seeds=seeds)]
+    """Per arm, its replay averaged over ``seeds`` seeds (:func:`_side`): what validation chooses by."""
+    runs = [r for arm in arms for r in seeded_runs(arm, seed, seeds=seeds)]
     results = replay_runs(start, tasks, outcomes, runs)
-    return [_side(results[i * seeds : (i + 1) * seeds], eps) for i, eps in enumerate(explorations)]
+    return [_side(results[i * seeds : (i + 1) * seeds], arm) for i, arm in enumerate(arms)]
 
 
 def compare_explorations(
@@ -131,17 +137,20 @@ def compare_explorations(
     tasks: pl.DataFrame,
     outcomes: pl.DataFrame,
     *,
-    shipped: float,
-    fitted: float,
+    shipped: Arm | float,
+    fitted: Arm | float,
     seed: int,
     seeds: int = SEEDS,
     bootstrap_seeds: int = BOOTSTRAP_SEEDS,
     resamples: int = RESAMPLES,
     subsample: int | None = None,
 ) -> dict[str, Any]:
-    """Held-out replay of ``fitted`` against ``shipped`` epsilon from one learned start: both sides averaged over
-    ``seeds`` seeds, their difference and its moving-block bootstrap 95% interval (``bootstrap_seeds`` seeds a
-    resample; above ``subsample`` tasks each resample replays ``subsample`` of them, module doc)."""
+    """Held-out replay of ``fitted`` against ``shipped`` (arms; a bare eps explores the epsilon way) from one learned
+    start: both sides averaged over ``seeds`` seeds, their difference and its moving-block bootstrap 95% interval
+    (``bootstrap_seeds`` seeds a resample; above ``subsample`` tasks each resample replays ``subsample`` of them,
+    module doc)."""
+    fitted = fitted if isinstance(fitted, tuple) else ("epsilon", fitted)
+    shipped = shipped if isinstance(shipped, tuple) else ("epsilon", shipped)
     n = tasks.height
     base = seeded_runs(fitted, seed, seeds=seeds) + seeded_runs(shipped, seed, seeds=seeds)
     results = replay_runs(start, tasks, outcomes, base)
@@ -165,8 +174,8 @@ def compare_explorations(
         runs = [
             r
             for order in orders
-            for eps in (fitted, shipped)
-            for r in seeded_runs(eps, seed, seeds=boot_seeds, order=order)
+            for arm in (fitted, shipped)
+            for r in seeded_runs(arm, seed, seeds=boot_seeds, order=order)
         ]
         boot = replay_runs(start, tasks, outcomes, runs)
         stats = []

@@ -28,6 +28,7 @@ from .exploration import compare_explorations
 from .frontier import frontier_lambdas, frontier_section
 from .intervals import paired_bootstrap
 from .ladders import ladders_section
+from .logged import LoggedParts, Target, unweighted_note
 from .metrics import eligible, expected_hit, hit_summary, mark_best
 from .replay import ReplayStart, start_from
 from .search import MIN_EXPLORATION, SEARCHED, ConstantSearch, Pins, Scored, greedy_hits, search
@@ -79,10 +80,8 @@ def evaluate(
     min_exploration: float = MIN_EXPLORATION,
 ) -> Evaluation:
     """Run the evaluation (docs/design.md, Evaluation) on ``ctx`` (aggregated with a split and every half-life of
-    the grid; its ``shipped`` and ``objective`` are the fit's).
-
-    ``shipped_constants`` already carry the cost floor, min samples and lambda.
-    """
+    the grid; its ``shipped`` and ``objective`` are the fit's); ``shipped_constants`` carry the cost floor, min
+    samples and lambda."""
     check_split(ctx)
     shipped = ctx.shipped
     # Costs are known when some learned (task, config) has every attempt priced: the model's own rule
@@ -95,17 +94,14 @@ def evaluate(
     def fit(part: Part, constants: Constants) -> FittedModel:
         return ctx.model(part, constants, effective)
 
-    def start(model: FittedModel, part: Scored) -> ReplayStart:
-        regions = sorted(set(part.tasks["region"].cast(pl.String).to_list()))
-        return start_from(model, regions)
-
     val_part = scored_part(ctx, Part.INNER, Part.VALIDATION, fit(Part.INNER, shipped_constants), floor=floor)
     held_part = scored_part(ctx, Part.LEARNED, Part.HELD_OUT, fit(Part.LEARNED, shipped_constants), floor=floor)
+    logged, by_logged = _logged_scoring(ctx, lambda part: fit(part, shipped_constants), val_part, held_part)
     found: ConstantSearch = search(
         val_part,
         held_part,
         fit=fit,
-        start=start,
+        start=_start,
         shipped=shipped_constants,
         pins=pins,
         objective=effective,
@@ -113,18 +109,26 @@ def evaluate(
         has_shipped_priors=bool(shipped.priors),
         seed=seed,
         min_exploration=min_exploration,
+        logged=logged if by_logged["validation"] else None,
     )
     fitted = found.constants
     models = {"shipped": fit(Part.LEARNED, shipped_constants), "fitted": fit(Part.LEARNED, fitted)}
-    hits = {name: greedy_hits(model, held_part) for name, model in models.items()}
-    val_hits = {
-        name: hit_summary(greedy_hits(fit(Part.INNER, c), val_part))["hit_rate"]
-        for name, c in (("shipped", shipped_constants), ("fitted", fitted))
-    }
-    # The prior family's verdict: greedy hit rates (exploration does not change a greedy choice).
-    routing = _routing(hits, val_hits, shipped_constants, fitted, seed)
+    inner = {"shipped": fit(Part.INNER, shipped_constants), "fitted": fit(Part.INNER, fitted)}
+    # The prior family's verdict: greedy hit rates (exploration does not change a greedy choice), or the logged
+    # decisions where no hit rate exists.
+    routing = _routing(_hits(models, held_part), _val_hits(inner, val_part), shipped_constants, fitted, seed)
+    _decide_on_logged(routing, logged, models, inner, found, by_logged, seed=seed)
     published, provenance = _published(
-        routing, held_part, shipped_constants, found, pins, fit=fit, start=start, effective=effective, seed=seed
+        routing,
+        held_part,
+        shipped_constants,
+        found,
+        pins,
+        fit=fit,
+        start=_start,
+        effective=effective,
+        seed=seed,
+        logged=logged if by_logged["held_out"] else None,
     )
     exploration = routing["exploration"]
     replays = {"shipped": exploration["shipped"], "fitted": exploration["fitted"]}
@@ -159,10 +163,12 @@ def _published(
     start: Callable[[FittedModel, Scored], ReplayStart],
     effective: str,
     seed: int,
+    logged: LoggedParts | None = None,
 ) -> tuple[Constants, dict[str, ConstantOrigin]]:
     """The published constants and where each comes from: the prior family as its verdict says, then the
-    exploration verdict (the replay on held-out with the priors that will be published); both verdicts and the
-    published combination's figures go into ``routing``."""
+    exploration verdict (the replay on held-out with the priors that will be published; with ``logged``, the
+    logged held-out decisions decide); both verdicts and the published combination's figures go into
+    ``routing``."""
     fitted = found.constants
     prior_adopted = routing["recommendation"] == "adopt"
     priors = shipped.model_copy(
@@ -176,18 +182,15 @@ def _published(
         fitted,
         found.validation_replay,
         seed,
-        eligible=held_part.best["task"].n_unique(),
+        eligible=_count(held_part),
     )
-    if shipped.exploration_mode == "thompson" and exploration["recommendation"] == "adopt":
-        # the replay draws the epsilon way (a uniformly chosen member): its evidence is not about a Thompson share
-        exploration = {
-            **exploration,
-            "recommendation": "insufficient-evidence",
-            "reason": "the held-out replay explores the epsilon way (a uniformly chosen member), not by Thompson "
-            "draws, so it does not judge the share of Thompson draws: the shipped share stands",
-        }
+    if logged is not None:
+        exploration = _logged_exploration(exploration, logged, prior_model, shipped, fitted, seed=seed)
     explore_adopted = exploration["recommendation"] == "adopt" or "exploration" in pins
-    published = priors.model_copy(update={"exploration": (fitted if explore_adopted else shipped).exploration})
+    source = fitted if explore_adopted else shipped
+    published = priors.model_copy(
+        update={"exploration": source.exploration, "exploration_mode": source.exploration_mode}
+    )
     provenance: dict[str, ConstantOrigin] = {
         name: "pinned"
         if name in pins
@@ -201,9 +204,133 @@ def _published(
         "provenance": provenance,
         **hit_summary(greedy_hits(prior_model, held_part)),
         "exploration": published.exploration,
+        "exploration_mode": published.exploration_mode,
         "realized_value": exploration["fitted" if explore_adopted else "shipped"]["realized_value"],
     }
     return published, provenance
+
+
+def _start(model: FittedModel, part: Scored) -> ReplayStart:
+    """A replay of ``part``'s tasks starting from ``model``."""
+    return start_from(model, sorted(set(part.tasks["region"].cast(pl.String).to_list())))
+
+
+def _hits(models: dict[str, FittedModel], part: Scored) -> dict[str, pl.DataFrame]:
+    """Per model its per-task greedy hits on ``part``."""
+    return {name: greedy_hits(model, part) for name, model in models.items()}
+
+
+def _val_hits(models: dict[str, FittedModel], part: Scored) -> dict[str, float | None]:
+    """Per model its greedy hit rate on ``part`` (validation)."""
+    return {name: hit_summary(hits)["hit_rate"] for name, hits in _hits(models, part).items()}
+
+
+def _count(part: Scored) -> int:
+    """The eligible tasks of a scored part (those a hit rate is defined on)."""
+    return int(part.best["task"].n_unique())
+
+
+def _logged_scoring(
+    ctx: FitContext, fit: Callable[[Part], FittedModel], val_part: Scored, held_part: Scored
+) -> tuple[LoggedParts, dict[str, bool]]:
+    """The logged actions of validation and held-out (``fit``: the shipped constants' model of a part), and where
+    they decide: a part with fewer than :data:`MIN_ELIGIBLE` eligible tasks (one config per task) and at least as
+    many logged tasks (docs/design.md, Verdicts on logged data)."""
+    logged = LoggedParts.of(ctx, fit)
+    return logged, {
+        "validation": _count(val_part) < MIN_ELIGIBLE and logged.validation.tasks >= MIN_ELIGIBLE,
+        "held_out": _count(held_part) < MIN_ELIGIBLE and logged.held_out.tasks >= MIN_ELIGIBLE,
+    }
+
+
+def _logged_verdict(
+    figures: dict[str, Any], val: dict[str, float | None], *, same: bool, same_text: str, what: str
+) -> dict[str, Any]:
+    """A verdict on the logged held-out decisions (:mod:`pipeline.evaluate.logged`): by the SNIPS difference and
+    its interval, with the doubly robust difference beside it in the reason."""
+    diff, dr = figures["snips"], figures["dr"]
+    weighting = "weighted" if figures["weighted"] else "unweighted"
+    recommendation, reason = recommend(
+        diff["value"],
+        None if diff["ci95"] is None else tuple(diff["ci95"]),
+        figures["tasks"],
+        val,
+        same=same,
+        measure=f"{what} SNIPS value on the logged held-out decisions ({weighting})",
+        tasks="logged held-out task(s)",
+        fmt="{:+.4g}",
+        val_fmt="{:.4g}",
+        same_text=same_text,
+    )
+    if dr["value"] is not None:
+        ci = "undefined" if dr["ci95"] is None else "[{:+.4g}, {:+.4g}]".format(*dr["ci95"])
+        reason += f"; doubly robust difference {dr['value']:+.4g} (95% CI {ci})"
+    return {**figures, "validation": val, "recommendation": recommendation, "reason": reason}
+
+
+def _decide_on_logged(
+    routing: dict[str, Any],
+    logged: LoggedParts,
+    models: dict[str, FittedModel],
+    inner: dict[str, FittedModel],
+    found: ConstantSearch,
+    by_logged: dict[str, bool],
+    *,
+    seed: int,
+) -> None:
+    """The prior family judged on the logged held-out decisions (greedy targets), in ``routing["logged"]`` wherever
+    the held-out part logged a task; where the hit rate cannot decide (``by_logged["held_out"]``) this verdict is
+    the family's (``decided_by``). ``inner``: the shipped and the fitted constants' fits of the inner part, scored
+    on the logged validation decisions (``val`` lists the shipped one first, as the hit rate's)."""
+    routing["decided_by"] = "logged" if by_logged["held_out"] else "hit_rate"
+    routing["searched_by"] = "logged" if by_logged["validation"] else "hit_rate"
+    if logged.held_out.tasks == 0:
+        routing["logged"] = None
+        return
+    fitted = found.constants
+    figures = logged.compare(Target(models["fitted"]), Target(models["shipped"]), seed=seed)
+    val = {name: logged.value(False, model) for name, model in inner.items()}
+    same = all(getattr(models["shipped"].constants, f) == getattr(fitted, f) for f in PRIOR_FAMILY)
+    verdict = _logged_verdict(
+        figures, val, same=same, same_text="the fitted prior family is the shipped one", what="greedy"
+    )
+    verdict["reason"] += f"; {unweighted_note(logged.held_out)}"
+    routing["logged"] = verdict
+    if by_logged["held_out"]:
+        routing["recommendation"], routing["reason"] = verdict["recommendation"], verdict["reason"]
+
+
+def _logged_exploration(
+    replayed: dict[str, Any],
+    logged: LoggedParts,
+    prior_model: FittedModel,
+    shipped: Constants,
+    fitted: Constants,
+    *,
+    seed: int,
+) -> dict[str, Any]:
+    """The exploration verdict on the logged held-out decisions: the table that will be published explored by each
+    arm, fitted against shipped, by SNIPS (the replay's figures stay beside it). What it measures is what exploring
+    costs at today's table (a stochastic target's value), not what it teaches later."""
+    arms = {name: (c.exploration_mode, float(c.exploration)) for name, c in (("shipped", shipped), ("fitted", fitted))}
+    targets = {name: Target(prior_model, eps, mode) for name, (mode, eps) in arms.items()}
+    figures = logged.compare(targets["fitted"], targets["shipped"], seed=seed)
+    val = replayed["validation"]
+    verdict = _logged_verdict(
+        figures,
+        val,
+        same=arms["shipped"] == arms["fitted"],
+        same_text="the fitted exploration is the shipped one",
+        what="exploration",
+    )
+    verdict["reason"] += f"; {unweighted_note(logged.held_out)}"
+    return {
+        **replayed,
+        "recommendation": verdict["recommendation"],
+        "reason": verdict["reason"],
+        "decided_by": "logged",
+        "logged": verdict,
+    }
 
 
 def _held_out_figures(
@@ -293,18 +420,20 @@ def _exploration(
     part: Scored,
     shipped: Constants,
     fitted: Constants,
-    validation: dict[float, float | None],
+    validation: dict[tuple[str, float], float | None],
     seed: int,
     *,
     eligible: int,
 ) -> dict[str, Any]:
-    """The exploration verdict: held-out replay of the fitted against the shipped epsilon (seed-averaged, moving-
-    block bootstrap interval: :func:`pipeline.evaluate.exploration.compare_explorations`), validated on the
-    validation replay that chose it. Like the prior family's, it needs :data:`MIN_ELIGIBLE` ``eligible`` held-out
-    tasks: where no task was done by two configurations, no replay can show one exploration beating another."""
-    eps_s, eps_f = float(shipped.exploration), float(fitted.exploration)
-    figures = compare_explorations(start, part.tasks, part.outcomes, shipped=eps_s, fitted=eps_f, seed=seed)
-    val = {"shipped": validation.get(eps_s), "fitted": validation.get(eps_f)}
+    """The exploration verdict: held-out replay of the fitted against the shipped arm (mode and share; seed-
+    averaged, moving-block bootstrap interval: :func:`pipeline.evaluate.exploration.compare_explorations`),
+    validated on the validation values that chose it. Like the prior family's, it needs :data:`MIN_ELIGIBLE`
+    ``eligible`` held-out tasks: where no task was done by two configurations, no replay can show one exploration
+    beating another (the logged decisions then decide: :func:`_logged_exploration`)."""
+    arm_s = (shipped.exploration_mode, float(shipped.exploration))
+    arm_f = (fitted.exploration_mode, float(fitted.exploration))
+    figures = compare_explorations(start, part.tasks, part.outcomes, shipped=arm_s, fitted=arm_f, seed=seed)
+    val = {"shipped": validation.get(arm_s), "fitted": validation.get(arm_f)}
     diff = figures["difference"]
     method = figures["method"]
     enough = eligible >= MIN_ELIGIBLE
@@ -313,17 +442,24 @@ def _exploration(
         None if diff["ci95"] is None else tuple(diff["ci95"]),
         method["tasks"] if enough else eligible,
         val,
-        same=eps_s == eps_f,
+        same=arm_s == arm_f,
         measure=f"held-out replay value (mean of {method['seeds']} replay seeds, moving-block bootstrap)",
         tasks="held-out task(s) to replay" if enough else ELIGIBLE_TASKS,
         fmt="{:+.4g}",
         val_fmt="{:.4g}",
     )
-    if eps_s == eps_f:
+    if arm_s == arm_f:
         reason = reason.replace(
             "the fitted constants are the shipped ones", "the fitted exploration is the shipped one"
         )
-    return {**figures, "validation": val, "recommendation": recommendation, "reason": reason}
+    return {
+        **figures,
+        "validation": val,
+        "recommendation": recommendation,
+        "reason": reason,
+        "decided_by": "replay",
+        "logged": None,
+    }
 
 
 def _routing(

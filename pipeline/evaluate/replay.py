@@ -34,6 +34,7 @@ class ReplayResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     exploration: float
+    exploration_mode: str = "epsilon"
     realized_value: float | None
     tasks_routed: int
     tasks_skipped: int
@@ -97,6 +98,7 @@ class ReplayRun:
     exploration: float
     seed: int | tuple[int, ...]
     order: np.ndarray | None = None
+    mode: str = "epsilon"  # how it explores: a uniformly chosen other member, or a Thompson draw ("thompson")
 
 
 def replay(
@@ -133,6 +135,7 @@ def replay_runs(
         return [
             ReplayResult(
                 exploration=r.exploration,
+                exploration_mode=r.mode,
                 realized_value=None,
                 tasks_routed=0,
                 tasks_skipped=_length(r, n_tasks),
@@ -175,12 +178,18 @@ def _run(
     if len(steps) != 1:
         raise ValueError("runs replayed together route the same number of tasks")
     (length,) = steps
-    # One uniform and one index per position, whatever epsilon is: runs that share a seed share their draws.
+    # One uniform and one index per position, whatever epsilon is, then (when a run draws the Thompson way) one
+    # standard normal per position and config: runs that share a seed share their draws.
     seeds = list(dict.fromkeys(r.seed for r in runs))
+    thompson = np.array([r.mode == "thompson" for r in runs], dtype=np.bool_)
+    shape = (length, len(pool)) if thompson.any() else (1, 1)
     draw_u, draw_i = np.empty((len(seeds), length)), np.empty((len(seeds), length))
+    draw_z = np.zeros((len(seeds), *shape))
     for row, seed in enumerate(seeds):
         rng = np.random.default_rng(seed)
         draw_u[row], draw_i[row] = rng.random(length), rng.random(length)
+        if thompson.any():
+            draw_z[row] = rng.standard_normal(shape)
     draw_of_run = np.array([seeds.index(r.seed) for r in runs], dtype=np.int64)
     eps = np.array([r.exploration for r in runs], dtype=np.float64)
     # Per region and config: S, W, the sum and count of known task costs (posterior and cost mean: docs/design.md, Fit).
@@ -206,13 +215,15 @@ def _run(
     for members in by_order.values():
         idx = np.array(members, dtype=np.int64)
         totals = route_runs(
-            policy, outcomes, init, runs[members[0]].order, (draw_u, draw_i), draw_of_run[idx], eps[idx]
-        )
+            policy, outcomes, init, runs[members[0]].order, (draw_u, draw_i, draw_z), draw_of_run[idx], eps[idx],
+            thompson[idx],
+        )  # fmt: skip
         routed[idx], explored[idx] = totals.routed, totals.explored
         total_q[idx], total_cost[idx], total_utility[idx] = totals.total_q, totals.total_cost, totals.total_utility
     return [
         ReplayResult(
             exploration=r.exploration,
+            exploration_mode=r.mode,
             realized_value=_realized(
                 start, int(routed[i]), float(total_q[i]), float(total_cost[i]), float(total_utility[i])
             ),

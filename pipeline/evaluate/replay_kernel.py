@@ -66,15 +66,18 @@ def route_runs(
     outcomes: Outcomes,
     init: np.ndarray,
     order: np.ndarray | None,
-    draws: tuple[np.ndarray, np.ndarray],
+    draws: tuple[np.ndarray, ...],
     draw_of_run: np.ndarray,
     eps: np.ndarray,
+    thompson: np.ndarray | None = None,
 ) -> Totals:
     """Route every run over ``order`` (task positions; None: every task once, in replay order).
 
     ``init``: regions x configs x 4 starting sums (S, W, sum and count of known costs). ``draws``: the uniforms
-    that decide whether to explore and the ones that pick the other member, one row per draw sequence, indexed by
-    the step; ``draw_of_run``: each run's row; ``eps``: each run's exploration.
+    that decide whether to explore, the ones that pick the other member (epsilon) and the standard normals of a
+    Thompson draw (one per config; omitted, or rows x 1 x 1, when no run draws the Thompson way), one row per draw
+    sequence, indexed by the step; ``draw_of_run``: each run's row; ``eps``: each run's exploration;
+    ``thompson``: whether each run explores by Thompson draws (default: none does).
     """
     steps = np.arange(outcomes.task_region.shape[0]) if order is None else order
     n_runs = eps.shape[0]
@@ -94,8 +97,10 @@ def route_runs(
         *_constants(policy),
         np.ascontiguousarray(draws[0], dtype=np.float64),
         np.ascontiguousarray(draws[1], dtype=np.float64),
+        np.ascontiguousarray(draws[2] if len(draws) > 2 else np.zeros((len(draws[0]), 1, 1)), dtype=np.float64),
         np.ascontiguousarray(draw_of_run, dtype=np.int64),
         np.ascontiguousarray(eps, dtype=np.float64),
+        np.zeros(n_runs, np.bool_) if thompson is None else np.ascontiguousarray(thompson, dtype=np.bool_),
         *totals,
     )
     return totals
@@ -136,6 +141,39 @@ def _refresh(i, sums, prior, fallback, params, flags, keys, above):  # type: ign
 
 
 @_jit
+def _thompson(first, n, sums, prior, fallback, params, flags, z):  # type: ignore[no-untyped-def]
+    """A Thompson draw among cells ``first .. first + n - 1`` (the router's, :func:`pipeline.routing.thompson.draw`):
+    theta = q + sd z per config (``z`` in key order), sd of a Beta with n = k + W pseudo-samples; the best sampled
+    objective, the first in key order on a tie. Returns the index in the region."""
+    k, floor, lam = params[0], params[1], params[2]
+    best, best_value = 0, -np.inf
+    for j in range(n):
+        i = first + j
+        s, w, cost_sum, cost_n = sums[i, 0], sums[i, 1], sums[i, 2], sums[i, 3]
+        p = prior[i]
+        q = p if k + w == 0 else (k * p + s) / (k + w)
+        m = max(k, 0.0) + max(w, 0.0)
+        qc = min(max(q, 0.0), 1.0)
+        a, b = qc * m + 0.5, (1.0 - qc) * m + 0.5
+        sd = np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1.0)))
+        est = cost_sum / max(cost_n, 1.0) if cost_n > 0 else fallback[i]
+        if not np.isnan(est):
+            est = max(est, floor)
+        theta = q + sd * z[j]
+        # the objective is affine in theta, slope * theta + intercept, the same operations as the router's
+        # (pipeline.routing.thompson._affine): quality where the cost is unknown
+        slope, intercept = 1.0, 0.0
+        if flags[0] == 1 and not np.isnan(est):
+            slope, intercept = (lam if flags[1] else 1.0), -est
+        elif flags[0] == 2 and not np.isnan(est):
+            slope = 1.0 / est
+        value = slope * theta + intercept
+        if value > best_value:
+            best, best_value = j, value
+    return best
+
+
+@_jit
 def _before(keys, above, a, b):  # type: ignore[no-untyped-def]
     """Cell a ranks strictly before cell b in the greedy order (a lower index breaks a tie: the caller's order)."""
     if above[a] != above[b]:
@@ -170,6 +208,30 @@ def greedy_choices(policy: Policy, init: np.ndarray) -> np.ndarray:
     )
 
 
+def thompson_choice(policy: Policy, init: np.ndarray, region: int, z: np.ndarray) -> int:
+    """The kernel's Thompson draw in ``region`` (an index into the pool) from ``init`` and the normals ``z`` (one per
+    config, key order): ``tests/evaluate/test_replay_kernel.py`` holds it against the router's draw."""
+    n_regions, k_pool = policy.prior.shape
+    params, flags = _constants(policy)
+    return int(
+        _thompson_at(
+            region * k_pool,
+            k_pool,
+            np.ascontiguousarray(init, dtype=np.float64).reshape(n_regions * k_pool, 4),
+            np.ascontiguousarray(policy.prior, dtype=np.float64).reshape(-1),
+            np.ascontiguousarray(policy.fallback, dtype=np.float64).reshape(-1),
+            params,
+            flags,
+            np.ascontiguousarray(z, dtype=np.float64),
+        )
+    )
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _thompson_at(first, n, sums, prior, fallback, params, flags, z):  # type: ignore[no-untyped-def]
+    return _thompson(first, n, sums, prior, fallback, params, flags, z)
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _choices(k_pool, init, prior, fallback, params, flags):  # type: ignore[no-untyped-def]
     n_cells = init.shape[0]
@@ -200,7 +262,7 @@ def _constants(policy: Policy) -> tuple[np.ndarray, np.ndarray]:
 @numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
 def _routes(  # type: ignore[no-untyped-def]
     k_pool, order, task_region, value, weight, cost, known, init, prior, fallback, params, flags, draw_u, draw_i,
-    draw_of_run, eps, routed, explored, total_q, total_cost, total_utility,
+    draw_z, draw_of_run, eps, thompson, routed, explored, total_q, total_cost, total_utility,
 ):  # fmt: skip
     """Cells (``init``, ``prior``, ``fallback``) are region-major: cell = region * configs + config. The keys have one
     more row, where a cell's previous keys are kept while it is refreshed."""
@@ -216,16 +278,23 @@ def _routes(  # type: ignore[no-untyped-def]
         choice0[g] = _greedy(g * k_pool, k_pool, keys0, above0)
     for run in numba.prange(eps.shape[0]):
         sums, keys, above, choice = init.copy(), keys0.copy(), above0.copy(), choice0.copy()
-        u_row, i_row, e = draw_u[draw_of_run[run]], draw_i[draw_of_run[run]], eps[run]
+        row = draw_of_run[run]
+        u_row, i_row, z_rows, e, ts = draw_u[row], draw_i[row], draw_z[row], eps[run], thompson[run]
         n_routed, n_explored, tq, tc, tu = 0, 0, 0.0, 0.0, 0.0
         for step in range(order.shape[0]):
             task = order[step]
             g = task_region[task]
             chosen = choice[g]
             if k_pool > 1 and u_row[step] < e:
-                other = np.int64(i_row[step] * (k_pool - 1))  # uniform over the pool without the greedy choice
-                chosen = other if other < chosen else other + 1
-                n_explored += 1
+                if ts:  # a Thompson draw among the whole pool (it may draw the greedy choice)
+                    drawn = _thompson(g * k_pool, k_pool, sums, prior, fallback, params, flags, z_rows[step])
+                    if drawn != chosen:
+                        n_explored += 1
+                    chosen = drawn
+                else:
+                    other = np.int64(i_row[step] * (k_pool - 1))  # uniform over the pool without the greedy choice
+                    chosen = other if other < chosen else other + 1
+                    n_explored += 1
             cell = task * k_pool + chosen
             v = value[cell]
             if np.isnan(v):  # the chosen config did not do this task: skipped, nothing revealed

@@ -33,9 +33,13 @@ import polars as pl
 from ..defaults import EXPLORATIONS, HALF_LIVES, MIN_EXPLORATION, PRIOR_SOURCES, PRIOR_WEIGHTS, lambda_grid
 from ..fit.context import Part
 from ..routing.table import Constants
-from .exploration import replay_value
+from .exploration import Arm, replay_value
+from .logged import LoggedParts
 from .metrics import BestIndex, expected_hit, hit_summary
 from .replay import ReplayStart
+
+#: The exploration modes the search replays (docs/design.md, Exploration).
+MODES = ("epsilon", "thompson")
 
 SEARCHED = ("prior_source", "prior_weight", "exploration", "half_life_days", "lambda")
 
@@ -76,8 +80,9 @@ class ConstantSearch:
     selected_on: dict[str, str]
     rows: list[dict] = field(default_factory=list)
     validation_hits: pl.DataFrame | None = None  # per-task hits of the chosen set on validation
-    # exploration -> its validation replay value (mean over the replay seeds), for the grid and the shipped one
-    validation_replay: dict[float, float | None] = field(default_factory=dict)
+    # (mode, exploration) -> its validation value (the replay's mean over the replay seeds, or the logged SNIPS
+    # value where the search scores on logged decisions), for the grid and the shipped arm
+    validation_replay: dict[Arm, float | None] = field(default_factory=dict)
 
 
 def greedy_hits(model: Any, part: Scored) -> pl.DataFrame:
@@ -161,21 +166,34 @@ def search(
     has_shipped_priors: bool,
     seed: int,
     min_exploration: float = MIN_EXPLORATION,
+    logged: LoggedParts | None = None,
 ) -> ConstantSearch:
     """Choose the constants on ``validation``; score each evaluated set on ``held_out`` as a diagnostic.
 
     Exploration is chosen on the validation replay averaged over the replay seeds
-    (:func:`pipeline.evaluate.exploration.replay_value`) among :func:`exploration_grid`."""
+    (:func:`pipeline.evaluate.exploration.replay_value`) among :data:`MODES` x :func:`exploration_grid`. With
+    ``logged`` (validation has too few eligible tasks for a hit rate) both are chosen by the SNIPS value on the
+    logged validation decisions instead (:mod:`pipeline.evaluate.logged`)."""
     candidates = candidate_sets(
         shipped, pins, objective=objective, lambda_scale=lambda_scale, has_shipped_priors=has_shipped_priors
     )
     selected_on = {name: ("pinned" if name in pins else "validation") for name in SEARCHED}
     if objective != "utility":
         selected_on.pop("lambda")
-    rows, chosen, chosen_hits = _prior_search(candidates, validation, held_out, fit=fit, shipped=shipped)
+    rows, chosen, chosen_hits = _prior_search(candidates, validation, held_out, fit=fit, shipped=shipped, logged=logged)
     grid = exploration_grid(min_exploration)
     chosen, replayed = _exploration_search(
-        chosen, validation, held_out, rows, fit=fit, start=start, shipped=shipped, pins=pins, grid=grid, seed=seed
+        chosen,
+        validation,
+        held_out,
+        rows,
+        fit=fit,
+        start=start,
+        shipped=shipped,
+        pins=pins,
+        grid=grid,
+        seed=seed,
+        logged=logged,
     )
     rows.extend(_heat_map(validation, held_out, fit, chosen, pins, grid))
     return ConstantSearch(
@@ -188,17 +206,25 @@ def search(
 
 
 def _prior_search(
-    candidates: list[Constants], validation: Scored, held_out: Scored, *, fit: FitFn, shipped: Constants
+    candidates: list[Constants],
+    validation: Scored,
+    held_out: Scored,
+    *,
+    fit: FitFn,
+    shipped: Constants,
+    logged: LoggedParts | None = None,
 ) -> tuple[list[dict], Constants, pl.DataFrame]:
-    """Every candidate set's greedy hit rate on validation (held-out beside it, a diagnostic); the best one, by
-    the validation score then the tie-break, with its per-task validation hits."""
+    """Every candidate set's greedy hit rate on validation (held-out beside it, a diagnostic), and with ``logged``
+    its SNIPS value on the logged decisions (a row of kind ``logged_value``); the best one, by the validation score
+    (the SNIPS value with ``logged``, else the hit rate) then the tie-break, with its per-task validation hits."""
     rows: list[dict] = []
     # The best set so far (only its per-task hits are kept: a grid of per-task frames would hold every
     # candidate's).
     best: tuple[tuple[float, tuple], Constants, pl.DataFrame] | None = None
     for constants in candidates:
-        val_hits = greedy_hits(fit(validation.fit_part, constants), validation)
-        held_hits = greedy_hits(fit(held_out.fit_part, constants), held_out)
+        val_model, held_model = fit(validation.fit_part, constants), fit(held_out.fit_part, constants)
+        val_hits = greedy_hits(val_model, validation)
+        held_hits = greedy_hits(held_model, held_out)
         val = hit_summary(val_hits)["hit_rate"]
         rows.append(
             _row(
@@ -209,7 +235,18 @@ def _prior_search(
                 exploration=None,
             )
         )
-        score = -1.0 if val is None else val
+        if logged is not None:
+            val = logged.value(False, val_model)
+            rows.append(
+                _row(
+                    constants,
+                    kind="logged_value",
+                    validation=val,
+                    held_out=logged.value(True, held_model),
+                    exploration=None,
+                )
+            )
+        score = -math.inf if val is None else val
         key = (-score, _tie_key(constants, shipped))
         if best is None or key < best[0]:
             best = (key, constants, val_hits)
@@ -230,29 +267,43 @@ def _exploration_search(
     pins: Pins,
     grid: tuple[float, ...],
     seed: int,
-) -> tuple[Constants, dict[float, float | None]]:
-    """Exploration chosen by the validation replay of every grid value (and the shipped and pinned ones, which the
-    verdict compares); the held-out replay of the grid beside it in ``rows``, a diagnostic."""
-    explorations = sorted(
-        {*grid, float(shipped.exploration), *([float(pins["exploration"])] if "exploration" in pins else [])}
-    )
+    logged: LoggedParts | None = None,
+) -> tuple[Constants, dict[Arm, float | None]]:
+    """Exploration (mode and share) chosen by the validation replay of every arm of :data:`MODES` x the grid (and
+    the shipped and pinned arms, which the verdict compares), or with ``logged`` by their SNIPS values on the logged
+    validation decisions; the held-out figures of the grid beside them in ``rows``, a diagnostic. A pinned share
+    keeps the shipped mode. Ties: the higher value, then the shipped arm, then the smaller share, then epsilon."""
+    shipped_arm: Arm = (shipped.exploration_mode, float(shipped.exploration))
+    pinned: list[Arm] = [(shipped.exploration_mode, float(pins["exploration"]))] if "exploration" in pins else []
+    searched = [(mode, eps) for mode in MODES for eps in grid]
+    arms = sorted({*searched, shipped_arm, *pinned})
     model = fit(validation.fit_part, chosen)
-    runs = replay_value(start(model, validation), validation.tasks, validation.outcomes, explorations, seed=seed)
-    replayed = dict(zip(explorations, (r["realized_value"] for r in runs), strict=True))
-    if "exploration" in pins:
-        return chosen.model_copy(update={"exploration": float(pins["exploration"])}), replayed
-    held_model = fit(held_out.fit_part, chosen)
-    held_runs = replay_value(start(held_model, held_out), held_out.tasks, held_out.outcomes, list(grid), seed=seed)
-    for eps, held in zip(grid, held_runs, strict=True):
-        rows.append(
-            _row(chosen, kind="replay", validation=replayed[eps], held_out=held["realized_value"], exploration=eps)
-        )
+    replayed = dict(zip(arms, _values(arms, model, validation, start, logged, seed=seed), strict=True))
+    if pinned:
+        return chosen.model_copy(update={"exploration": pinned[0][1], "exploration_mode": pinned[0][0]}), replayed
+    held_values = _values(searched, fit(held_out.fit_part, chosen), held_out, start, logged, seed=seed)
+    kind = "replay" if logged is None else "logged_value"
+    for arm, held in zip(searched, held_values, strict=True):
+        rows.append(_row(chosen, kind=kind, validation=replayed[arm], held_out=held, exploration=arm[1], mode=arm[0]))
 
-    def eps_key(eps: float) -> tuple[float, bool, float]:
-        value = replayed[eps]
-        return (-(-math.inf if value is None else value), eps != shipped.exploration, eps)
+    def arm_key(arm: Arm) -> tuple[float, bool, float, str]:
+        value = replayed[arm]
+        return (-(-math.inf if value is None else value), arm != shipped_arm, arm[1], arm[0])
 
-    return chosen.model_copy(update={"exploration": min(grid, key=eps_key)}), replayed
+    mode, eps = min(searched, key=arm_key)
+    return chosen.model_copy(update={"exploration": eps, "exploration_mode": mode}), replayed
+
+
+def _values(
+    arms: list[Arm], model: Any, part: Scored, start: StartFn, logged: LoggedParts | None, *, seed: int
+) -> list[float | None]:
+    """Each arm's value on ``part``: its replay (mean over the replay seeds), or with ``logged`` its SNIPS value on
+    the part's logged decisions (the held-out part when ``part`` is fitted on the learned tasks)."""
+    if logged is None:
+        runs = replay_value(start(model, part), part.tasks, part.outcomes, arms, seed=seed)
+        return [r["realized_value"] for r in runs]
+    held = part.fit_part == Part.LEARNED
+    return [logged.value(held, model, eps, mode) for mode, eps in arms]
 
 
 def _heat_map(
@@ -283,10 +334,17 @@ def _heat_map(
 
 
 def _row(
-    c: Constants, *, kind: str, validation: float | None, held_out: float | None, exploration: float | None
+    c: Constants,
+    *,
+    kind: str,
+    validation: float | None,
+    held_out: float | None,
+    exploration: float | None,
+    mode: str | None = None,
 ) -> dict:
     return {
         "kind": kind,
+        **({} if mode is None else {"exploration_mode": mode}),
         "prior_source": c.prior_source,
         "prior_weight": c.prior_weight,
         "exploration": exploration,

@@ -508,12 +508,12 @@ def member_gate(ctx: FitContext, part: Part, model: FittedModel, *, seed: int, w
         objective=model.effective_objective,
         constants=model.constants,
         escalated=escalated,
-        logged=logged_runs(_decisions(ctx, part)) if writeback else None,
+        logged=logged_runs(logged_decisions(ctx, part)) if writeback else None,
         seed=seed,
     )
 
 
-def _decisions(ctx: FitContext, part: Part) -> pl.DataFrame:
+def logged_decisions(ctx: FitContext, part: Part) -> pl.DataFrame:
     """The part's decisions (:meth:`FitContext.decisions_of`) as :func:`logged_runs` reads them: ``task, at, id,
     chosen, candidates, propensity, after_failed`` (tasks as the context's codes, configs as keys)."""
     candidates = ctx.candidates.group_by("decision").agg(candidates=pl.col("config").cast(pl.String).sort())

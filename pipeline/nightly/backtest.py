@@ -49,6 +49,19 @@ class Night(Summary):
     tasks: int
 
 
+class ColdStart(BaseModel):
+    """How long the loop takes to learn (docs/design.md, Backtest, Report): per region, the median over seeds of the
+    night (0-based, as ``nights``) from which the loop's value in that region stays within ``threshold`` of the
+    region's best config that night; null where at least half the seeds never settle."""
+
+    model_config = _MODEL
+
+    threshold: float
+    regions: dict[str, float | None]
+    every_region: float | None  # the median over seeds of the latest of the regions' nights
+    never: dict[str, int]  # per region: seeds that never settle (their last night is below the threshold)
+
+
 class Run(BaseModel):
     """One (policy, objective, start) over every seed."""
 
@@ -61,6 +74,7 @@ class Run(BaseModel):
     whole: Summary
     second_half: Summary
     nights: list[Night]
+    cold_start: ColdStart | None = None  # (null in a report written before it)
 
 
 class Reference(BaseModel):

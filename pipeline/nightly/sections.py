@@ -63,9 +63,11 @@ class Pair(Section):
 
 
 class ExplorationSide(Section):
-    """One epsilon replayed on the held-out tasks, each figure the mean over the replay seeds."""
+    """One arm (how it explores and how much) replayed on the held-out tasks, each figure the mean over the replay
+    seeds."""
 
     exploration: float
+    exploration_mode: Literal["epsilon", "thompson"] = "epsilon"  # a stats file before modes were replayed: epsilon
     realized_value: float | None
     tasks_routed: float | None
     tasks_skipped: float | None
@@ -86,17 +88,48 @@ class ExplorationMethod(Section):
     written_if_given = frozenset({"resample_tasks"})
 
 
+class LoggedSide(Section):
+    """A target policy's off-policy figures on the logged held-out decisions (docs/design.md,
+    Verdicts on logged data)."""
+
+    snips: float | None
+    dr: float | None
+    effective_samples: float
+    matched: int  # logged tasks whose action the target could take
+
+
+class LoggedVerdict(Section):
+    """Fitted against shipped on the logged held-out decisions: SNIPS decides, the doubly robust estimate beside it,
+    each difference with its paired bootstrap 95% interval over tasks."""
+
+    shipped: LoggedSide
+    fitted: LoggedSide
+    tasks: int
+    snips: Difference
+    dr: Difference
+    dropped_resamples: int
+    weighted: bool  # some action carries a logged propensity (else the estimate is unweighted)
+    propensity_clip: float
+    decisions: int  # tasks whose action a logged decision chose
+    escalations: int  # runs left out: seen only after another config failed
+    validation: Pair  # the same estimate on the logged validation decisions (or the values that chose the arm)
+    recommendation: Recommendation
+    reason: str
+
+
 class ExplorationVerdict(Section):
-    """The exploration family's verdict: held-out replay of the fitted against the shipped epsilon, with the
-    priors that are published."""
+    """The exploration family's verdict: held-out replay of the fitted against the shipped arm (mode and share),
+    with the priors that are published; on logged data (no eligible held-out task) the logged decisions decide."""
 
     shipped: ExplorationSide
     fitted: ExplorationSide
     difference: Difference
     recommendation: Recommendation
     reason: str
-    validation: Pair  # the validation replay values that chose the fitted epsilon
+    validation: Pair  # the validation values that chose the fitted arm
     method: ExplorationMethod
+    decided_by: Literal["replay", "logged"] = "replay"  # (the defaults read a stats file written before them)
+    logged: LoggedVerdict | None = None
 
 
 class Published(Section):
@@ -109,11 +142,13 @@ class Published(Section):
     n: int
     ci95: Interval
     exploration: float
+    exploration_mode: Literal["epsilon", "thompson"] = "epsilon"
     realized_value: float | None
 
 
 class Routing(Section):
-    """The prior family's verdict (greedy hit rates), the exploration verdict, and the published combination."""
+    """The prior family's verdict (greedy hit rates, or the logged decisions where no hit rate exists), the
+    exploration verdict, and the published combination."""
 
     shipped: HitRate
     fitted: HitRate
@@ -121,6 +156,10 @@ class Routing(Section):
     recommendation: Recommendation
     reason: str
     validation: Pair  # greedy hit rates on validation (adopt needs both)
+    # (the defaults read a stats file written before them)
+    decided_by: Literal["hit_rate", "logged"] = "hit_rate"
+    searched_by: Literal["hit_rate", "logged"] = "hit_rate"  # what chose the fitted constants on validation
+    logged: LoggedVerdict | None = None  # wherever the held-out tasks logged an action
     exploration: ExplorationVerdict
     published: Published
 
@@ -180,14 +219,17 @@ class PriorRow(Section):
 class GridRow(Section):
     """One evaluated constant set of the search (docs/design.md, Grids and the search)."""
 
-    kind: Literal["greedy_hit_rate", "replay", "expected_hit_rate"]
+    kind: Literal["greedy_hit_rate", "logged_value", "replay", "expected_hit_rate"]
     prior_source: Literal["shipped", "measured"]
     prior_weight: float
     exploration: float | None
+    exploration_mode: Literal["epsilon", "thompson"] | None = None  # an arm's (replay and logged exploration rows)
     half_life_days: float | None
     lambda_: float | None = Field(alias="lambda")
     validation: float | None
     held_out_diagnostic: float | None
+
+    written_if_given = frozenset({"exploration_mode"})
 
 
 # ---------------------------------------------------------------------------------------------------- signals

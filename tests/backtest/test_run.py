@@ -79,6 +79,13 @@ def test_references_and_a_loop_that_never_learns(tmp_path: Path, cheap_and_stron
     assert run.whole.vs_full_information == pytest.approx(run.whole.value / run.whole.full_information_value)
     assert [n.tasks for n in run.nights] == [4, 4]
     assert run.whole.lift is None  # utility only
+    # Cold start: strong on easy is 0.1 of cheap per dollar on both nights (never settles); on hard strong is the
+    # best every night (settled from night 0); so never for every region together.
+    assert run.cold_start is not None and run.cold_start.regions == {"easy": None, "hard": 0.0}
+    assert (run.cold_start.every_region, run.cold_start.never) == (None, {"easy": 1, "hard": 0})
+    assert "every region from night never; easy never (1 seed(s) never), hard 0" in (
+        tmp_path / "out" / "backtest.txt"
+    ).read_text(encoding="utf-8")
     # every output says what it is
     assert report.about.note == SIMULATION_NOTE
     assert SIMULATION_NOTE in (tmp_path / "out" / "backtest.txt").read_text(encoding="utf-8")
@@ -192,3 +199,21 @@ def test_out_must_be_empty_or_a_backtests(tmp_path: Path, cheap_and_strong: Path
 def test_bad_options_are_refused(tmp_path: Path, cheap_and_strong: Path, options: dict, message: str) -> None:
     with pytest.raises(BacktestInputError, match=message):
         run_backtest(tmp_path / "out", table=cheap_and_strong, options=BacktestOptions(seeds=1, **options))
+
+
+# ratios of the loop to the region's best, night by night -> the night from which it stays within 98%
+SETTLED = [
+    ([1.0, 1.0, 1.0], 0.0),  # settled from the start
+    ([0.5, 0.99, 0.98], 1.0),  # 0.98 is within
+    ([0.99, 0.5, 1.0, 1.0], 2.0),  # a late dip moves it
+    ([1.0, 0.97], float("inf")),  # the last night below: never
+    ([None, 0.5, None, 1.0], 2.0),  # a night without the region's tasks (or nothing to lose) counts as within
+    ([], 0.0),
+]
+
+
+@pytest.mark.parametrize("ratios,night", SETTLED)
+def test_the_night_a_region_settles(ratios: list, night: float) -> None:
+    from pipeline.backtest.run import _settled_night
+
+    assert _settled_night(ratios) == night

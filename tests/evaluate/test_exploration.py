@@ -112,3 +112,16 @@ def test_recentred_interval():
     # every resample below the estimate (the case a bias-corrected interval collapsed on): still around it,
     # 3.0 + (0.0345 - 0.5) = 2.5345 and 3.0 + (0.9655 - 0.5) = 3.4655
     assert recentred_interval(stats, 3.0) == pytest.approx((2.5345, 3.4655))
+
+
+def test_a_thompson_arm_is_replayed_by_its_own_draws():
+    """The same start as above, its posteriors all but certain (k = 1e6: x at 1, y at 0): a Thompson draw then
+    picks x, the greedy choice, so Thompson 1.0 realizes the greedy 0.5 where epsilon 1.0 (always the other
+    member) realized 0.25; the difference is exactly 0 against greedy, on every resample."""
+    model = fit_values(FIT, Constants(prior_source="measured", prior_weight=1e6), Shipped(), "quality_per_dollar")
+    start = start_from(model, ["r"])
+    arms = {"shipped": ("epsilon", 0.0), "fitted": ("thompson", 1.0)}
+    found = compare_explorations(start, TASKS, HELD, **arms, seed=3, seeds=4, resamples=50)
+    assert found["fitted"]["realized_value"] == pytest.approx(0.5) and found["fitted"]["explored"] == 0
+    assert found["fitted"]["exploration_mode"] == "thompson"
+    assert found["difference"] == {"value": 0.0, "ci95": (0.0, 0.0)}

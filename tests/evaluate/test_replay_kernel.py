@@ -6,6 +6,9 @@
 - A whole replay gives the same floats, bit for bit, as one written plainly in Python that asks the rule itself
   (:func:`greedy_key`) at every step: exploration draws, skips, the sums it learns, weights of 0, orders with
   repeats, undefined priors (which rank last).
+- Its Thompson draw is the router's (:func:`pipeline.routing.thompson.draw`) from the same normals, so the replay of
+  Thompson exploration explores as the dispatcher does (whose propensities tests/routing/test_thompson.py checks
+  against a brute-force count).
 - Utility without lambda is refused, as everywhere.
 """
 
@@ -18,7 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.evaluate.replay_kernel import Outcomes, Policy, Totals, greedy_choices, route_runs
+from pipeline.evaluate.replay_kernel import Outcomes, Policy, Totals, greedy_choices, route_runs, thompson_choice
+from pipeline.routing import thompson
 from pipeline.routing.greedy import greedy_key
 from pipeline.routing.router import Router
 from pipeline.routing.table import Constants, Member, Region, RoutingTable, Source, Static
@@ -159,6 +163,52 @@ def test_the_kernel_chooses_what_the_router_chooses(data) -> None:
     router = Router(table)
     chosen = greedy_choices(policy, init)
     assert [names[i] for i in chosen] == [router.view(f"r{g}").best(names) for g in range(n_regions)]
+
+
+class _Normals:
+    """A stand-in for ``random.Random`` whose ``gauss`` returns given normals in turn (the router draws one per
+    member, in key order)."""
+
+    def __init__(self, z: np.ndarray) -> None:
+        self._z = iter(z.tolist())
+
+    def gauss(self, mu: float, sigma: float) -> float:
+        return mu + sigma * next(self._z)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_the_kernels_thompson_draw_is_the_routers(data) -> None:
+    k_pool, n_regions = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 3))
+    policy = data.draw(policies(k_pool=k_pool, n_regions=n_regions, nan_priors=0.0))
+    init = data.draw(states(k_pool, n_regions))
+    names = [f"c{c}" for c in range(k_pool)]
+    constants = Constants(
+        prior_weight=policy.prior_weight,
+        cost_floor_usd=policy.floor,
+        **({"lambda": policy.lam} if policy.lam else {}),
+    )
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    for g in range(n_regions):
+        rows = []
+        for c, name in enumerate(names):
+            q, est, value = posterior(policy, g, c, init)
+            rows.append(Member(config=name, quality=q, cost_usd=est, value=value, weight=float(init[g, c, 1]),
+                               n_ratings=0))  # fmt: skip
+        table = RoutingTable(
+            fitted_at=None,
+            source=Source(),
+            objective=policy.objective,
+            constants=constants,
+            constants_source="shipped",
+            static=Static(),
+            regions={"r": Region(members=rows, choice=names[0])},
+        )
+        view = Router(table).view("r")
+        for _ in range(5):
+            z = rng.standard_normal(k_pool) * 2
+            want = thompson.draw([view.row(n) for n in names], _Normals(z), policy.objective, constants)
+            assert names[thompson_choice(policy, init, g, z)] == want
 
 
 @st.composite

@@ -202,16 +202,12 @@ def test_search_records_what_it_chose_on_validation(fit_home):
     assert set(c.selected_on.values()) == {"validation"}
     kinds = {r.kind for r in result.stats.grid}
     assert kinds == {"greedy_hit_rate", "replay", "expected_hit_rate"}
-    # 2 sources x 9 weights x 4 half-lives, 4 replays (the grid from the floor 0.05: 0.05, 0.1, 0.2, 0.3),
-    # 9 weights x 4 explorations for the heat map
+    # 2 sources x 9 weights x 4 half-lives, 2 modes x 4 replays (the grid from the floor 0.05: 0.05, 0.1, 0.2,
+    # 0.3), 9 weights x 4 explorations for the heat map
     assert [r.kind for r in result.stats.grid].count("greedy_hit_rate") == 72
-    assert len(result.stats.grid) == 72 + 4 + 36
-    assert sorted(r.exploration for r in result.stats.grid if r.kind == "replay") == [
-        0.05,
-        0.1,
-        0.2,
-        0.3,
-    ]
+    assert len(result.stats.grid) == 72 + 2 * 4 + 36
+    assert {r.exploration_mode for r in result.stats.grid if r.kind == "replay"} == {"epsilon", "thompson"}
+    assert sorted(r.exploration for r in result.stats.grid if r.kind == "replay") == sorted([0.05, 0.1, 0.2, 0.3] * 2)
 
 
 def test_no_costs_degrade_to_quality(fit_home):

@@ -3,16 +3,21 @@ that two configurations did (no *eligible* task). The job must still exit 0, pub
 section that has nothing to show saying why (issue 26, item 1: it crashed in the frontier section and left the
 page stale).
 
-The home: 20 tasks on which x and y both ran, then 10 tasks that only x ran (the last 9 are held out).
+The home: 20 tasks on which x and y both ran, then 30 tasks on which a dispatcher ran one of them, logging its
+``route.decided`` (x with propensity 0.75 on three tasks in four, y with 0.25 on the fourth). The last 15 are held
+out, all single-config: no hit rate exists, and the logged decisions decide
+(docs/design.md, Verdicts on logged data); the 11 validation tasks are single-config too, so the search scores on
+their logged decisions.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
-from fixtures_nightly import at, config
+from fixtures_nightly import config
 
 from pipeline.cli import cli
 from pipeline.streams.log import append
@@ -20,17 +25,29 @@ from pipeline.streams.log import append
 COST = {"x": 0.1, "y": 0.3}
 
 
+def _at(i: int, hour: int = 0) -> str:
+    return (datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=i - 1, hours=hour)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _events() -> list[dict]:
     events: list[dict] = []
-    for i in range(1, 31):
-        task, day = f"T{i:02d}", f"2026-01-{i:02d}"
-        events.append({"type": "task.opened", "task": task, "region": "r", "at": f"{day}T00:00:00Z"})
-        for model in ("x", "y") if i <= 20 else ("x",):
-            attempt = {"task": task, "config": config(model), "at": at(i, 1)}
+    keys = {m: "c/-/" + m + "/-" for m in ("x", "y")}
+    for i in range(1, 51):
+        task = f"T{i:02d}"
+        events.append({"type": "task.opened", "task": task, "region": "r", "at": _at(i)})
+        models = ("x", "y") if i <= 20 else ("y",) if i % 4 == 0 else ("x",)
+        if i > 20:
+            chosen, p = models[0], 0.25 if models[0] == "y" else 0.75
+            events.append(
+                {"type": "route.decided", "task": task, "at": _at(i), "policy": "learning_governed",
+                 "chosen": keys[chosen], "candidates": sorted(keys.values()), "propensity": p}
+            )  # fmt: skip
+        for model in models:
+            attempt = {"task": task, "config": config(model), "at": _at(i, 1)}
             events.append({"type": "task.attempted", **attempt, "status": "success", "cost_usd": COST[model]})
             score = 1.0 if (model == "x") == (i % 3 != 0) else 0.0
             rater = {"kind": "gate", "name": "pytest"}
-            events.append({"type": "task.rated", **attempt, "at": at(i, 2), "rater": rater, "score": score})
+            events.append({"type": "task.rated", **attempt, "at": _at(i, 2), "rater": rater, "score": score})
     return events
 
 
@@ -56,11 +73,11 @@ def test_the_job_exits_0_publishes_and_renders_the_page(single_config_home):
 
 # section heading -> the sentence it shows instead of a table of n/a
 WHY = [
-    ("**Routing:**", "no hit rate: none of the 9 held-out tasks was done by two or more configurations"),
-    ("## Against the baselines", "No baseline comparison: none of the 9 held-out tasks"),
-    ("## Cost and quality", "No cost-quality frontier: none of the 9 held-out tasks"),
-    ("## Escalation ladders", "No held-out judgement of the ladders: none of the 9 held-out tasks"),
-    ("## Routing policies on the held-out tasks", "No policy comparison: none of the 9 held-out tasks"),
+    ("**Routing:**", "no hit rate: none of the 15 held-out tasks was done by two or more configurations"),
+    ("## Against the baselines", "No baseline comparison: none of the 15 held-out tasks"),
+    ("## Cost and quality", "No cost-quality frontier: none of the 15 held-out tasks"),
+    ("## Escalation ladders", "No held-out judgement of the ladders: none of the 15 held-out tasks"),
+    ("## Routing policies on the held-out tasks", "No policy comparison: none of the 15 held-out tasks"),
 ]
 
 
@@ -73,10 +90,25 @@ def test_each_section_with_nothing_to_show_says_why(single_config_home, heading,
 
 
 def test_no_verdict_adopts_without_eligible_tasks(single_config_home):
-    """Exploration, like the prior family, needs 10 eligible held-out tasks: a replay where no task had two
-    configurations cannot show one exploration beating another (it adopted on a difference of 8e-15 before)."""
+    """The replay cannot judge single-config tasks (it adopted on a difference of 8e-15 before); the logged
+    decisions can, and here they show no difference: x is every table's greedy choice, and a Thompson draw's share
+    of y is below what the published precision shows, so both verdicts stay undecided on the logged estimate."""
     stats = json.loads((single_config_home[0] / "case-studies" / "routing-by-rating" / "stats.json").read_text())
     routing = stats["routing"]
     assert routing["recommendation"] == "insufficient-evidence"
     assert routing["exploration"]["recommendation"] == "insufficient-evidence"
-    assert routing["exploration"]["reason"].startswith("only 0 eligible held-out task(s)")
+    assert routing["exploration"]["decided_by"] == "logged"
+    assert "SNIPS value on the logged held-out decisions (weighted)" in routing["exploration"]["reason"]
+
+
+def test_the_logged_decisions_decide_and_the_page_says_so(single_config_home):
+    home = single_config_home[0]
+    routing = json.loads((home / "case-studies" / "routing-by-rating" / "stats.json").read_text())["routing"]
+    assert (routing["decided_by"], routing["searched_by"]) == ("logged", "logged")
+    logged = routing["logged"]
+    assert logged["tasks"] == 15 and logged["decisions"] == 15 and logged["weighted"]
+    # held-out tasks 36..50: x on 12 (p 0.75), y on T36, T40, T44, T48 (p 0.25); the greedy target x matches 11
+    assert logged["fitted"]["matched"] == 11 and logged["propensity_clip"] == 0.05
+    page = (home / "case-studies" / "routing-by-rating" / "README.md").read_text()
+    assert "Decided on the logged held-out decisions" in page
+    assert "**On the logged decisions:** the self-normalized off-policy estimate (SNIPS)" in page
