@@ -330,6 +330,15 @@ def _by_level(source: str, cuts: tuple[int | None, int | None], live0: str, live
     return "\n    UNION ALL\n    ".join(out)
 
 
+def _shared(d: Dialect, name: str, sql: str) -> tuple[str, str]:
+    """A relation one statement reads more than once (once per level of :func:`_by_level`): the CTE that defines
+    it (with its trailing comma) and the name to read; where the dialect materializes such relations, no CTE and
+    the engine-side table ``fit_<name>`` that :func:`aggregate` made of the same ``sql`` first (:data:`SHARED`)."""
+    if d.materialize:
+        return "", f"fit_{name}"
+    return f"{name} AS ({sql}\n), ", name
+
+
 def _halving_coefficients() -> tuple[float, ...]:
     """The polynomial of :func:`halving_sql`: ``(-ln 2)^n / n!`` for n = 0..13, each rounded once to a double."""
     with localcontext() as precise:
@@ -403,6 +412,18 @@ def rating_sums(spec: Spec) -> list[str]:
     return ["w", "s", "gw", "gs", "rej", *(f"{x}{i}" for i in range(len(spec.half_lives)) for x in ("w", "s"))]
 
 
+def attempted_sql(d: Dialect) -> str:
+    """``attempted``: every attempt of a task in scope inside the bounds, as codes and numbers, with its PRM score
+    and whether it is traced."""
+    return f"""
+    SELECT l.code AS task, c.config, l.late1, l.late2, {d.micros}(a."at") AS at_us, a.id, a.cost_usd,
+           (a.tool_calls IS NOT NULL OR a.files_read IS NOT NULL OR a.files_written IS NOT NULL) AS traced,
+           {prm_score_sql()} AS prm,
+           a.prompt_version, a.status, a.duration_ms
+    FROM attempts a JOIN fit_levels l ON l.task = a.task JOIN fit_configs c ON c.config_key = a.config_key
+    WHERE {INSIDE_ATTEMPT.replace("cost_usd", "a.cost_usd")}"""
+
+
 def attempt_sums_sql(d: Dialect, split: Split | None) -> str:
     """``fit_attempt_sums``: per (level, task, config) the attempts of a task in scope, inside the bounds
     (``attempts``, ``priced``: those with a cost, ``cost``: the fixed-point sum of their costs), the latest
@@ -410,16 +431,10 @@ def attempt_sums_sql(d: Dialect, split: Split | None) -> str:
     version of the latest attempt naming one, the first start (``at - duration_ms``) and the first failure."""
     failed = ", ".join(_text(s) for s in FAILED)
     key = "(at_us IS NOT NULL, coalesce(at_us, 0), id)"
+    cte, attempted = _shared(d, "attempted", attempted_sql(d))
     return f"""
-WITH attempted AS (
-    SELECT l.code AS task, c.config, l.late1, l.late2, {d.micros}(a."at") AS at_us, a.id, a.cost_usd,
-           (a.tool_calls IS NOT NULL OR a.files_read IS NOT NULL OR a.files_written IS NOT NULL) AS traced,
-           {prm_score_sql()} AS prm,
-           a.prompt_version, a.status, a.duration_ms
-    FROM attempts a JOIN fit_levels l ON l.task = a.task JOIN fit_configs c ON c.config_key = a.config_key
-    WHERE {INSIDE_ATTEMPT.replace("cost_usd", "a.cost_usd")}
-), by_level AS (
-    {_by_level("attempted", _cuts(split), "TRUE", "TRUE")}
+WITH {cte}by_level AS (
+    {_by_level(attempted, _cuts(split), "TRUE", "TRUE")}
 )
 SELECT level, task, config, count(*) AS attempts, count(cost_usd) AS priced, {fixed("cost_usd", "cost")},
        max(at_us) AS latest,
@@ -431,7 +446,15 @@ SELECT level, task, config, count(*) AS attempts, count(cost_usd) AS priced, {fi
 FROM by_level GROUP BY level, task, config"""
 
 
-def pairs_sql(spec: Spec, split: Split | None) -> str:
+def recent_sql(spec: Spec) -> str:
+    """``recent``: every rating of ``fit_rated`` with its task's ``late1``, ``late2``, ``ref`` and its recency
+    factors (:func:`recency_sql`)."""
+    return recency_sql(
+        "(SELECT r.*, l.late1, l.late2, l.ref FROM fit_rated r JOIN fit_levels l ON l.code = r.task) j", spec
+    )
+
+
+def pairs_sql(d: Dialect, spec: Spec, split: Split | None) -> str:
     """The one aggregation: per (level, task, config) with a real rating (or a PRM fill-in) at that level.
 
     Columns: ``level, task, config``; ``n`` (the real ratings: ratings and rejections not retracted there),
@@ -450,11 +473,10 @@ def pairs_sql(spec: Spec, split: Split | None) -> str:
     )
     sums = [f"r.{name}_{part}" for name in rating_sums(spec) for part in ("hi", "mid", "lo")]
     prm = "TRUE" if spec.prm else "FALSE"
+    cte, recent = _shared(d, "recent", recent_sql(spec))
     return f"""
-WITH rated AS (
-    {recency_sql("(SELECT r.*, l.late1, l.late2, l.ref FROM fit_rated r JOIN fit_levels l ON l.code = r.task) j", spec)}
-), live AS (
-    {_by_level("rated", cuts, "retracted_us IS NULL", "NOT coalesce(retracted_us <= {cut}, FALSE)")}
+WITH {cte}live AS (
+    {_by_level(recent, cuts, "retracted_us IS NULL", "NOT coalesce(retracted_us <= {cut}, FALSE)")}
 ), rating_sums AS (
     SELECT level, task, config, count(*) AS n, max(at_us) AS "at", count(*) FILTER (WHERE rejection) AS n_rej,
         {fixed("w", "w")},
@@ -578,6 +600,9 @@ BOUNDS_NOTES = {
 
 #: The engine-side tables and views an aggregation creates (dropped once its rows are out).
 TEMPORARY = ("fit_rated", "fit_levels", "fit_attempt_sums", "fit_decisions", "fit_closures", "fit_tasks", "fit_configs")
+#: The relations made engine-side tables first where the dialect materializes them (:func:`_shared`), and what makes
+#: them.
+SHARED = {"fit_attempted": lambda d, spec: attempted_sql(d), "fit_recent": lambda d, spec: recent_sql(spec)}
 
 
 # --------------------------------------------------------------------------------------------- running
@@ -591,6 +616,9 @@ def aggregate(engine: Engine, spec: Spec) -> Aggregate:
     engine.execute(f"{d.temp_table} fit_rated AS {rated_sql(d)}")
     split = split_of(engine, spec.fraction) if spec.fraction is not None else None
     engine.execute(f"{d.temp_table} fit_levels AS {levels_sql(split)}")
+    made = [*TEMPORARY, *(SHARED if d.materialize else ())]
+    for name, sql in SHARED.items() if d.materialize else ():
+        engine.execute(f"{d.temp_table} {name} AS {sql(d, spec)}")
     engine.execute(f"{d.temp_table} fit_attempt_sums AS {attempt_sums_sql(d, split)}")
     engine.execute(f"{d.temp_table} fit_decisions AS {decisions_sql(d)}")
     engine.execute(f"{d.temp_table} fit_closures AS {closures_sql(d)}")
@@ -616,7 +644,7 @@ def aggregate(engine: Engine, spec: Spec) -> Aggregate:
             f"SELECT code, pos, {d.micros}(first_at) AS first_at, level, learned, region, region1, region2, ref, "
             "late1, late2 FROM fit_levels ORDER BY code"
         ),
-        pairs=engine.fetch(pairs_sql(spec, split)),
+        pairs=engine.fetch(pairs_sql(d, spec, split)),
         scores=side["scores"],
         decisions=side["decisions"],
         candidates=side["candidates"],
@@ -627,7 +655,7 @@ def aggregate(engine: Engine, spec: Spec) -> Aggregate:
         split=split,
         spec=spec,
     )
-    for name in TEMPORARY:
+    for name in made:
         engine.execute(f"{d.drop} {name}")
     engine.execute("DROP VIEW IF EXISTS fit_all_ratings")
     return out

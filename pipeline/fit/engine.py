@@ -31,17 +31,24 @@ class Engine(Protocol):
 @dataclass(frozen=True)
 class Dialect:
     """The spellings that differ between engines: the microseconds of a timestamp, the rows of a list, a
-    temporary table."""
+    temporary table; and whether a relation one statement reads more than once is made an engine-side table first
+    (``materialize``: Spark inlines a CTE at every reference and computes it again each time; DuckDB computes a CTE
+    read twice once)."""
 
     micros: str = "epoch_us"
     explode: str = "unnest"
     temp_table: str = "CREATE OR REPLACE TEMP TABLE"
     drop: str = "DROP TABLE IF EXISTS"
+    materialize: bool = False
 
 
 DUCKDB = Dialect()
 SPARK = Dialect(
-    micros="unix_micros", explode="explode", temp_table="CREATE OR REPLACE TEMP VIEW", drop="DROP VIEW IF EXISTS"
+    micros="unix_micros",
+    explode="explode",
+    temp_table="CREATE OR REPLACE TEMP VIEW",
+    drop="DROP VIEW IF EXISTS",
+    materialize=True,
 )
 
 

@@ -137,7 +137,7 @@ def test_the_statements_keep_to_the_sql_both_engines_run():
     spec = Spec(half_lives=(14.0,), fraction=Fraction(7, 10))
     texts = [
         agg.ratings_sql(), agg.configs_sql(d), agg.tasks_sql(d, spec), agg.rated_sql(d), agg.levels_sql(split),
-        agg.attempt_sums_sql(d, split), agg.pairs_sql(spec, split), agg.decisions_sql(d), agg.closures_sql(d),
+        agg.attempt_sums_sql(d, split), agg.pairs_sql(d, spec, split), agg.decisions_sql(d), agg.closures_sql(d),
         *agg.side_sql(d, split).values(),
     ]  # fmt: skip
     for text in texts:
