@@ -87,12 +87,12 @@ def _polars(home: Path, week: bool) -> float:
     return time.perf_counter() - t0
 
 
-def _spark_reader():  # -> Callable[[Path, bool], float]
+def _spark_reader(root: Path):  # -> Callable[[Path, bool], float]
     from pipeline.store.spark import register_views, session
     from pipeline.store.table import open_table
-    from pipeline.workspace import Workspace
+    from pipeline.workspace import SparkScratch, Workspace
 
-    spark = session("local[2]")
+    spark = session(SparkScratch.under(root / "spark-scratch"), "local[2]")
 
     def read(home: Path, week: bool) -> float:
         t0 = time.perf_counter()
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
 
         readers = {"duckdb": _duckdb, "polars": _polars}
         if args.spark:
-            readers["spark"] = _spark_reader()
+            readers["spark"] = _spark_reader(root)
         best: dict[tuple[str, str, bool], float] = {}
         for _ in range(args.repeat):
             for reader, read in readers.items():

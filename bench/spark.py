@@ -38,6 +38,7 @@ def run(home: Path, master: str) -> dict[str, float]:
     from pipeline.fit.spark import SparkEngine
     from pipeline.store import open_store
     from pipeline.store.spark import register_views, session
+    from pipeline.workspace import Workspace
 
     spec = SPEC
     out: dict[str, float] = {}
@@ -46,7 +47,7 @@ def run(home: Path, master: str) -> dict[str, float]:
         ours = aggregate(DuckDBEngine(store), spec)
         out["duckdb_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        spark = session(master)
+        spark = session(Workspace.of(home).spark_scratch, master)
         out["session_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         register_views(spark, store.location, store.table)

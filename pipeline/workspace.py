@@ -73,6 +73,20 @@ HomeRule = Literal["home", "append", "create", "init"]
 
 
 @dataclass(frozen=True)
+class SparkScratch:
+    """The folders a Spark session may write on this machine (:func:`pipeline.store.spark.session`): its SQL
+    warehouse (else ``spark-warehouse`` in the current directory) and its block and spill files (else the system's
+    temporary folder)."""
+
+    warehouse: Path
+    local: Path
+
+    @classmethod
+    def under(cls, root: Path) -> SparkScratch:
+        return cls(root / "warehouse", root / "local")
+
+
+@dataclass(frozen=True)
 class StoreLocation:
     """Where the store lives: its root (as the user gave it; a local root is an absolute path), the events
     table under it, and for an object store the storage options (never shown: they may hold secrets)."""
@@ -342,6 +356,11 @@ class Workspace:
     @property
     def fit_lock(self) -> Path:
         return self.fits / ".fit.lock"
+
+    @property
+    def spark_scratch(self) -> SparkScratch:
+        """What ``fit-routing --engine spark`` lets Spark write on this machine: kept inside the home."""
+        return SparkScratch.under(self.fits / ".spark")
 
     @property
     def case_studies(self) -> Path:

@@ -33,16 +33,17 @@ def spark_missing() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory):
     reason = spark_missing()
     if reason is not None:
         pytest.skip(reason)
     from pipeline.store.spark import session
+    from pipeline.workspace import SparkScratch
 
     # The tests' driver JVM lives a minute on tiny stores: the quick JIT tier alone (C1) spares the optimizing
     # compiler's warm-up, most of the CPU such a short run spends (a JVM option, not a setting of the session).
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
-    active = session("local[2]")
+    active = session(SparkScratch.under(tmp_path_factory.mktemp("spark-scratch")), "local[2]")
     for key, value in TINY.items():
         active.conf.set(key, value)
     yield active

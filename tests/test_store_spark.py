@@ -104,3 +104,13 @@ def test_a_table_that_needs_a_reader_feature_is_refused_in_one_line():
     check_protocol(
         SimpleNamespace(protocol=lambda: SimpleNamespace(min_reader_version=1, reader_features=None)), location
     )
+
+
+def test_a_session_writes_only_under_the_scratch_it_is_given(spark):
+    """Spark's SQL warehouse (else ``spark-warehouse`` in the current directory) and its block and spill files
+    (else the system's temporary folder) both sit under the session's scratch folder (tests/fixtures_spark.py)."""
+    warehouse = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:"))
+    local = Path(spark.sparkContext.getConf().get("spark.local.dir"))
+    assert warehouse.name == "warehouse" and local.name == "local"
+    assert warehouse.parent == local.parent and warehouse.parent.name.startswith("spark-scratch")
+    assert not (Path.cwd() / "spark-warehouse").exists()

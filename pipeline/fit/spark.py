@@ -21,6 +21,8 @@ from .engine import SPARK
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from ..workspace import SparkScratch
+
 
 class SparkEngine:
     """:class:`pipeline.fit.engine.Engine` over a Spark session whose views are the store's
@@ -59,11 +61,12 @@ class SparkEngine:
         return table.cast(pa.schema(fields))
 
 
-def spark_engine(store: Any, master: str | None) -> SparkEngine:
+def spark_engine(store: Any, master: str | None, scratch: SparkScratch) -> SparkEngine:
     """A :class:`SparkEngine` over the version ``store`` (:class:`pipeline.store.views.Store`) is pinned to: a
-    session at ``master`` (None: local mode on every core) with the store's views."""
+    session at ``master`` (None: local mode on every core) with the store's views, writing on this machine only
+    under ``scratch`` (:func:`pipeline.store.spark.session`)."""
     from ..store.spark import DEFAULT_MASTER, register_views, session
 
-    spark = session(master or DEFAULT_MASTER)
+    spark = session(scratch, master or DEFAULT_MASTER)
     register_views(spark, store.location, store.table)
     return SparkEngine(spark)

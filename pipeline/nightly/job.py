@@ -312,7 +312,7 @@ def _read(
         if options.engine == "spark":
             from ..fit.spark import spark_engine
 
-            engine: Engine = spark_engine(store, options.spark_master)
+            engine: Engine = spark_engine(store, options.spark_master, ws.spark_scratch)
         else:
             engine = DuckDBEngine(store)
         ctx = FitContext.build(engine, spec, shipped=shipped, objective=objective)

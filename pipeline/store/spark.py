@@ -21,7 +21,7 @@ import shutil
 from typing import Any
 
 from ..errors import PipelineError
-from ..workspace import StoreLocation
+from ..workspace import SparkScratch, StoreLocation
 from .families import COLUMNS, VIEWS
 
 #: DuckDB's types of :data:`pipeline.store.families.COLUMNS` in Spark SQL.
@@ -51,9 +51,12 @@ MISSING = (
 )
 
 
-def session(master: str = DEFAULT_MASTER) -> Any:
+def session(scratch: SparkScratch, master: str = DEFAULT_MASTER) -> Any:
     """A Spark session at ``master`` (``local[N]``, or a cluster's URL) with :data:`SETTINGS`; one already running
-    in this process is reused, with the settings applied."""
+    in this process is reused, with the settings applied.
+
+    ``scratch`` holds the folders a new session may write on this machine (the fit's are inside the home:
+    :attr:`pipeline.workspace.Workspace.spark_scratch`)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -63,7 +66,8 @@ def session(master: str = DEFAULT_MASTER) -> Any:
     spark = SparkSession.getActiveSession()
     if spark is None:
         builder = SparkSession.builder.master(master).appName("ratings")
-        settings = {**STARTUP, **SETTINGS, **(LOCAL_SETTINGS if master.startswith("local") else {})}
+        folders = {"spark.sql.warehouse.dir": str(scratch.warehouse), "spark.local.dir": str(scratch.local)}
+        settings = {**STARTUP, **folders, **SETTINGS, **(LOCAL_SETTINGS if master.startswith("local") else {})}
         for key, value in settings.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
