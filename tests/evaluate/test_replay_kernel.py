@@ -136,13 +136,30 @@ def states(draw: st.DrawFn, k_pool: int, n_regions: int) -> np.ndarray:
     return init
 
 
+def _table(objective: str, constants: Constants, regions: dict[str, Region]) -> RoutingTable:
+    """A routing table of ``regions`` under ``constants`` (no source, no static roles)."""
+    return RoutingTable(
+        fitted_at=None,
+        source=Source(),
+        objective=objective,
+        constants=constants,
+        constants_source="shipped",
+        static=Static(),
+        regions=regions,
+    )
+
+
+def _drawn(data) -> tuple:
+    """A drawn case: its number of regions, a policy (no missing priors), a start state, the config names."""
+    k_pool, n_regions = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 3))
+    policy = data.draw(policies(k_pool=k_pool, n_regions=n_regions, nan_priors=0.0))
+    return n_regions, policy, data.draw(states(k_pool, n_regions)), [f"c{c}" for c in range(k_pool)]
+
+
 @settings(max_examples=120, deadline=None, derandomize=True)
 @given(data=st.data())
 def test_the_kernel_chooses_what_the_router_chooses(data) -> None:
-    k_pool, n_regions = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 3))
-    policy = data.draw(policies(k_pool=k_pool, n_regions=n_regions, nan_priors=0.0))
-    init = data.draw(states(k_pool, n_regions))
-    names = [f"c{c}" for c in range(k_pool)]
+    n_regions, policy, init, names = _drawn(data)
     regions = {}
     for g in range(n_regions):
         members = []
@@ -151,16 +168,7 @@ def test_the_kernel_chooses_what_the_router_chooses(data) -> None:
             members.append(Member(config=name, quality=q, cost_usd=est, value=value, weight=0.0, n_ratings=0))
         regions[f"r{g}"] = Region(members=members, choice=names[0])
     constants = Constants(min_quality=policy.min_quality, **({"lambda": policy.lam} if policy.lam else {}))
-    table = RoutingTable(
-        fitted_at=None,
-        source=Source(),
-        objective=policy.objective,
-        constants=constants,
-        constants_source="shipped",
-        static=Static(),
-        regions=regions,
-    )
-    router = Router(table)
+    router = Router(_table(policy.objective, constants, regions))
     chosen = greedy_choices(policy, init)
     assert [names[i] for i in chosen] == [router.view(f"r{g}").best(names) for g in range(n_regions)]
 
@@ -179,10 +187,7 @@ class _Normals:
 @settings(max_examples=120, deadline=None, derandomize=True)
 @given(data=st.data())
 def test_the_kernels_thompson_draw_is_the_routers(data) -> None:
-    k_pool, n_regions = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 3))
-    policy = data.draw(policies(k_pool=k_pool, n_regions=n_regions, nan_priors=0.0))
-    init = data.draw(states(k_pool, n_regions))
-    names = [f"c{c}" for c in range(k_pool)]
+    n_regions, policy, init, names = _drawn(data)
     constants = Constants(
         prior_weight=policy.prior_weight,
         cost_floor_usd=policy.floor,
@@ -195,18 +200,9 @@ def test_the_kernels_thompson_draw_is_the_routers(data) -> None:
             q, est, value = posterior(policy, g, c, init)
             rows.append(Member(config=name, quality=q, cost_usd=est, value=value, weight=float(init[g, c, 1]),
                                n_ratings=0))  # fmt: skip
-        table = RoutingTable(
-            fitted_at=None,
-            source=Source(),
-            objective=policy.objective,
-            constants=constants,
-            constants_source="shipped",
-            static=Static(),
-            regions={"r": Region(members=rows, choice=names[0])},
-        )
-        view = Router(table).view("r")
+        view = Router(_table(policy.objective, constants, {"r": Region(members=rows, choice=names[0])})).view("r")
         for _ in range(5):
-            z = rng.standard_normal(k_pool) * 2
+            z = rng.standard_normal(len(names)) * 2
             want = thompson.draw([view.row(n) for n in names], _Normals(z), policy.objective, constants)
             assert names[thompson_choice(policy, init, g, z)] == want
 
