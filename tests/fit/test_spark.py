@@ -1,6 +1,6 @@
 """``fit-routing --engine spark`` (pipeline/fit/spark.py) on the tiny store of tests/fixtures_nightly.py, against
 the DuckDB engine on the same store: the aggregation's rows are the same, every column of every row (the recency
-sums too: both engines compute ``2^-x`` with ``+``, ``-``, ``*`` only, pipeline/fit/aggregate.py), and the published
+sums too: both engines compute ``2^-x`` with ``+``, ``-``, ``*`` only, pipeline/fit/halving.py), and the published
 table and stats are the same bytes (the stats but the command line they record). One Spark aggregation, in
 the run's one local session (tests/fixtures_spark.py); it skips, with the reason, only where pyspark or a
 Java runtime is missing."""
