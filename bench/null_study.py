@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
-from pipeline.fit.gate import gate_evidence, logged_runs
+from pipeline.fit.gate import DECISIONS_SCHEMA, VALUES_SCHEMA, gate_evidence, logged_runs
 from pipeline.routing.table import Constants
 
 DAY0 = datetime(2026, 1, 1)
@@ -52,37 +52,13 @@ def one_seed(
                 chosen = keys[1 + int(rng.integers(members - 1))] if explored else static
                 p = exploration / (members - 1) if explored else 1.0 - exploration
                 values.append((task, f"r{region}", chosen, float(rng.random() < quality), 0.1, at))
-                decisions.append((f"d-{task}", task, at, chosen, keys, p))
+                decisions.append((f"d-{task}", task, at, chosen, keys, p, None))
         tests = gate_evidence(
-            pl.DataFrame(
-                values,
-                schema={
-                    "task": pl.String,
-                    "region": pl.String,
-                    "config_key": pl.String,
-                    "value": pl.Float64,
-                    "cost": pl.Float64,
-                    "first_at": pl.Datetime("us"),
-                },
-                orient="row",
-            ),
+            pl.DataFrame(values, schema=VALUES_SCHEMA, orient="row"),
             against=[static],
             objective="quality_per_dollar",
             constants=Constants(),
-            logged=logged_runs(
-                pl.DataFrame(
-                    decisions,
-                    schema={
-                        "id": pl.String,
-                        "task": pl.String,
-                        "at": pl.Datetime("us"),
-                        "chosen": pl.String,
-                        "candidates": pl.List(pl.String),
-                        "propensity": pl.Float64,
-                    },
-                    orient="row",
-                )
-            ),
+            logged=logged_runs(pl.DataFrame(decisions, schema=DECISIONS_SCHEMA, orient="row")),
             seed=seed,
         )
         if tests["passes"].any():

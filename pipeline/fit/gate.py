@@ -55,6 +55,26 @@ _BLOCK_CELLS = 5_000_000
 #: Above this many tasks the bootstrap resamples a subsample of this many (:func:`_fraction`).
 SUBSAMPLE = 20_000
 
+#: The task values :func:`gate_evidence` reads (a caller outside the fit, a study or a test, builds them so).
+VALUES_SCHEMA: dict[str, pl.DataType] = {
+    "task": pl.String(),
+    "region": pl.String(),
+    "config_key": pl.String(),
+    "value": pl.Float64(),
+    "cost": pl.Float64(),
+    "first_at": pl.Datetime("us"),
+}
+#: The decisions :func:`logged_runs` reads (``after_failed`` optional: a store written before it has none).
+DECISIONS_SCHEMA: dict[str, pl.DataType] = {
+    "id": pl.String(),
+    "task": pl.String(),
+    "at": pl.Datetime("us"),
+    "chosen": pl.String(),
+    "candidates": pl.List(pl.String),
+    "propensity": pl.Float64(),
+    "after_failed": pl.List(pl.String),
+}
+
 EVIDENCE_SCHEMA = {
     "region": pl.String,
     "config_key": pl.String,

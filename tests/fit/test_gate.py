@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import polars as pl
 import pytest
 
-from pipeline.fit.gate import PROPENSITY_CLIP, gate_evidence, logged_runs
+from pipeline.fit.gate import DECISIONS_SCHEMA, PROPENSITY_CLIP, VALUES_SCHEMA, gate_evidence, logged_runs
 from pipeline.routing.table import Constants
 
 CHEAP, STATIC, OTHER = "cheap/-/c/-", "static/-/s/-", "other/-/o/-"
@@ -115,14 +115,7 @@ def timed(rows: list[tuple[str, str, float, float | None]]) -> pl.DataFrame:
     """(task, config, q_t,c, cost_t,c) rows of region r, task ``tN`` at day N."""
     return pl.DataFrame(
         [(t, "r", c, q, cost, DAY0 + timedelta(days=int(t[1:]))) for t, c, q, cost in rows],
-        schema={
-            "task": pl.String,
-            "region": pl.String,
-            "config_key": pl.String,
-            "value": pl.Float64,
-            "cost": pl.Float64,
-            "first_at": pl.Datetime("us"),
-        },
+        schema=VALUES_SCHEMA,
         orient="row",
     )
 
@@ -134,15 +127,7 @@ def decisions(rows: list[tuple[str, str, list[str], float, list[str] | None]]) -
             (f"d{i}", t, DAY0 + timedelta(days=int(t[1:]), microseconds=i), c, cands, p, after)
             for i, (t, c, cands, p, after) in enumerate(rows)
         ],
-        schema={
-            "id": pl.String,
-            "task": pl.String,
-            "at": pl.Datetime("us"),
-            "chosen": pl.String,
-            "candidates": pl.List(pl.String),
-            "propensity": pl.Float64,
-            "after_failed": pl.List(pl.String),
-        },
+        schema=DECISIONS_SCHEMA,
         orient="row",
     )
 
