@@ -88,9 +88,11 @@ class _Setup:
     lambdas: dict[str, float | None]  # objective -> lambda pinned in every refit (utility with costs)
 
     def fit_options(self, objective: str) -> FitOptions:
+        """The refit's options: a table without costs is refit on quality, whatever the objective (utility has
+        no lambda there, and every objective ranks by quality as the fit degrades it)."""
         o = self.options
         return FitOptions(
-            objective=objective,  # type: ignore[arg-type]
+            objective=effective_objective(objective, self.table.cost_known),  # type: ignore[arg-type]
             lambda_=self.lambdas.get(objective),
             pass_threshold=o.pass_threshold,
             cost_floor_usd=o.cost_floor_usd,

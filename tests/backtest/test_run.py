@@ -169,6 +169,24 @@ def test_one_config_always_best(tmp_path: Path, one_best: Path) -> None:
     assert whole.p5 is not None and whole.p95 is not None and whole.p5 <= whole.vs_region_best <= whole.p95
 
 
+def test_utility_without_costs_ranks_by_quality(tmp_path: Path) -> None:
+    # No costs: utility has no lambda, and every objective ranks by quality (the refit is on quality). best scores 1
+    # and worse 0 on every task, so from the cheapest start (no costs: the lowest mean quality, worse) both
+    # objectives learn best on night 1 and run the same loops (the refit's exploration draws are the same).
+    rows = []
+    for i in range(8):
+        rows += [(f"t{i}", "best", 1.0, None, "r", i), (f"t{i}", "worse", 0.0, None, "r", i)]
+    table = write(tmp_path / "no-costs.csv", rows)
+    options = BacktestOptions(
+        policies=("learning_governed",), objectives=("utility", "quality"), starts=("cheapest",), night_size=4, seeds=1
+    )
+    report = run_backtest(tmp_path / "out", table=table, options=options)
+    utility, quality = (next(r for r in report.runs if r.objective == o) for o in ("utility", "quality"))
+    assert report.about.starts["cheapest"].config == "import/-/worse/-"
+    assert utility.whole == quality.whole
+    assert report.references["utility"].lambda_ is None
+
+
 def test_jobs_give_the_same_bytes(tmp_path: Path, one_best: Path) -> None:
     # One night (no refit: the processes only route), two seeds: spawned workers give the serial run's bytes.
     options = BacktestOptions(starts=("cheapest", "frontier"), night_size=8, seeds=2)
