@@ -148,7 +148,10 @@ def ladder(
 ) -> tuple[str, str, bool]:
     """The next rung after the last failed one (region ladder, else the ``*`` ladder).
 
-    After the last rung has failed (no rung left in the pool): the highest-quality member left, never a cheaper,
+    A first attempt is the first rung, and explorable: the router's exploration may run another member first
+    (docs/design.md, Ladders, Learning from its own logs). A failed first attempt that is no rung stands in for
+    the first rung, so the ladder goes on at the second: its logs then show that member as a first rung. After
+    the last rung has failed (no rung left in the pool): the highest-quality member left, never a cheaper,
     weaker one. No ladder at all: quality_per_dollar for a first attempt, the highest-quality member left after
     a failure. The reason says which.
     """
@@ -163,13 +166,14 @@ def ladder(
                 False,
             )
         config, why, _ = quality_per_dollar(router, view, pool, role, failures)
-        return config, f"no ladder for {view.name} or *; {why}", False
+        return config, f"no ladder for {view.name} or *; {why}", True
     rungs = chosen_ladder.rungs
     failed = [i for i, c in enumerate(rungs) if c in failures]
-    start = failed[-1] + 1 if failed else 0
+    start = failed[-1] + 1 if failed else min(len(failures), 1)
     for i in range(start, len(rungs)):
         if rungs[i] in pool:
-            return rungs[i], f"ladder {where} rung {i + 1}/{len(rungs)}", False
+            stand_in = f" ({failures[0]} failed in place of rung 1)" if failures and not failed else ""
+            return rungs[i], f"ladder {where} rung {i + 1}/{len(rungs)}{stand_in}", not failures
     config = _highest_quality(router, view, pool)
     quality = view.row(config).quality
     return (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from fixtures_routing import A, B, C, D, build_table, member
 
@@ -40,6 +42,8 @@ def router():
         ("ladder", None, (C, B), A, "ladder * rung 3/3"),
         ("ladder", None, (B,), A, "rung 3/3"),  # next rung after the last failed one
         ("ladder", None, (C, B, A), D, "no rung left"),
+        # a first attempt outside the ladder (an exploration draw) failed: it stood in for rung 1
+        ("ladder", None, (D,), B, f"rung 2/3 ({D} failed in place of rung 1)"),
     ],
     ids=str,
 )
@@ -53,6 +57,18 @@ def test_region_ladder_wins_over_the_global_one():
     router = Router(build_table({"r": MEMBERS, "*": MEMBERS}, ladders={"r": [B, A], "*": [C, A]}))
     assert router.route("r", policy="ladder").config == B
     assert router.route("other", policy="ladder").config == C
+
+
+def test_a_ladder_explores_its_first_rung_only():
+    # Exploration share 1 (epsilon): every first attempt is a uniform draw among the other members, with its
+    # propensity 1 / 3; an escalation is never drawn (the next rung, propensity 1), so the logs show each explored
+    # member as a first rung followed by the ladder's second.
+    table = build_table({"*": MEMBERS}, ladders={"*": [C, B, A]}, exploration=1.0)
+    router, rng = Router(table), random.Random(7)
+    first = [router.route("*", policy="ladder", rng=rng) for _ in range(30)]
+    assert {d.config for d in first} == {A, B, D} and all(d.explored and d.propensity == 1 / 3 for d in first)
+    after = router.route("*", policy="ladder", failures=(D,), rng=rng)
+    assert (after.config, after.explored, after.propensity, after.after) == (B, False, 1.0, (D,))
 
 
 def test_no_ladder_falls_back_to_quality_per_dollar_and_says_so():
