@@ -33,3 +33,10 @@ def synthetic(n_tasks: int = 120, n_configs: int = 6, seed: int = 0) -> pl.DataF
             s = float(rng.random() < (0.3 + 0.1 * j) * (1.2 - hard))
             rows.append((f"t{i:04d}", "ab"[i % 2], f"c{j}", s, s, 0.001 * 2**j))
     return frame(rows)
+
+
+def logged(rows: list[tuple]) -> pl.DataFrame:
+    """(task, region, config, value, gate, cost, after) rows: ``after`` the configs that had failed before (a
+    dispatcher's logs; empty: a first run)."""
+    plain = frame([r[:6] for r in rows])
+    return plain.with_columns(after=pl.Series([list(r[6]) for r in rows], dtype=pl.List(pl.String)))

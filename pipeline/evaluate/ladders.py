@@ -1,10 +1,10 @@
 """Ladder scoring on held-out tasks: what the fitted escalation ladders realize (``stats.json`` ``ladders``).
 
-A ladder runs by the escalation rule of :mod:`pipeline.fit.ladder_search`; per task it gives the quality of
-the rung it stopped at, the summed cost of the rungs it ran and whether every rung it ran was observed. A
-task with an unobserved needed rung is never counted as a success: it is left out of the quality and cost
-means and lowers ``coverage`` = observed tasks / tasks. Every figure is the mean of a per-task column of
-:func:`evaluate_ladder`.
+A ladder runs by the escalation rule of :mod:`pipeline.fit.ladder_search`, on logs as on a full-information
+table: per task the quality of the rung it stopped at, the summed cost of the rungs it ran and whether it could
+be estimated there (rung 1 a first run, every needed later rung seen or completed from the tasks that saw it).
+A task where it cannot is left out of the quality and cost means and lowers ``coverage`` = observed tasks /
+tasks. Every figure is the mean of a per-task column of :func:`evaluate_ladder`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def evaluate_ladder(
 ) -> pl.DataFrame:
     """Per task: ``task, region, stopped_at, calls, quality, cost_usd, observed`` of one ladder.
 
-    ``quality``/``cost_usd`` are null where a needed rung was not observed (``observed`` false); a
-    rung with no task value anywhere in the frame leaves every task that needs it unobserved.
+    ``quality``/``cost_usd``/``calls`` are null where the ladder cannot be estimated (``observed`` false: rung 1
+    has no first run there, or a needed rung is neither seen nor completed from enough donors,
+    :mod:`pipeline.fit.ladder_search`); ``stopped_at`` is null there and where the run was completed from donors.
     """
     configs = tuple(sorted(set(task_values["config_key"].unique().to_list()) | set(rungs)))
     m = task_matrix(task_values, configs, cost_estimates)
@@ -44,7 +45,7 @@ def evaluate_ladder(
         {
             "task": m.tasks,
             "region": m.regions,
-            "stopped_at": [rungs[k] for k in run.stop.tolist()],
+            "stopped_at": [rungs[k] if k >= 0 else None for k in run.stop.tolist()],
             "calls": run.calls,
             "quality": run.quality,
             "cost_usd": run.cost if m.cost_known else np.full(len(m.tasks), np.nan),
@@ -54,12 +55,12 @@ def evaluate_ladder(
             "task": task_values.schema["task"],
             "region": pl.String,
             "stopped_at": pl.String,
-            "calls": pl.Int64,
+            "calls": pl.Float64,
             "quality": pl.Float64,
             "cost_usd": pl.Float64,
             "observed": pl.Boolean,
         },
-    ).with_columns(pl.col("quality").fill_nan(None), pl.col("cost_usd").fill_nan(None))
+    ).with_columns(pl.col("quality", "cost_usd", "calls").fill_nan(None))
 
 
 def published_runs(
@@ -238,8 +239,8 @@ def _scored(m: TaskMatrix, rungs: tuple[int, ...], best: Any, pass_threshold: fl
     ok = run.observed & best.observed
     if not ok.any() or (len(rungs) > 1 and ok.sum() < MIN_COVERAGE * best.observed.sum()):
         return None
-    spend = run.cost if m.cost_known else run.calls.astype(float)
-    best_spend = best.cost if m.cost_known else best.calls.astype(float)
+    spend = run.cost if m.cost_known else run.calls
+    best_spend = best.cost if m.cost_known else best.calls
     return {
         "ladder": [m.configs[j] for j in rungs],
         "quality": float(run.quality[ok].mean()),

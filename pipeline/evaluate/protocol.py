@@ -18,7 +18,8 @@ import polars as pl
 
 from ..defaults import DISAGREE_BY
 from ..fit.context import FitContext, Part
-from ..fit.learning import LearningOutputs, costed_targets
+from ..fit.gate import logged_decisions
+from ..fit.learning import LearningOutputs, costed_targets, with_after
 from ..fit.model import FittedModel, Shipped
 from ..routing.table import ConstantOrigin, Constants
 from ..utc import format_timestamp
@@ -363,7 +364,8 @@ def learning_figures(
     model = learning.learned_model
     held_tv = eligible(costed_targets(ctx.values(Part.HELD_OUT, real=True), model))  # one yardstick
     if learning.ladder_fit is not None:
-        ladders = ladders_section(learning.ladder_fit, held_tv)
+        fit = learning.ladder_fit
+        ladders = ladders_section(fit, with_after(held_tv, logged_decisions(ctx, Part.HELD_OUT), fit.pass_threshold))
     else:
         ladders = {"summary": None, "regions": {}, "reason": learning.ladder_reason}
     learned_tv = costed_targets(ctx.values(Part.LEARNED, real=True), model)

@@ -6,7 +6,23 @@ excluded) is below ``pass_threshold`` it runs the next, and so on; the last rung
 
     quality_t  = q_t,stop            (the task value of the rung it stopped at)
     cost_t     = sum of cost_t,c over every rung it ran
-    observed_t = every rung it ran has a task value (and, except the last, a gate) on t
+
+**From logs, not a full-information table** (docs/design.md, Ladders, A ladder's run). A dispatcher's logs hold
+each config's outcome under a condition: a **first run** (no config had failed on the task before it), or a run
+after the configs named in its ``after`` had failed (an escalation). A ladder's rung j is **seen** on t when its
+config's outcome there was a first run or came after configs that are all among rungs 1..j-1: the ladder's own
+path implies that condition, so the outcome is what rung j would have given. Rung 1 needs a first run; an
+escalation outcome never stands for a first run (it is evidence about failed tasks only). Then, on the tasks
+where rung 1 is seen, the run is the estimator
+
+    E[q] = P(r1 passes) E[q_r1 | r1 passes] + P(r1 fails) E[q_rest | r1 failed]      (and so on down the rungs)
+
+computed per task: where a later rung j is needed (every rung before it failed) but not seen, the task takes
+the mean continuation from rung j (quality, cost and rungs run from j to the stop) of the tasks that needed
+rung j and saw it (its **donors**). So the means over the observed tasks are the estimator above, and no task
+is left out for its path (which would lean the means towards the paths that stop early): where a needed rung has
+fewer than ``MIN_DONORS`` donors the ladder is not estimated at all on those tasks. On a full-information table
+every outcome is a first run and every needed rung is seen: the run is the plain one.
 
 Task values are pivoted once into task x config matrices (numpy); a ladder's run over all tasks is a few
 vector operations per rung. No Python loop over tasks or ratings. Fitting, choosing and reporting
@@ -30,6 +46,8 @@ MAX_RUNGS = 3
 BEAM = 24
 #: A ladder of 2+ rungs must be observed on this share of the learn tasks to be a candidate.
 MIN_COVERAGE = 0.5
+#: A needed rung not seen on a task takes the mean continuation of at least this many tasks that saw it.
+MIN_DONORS = 5
 _EPS = 1e-12
 
 
@@ -42,6 +60,8 @@ class TaskMatrix:
     rating exists). ``cost`` is ``cost_usd + unknown_cost * cost(c)``: an attempt with unknown cost takes the
     config's mean known cost (``cost_estimates`` when given), never 0 (docs/design.md, Task value and task cost);
     ``cost_known`` is False when no cost is known at all, and then every cost is NaN.
+    ``cond`` is each outcome's condition, an index into ``conditions`` (the sets of column indexes of the configs
+    that had failed on the task before it); condition 0 is the empty set, a first run (and every unobserved cell).
     """
 
     tasks: np.ndarray
@@ -51,10 +71,27 @@ class TaskMatrix:
     gate: np.ndarray
     cost: np.ndarray
     cost_known: bool
+    cond: np.ndarray
+    conditions: tuple[frozenset[int], ...] = (frozenset(),)
 
     @property
     def observed(self) -> np.ndarray:
         return ~np.isnan(self.value)
+
+    @property
+    def first_runs(self) -> np.ndarray:
+        """Outcomes observed as first runs."""
+        return self.observed & (self.cond == 0)
+
+    @property
+    def logged(self) -> bool:
+        """Some outcome came after another config had failed (the matrix is not full-information)."""
+        return len(self.conditions) > 1
+
+    def allowed(self, before: Iterable[int]) -> np.ndarray:
+        """Per condition: does a ladder whose earlier rungs are ``before`` imply it (a subset of them)?"""
+        earlier = frozenset(before)
+        return np.fromiter((c <= earlier for c in self.conditions), dtype=bool, count=len(self.conditions))
 
 
 def _filled_costs(tv: pl.DataFrame, cost_estimates: dict[str, float] | None) -> tuple[pl.DataFrame, bool]:
@@ -83,8 +120,14 @@ def _filled_costs(tv: pl.DataFrame, cost_estimates: dict[str, float] | None) -> 
 def task_matrix(
     task_values: pl.DataFrame, configs: tuple[str, ...] | None = None, cost_estimates: dict[str, float] | None = None
 ) -> TaskMatrix:
-    """Pivot ``task_values`` (task, region, config_key, value, gate, cost_usd[, unknown_cost]) to a matrix."""
+    """Pivot ``task_values`` (task, region, config_key, value, gate, cost_usd[, unknown_cost][, after]) to a matrix.
+
+    ``after`` (optional): the configs that had failed on the task before this outcome (empty: a first run; null:
+    an escalation after configs unknown, which no ladder can place, so the row is left out). Without the column
+    every outcome is a first run (a full-information table)."""
     tv = task_values.filter(pl.col("value").is_not_null())
+    if "after" in tv.columns:
+        tv = tv.filter(pl.col("after").is_not_null())
     tv, cost_known = _filled_costs(tv, cost_estimates)
     if configs is None:
         configs = tuple(sorted(tv["config_key"].unique().to_list()))
@@ -104,6 +147,14 @@ def task_matrix(
         out[ti, ci] = cells[column].cast(pl.Float64).fill_null(np.nan).to_numpy()
         return out
 
+    cond = np.zeros(shape, dtype=np.int64)
+    conditions: tuple[frozenset[int], ...] = (frozenset(),)
+    if "after" in cells.columns:
+        column = {c: j for j, c in enumerate(configs)}
+        sets = [frozenset(column.get(c, -1) for c in after) for after in cells["after"].cast(pl.List(pl.String))]
+        conditions = tuple(dict.fromkeys([frozenset(), *sets]))
+        index = {s: k for k, s in enumerate(conditions)}
+        cond[ti, ci] = np.fromiter((index[s] for s in sets), dtype=np.int64, count=len(sets))
     return TaskMatrix(
         tasks=tasks["task"].to_numpy(),
         regions=tasks["region"].cast(pl.String).to_numpy(),
@@ -112,6 +163,8 @@ def task_matrix(
         gate=grid("gate"),
         cost=grid("cost"),
         cost_known=cost_known,
+        cond=cond,
+        conditions=conditions,
     )
 
 
@@ -121,32 +174,33 @@ class LadderRun:
 
     quality: np.ndarray  # task value at the stopping rung (NaN where not observed)
     cost: np.ndarray  # summed cost of the rungs run (NaN where unknown)
-    calls: np.ndarray  # rungs run
-    stop: np.ndarray  # index into the ladder of the stopping rung
-    observed: np.ndarray  # every rung run was observed
+    calls: np.ndarray  # rungs run (a donors' mean where the run was completed from donors; NaN where not observed)
+    stop: np.ndarray  # index into the ladder of the stopping rung; -1 where completed from donors or unobserved
+    observed: np.ndarray  # rung 1 seen and every rung needed after it seen or completed from donors
+
+
+@dataclass(frozen=True)
+class _Rung:
+    """What one rung did on every task (the forward pass): the tasks that needed it and saw it (``donors``), those
+    of them that stopped there, those that needed it and did not see it (``missing``), and its column."""
+
+    donors: np.ndarray
+    stops: np.ndarray
+    missing: np.ndarray
+    value: np.ndarray
+    cost: np.ndarray
 
 
 @dataclass(frozen=True)
 class _Partial:
     """A ladder's run after its first rungs, none of them the last (the escalation rule's running state)."""
 
-    active: np.ndarray  # still escalating (every gate so far failed)
-    observed: np.ndarray
-    quality: np.ndarray
-    cost: np.ndarray
-    calls: np.ndarray
-    stop: np.ndarray
+    active: np.ndarray  # needs the next rung: every rung so far seen and failed
+    rungs: tuple[_Rung, ...]
 
 
-def _start(n: int) -> _Partial:
-    return _Partial(
-        active=np.ones(n, dtype=bool),
-        observed=np.ones(n, dtype=bool),
-        quality=np.full(n, np.nan),
-        cost=np.zeros(n),
-        calls=np.zeros(n, dtype=np.int64),
-        stop=np.zeros(n, dtype=np.int64),
-    )
+def _start(rows: np.ndarray) -> _Partial:
+    return _Partial(active=rows.copy(), rungs=())
 
 
 @dataclass(frozen=True)
@@ -155,71 +209,88 @@ class _Column:
 
     value: np.ndarray
     cost: np.ndarray
+    cond: np.ndarray
     seen_last: np.ndarray  # a task value (all the last rung needs)
     seen: np.ndarray  # a task value and a gate (what an earlier rung needs)
     passes: np.ndarray  # gate >= pass threshold
 
     @classmethod
-    def of(cls, value: np.ndarray, gate: np.ndarray, cost: np.ndarray, pass_threshold: float) -> _Column:
+    def of(cls, value: np.ndarray, gate: np.ndarray, cost: np.ndarray, cond: np.ndarray, pass_threshold: float):
         seen_last = ~np.isnan(value)
-        return cls(value, cost, seen_last, seen_last & ~np.isnan(gate), gate >= pass_threshold)
+        return cls(value, cost, cond, seen_last, seen_last & ~np.isnan(gate), gate >= pass_threshold)
 
 
-def _step(p: _Partial, k: int, column: _Column, *, last: bool) -> _Partial:
-    """Rung ``k`` (its config's column): the escalation rule of the module docstring."""
-    if last:  # the last rung always stops
-        stopping = p.active
-        return _Partial(
-            active=np.zeros_like(p.active),
-            observed=p.observed & (~p.active | column.seen_last),
-            quality=np.where(stopping, column.value, p.quality),
-            cost=p.cost + np.where(p.active, column.cost, 0.0),
-            calls=p.calls + p.active,
-            stop=np.where(stopping, k, p.stop),
-        )
-    stopping = p.active & column.passes
-    return _Partial(
-        active=p.active & ~column.passes,
-        observed=p.observed & (~p.active | column.seen),
-        quality=np.where(stopping, column.value, p.quality),
-        cost=p.cost + np.where(p.active, column.cost, 0.0),
-        calls=p.calls + p.active,
-        stop=np.where(stopping, k, p.stop),
-    )
+def _step(p: _Partial, column: _Column, allowed: np.ndarray, *, last: bool) -> _Partial:
+    """The next rung (its config's column; ``allowed``: the conditions the ladder's earlier rungs imply)."""
+    seen = (column.seen_last if last else column.seen) & allowed[column.cond]
+    donors = p.active & seen
+    stops = donors if last else donors & column.passes
+    rung = _Rung(donors, stops, p.active & ~seen if p.rungs else np.zeros_like(seen), column.value, column.cost)
+    return _Partial(active=donors & ~stops, rungs=(*p.rungs, rung))
 
 
 def _finish(p: _Partial) -> LadderRun:
+    """The backward pass: each task's continuation from each rung, the missing ones completed from the donors. A
+    rung some task needs without seeing it, with fewer than ``MIN_DONORS`` donors, leaves the ladder unestimated on
+    every task: a mean over the other tasks alone would lean towards the paths that stop early."""
+    n = len(p.active)
+    quality, cost, calls = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
+    ok, stop = np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64)
+    for k in range(len(p.rungs) - 1, -1, -1):
+        r = p.rungs[k]
+        quality = np.where(r.stops, r.value, quality)
+        cost = r.cost + np.where(r.stops, 0.0, cost)
+        calls = 1.0 + np.where(r.stops, 0.0, calls)
+        ok = r.donors & (r.stops | ok)
+        stop = np.where(r.stops, k, np.where(r.donors, stop, -1))
+        if (r.donors & ~ok).any() or (r.missing.any() and ok.sum() < MIN_DONORS):
+            return _unestimated(n)
+        if r.missing.any():
+            with np.errstate(invalid="ignore"):
+                quality = np.where(r.missing, quality[ok].mean(), quality)
+                cost = np.where(r.missing, cost[ok].mean(), cost)
+                calls = np.where(r.missing, calls[ok].mean(), calls)
+            ok = ok | r.missing
     return LadderRun(
-        quality=np.where(p.observed, p.quality, np.nan),
-        cost=np.where(p.observed, p.cost, np.nan),
-        calls=p.calls,
-        stop=p.stop,
-        observed=p.observed,
+        quality=np.where(ok, quality, np.nan),
+        cost=np.where(ok, cost, np.nan),
+        calls=np.where(ok, calls, np.nan),
+        stop=np.where(ok, stop, -1),
+        observed=ok,
     )
 
 
-def run_ladder(m: TaskMatrix, rungs: tuple[int, ...], pass_threshold: float) -> LadderRun:
-    """Run a ladder (column indexes of ``m``) on every task: the escalation rule of the module docstring."""
-    state = _start(len(m.tasks))
+def _unestimated(n: int) -> LadderRun:
+    nan = np.full(n, np.nan)
+    return LadderRun(nan, nan, nan, np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool))
+
+
+def run_ladder(
+    m: TaskMatrix, rungs: tuple[int, ...], pass_threshold: float, rows: np.ndarray | None = None
+) -> LadderRun:
+    """Run a ladder (column indexes of ``m``) on the ``rows`` tasks (None: every task; the others unobserved, and
+    never donors): the escalation rule of the module docstring."""
+    state = _start(np.ones(len(m.tasks), dtype=bool) if rows is None else rows)
     for k, j in enumerate(rungs):
-        column = _Column.of(m.value[:, j], m.gate[:, j], m.cost[:, j], pass_threshold)
-        state = _step(state, k, column, last=k == len(rungs) - 1)
+        column = _Column.of(m.value[:, j], m.gate[:, j], m.cost[:, j], m.cond[:, j], pass_threshold)
+        state = _step(state, column, m.allowed(rungs[:k]), last=k == len(rungs) - 1)
     return _finish(state)
 
 
 class _Runner:
     """:func:`run_ladder` for many ladders of one matrix: columns laid out contiguously once, and the running
     state of the last prefix of each length kept (the search extends one parent by every config in a row),
-    so a ladder costs one rung step past its prefix. Same arithmetic, in the same order, as
+    so a ladder costs one rung step past its prefix and the backward pass. Same arithmetic, in the same order, as
     :func:`run_ladder`: the runs are identical."""
 
     def __init__(self, m: TaskMatrix, pass_threshold: float):
-        value, gate, cost = (np.ascontiguousarray(x.T) for x in (m.value, m.gate, m.cost))
-        self.columns = [_Column.of(value[j], gate[j], cost[j], pass_threshold) for j in range(len(m.configs))]
-        self.prefixes: dict[tuple[int, ...], _Partial] = {(): _start(len(m.tasks))}
+        value, gate, cost, cond = (np.ascontiguousarray(x.T) for x in (m.value, m.gate, m.cost, m.cond))
+        self.m = m
+        self.columns = [_Column.of(value[j], gate[j], cost[j], cond[j], pass_threshold) for j in range(len(m.configs))]
+        self.prefixes: dict[tuple[int, ...], _Partial] = {(): _start(np.ones(len(m.tasks), dtype=bool))}
 
     def _step(self, prefix: tuple[int, ...], j: int, *, last: bool) -> _Partial:
-        return _step(self._prefix(prefix), len(prefix), self.columns[j], last=last)
+        return _step(self._prefix(prefix), self.columns[j], self.m.allowed(prefix), last=last)
 
     def _prefix(self, rungs: tuple[int, ...]) -> _Partial:
         state = self.prefixes.get(rungs)
@@ -243,12 +314,44 @@ def _take_rows(m: TaskMatrix, rows: np.ndarray) -> TaskMatrix:
         gate=m.gate[rows],
         cost=m.cost[rows],
         cost_known=m.cost_known,
+        cond=m.cond[rows],
+        conditions=m.conditions,
     )
 
 
 @dataclass(frozen=True)
+class Measure:
+    """What a ladder is judged on, per task: its **value** on the objective and its **spend**, the resource the
+    objective leaves out (docs/design.md, The rule that chooses a ladder)::
+
+        quality per dollar (and the budget target):  value = quality_t              spend = cost_t (calls without costs)
+        utility (costs known):                        value = lambda q_t - cost_t   spend = configs run
+        quality:                                      value = quality_t             spend = configs run
+    """
+
+    name: str = "quality_per_dollar"
+    lambda_: float = 1.0
+
+    def value(self, run: LadderRun, cost_known: bool) -> np.ndarray:
+        if self.name == "utility" and cost_known:
+            return self.lambda_ * run.quality - run.cost
+        return run.quality
+
+    def spends_calls(self, cost_known: bool) -> bool:
+        """Is the spend configs run (where a single always spends least)?"""
+        return self.name in ("utility", "quality") or not cost_known
+
+    def spend(self, run: LadderRun, cost_known: bool) -> np.ndarray:
+        return run.calls if self.spends_calls(cost_known) else run.cost
+
+
+#: Today's measure of the best-single and budget targets: quality, spending money.
+QUALITY = Measure()
+
+
+@dataclass(frozen=True)
 class Score:
-    """Means of a run over the observed rows of a mask. ``spend`` is cost when known, else calls."""
+    """Means of a run over the observed rows of a mask; ``value`` and ``spend`` by the :class:`Measure`."""
 
     quality: float | None
     cost: float | None
@@ -256,11 +359,8 @@ class Score:
     coverage: float
     n: int
     n_observed: int
-
-    @property
-    def spend(self) -> float:
-        value = self.cost if self.cost is not None else self.calls
-        return math.inf if value is None else value
+    value: float | None = None
+    spend: float = math.inf
 
 
 def mean_or_none(x: np.ndarray) -> float | None:
@@ -268,17 +368,20 @@ def mean_or_none(x: np.ndarray) -> float | None:
     return float(np.mean(x)) if x.size else None
 
 
-def score(run: LadderRun, rows: np.ndarray | None, cost_known: bool) -> Score:
+def score(run: LadderRun, rows: np.ndarray | None, cost_known: bool, measure: Measure = QUALITY) -> Score:
     """``rows`` None: every row."""
     ok = run.observed if rows is None else rows & run.observed
     n = len(run.observed) if rows is None else int(rows.sum())
+    spend = mean_or_none(measure.spend(run, cost_known)[ok])
     return Score(
         quality=mean_or_none(run.quality[ok]),
         cost=mean_or_none(run.cost[ok]) if cost_known else None,
-        calls=mean_or_none(run.calls[ok].astype(float)),
+        calls=mean_or_none(run.calls[ok]),
         coverage=(int(ok.sum()) / n) if n else 0.0,
         n=n,
         n_observed=int(ok.sum()),
+        value=mean_or_none(measure.value(run, cost_known)[ok]),
+        spend=math.inf if spend is None else spend,
     )
 
 
@@ -328,9 +431,9 @@ def dominated_configs(m: TaskMatrix, rows: np.ndarray, pass_threshold: float) ->
 
 
 def _pareto(items: list[tuple[tuple[int, ...], Score]]) -> list[tuple[tuple[int, ...], Score]]:
-    """Ladders no other ladder beats in both spend and quality; sorted by spend (ties: fewer rungs, order)."""
+    """Ladders no other ladder beats in both spend and value; sorted by spend (ties: fewer rungs, order)."""
     ranked = sorted(
-        ((lad, s, q) for lad, s in items if (q := s.quality) is not None),
+        ((lad, s, q) for lad, s in items if (q := s.value) is not None),
         key=lambda it: (it[1].spend, -it[2], len(it[0]), it[0]),
     )
     front: list[tuple[tuple[int, ...], Score]] = []
@@ -365,13 +468,14 @@ def search_ladders(
     strategy: str = "beam",
     max_rungs: int = MAX_RUNGS,
     beam: int = BEAM,
+    measure: Measure = QUALITY,
 ) -> LadderSearch:
     """Candidate ladders on the learn rows of ``m``.
 
     ``beam`` (the default): dominated configs (:func:`dominated_configs`) are pruned from the rungs;
     every surviving single is extended by every other surviving config (n^2 two-rung ladders: the first
     rung's value is complementarity, which no single-config score shows); from then on only the Pareto
-    front of the previous level in (mean spend, mean quality), thinned to ``beam``, is extended by one
+    front of the previous level in (mean spend, mean value) of the ``measure``, thinned to ``beam``, is extended by one
     more rung: a partial ladder that is both costlier and no better than another is not extended.
     Cost: about n^2 + beam * n ladder runs instead of n^3 (30 configs: ~1,600 instead of 24,360).
     ``exhaustive``: every ordered ladder of distinct configs up to ``max_rungs`` (the reference
@@ -390,7 +494,7 @@ def search_ladders(
     def evaluate(ladders: Iterable[tuple[int, ...]]) -> None:
         for lad in ladders:
             if lad not in scored:
-                scored[lad] = score(runner.run(lad), None, m.cost_known)
+                scored[lad] = score(runner.run(lad), None, m.cost_known, measure)
 
     singles = [(j,) for j in range(n)]
     evaluate(singles)
@@ -400,7 +504,8 @@ def search_ladders(
             raise ValueError(f"exhaustive ladder search refused for {n} configs (more than 12); use the beam")
         evaluate([p for k in range(2, max_rungs + 1) for p in itertools.permutations(range(n), k)])
     elif strategy == "beam":
-        dominated = dominated_configs(m, rows, pass_threshold)
+        # Dominance compares whole columns of outcomes; an escalation outcome is not comparable with a first run.
+        dominated = np.zeros(n, dtype=bool) if m.logged else dominated_configs(m, rows, pass_threshold)
         keep = [j for j in range(n) if not dominated[j]]
         pruned = tuple(m.configs[j] for j in range(n) if dominated[j])
         level = [(j,) for j in keep]

@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..defaults import PASS_THRESHOLD
 from ..routing.table import Constants, Ladder
 from .context import FitContext, Part
-from .gate import member_gate
-from .ladders import LadderFit, fit_ladders, table_ladders
+from .gate import logged_decisions, member_gate
+from .ladders import LadderFit, fit_ladders, ladder_measure, table_ladders
 from .model import FittedModel
 from .signals import member_signals, relative_advantage, signals_section, win_rates
 from .writeback import decision_candidates, decision_writeback, off_policy
@@ -61,6 +61,39 @@ def costed_targets(values: pl.DataFrame, model: FittedModel) -> pl.DataFrame:
     """Task values of real ratings with ``cost_usd`` = cost_t,c costed by ``model`` (unknown attempts filled)."""
     costed = model.task_costs(values)
     return costed.with_columns(cost_usd=pl.col("cost_t"), unknown_cost=pl.lit(0, pl.Int64)).drop("cost_t")
+
+
+def with_after(values: pl.DataFrame, decisions: pl.DataFrame | None, pass_threshold: float) -> pl.DataFrame:
+    """``values`` (task values) with ``after``, the configs that had failed on the task before each outcome, as the
+    ladders read it (:func:`pipeline.fit.ladder_search.task_matrix`): the ``after`` of the first decision that chose
+    the config on the task (``decisions``: :func:`pipeline.fit.gate.logged_decisions`); else, for an outcome the
+    aggregation marks ``escalated`` (run after another config's failed attempt), the other configs on the task whose
+    gate is below ``pass_threshold`` (null, left out, when there is none); else empty: a first run."""
+    key = values.with_columns(_task=pl.col("task").cast(pl.Int64), _key=pl.col("config_key").cast(pl.String))
+    failed = key.filter(pl.col("gate") < pass_threshold).group_by("_task").agg(_failed=pl.col("_key").sort())
+    key = key.join(failed, on="_task", how="left").with_columns(
+        _failed=pl.col("_failed").list.set_difference(pl.concat_list("_key")).list.sort()
+    )
+    if decisions is not None and decisions.height:
+        logged = (
+            decisions.sort("at", "id")
+            .group_by("task", "chosen", maintain_order=True)
+            .first()
+            .select(_task="task", _key="chosen", _logged=pl.col("after_failed").fill_null([]))
+        )
+        key = key.join(logged, on=["_task", "_key"], how="left")
+    else:
+        key = key.with_columns(_logged=pl.lit(None, pl.List(pl.String)))
+    escalated = pl.col("escalated").fill_null(False)
+    by_timing = pl.when(pl.col("_failed").list.len() > 0).then(pl.col("_failed"))
+    after = (
+        pl.when(pl.col("_logged").list.len() > 0)
+        .then(pl.col("_logged"))
+        .when(escalated)
+        .then(by_timing)
+        .otherwise(pl.lit([], pl.List(pl.String)))
+    )
+    return key.with_columns(after=after).drop("_task", "_key", "_failed", "_logged")
 
 
 def learning_stage(
@@ -103,7 +136,11 @@ def learning_stage(
     )
     part = Part.LEARNED if evaluated else Part.FULL
     learned_model = ctx.model(part, constants, published.objective) if evaluated else published
-    learned_tv = costed_targets(ctx.values(part, real=True), learned_model)
+    learned_tv = with_after(
+        costed_targets(ctx.values(part, real=True), learned_model),
+        logged_decisions(ctx, part) if writeback else None,
+        ladder.pass_threshold,
+    )
     fit: LadderFit | None = None
     reason: str | None = None
     if not learned_tv.height:
@@ -116,7 +153,7 @@ def learning_stage(
             target=ladder.target,
             budget_usd=ladder.budget_usd,
             pass_threshold=ladder.pass_threshold,
-            best_single=learned_model.highest_quality(),
+            measure=ladder_measure(learned_model.effective_objective, learned_model.constants.lambda_),
         )
     return LearningOutputs(
         member_signals=member_signals(values, newest, advantage=advantage, wins=wins),

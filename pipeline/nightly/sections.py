@@ -315,12 +315,13 @@ class LadderSearch(Section):
 
 class LadderRule(Section):
     name: str | None = None
+    measure: str | None = None  # what the rule judges by: the objective's value, or "budget" (quality)
     folds: int | None = None
     kappa: float | None = None
     kappas: list[KappaRow] = Field(default_factory=list)
     reason: str | None = None
 
-    written_if_given = frozenset({"name", "folds", "kappa", "kappas", "reason"})
+    written_if_given = frozenset({"name", "measure", "folds", "kappa", "kappas", "reason"})
 
 
 class LadderRegion(Section):

@@ -11,6 +11,7 @@ import pytest
 from fixtures_ladders import frame, synthetic
 
 from pipeline.evaluate.ladders import evaluate_ladder, ladders_section
+from pipeline.fit.ladder_search import MIN_DONORS
 from pipeline.fit.ladders import fit_ladders
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -35,7 +36,7 @@ def test_run_escalates_on_failed_gate_and_sums_costs():
             ("t1", "g", "dear", 1.0, 1.0, 10.0),  # passes at cheap
             ("t2", "g", "cheap", 0.2, 0.1, 1.0),
             ("t2", "g", "dear", 0.8, 0.8, 10.0),  # escalates
-            ("t3", "g", "cheap", 0.0, 0.4, 1.0),  # needed rung unobserved
+            ("t3", "g", "dear", 0.9, 0.9, 10.0),  # no first rung: not estimated there
             ("t4", "g", "cheap", 0.7, 0.5, 1.0),  # gate == threshold passes
         ]
     )
@@ -43,9 +44,32 @@ def test_run_escalates_on_failed_gate_and_sums_costs():
     assert out.select("task", "stopped_at", "calls", "quality", "cost_usd", "observed").rows() == [
         ("t1", "cheap", 1, 1.0, 1.0, True),
         ("t2", "dear", 2, 0.8, 11.0, True),
-        ("t3", "dear", 2, None, None, False),
+        ("t3", None, None, None, None, False),
         ("t4", "cheap", 1, 0.7, 1.0, True),
     ]
+
+
+def test_a_needed_rung_not_seen_is_completed_from_its_donors_or_not_estimated():
+    # cheap fails its gate on t0..t6; dear is seen on t0..t4 (the donors, MIN_DONORS of them: 1 on t0..t2, 0 on t3,
+    # t4, cost 10) and missing on t5, t6; cheap passes (value 1, cost 1) on p0..p2. E[q | cheap failed] = 3/5 = 0.6,
+    # so t5 and t6 take quality 0.6, cost 1 + 10 and 2 configs run: the ladder's mean quality
+    # (3 + 3 + 2 * 0.6) / 10 = 0.72, which is P(pass) E[q | pass] + P(fail) E[q_dear | cheap failed]
+    # = 3/10 * 1 + 7/10 * 0.6.
+    assert MIN_DONORS == 5
+    rows = [(f"p{i}", "g", "cheap", 1.0, 1.0, 1.0) for i in range(3)]
+    for i in range(7):
+        rows.append((f"t{i}", "g", "cheap", 0.0, 0.0, 1.0))
+        if i < 5:
+            rows.append((f"t{i}", "g", "dear", float(i < 3), float(i < 3), 10.0))
+    out = evaluate_ladder(["cheap", "dear"], frame(rows))
+    assert out["observed"].all()
+    missing = out.filter(pl.col("task").is_in(["t5", "t6"]))
+    assert missing.select("stopped_at", "calls", "quality", "cost_usd").rows() == [(None, 2.0, 0.6, 11.0)] * 2
+    assert out["quality"].mean() == pytest.approx(0.72)
+    # with four donors (fewer than MIN_DONORS) the ladder is estimated nowhere: a mean over the tasks that stopped
+    # early (or whose dear was seen) alone would lean towards passing
+    four = frame([r for r in rows if r[0] != "t4"])
+    assert not evaluate_ladder(["cheap", "dear"], four)["observed"].any()
 
 
 def test_quality_is_the_task_value_not_the_gate_and_missing_gate_is_unobserved():

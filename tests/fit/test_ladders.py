@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from fixtures_ladders import frame, synthetic
+from fixtures_ladders import frame, logged, synthetic
 
 from pipeline.evaluate.ladders import evaluate_ladder
-from pipeline.fit.ladder_search import dominated_configs, search_ladders, task_matrix
+from pipeline.fit.ladder_search import Measure, dominated_configs, search_ladders, task_matrix
 from pipeline.fit.ladders import fit_ladders, gate_is_target, table_ladders
 
 
@@ -170,3 +170,85 @@ def test_the_rule_falls_back_to_the_best_single_when_no_ladder_validates():
     assert fit.ladders["*"].rungs == ["dear"] and fit.rule["kappa"] is None
     assert fit.ladders["*"].reason.startswith("the best single dear alone: at no confidence level")
     assert [r["ladders"] for r in fit.rule["kappas"]] == [0] * len(fit.rule["kappas"])
+
+
+# ------------------------------------------------------------------------------- from a dispatcher's logs
+def ladder_logs() -> pl.DataFrame:
+    """200 tasks, in id order. cheap ($1) runs first on every task and passes (value 1) where i % 5 < 3, fails
+    (value 0) on the other 80. After cheap failed, mid ($2) ran on the 40 failed tasks with (i // 5) even and
+    solves those with i % 5 == 3 (20 of 40: E[q_mid | cheap failed] = 0.5); dear ($10) ran on the other 40 and
+    fails only where i % 5 == 4 and (i // 5) % 4 == 3 (10 of 40: E[q_dear | cheap failed] = 0.75). Neither mid
+    nor dear ever ran first: the second rung is seen only where the first failed."""
+    rows = []
+    for i in range(200):
+        t = f"t{i:03d}"
+        passed = i % 5 < 3
+        rows.append((t, "g", "cheap", float(passed), float(passed), 1.0, ()))
+        if passed:
+            continue
+        if (i // 5) % 2 == 0:
+            q = float(i % 5 == 3)
+            rows.append((t, "g", "mid", q, q, 2.0, ("cheap",)))
+        else:
+            q = float(not (i % 5 == 4 and (i // 5) % 4 == 3))
+            rows.append((t, "g", "dear", q, q, 10.0, ("cheap",)))
+    return logged(rows)
+
+
+def test_ladder_fitted_from_logs_where_the_second_rung_follows_failures():
+    # Utility with lambda 20 (value 20 q - cost per task), spend = configs run. From the logs (P(cheap passes) 0.6):
+    #   cheap alone        q 0.6                      cost 1                    utility 11.0   1 config
+    #   (cheap, mid)       q 0.6 + 0.4 * 0.5  = 0.8   cost 1 + 0.4 * 2  = 1.8   utility 14.2   1.4 configs
+    #   (cheap, dear)      q 0.6 + 0.4 * 0.75 = 0.9   cost 1 + 0.4 * 10 = 5.0   utility 13.0   1.4 configs
+    # The 40 cheap failures where mid was not run take mid's mean over the 40 where it was (its donors), and so on.
+    # Three rungs cannot be estimated (dear never ran after mid failed, nor mid after dear), and mid or dear alone
+    # have no first run: neither is a single. The best single is cheap (the only config that ran first); both
+    # ladders gain over it at the same configs run, so the rule takes the higher utility: (cheap, mid).
+    tv = ladder_logs()
+    m = task_matrix(tv)
+    one = np.ones(len(m.tasks), dtype=bool)
+    for rungs, quality, cost in ((["cheap", "mid"], 0.8, 1.8), (["cheap", "dear"], 0.9, 5.0)):
+        run = evaluate_ladder(rungs, tv)
+        assert run["observed"].all()
+        assert (run["quality"].mean(), run["cost_usd"].mean(), run["calls"].mean()) == pytest.approx(
+            (quality, cost, 1.4)
+        )
+    for rungs in (["mid"], ["dear"], ["cheap", "mid", "dear"], ["cheap", "dear", "mid"]):
+        assert not evaluate_ladder(rungs, tv)["observed"].any(), rungs
+    assert search_ladders(m, one, 0.5, strategy="exhaustive").candidates  # searched without dominance pruning
+    fit = fit_ladders(tv, measure=Measure("utility", 20.0))
+    assert fit.best_single == "cheap"
+    assert fit.ladders["*"].rungs == ["cheap", "mid"]
+    assert fit.ladders["*"].learned_quality == pytest.approx(0.8)
+    assert fit.rule["measure"] == "utility" and "utility gain" in fit.rule["reason"]
+
+
+def test_escalation_outcomes_never_stand_for_a_first_run():
+    # star solves every task it ran, but it only ran after base had failed (base: value 1 on even tasks, 0 on odd):
+    # that is evidence about base's failed tasks only. Counted as a single it would be the best single with 1.0;
+    # from first runs, the best single is base (0.5) and star is not a single (nor a first rung) at all, while the
+    # ladder (base, star) that produced these logs is estimated exactly: 0.5 * 1 + 0.5 * 1 = 1.0.
+    rows = []
+    for i in range(100):
+        ok = float(i % 2 == 0)
+        rows.append((f"t{i:03d}", "g", "base", ok, ok, 1.0, ()))
+        if not ok:
+            rows.append((f"t{i:03d}", "g", "star", 1.0, 1.0, 5.0, ("base",)))
+    tv = logged(rows)
+    assert not evaluate_ladder(["star"], tv)["observed"].any()
+    assert not evaluate_ladder(["star", "base"], tv)["observed"].any()
+    assert evaluate_ladder(["base", "star"], tv)["quality"].mean() == pytest.approx(1.0)
+    fit = fit_ladders(tv)
+    assert fit.best_single == "base"
+    assert all(c.rungs[0] == "base" for c in fit.ladders.values())
+    # the same outcomes read as a full-information table (no after): star is a single of quality 1.0 on its 50
+    # tasks, the old reading, which the logs' conditions rule out
+    assert fit_ladders(tv.drop("after")).best_single == "star"
+
+
+def test_an_escalation_after_configs_unknown_is_left_out():
+    # after null: run after a failure of configs no longer known; it can be neither a first run nor a continuation
+    rows = [("t1", "g", "a", 0.0, 0.0, 1.0, ()), ("t1", "g", "b", 1.0, 1.0, 1.0, ())]
+    tv = logged(rows).with_columns(after=pl.when(pl.col("config_key") == "b").then(None).otherwise(pl.col("after")))
+    m = task_matrix(tv)
+    assert m.configs == ("a",)

@@ -8,13 +8,14 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 
 import numpy as np
+import polars as pl
 import pytest
 
 from pipeline.compact import compact
 from pipeline.evaluate.protocol import learning_figures
 from pipeline.fit.aggregate import DuckDBEngine, Spec
 from pipeline.fit.context import FitContext, Part
-from pipeline.fit.learning import LadderOptions, learning_stage
+from pipeline.fit.learning import LadderOptions, learning_stage, with_after
 from pipeline.fit.model import load_shipped
 from pipeline.fit.table_build import build_table
 from pipeline.routing.table import Static
@@ -87,3 +88,31 @@ def test_budget_option_needs_a_budget():
     with pytest.raises(ValueError):
         LadderOptions(budget_usd=0.01)
     assert LadderOptions(target="budget", budget_usd=0.01).budget_usd == 0.01
+
+
+def test_with_after_reads_the_decisions_then_timing():
+    # t1: a ran first (its decision names no after), b after a failed (its decision: after [a]; timing says so too).
+    # t2: no decisions; c ran, then d after c's failed attempt (the aggregation marks d escalated): d's after is c,
+    # the config on the task whose gate failed. t3: e escalated by timing, but no config on the task failed its
+    # gate: left out (null). t4: h's decision says it ran after g failed, though both were logged at one time (no
+    # timing): only the decision tells, and without it h reads as a first run.
+    values = pl.DataFrame(
+        {
+            "task": [1, 1, 2, 2, 3, 3, 4, 4],
+            "config_key": ["a", "b", "c", "d", "e", "f", "g", "h"],
+            "gate": [0.0, 1.0, 0.2, 0.9, 1.0, 0.8, 0.0, 1.0],
+            "escalated": [False, True, False, True, True, False, False, False],
+        }
+    )
+    decisions = pl.DataFrame(
+        {
+            "task": [1, 1, 4],
+            "at": [1, 2, 1],
+            "id": ["d1", "d2", "d3"],
+            "chosen": ["a", "b", "h"],
+            "after_failed": [None, ["a"], ["g"]],
+        },
+        schema_overrides={"after_failed": pl.List(pl.String)},
+    )
+    assert with_after(values, decisions, 0.5)["after"].to_list() == [[], ["a"], [], ["c"], None, [], [], ["g"]]
+    assert with_after(values, None, 0.5)["after"].to_list() == [[], ["a"], [], ["c"], None, [], [], []]
