@@ -489,7 +489,9 @@ def fit_ladders(
         kappas=[row.model_dump() for row in r.rows],
         reason=r.reason,
     )
-    return fit.model_copy(update={"best_single": configs[single], "ladders": ladders, "rule": rule})
+    return fit.model_copy(
+        update={"best_single": configs[single], "ladders": ladders, "search": search_info, "rule": rule}
+    )
 
 
 def _rule_reason(kappa: float, rows: list[KappaRow], single: str, measure: Measure, cost_known: bool) -> str:
