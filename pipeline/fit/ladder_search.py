@@ -215,7 +215,9 @@ class _Column:
     passes: np.ndarray  # gate >= pass threshold
 
     @classmethod
-    def of(cls, value: np.ndarray, gate: np.ndarray, cost: np.ndarray, cond: np.ndarray, pass_threshold: float):
+    def of(
+        cls, value: np.ndarray, gate: np.ndarray, cost: np.ndarray, cond: np.ndarray, pass_threshold: float
+    ) -> _Column:
         seen_last = ~np.isnan(value)
         return cls(value, cost, cond, seen_last, seen_last & ~np.isnan(gate), gate >= pass_threshold)
 

@@ -132,9 +132,11 @@ def gate_is_target(task_values: pl.DataFrame) -> bool:
 
 def ladder_measure(objective: str, lambda_: float | None) -> Measure:
     """The :class:`~pipeline.fit.ladder_search.Measure` of a fit's objective (utility needs its lambda)."""
-    if objective == "utility" and lambda_ is None:
+    if objective != "utility":
+        return Measure(objective)
+    if lambda_ is None:
         raise ValueError("the utility objective needs lambda to judge ladders")
-    return Measure(objective, float(lambda_) if objective == "utility" else 1.0)
+    return Measure(objective, float(lambda_))
 
 
 @dataclass(frozen=True)
@@ -300,23 +302,23 @@ def _folds(judge: _Judge, blocks: np.ndarray) -> list[_Fold]:
 
 
 def _stacked(runs: list[LadderRun]) -> LadderRun:
-    """Runs on disjoint validation blocks, one after the other (a pooled sample of tasks)."""
-    cat = np.concatenate
+    """Runs on disjoint validation blocks, one after the other (a pooled sample of tasks; none: no task)."""
+
+    def cat(xs: list[np.ndarray], dtype: type = float) -> np.ndarray:
+        return np.concatenate(xs) if xs else np.empty(0, dtype=dtype)
+
     return LadderRun(
         quality=cat([r.quality for r in runs]),
         cost=cat([r.cost for r in runs]),
         calls=cat([r.calls for r in runs]),
-        stop=cat([r.stop for r in runs]),
-        observed=cat([r.observed for r in runs]),
+        stop=cat([r.stop for r in runs], np.int64),
+        observed=cat([r.observed for r in runs], bool),
     )
 
 
 def _pooled(judge: _Judge, folds: list[_Fold], choices: list[tuple[int, ...]]) -> dict[str, Any]:
     """The choices (one ladder per fold, in the folds' order) run on each validation block (its own tasks alone)
     against the fold's best single, pooled: the gain in value, the spend difference and the figures of both."""
-    if not folds:
-        return {"tasks": 0, "difference": None, "lower": None, "spend_difference": None, "ladders": 0,
-                "quality": None, "cost": None, "calls": None, "coverage": 0.0, "target": None}  # fmt: skip
     runs = _stacked([judge.run(rungs, f.val) for f, rungs in zip(folds, choices, strict=True)])
     base = _stacked([judge.run((f.single,), f.val) for f in folds])
     g = judge.gain(runs, base)
