@@ -88,8 +88,11 @@ class TaskMatrix:
         """Some outcome came after another config had failed (the matrix is not full-information)."""
         return len(self.conditions) > 1
 
-    def allowed(self, before: Iterable[int]) -> np.ndarray:
-        """Per condition: does a ladder whose earlier rungs are ``before`` imply it (a subset of them)?"""
+    def allowed(self, before: Iterable[int]) -> np.ndarray | None:
+        """Per condition: does a ladder whose earlier rungs are ``before`` imply it (a subset of them)? None on a
+        full-information matrix (every outcome a first run: always)."""
+        if not self.logged:
+            return None
         earlier = frozenset(before)
         return np.fromiter((c <= earlier for c in self.conditions), dtype=bool, count=len(self.conditions))
 
@@ -193,14 +196,32 @@ class _Rung:
 
 @dataclass(frozen=True)
 class _Partial:
-    """A ladder's run after its first rungs, none of them the last (the escalation rule's running state)."""
+    """A ladder's run after its first rungs, none of them the last (the escalation rule's running state): the
+    tasks that still need a rung, what each rung did, and the forward sums along the seen paths (the whole run
+    where no needed rung was missing)."""
 
     active: np.ndarray  # needs the next rung: every rung so far seen and failed
     rungs: tuple[_Rung, ...]
+    done: np.ndarray  # stopped at a seen rung
+    quality: np.ndarray
+    cost: np.ndarray
+    calls: np.ndarray
+    stop: np.ndarray
+    missing: bool  # some task needed a rung it did not see
 
 
 def _start(rows: np.ndarray) -> _Partial:
-    return _Partial(active=rows.copy(), rungs=())
+    n = len(rows)
+    return _Partial(
+        active=rows.copy(),
+        rungs=(),
+        done=np.zeros(n, dtype=bool),
+        quality=np.full(n, np.nan),
+        cost=np.zeros(n),
+        calls=np.zeros(n),
+        stop=np.full(n, -1, dtype=np.int64),
+        missing=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -222,13 +243,24 @@ class _Column:
         return cls(value, cost, cond, seen_last, seen_last & ~np.isnan(gate), gate >= pass_threshold)
 
 
-def _step(p: _Partial, column: _Column, allowed: np.ndarray, *, last: bool) -> _Partial:
+def _step(p: _Partial, column: _Column, allowed: np.ndarray | None, *, last: bool) -> _Partial:
     """The next rung (its config's column; ``allowed``: the conditions the ladder's earlier rungs imply)."""
-    seen = (column.seen_last if last else column.seen) & allowed[column.cond]
+    seen = column.seen_last if last else column.seen
+    if allowed is not None:
+        seen = seen & allowed[column.cond]
     donors = p.active & seen
     stops = donors if last else donors & column.passes
-    rung = _Rung(donors, stops, p.active & ~seen if p.rungs else np.zeros_like(seen), column.value, column.cost)
-    return _Partial(active=donors & ~stops, rungs=(*p.rungs, rung))
+    missing = p.active & ~seen if p.rungs else np.zeros_like(seen)
+    return _Partial(
+        active=donors & ~stops,
+        rungs=(*p.rungs, _Rung(donors, stops, missing, column.value, column.cost)),
+        done=p.done | stops,
+        quality=np.where(stops, column.value, p.quality),
+        cost=p.cost + np.where(donors, column.cost, 0.0),
+        calls=p.calls + donors,
+        stop=np.where(stops, len(p.rungs), p.stop),
+        missing=p.missing or bool(missing.any()),
+    )
 
 
 def _finish(p: _Partial) -> LadderRun:
@@ -236,6 +268,8 @@ def _finish(p: _Partial) -> LadderRun:
     rung some task needs without seeing it, with fewer than ``MIN_DONORS`` donors, leaves the ladder unestimated on
     every task: a mean over the other tasks alone would lean towards the paths that stop early."""
     n = len(p.active)
+    if not p.missing:  # every needed rung seen: the forward sums are the run
+        return _run(p.done, p.quality, p.cost, p.calls, p.stop)
     quality, cost, calls = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
     ok, stop = np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64)
     for k in range(len(p.rungs) - 1, -1, -1):
@@ -253,12 +287,13 @@ def _finish(p: _Partial) -> LadderRun:
                 cost = np.where(r.missing, cost[ok].mean(), cost)
                 calls = np.where(r.missing, calls[ok].mean(), calls)
             ok = ok | r.missing
+    return _run(ok, quality, cost, calls, stop)
+
+
+def _run(ok: np.ndarray, quality: np.ndarray, cost: np.ndarray, calls: np.ndarray, stop: np.ndarray) -> LadderRun:
+    nan = np.nan
     return LadderRun(
-        quality=np.where(ok, quality, np.nan),
-        cost=np.where(ok, cost, np.nan),
-        calls=np.where(ok, calls, np.nan),
-        stop=np.where(ok, stop, -1),
-        observed=ok,
+        np.where(ok, quality, nan), np.where(ok, cost, nan), np.where(ok, calls, nan), np.where(ok, stop, -1), ok
     )
 
 
@@ -374,15 +409,22 @@ def score(run: LadderRun, rows: np.ndarray | None, cost_known: bool, measure: Me
     """``rows`` None: every row."""
     ok = run.observed if rows is None else rows & run.observed
     n = len(run.observed) if rows is None else int(rows.sum())
-    spend = mean_or_none(measure.spend(run, cost_known)[ok])
+    means: dict[int, float | None] = {}  # by array: a measure's value or spend is often a column of the run itself
+
+    def mean(x: np.ndarray) -> float | None:
+        if id(x) not in means:
+            means[id(x)] = mean_or_none(x[ok])
+        return means[id(x)]
+
+    spend = mean(measure.spend(run, cost_known))
     return Score(
-        quality=mean_or_none(run.quality[ok]),
-        cost=mean_or_none(run.cost[ok]) if cost_known else None,
-        calls=mean_or_none(run.calls[ok]),
+        quality=mean(run.quality),
+        cost=mean(run.cost) if cost_known else None,
+        calls=mean(run.calls),
         coverage=(int(ok.sum()) / n) if n else 0.0,
         n=n,
         n_observed=int(ok.sum()),
-        value=mean_or_none(measure.value(run, cost_known)[ok]),
+        value=mean(measure.value(run, cost_known)),
         spend=math.inf if spend is None else spend,
     )
 

@@ -167,6 +167,9 @@ def gain(a: np.ndarray, seen_a: np.ndarray, b: np.ndarray, seen_b: np.ndarray) -
     na, nb = int(seen_a.sum()), int(seen_b.sum())
     if not na or not nb:
         return Gain(math.nan, math.inf, na, nb)
+    if np.array_equal(seen_a, seen_b):  # the same tasks: the paired difference (the formula below, exactly)
+        d = a[seen_a] - b[seen_b]
+        return Gain(float(d.mean()), float(np.std(d, ddof=1) / math.sqrt(na)) if na > 1 else math.inf, na, nb)
     xa, xb = a[seen_a], b[seen_b]
     ma, mb = float(xa.mean()), float(xb.mean())
     if na < 2 or nb < 2:
