@@ -111,6 +111,41 @@ def test_utility_lambda_and_lift(tmp_path: Path, cheap_and_strong: Path) -> None
     assert run.whole.vs_full_information == pytest.approx(1.0)  # the same choices with full information
 
 
+def test_ladder_learns_its_second_rung_from_its_own_logs(tmp_path: Path) -> None:
+    # 120 tasks, 3 nights of 40, no exploration, utility with lambda 20. cheap ($1) passes where i % 5 < 3 (60%);
+    # mid ($2) and strong ($10) pass everything. From the cheapest start (cheap):
+    #   night 0: no table, cheap once on every task: quality 0.6, 1 config per task.
+    #   night 1: the table knows cheap alone, so its ladder is cheap alone; after cheap fails, the highest-quality
+    #            member left (mid and strong are both unknown, the prior row: the first in key order, mid) runs.
+    #   the refit reads those logs: mid is seen only after cheap failed (never a first run, never a single), which
+    #   is exactly what the ladder (cheap, mid) needs: utility 20 * (0.6 + 0.4 * 1) - (1 + 0.4 * 2) = 18.2 against
+    #   cheap's 20 * 0.6 - 1 = 11; the night-0 tasks where cheap failed take mid's mean over its donors.
+    #   night 2: the published ladder is (cheap, mid): quality 1, 1.4 configs per task, $1.80 per task.
+    rows = []
+    for i in range(120):
+        ok = float(i % 5 < 3)
+        rows += [(f"t{i:03d}", "cheap", ok, 1.0, "r", i), (f"t{i:03d}", "mid", 1.0, 2.0, "r", i)]
+        rows.append((f"t{i:03d}", "strong", 1.0, 10.0, "r", i))
+    table = write(tmp_path / "ladder.csv", rows)
+    options = BacktestOptions(
+        policies=("ladder",),
+        objectives=("utility",),
+        starts=("cheapest",),
+        shipped=shipped(tmp_path / "shipped.json", constants={"exploration": 0.0}),
+        lambda_=20.0,
+        night_size=40,
+        seeds=1,
+        keep_homes=True,
+    )
+    report = run_backtest(tmp_path / "out", table=table, options=options)
+    nights = report.runs[0].nights
+    assert [(n.mean_quality, n.configs_per_task) for n in nights] == [(0.6, 1.0), (1.0, 1.4), (1.0, 1.4)]
+    assert nights[2].mean_cost_usd == pytest.approx(1.8)
+    home = tmp_path / "out" / "homes" / "loops" / "ladder-utility-cheapest" / "seed-0"
+    published = json.loads((home / "fits" / "routing-table.json").read_text(encoding="utf-8"))
+    assert published["regions"]["*"]["ladder"]["rungs"] == [CHEAP, "import/-/mid/-"]
+
+
 def test_several_rows_per_task_and_config(tmp_path: Path) -> None:
     # 4 tasks (nights of 2), cheap and strong with two trials each. trace_governed with cheap_config and
     # frontier_config shipped (--start shipped): cheap first, strong after a failure.
