@@ -13,8 +13,8 @@ class KappaRow(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kappa: float
-    tasks: int  # validation tasks both the choice and the best single observed, over all folds
-    difference: float | None  # mean quality of the choices minus the best single's there
+    tasks: int  # validation tasks where the choices were observed, over all folds
+    difference: float | None  # mean value (the measure's) of the choices minus the best single's there
     lower: float | None  # its one-sided 95% lower bound
-    spend_difference: float | None  # mean cost (calls without costs) of the choices minus the best single's
+    spend_difference: float | None  # mean spend (the measure's) of the choices minus the best single's
     ladders: int  # folds whose choice is a ladder other than their best single

@@ -17,7 +17,8 @@ utility, quality and configs run under quality):
   gain in value over the best single clears kappa standard errors, ``gain >= kappa * se``; ``gain`` is the
   difference of the two means, each over the tasks where it is observed (at least ``MIN_PAIRED`` each), and
   ``se`` its standard error counting the tasks both observed as paired (:func:`gain`: on a full-information
-  table, the paired difference); the best single itself always qualifies (gain 0).
+  table, the paired difference); the best single itself always qualifies (gain 0) where the spend is money;
+  where it is configs run (a single always spends least) only a candidate with a gain above 0 does.
 - **kappa by repeated chronological cross-validation.** The learned tasks, in time order, are cut into ``FOLDS``
   blocks; fold k fits on blocks 1..k-1 (its own best single, its own search) and validates on block k. For each
   kappa of :data:`KAPPAS` the rule's choices are scored on the validation blocks against each fold's best
