@@ -236,8 +236,7 @@ class TraceBook:
             spent,
             cost_from,
             at,
-            duration_ms=duration,
-            tool_calls=trace.tools,
+            details={"duration_ms": duration, "tool_calls": trace.tools},
             ref=ref,
         )
         final = trace.task is None  # the trace is its own task: no other candidate can come
