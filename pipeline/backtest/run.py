@@ -425,11 +425,7 @@ def _report(
         night_size=setup.bounds[0][1] - setup.bounds[0][0],
         nights=len(setup.bounds),
         second_half_first_task=half,
-        seeds=o.seeds,
-        fit=o.fit,
-        pass_threshold=o.pass_threshold,
-        max_runs=o.max_runs,
-        gate_noise=o.gate_noise,
+        **o.model_dump(include={"seeds", "fit", "pass_threshold", "max_runs", "gate_noise"}),  # as given
         starts={s: StartChoice(config=c, why=start_reason(t, s, c)) for s, c in setup.starts.items()},
         policies=list(o.policies),
     )
