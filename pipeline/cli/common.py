@@ -67,6 +67,12 @@ def gate_noise_option(type_: click.ParamType, default: float | None, help: str) 
     return option("--gate-noise", type_, default, help)
 
 
+def lambda_option(type_: click.ParamType, help: str) -> Decorator:
+    """``--lambda``: lambda of the utility objective, lambda * q - cost (fit's pin, the backtest's); parameter
+    ``lambda_`` (a keyword of Python)."""
+    return option("--lambda", type_, None, help, dest="lambda_")
+
+
 def pass_threshold_option(type_: click.ParamType, default: float, help: str) -> Decorator:
     """``--pass-threshold``: the gate score below which a run fails (fit's ladders, the backtest's escalations)."""
     return option("--pass-threshold", type_, default, help)
