@@ -7,6 +7,8 @@ Imports nothing heavy: the CLI reads it at start.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from .rounding import DECIMALS
 
 # ---------------------------------------------------------------------------------------- the routing constants
@@ -38,6 +40,10 @@ MIN_EXPLORATION = 0.05
 PASS_THRESHOLD = 0.5
 #: The case study a fit writes.
 CASE_STUDY = "routing-by-rating"
+
+#: How ``ratings backtest`` refits each night: the table with the current constants, or the whole nightly job
+#: (docs/design.md, Backtest, Refit).
+FitMode = Literal["table", "full"]
 
 # ---------------------------------------------------------------------------------------- the grids
 PRIOR_SOURCES = ("shipped", "measured")

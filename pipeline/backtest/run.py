@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..defaults import FitMode
 from ..fit.model import load_shipped
 from ..nightly.backtest import (
     About,
@@ -46,7 +47,7 @@ from ..workspace import BacktestOut, StrPath, Workspace
 from .data import BacktestInputError, FullTable, read_file, read_home
 from .loop import Dispatcher, Plan, Stream, full_information_events
 from .references import best_choice, effective_objective, realized_value
-from .refit import FitMode, refit, scratch_home
+from .refit import refit, scratch_home
 
 #: The share of the tasks in a night by default, in percent: ceil(5% of n).
 NIGHT_PERCENT = 5

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from typing import get_args
 
 import click
 
+from ..defaults import FitMode
 from ..workspace import Workspace
 from .common import (
     OBJECTIVES,
@@ -65,7 +67,7 @@ from .common import (
 @gate_noise_option(click.FloatRange(0, 1), 0.0, "Probability that the gate's verdict is flipped.")
 @option(
     "--fit",
-    click.Choice(["table", "full"]),
+    click.Choice(get_args(FitMode)),
     "table",
     "Each night: refit the table with the current constants (table) or run the whole nightly job (full).",
     dest="fit_mode",

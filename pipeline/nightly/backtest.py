@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..defaults import FitMode
+
 #: Said by every output of a backtest.
 SIMULATION_NOTE = (
     "A backtest of a benchmark table is a simulation of deployment, not a deployment: every task was replayed "
@@ -142,7 +144,7 @@ class About(BaseModel):
     nights: int
     second_half_first_task: int
     seeds: int
-    fit: Literal["table", "full"]
+    fit: FitMode
     pass_threshold: float
     max_runs: int
     gate_noise: float
