@@ -7,7 +7,7 @@ Imports nothing heavy: the CLI reads it at start.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from .rounding import DECIMALS
 
@@ -26,8 +26,11 @@ HALF_LIFE_DAYS: float | None = None
 MIN_SAMPLES = 3
 #: Costs below this many USD count as this (docs/design.md, Cost).
 COST_FLOOR_USD = 0.000001
+#: What routing may maximise (docs/design.md, Objectives): the one list every option, model and table takes.
+Objective = Literal["quality_per_dollar", "utility", "quality"]
+OBJECTIVES: tuple[Objective, ...] = get_args(Objective)
 #: The objective (docs/design.md, Objectives).
-OBJECTIVE = "quality_per_dollar"
+OBJECTIVE: Objective = "quality_per_dollar"
 
 # ---------------------------------------------------------------------------------------- the fit's options
 #: The learned fraction of the chronological split (docs/design.md, Split).

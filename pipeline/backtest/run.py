@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..defaults import FitMode
+from ..defaults import FitMode, Objective
 from ..fit.model import load_shipped
 from ..nightly.backtest import (
     About,
@@ -29,7 +29,6 @@ from ..nightly.backtest import (
     ColdStart,
     Night,
     NightReferences,
-    Objective,
     ObjectiveReferences,
     Reference,
     References,

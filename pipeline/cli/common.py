@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .. import defaults
 from ..bounds import MAX_SEED
 from ..errors import InvalidBatch, MachineFailure, PipelineError
 
@@ -48,8 +49,8 @@ table_option = option(
 fsync_option = option(
     "--fsync", click.Choice(["always", "batch", "never"]), "batch", "fsync after every line, once per batch, or never."
 )
-#: What routing maximises (pipeline.fit.model.OBJECTIVES; not imported here: the CLI starts without polars).
-OBJECTIVES = click.Choice(["quality_per_dollar", "utility", "quality"])
+#: What routing maximises (pipeline.defaults.OBJECTIVES).
+OBJECTIVES = click.Choice(defaults.OBJECTIVES)
 
 
 def shipped_option(help: str, *, exists: bool = True) -> Decorator:

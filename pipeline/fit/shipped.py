@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD
+from ..defaults import Objective
 from ..errors import FitError
 from ..jsonfile import read_json, validate
 from ..prices import Price, selector_of
@@ -105,7 +106,7 @@ class ShippedConstants(BaseModel):
     cost_floor_usd: float | None = Field(default=None, gt=0.0, le=MAX_USD)
     lambda_: float | None = Field(default=None, alias="lambda", gt=0.0, le=MAX_LAMBDA)
     min_quality: float | None = Field(default=None, ge=0.0, le=1.0)
-    objective: Literal["quality_per_dollar", "utility", "quality"] | None = None
+    objective: Objective | None = None
 
 
 class Shipped(BaseModel):

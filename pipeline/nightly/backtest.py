@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..defaults import FitMode
+from ..defaults import FitMode, Objective
 
 #: Said by every output of a backtest.
 SIMULATION_NOTE = (
@@ -24,7 +24,6 @@ SIMULATION_NOTE = (
 
 _MODEL = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-Objective = Literal["quality_per_dollar", "utility", "quality"]
 Start = Literal["cheapest", "frontier", "shipped"]
 
 
