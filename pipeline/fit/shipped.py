@@ -247,21 +247,7 @@ def placeholder_note(shipped: Shipped, path: str) -> str | None:
     )
 
 
-class PriorLike(Protocol):
-    """Anything with a prior's three fields (:class:`Prior`, the simulator's scenario prior), read only: both
-    are frozen models."""
-
-    @property
-    def selector(self) -> str: ...
-
-    @property
-    def region(self) -> str: ...
-
-    @property
-    def quality(self) -> float: ...
-
-
-def priors_frame(priors: Sequence[PriorLike]) -> pl.DataFrame:
+def priors_frame(priors: Sequence[Prior]) -> pl.DataFrame:
     """The priors as a frame for :func:`shipped_prior`: ``selector, prior_region, prior_quality, segments,
     order`` (``order``: position in the file, the last tie-break)."""
     import polars as pl
