@@ -1,5 +1,6 @@
 """The code defaults of the fit, in one place: the CLI's options, :class:`pipeline.nightly.options.FitOptions`,
-the routing constants (:class:`pipeline.routing.table.Constants`) and the evaluation's grids are built from here.
+the routing constants (:class:`pipeline.routing.table.Constants`) and the evaluation's grids are built from here,
+and the names an option may take (:data:`Objective`, :data:`FitMode`) are written here once.
 Published figures are rounded where a file is written (:mod:`pipeline.rounding`).
 
 Imports nothing heavy: the CLI reads it at start.
