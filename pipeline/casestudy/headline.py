@@ -223,8 +223,9 @@ def ladder_lead(stats: Stats) -> list[Block]:
             f"{rungs} reached held-out quality {fmt.num(s.held_out_quality, 3)}{at}, against "
             f"{fmt.num(s.best_single_quality, 3)}{their} for "
             f"{short_config(s.best_single_config)}, the best single configuration; measured "
-            f"on the {on} where every rung they ran and the best single were observed ({fmt.pct(s.coverage)} "
-            "coverage of the eligible tasks; the rest are not counted).",
+            f"on the {on} where the ladders and the best single could be estimated from the logs: a first run of "
+            "the first rung, each later rung needed seen or completed from the tasks that saw it "
+            f"({fmt.pct(s.coverage)} coverage of the eligible tasks; the rest are not counted).",
             lead=True,
         )
     ]

@@ -298,7 +298,7 @@ def _frontier_figure(stats: Stats, plots: dict[str, Plot]) -> Block:
         caption.append(" The ladder point is an upper bound for a perfect verifier (its gate is the target).")
     if summary is not None:
         caption.append(
-            f" The ladder is measured on the fully observed tasks only ({fmt.pct(summary.coverage)} coverage)."
+            f" The ladder is measured where the logs estimate it only ({fmt.pct(summary.coverage)} coverage)."
         )
     return figure(stats, plots, "frontier.svg", *caption) or para("No cost figures to draw.")
 
