@@ -94,6 +94,7 @@ def fixed_now(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def long_scenario(root: Path, chunk: int | None, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    root.mkdir(parents=True, exist_ok=True)
     if chunk is not None:
         monkeypatch.setattr(run, "CHUNK_ROWS", chunk)
     first = long_rows(1, 160)
@@ -214,6 +215,7 @@ def mini_ork_store(path: Path, traces: int, seed: int) -> None:
 
 
 def mini_ork_scenario(root: Path, chunk: int | None, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    root.mkdir(parents=True, exist_ok=True)
     if chunk is not None:
         monkeypatch.setattr(run, "CHUNK_ROWS", chunk)
     db = root / "state.db"
