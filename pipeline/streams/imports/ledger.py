@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...workspace import Workspace, fsync_dir, temp_beside
 
@@ -149,10 +149,11 @@ class Ledger:
                 same[rows] |= of_kind & (record["id"] == ids[rows]) & (record["content"] == contents[rows])
         return known, same, kind
 
-    def append(self, keys: Sequence[int], ids: Sequence[str], contents: Sequence[int], kinds: Sequence[int]) -> None:
-        """A run of these records (columns; ``ids`` the events' ids), sorted, written durably after their events
-        were appended. Runs written by this import are not looked up by it (:attr:`runs` is what was before)."""
-        if not self.writable or not keys:
+    def append(self, keys: Any, ids: Sequence[str], contents: Any, kinds: Any) -> None:
+        """A run of these records (columns, lists or arrays; ``ids`` the events' ids), sorted, written durably
+        after their events were appended. Runs written by this import are not looked up by it (:attr:`runs` is
+        what was before)."""
+        if not self.writable or not len(keys):
             return
         import numpy as np
 

@@ -145,13 +145,13 @@ class Unit(NamedTuple):
 
 
 class Prepared(NamedTuple):
-    """A chunk of rows a source checked and rendered itself, in bulk (long tables, for speed): the events as the
-    run spools them (``(stream, line, id, ledger key, content, ledger kind)``), each task-opening candidate at its
-    position among them, and the rows that are bad, as units of their own. ``rows`` counts every row it covers."""
+    """A chunk of rows a source checked and rendered itself, in bulk (long tables and mini-ork, for speed): the
+    events as columns (a :class:`~.block.Block`), each task-opening candidate at its position among them, and the
+    rows that are bad, as units of their own. ``rows`` counts every row it covers."""
 
     rows: int
     imported: int
-    items: list[tuple[Any, ...]]
+    items: Any  # a Block (pipeline/streams/imports/block.py)
     opened: list[tuple[int, Opened]]
     bad: list[Unit]
     skipped: dict[str, int]

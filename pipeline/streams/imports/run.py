@@ -23,6 +23,7 @@ import pickle
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -33,6 +34,7 @@ from ...workspace import Workspace
 from ..batch import Batch
 from ..events import stream_of
 from ..log import FsyncPolicy, write
+from .block import Block
 from .deadletters import DeadLetters
 from .ledger import KINDS, RATED, Ledger, content64, key64
 from .mapping import Line, Opened, Prepared, Rendered, Unit, render, retraction
@@ -115,47 +117,58 @@ class _Item(NamedTuple):
 
 
 class _Chunk:
-    """The events of one chunk of source rows, as plain tuples (fields of :class:`_Item`; they pickle fast), and
-    ``keep``: False for each event an earlier import already appended (positions stay, for the task openings)."""
+    """The events of one chunk of source rows: the generic lane's as tuples (fields of :class:`_Item`) until the
+    chunk is complete (:meth:`seal`), a bulk lane's as a :class:`~.block.Block`; then ``block``, and ``keep``:
+    False for each event an earlier import already appended (positions stay, for the task openings)."""
 
-    __slots__ = ("items", "keep")
+    __slots__ = ("block", "keep", "pending")
 
     def __init__(self) -> None:
-        self.items: list[tuple[Any, ...]] = []
-        self.keep: list[bool] = []
+        self.block = Block()
+        self.pending: list[tuple[Any, ...]] = []
+        self.keep: Any = None
 
     def __len__(self) -> int:
-        return len(self.items)
+        return len(self.block) + len(self.pending)
 
-    def add(self, item: _Item) -> None:
-        self.items.append(tuple(item))
-        self.keep.append(True)
+    def add(self, item: _Item | tuple[Any, ...]) -> None:
+        self.pending.append(tuple(item))
 
-    def column(self, name: str) -> list[Any]:
-        i = _Item._fields.index(name)
-        return [item[i] for item in self.items]
+    def extend(self, block: Block) -> None:
+        self.block = Block.cat([self.block, Block.of(self.pending), block])
+        self.pending = []
+
+    def seal(self) -> _Chunk:
+        import numpy as np
+
+        self.extend(Block())
+        self.keep = np.ones(len(self.block), dtype=bool)
+        return self
 
     def with_openings(self, openings: list[tuple[int, _Item]]) -> None:
-        """Insert these events, each at its position (positions of the chunk as it was mapped), in one pass."""
+        """Insert these events, each at its position (positions of the chunk as it was mapped)."""
         if not openings:
             return
-        items, keep, start = [], [], 0
-        for position, item in sorted(openings, key=lambda x: x[0]):
-            items += self.items[start:position]
-            keep += self.keep[start:position]
-            items.append(tuple(item))
-            keep.append(True)
-            start = position
-        self.items, self.keep = items + self.items[start:], keep + self.keep[start:]
+        import numpy as np
+
+        added = Block.of([tuple(item) for _, item in openings])
+        self.block, order = self.block.with_inserted([position for position, _ in openings], added)
+        self.keep = np.concatenate([self.keep, np.ones(len(added), dtype=bool)])[order]
 
     def item(self, i: int) -> _Item:
-        return _Item._make(self.items[i])
+        b = self.block
+        return _Item(
+            _STREAMS[int(b.kinds[i])], b.lines[i], b.ids[i], int(b.keys[i]), int(b.contents[i]), int(b.kinds[i])
+        )
 
-    def __getstate__(self) -> tuple[list[Any], list[bool]]:
-        return self.items, self.keep
 
-    def __setstate__(self, state: tuple[list[Any], list[bool]]) -> None:
-        self.items, self.keep = state
+def _count(counter: Counter[str], kinds: Any) -> None:
+    """Count events by type, types in the order they first occur (the summary's order)."""
+    import numpy as np
+
+    found, first, counts = np.unique(kinds, return_index=True, return_counts=True)
+    for i in np.argsort(first, kind="stable"):
+        counter[_TYPES[int(found[i])]] += int(counts[i])
 
 
 class _Candidate(NamedTuple):
@@ -316,8 +329,7 @@ class Run:
         for unit in prepared.bad:
             self._bad(unit)
         base = len(chunk)
-        chunk.items += prepared.items
-        chunk.keep += [True] * len(prepared.items)
+        chunk.extend(prepared.items)
         for position, record in prepared.opened:
             self._candidate(record, base + position)
 
@@ -357,8 +369,7 @@ class Run:
         for record in unit.records:
             if isinstance(record, Line):
                 kind = KINDS[record.type]
-                chunk.items.append((_STREAMS[kind], record.line, record.id, record.key, 0, kind))  # 0: id dates it
-                chunk.keep.append(True)
+                chunk.add((_STREAMS[kind], record.line, record.id, record.key, 0, kind))  # 0: the id dates it
                 if record.cost_from is not None:
                     tally.costs[record.cost_from] += 1
             elif isinstance(record, Opened) and not record.final:
@@ -385,11 +396,11 @@ class Run:
 
     def _flush(self, chunk: _Chunk) -> None:
         """Compare a chunk with the ledger and spool it."""
-        self._diff(chunk)
+        self._diff(chunk.seal())
         if not self.options.dry_run:
             self.spool.add(chunk)
         else:
-            self.would.update(_TYPES[item[5]] for item, keep in zip(chunk.items, chunk.keep, strict=True) if keep)
+            _count(self.would, chunk.block.kinds[chunk.keep])
         self.chunks += 1
         if self.progress is not None:
             self.progress(int(1000 * self.source.progress()), 2000)
@@ -400,20 +411,17 @@ class Run:
             return
         import numpy as np
 
-        keys = np.array(chunk.column("key"), dtype=np.uint64)
-        ids = np.array([i[-24:] for i in chunk.column("id")], dtype="S24")
-        kinds = np.array(chunk.column("kind"), dtype=np.uint8)
-        contents = np.array(chunk.column("content"), dtype=np.uint64)
-        known, same, of_kind = self.ledger.match(keys, ids, contents, kinds)
+        block = chunk.block
+        keys, ids, kinds = block.keys, block.digits(), block.kinds
+        known, same, of_kind = self.ledger.match(keys, ids, block.contents, kinds)
         rated = known & (kinds == RATED)
         self.seen_keys.append(keys[rated])
         self.seen_ids.append(ids[rated])
         self.tally.unchanged += int(same.sum())
-        for i in np.flatnonzero(same):
-            chunk.keep[i] = False
-        for i in np.flatnonzero(known & ~same & of_kind & (kinds != RATED)):
+        changed = known & ~same & of_kind & (kinds != RATED)
+        for i in np.flatnonzero(changed):
             self._changed(chunk.item(int(i)))
-            chunk.keep[i] = False
+        chunk.keep &= ~(same | changed)
 
     def _changed(self, item: _Item) -> None:
         self.tally.changed += 1
@@ -497,25 +505,29 @@ class Run:
         last = _Chunk()
         for _, _, item in retractions:
             last.add(item)
-        self._write(last, appended)
+        self._write(last.seal(), appended)
         return appended
 
     def _write(self, chunk: _Chunk, appended: Counter[str]) -> None:
-        items = chunk.items if all(chunk.keep) else [t for t, k in zip(chunk.items, chunk.keep, strict=True) if k]
-        if not items:
+        import numpy as np
+
+        block = chunk.block if chunk.keep.all() else chunk.block.take(np.flatnonzero(chunk.keep))
+        if not len(block):
             return
-        ids, keys, contents, kinds = ([t[i] for t in items] for i in (2, 3, 4, 5))  # columns (zip(*items) is slow)
-        by_stream: dict[str, list[bytes]] = {}
-        for item in items:
-            by_stream.setdefault(item[0], []).append(item[1])
-        result = write(self.ws, Batch(lines=by_stream, ids=ids), self.fsync)
+        to_ratings = block.ratings()
+        streams = {
+            "ratings": list(compress(block.lines, to_ratings)),
+            "tasks": list(compress(block.lines, ~to_ratings)),
+        }
+        first = "ratings" if to_ratings[0] else "tasks"  # the streams in the order their events first occur
+        by_stream = {s: streams[s] for s in (first, *streams) if streams[s]}
+        result = write(self.ws, Batch(lines=by_stream, ids=block.ids), self.fsync)
         self.streams.update(result.streams)
-        appended.update(_TYPES[kind] for kind in kinds)
-        retracted = KINDS["rating.retracted"]  # not records of a source: not in the ledger
-        if retracted in kinds:
-            of = [i for i, kind in enumerate(kinds) if kind != retracted]
-            keys, ids, contents, kinds = ([column[i] for i in of] for column in (keys, ids, contents, kinds))
-        self.ledger.append(keys, ids, contents, kinds)
+        _count(appended, block.kinds)
+        sourced = block.kinds != KINDS["rating.retracted"]  # retractions are no records of a source: not in the ledger
+        if not sourced.all():
+            block = block.take(np.flatnonzero(sourced))
+        self.ledger.append(block.keys, block.ids, block.contents, block.kinds)
 
     # ----------------------------------------------------------------- the summary
     def _result(self, appended: Counter[str], retracted: int, notes: list[str]) -> ImportResult:
@@ -557,7 +569,7 @@ class _Spool:
 
     def add(self, chunk: _Chunk) -> None:
         if self.file is None:
-            self.size += sum(len(item[1]) for item in chunk.items) + 64 * len(chunk.items)
+            self.size += sum(map(len, chunk.block.lines)) + 64 * len(chunk)
             self.held.append(chunk)
             if self.size <= SPOOL_MEMORY:
                 return
