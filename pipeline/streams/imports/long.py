@@ -25,7 +25,7 @@ from ..events import MAX_COST_USD
 from .block import Block, pick
 from .ledger import KINDS
 from .longtable import LongRow, LongTable, read_cells, reading, score_cell
-from .mapping import Line, Opened, Prepared, Rendered, Unit, canonical, digest24
+from .mapping import Line, Opened, Prepared, Unit, canonical, digest24
 from .options import ImportOptions
 from .values import Clock, Problem, rfc3339
 
@@ -79,20 +79,33 @@ class LongSource:
                 yield fast.chunk(start, block)
                 start += len(block)
 
-    def render_opened(self, record: Opened) -> Rendered:
-        """A task's ``task.opened`` with the id every earlier import gave it (the digest of its canonical JSON),
-        written from templates like the row's events."""
-        at, task, region = _quoted(record.at), _quoted(record.task), _quoted(record.region)
-        labels = "" if not record.labels else f'"labels":{canonical(record.labels)},'
-        thread = "" if record.thread is None else f',"thread":{_quoted(record.thread)}'
-        digest = digest24(f'[{{"at":{at},{labels}"region":{region},"task":{task}{thread},"type":"task.opened"}}]')
-        body = {"task": record.task, "region": record.region}
-        if record.labels:
-            body["labels"] = record.labels  # type: ignore[assignment]
-        if record.thread is not None:
-            body["thread"] = record.thread
-        line = to_json({"id": f"imp-{digest}", "type": "task.opened", "at": record.at, "v": 1, **body}) + b"\n"
-        return Rendered("task.opened", f"imp-{digest}", line)
+    def render_openings(self, records: list[Opened]) -> Block:
+        """Tasks' ``task.opened`` with the ids every earlier import gave them (the digest of each one's canonical
+        JSON), written from templates like the rows' events, joined by Arrow."""
+        import pyarrow as pa
+
+        labels = {}  # the labels' JSON (canonical, and as lines write it), per distinct labels
+        for record in records:
+            key = tuple(record.labels.items()) if record.labels else ()
+            if key not in labels:
+                labels[key] = (
+                    (f'"labels":{canonical(record.labels)},', f',"labels":{to_json(record.labels).decode()}')
+                    if record.labels
+                    else ("", "")
+                )
+        chosen = [labels[tuple(r.labels.items()) if r.labels else ()] for r in records]
+        at, task, region = (
+            pa.array([f(r) for r in records], pa.string())
+            for f in (lambda r: r.at, lambda r: _quoted(r.task), lambda r: _quoted(r.region))
+        )
+        canonical_labels, line_labels = (pa.array([c[i] for c in chosen], pa.string()) for i in (0, 1))
+        thread = "" if self.thread is None else f',"thread":{_quoted(self.thread)}'
+        ids = _ids('[{"at":"', at, '",', canonical_labels, '"region":', region, ',"task":', task, thread,
+                   ',"type":"task.opened"}]')  # fmt: skip
+        lines = _joined('{"id":"', pa.array(ids, pa.string()), '","type":"task.opened","at":"', at, '","v":1,"task":',
+                        task, ',"region":', region, line_labels, thread, "}\n")  # fmt: skip
+        keys = _hashes(pa.array([r.key for r in records], pa.string()))
+        return Block(lines, ids, keys, np.zeros(len(records), np.uint64), np.full(len(records), KINDS["task.opened"]))
 
 
 class _Cells(NamedTuple):
@@ -320,7 +333,6 @@ def _render(rater: _Rater, values: list[list[Any]], codes: list[Any]) -> Block:
     against the generic digest and against ``to_json`` of the events (the bytes every earlier import wrote). Ledger
     keys: the row's identity (:func:`_identity`)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     def field(part: int, i: int) -> Any:  # one field of a part's values, per row
         return pa.array(list(map(itemgetter(i), values[part])), pa.string()).take(codes[part])
@@ -329,27 +341,20 @@ def _render(rater: _Rater, values: list[list[Any]], codes: list[Any]) -> Block:
     at, config_canonical, config_line, task = field(2, 0), field(3, 3), field(3, 2), field(4, 1)
     status = pa.array([("failure", "success")[v[0] >= 0.5] for v in values[0]]).take(codes[0])
 
-    def join(*pieces: Any) -> Any:
-        return pc.binary_join_element_wise(*(pa.scalar(p) if isinstance(p, str) else p for p in pieces), "")
-
-    def ids(*pieces: Any) -> list[str]:  # imp-<mapping.digest24> of each row's text
-        texts = join(*pieces).cast(pa.binary()).to_pylist()
-        return ["imp-" + sha256(text).hexdigest()[:24] for text in texts]
-
-    attempted = ids('[{"at":"', at, '","config":', config_canonical, ',"cost_usd":', cost_text, ',"status":"',
-                        status, '","task":', task, ',"type":"task.attempted"}]')  # fmt: skip
-    rated = ids('[{"at":"', at, '","config":', config_canonical, ',"rater":', rater.canonical, ',"score":',
-                    score_text, ',"task":', task, ',"type":"task.rated"}]')  # fmt: skip
+    attempted = _ids('[{"at":"', at, '","config":', config_canonical, ',"cost_usd":', cost_text, ',"status":"',
+                     status, '","task":', task, ',"type":"task.attempted"}]')  # fmt: skip
+    rated = _ids('[{"at":"', at, '","config":', config_canonical, ',"rater":', rater.canonical, ',"score":',
+                 score_text, ',"task":', task, ',"type":"task.rated"}]')  # fmt: skip
     n = len(attempted)
     both: list[Any] = [None] * (2 * n)
     both[0::2], both[1::2] = attempted, rated
     lines: list[Any] = [None] * (2 * n)
-    lines[0::2] = join('{"id":"', pa.array(attempted, pa.string()), '","type":"task.attempted","at":"', at,
-                       '","v":1,"task":', task, ',"config":', config_line, ',"status":"', status, '","cost_usd":',
-                       cost_json, "}\n").cast(pa.binary()).to_pylist()  # fmt: skip
-    lines[1::2] = join('{"id":"', pa.array(rated, pa.string()), '","type":"task.rated","at":"', at,
-                       '","v":1,"task":', task, ',"config":', config_line, ',"rater":', rater.line, ',"score":',
-                       score_json, "}\n").cast(pa.binary()).to_pylist()  # fmt: skip
+    lines[0::2] = _joined('{"id":"', pa.array(attempted, pa.string()), '","type":"task.attempted","at":"', at,
+                          '","v":1,"task":', task, ',"config":', config_line, ',"status":"', status, '","cost_usd":',
+                          cost_json, "}\n")  # fmt: skip
+    lines[1::2] = _joined('{"id":"', pa.array(rated, pa.string()), '","type":"task.rated","at":"', at,
+                          '","v":1,"task":', task, ',"config":', config_line, ',"rater":', rater.line, ',"score":',
+                          score_json, "}\n")  # fmt: skip
 
     def hashes(part: int) -> Any:
         return np.fromiter(map(itemgetter(2), values[part]), np.uint64, len(values[part]))[codes[part]]
@@ -357,6 +362,20 @@ def _render(rater: _Rater, values: list[list[Any]], codes: list[Any]) -> Block:
     configs = np.array([_hash(config[0]) for config in values[3]], dtype=np.uint64)[codes[3]]
     keys = _identity(hashes(4), configs, rater.hash, hashes(2))
     return Block(lines, both, np.repeat(keys, 2), np.zeros(2 * n, np.uint64), np.tile(_KINDS, n))
+
+
+def _joined(*pieces: Any) -> list[bytes]:
+    """Per row, the UTF-8 bytes of its pieces (Arrow string arrays, or texts the same for every row) joined."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    joined = pc.binary_join_element_wise(*(pa.scalar(p) if isinstance(p, str) else p for p in pieces), "")
+    return joined.cast(pa.binary()).to_pylist()
+
+
+def _ids(*pieces: Any) -> list[str]:
+    """Per row, ``imp-<mapping.digest24>`` of its pieces joined (:func:`_joined`)."""
+    return ["imp-" + sha256(text).hexdigest()[:24] for text in _joined(*pieces)]
 
 
 _SLOW, _BLANK = object(), object()

@@ -145,21 +145,24 @@ class _Chunk:
         self.keep = np.ones(len(self.block), dtype=bool)
         return self
 
-    def with_openings(self, openings: list[tuple[int, _Item]]) -> None:
+    def with_openings(self, openings: tuple[list[int], Block]) -> None:
         """Insert these events, each at its position (positions of the chunk as it was mapped)."""
-        if not openings:
+        positions, added = openings
+        if not len(added):
             return
         import numpy as np
 
-        added = Block.of([tuple(item) for _, item in openings])
-        self.block, order = self.block.with_inserted([position for position, _ in openings], added)
+        self.block, order = self.block.with_inserted(positions, added)
         self.keep = np.concatenate([self.keep, np.ones(len(added), dtype=bool)])[order]
 
     def item(self, i: int) -> _Item:
-        b = self.block
-        return _Item(
-            _STREAMS[int(b.kinds[i])], b.lines[i], b.ids[i], int(b.keys[i]), int(b.contents[i]), int(b.kinds[i])
-        )
+        return self.item_of(self.block, i)
+
+    @staticmethod
+    def item_of(b: Block, i: int) -> _Item:
+        """Event ``i`` of ``b``, whole."""
+        kind = int(b.kinds[i])
+        return _Item(_STREAMS[kind], b.lines[i], b.ids[i], int(b.keys[i]), int(b.contents[i]), kind)
 
 
 def _count(counter: Counter[str], kinds: Any) -> None:
@@ -256,7 +259,7 @@ class Run:
             else:  # what would be appended
                 appended = self.would
                 for n in sorted(openings):
-                    appended.update(_TYPES[item.kind] for _, item in self._opened(openings[n]))
+                    _count(appended, self._opened(openings[n])[1].kinds)
                 appended.update("rating.retracted" for _ in retractions)
         return self._result(appended, len(retractions), notes)
 
@@ -446,31 +449,26 @@ class Run:
         self.tasks, self.candidates = self.tasks + len(self.candidates), {}
         return by_chunk
 
-    def _opened(self, candidates: list[_Candidate]) -> list[tuple[int, _Item]]:
-        """The openings of one chunk, rendered and compared with the ledger: ``[(position, item)]`` to append."""
+    def _opened(self, candidates: list[_Candidate]) -> tuple[list[int], Block]:
+        """The openings of one chunk, rendered and compared with the ledger: their positions and events, to append
+        (an opening an earlier import appended is left out; a changed one keeps its first version)."""
         import numpy as np
 
-        prefix = self.source.prefix
-        own = getattr(self.source, "render_opened", None)  # a source's own rendering (long tables: their ids)
-        rendered = [
-            (c.position, self._item(own(c.record), c.record.key, dated_by_id=True))
-            if own is not None
-            else (c.position, self._item(render(c.record, prefix), c.record.key))
-            for c in candidates
-        ]
-        if self.ledger.empty or not rendered:
-            return rendered
-        old = self.ledger.lookup(np.fromiter((i.key for _, i in rendered), np.uint64, len(rendered)))
-        out = []
-        for position, item in rendered:
-            records = [r for r in old.get(item.key, []) if r[2] == item.kind]
-            if not records:
-                out.append((position, item))
-            elif any(r[0] == _digest(item.id) and r[1] == item.content for r in records):
-                self.tally.unchanged += 1
-            else:
-                self._changed(item)
-        return out
+        own = getattr(self.source, "render_openings", None)  # a source's own rendering (long tables: their ids)
+        if own is not None:
+            block = own([c.record for c in candidates])
+        else:
+            prefix = self.source.prefix
+            block = Block.of([self._item(render(c.record, prefix), c.record.key) for c in candidates])
+        positions = [c.position for c in candidates]
+        if self.ledger.empty or not candidates:
+            return positions, block
+        _, same, of_kind = self.ledger.match(block.keys, block.digits(), block.contents, block.kinds)
+        self.tally.unchanged += int(same.sum())
+        for i in np.flatnonzero(of_kind & ~same):
+            self._changed(_Chunk.item_of(block, int(i)))
+        new = np.flatnonzero(~of_kind)
+        return [positions[i] for i in new], block.take(new)
 
     def _retractions(self) -> list[tuple[int, bytes, _Item]]:
         """The earlier ratings of every re-imported key that this import no longer holds: retracted."""
