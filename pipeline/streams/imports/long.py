@@ -264,9 +264,9 @@ class _Fast:
         position = {r: k for k, r in enumerate(rows.tolist())} if attempts else {}
         for r, row in attempts:  # their attempt: the row's own line and id (rare: such tables are small)
             items.lines[2 * position[r]], items.ids[2 * position[r]] = _attempted(row)
-        tasks, times, costs = (pick(parts[i].values, parts[i].codes[rows]) for i in (4, 2, 1))
+        tasks, times = (pick(parts[i].values, parts[i].codes[rows]) for i in (4, 2))
         opened = self._openings(block, rows.tolist(), tasks, times)
-        unknown = sum(cost[0] is None for cost in costs)
+        unknown = int(np.count_nonzero(np.array([v[0] is None for v in parts[1].values], bool)[parts[1].codes[rows]]))
         imported = len(rows)
         costs_from = {"unknown": unknown, "source": imported - unknown}
         skipped = {"blank score": len(block) - len(live)} if len(live) < len(block) else {}

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from ...errors import InvalidBatch, InvalidEvent
 from ...workspace import Workspace
-from ..batch import Batch
+from ..batch import Batch, collector_paused
 from ..events import stream_of
 from ..log import FsyncPolicy, write
 from .block import Block
@@ -242,7 +242,8 @@ class Run:
         letters_path = self.ws.import_dead_letters(Path(self.source.name))
         self.letters_path = None if self.options.dry_run else letters_path
         with self._locked(), self._spooled(), DeadLetters(self.ws, self.letters_path) as self.letters:
-            self._map()
+            with collector_paused():  # the chunks are many short-lived acyclic objects: its passes reclaim nothing
+                self._map()
             notes = self.source.finish()
             if self.tally.named:
                 raise InvalidBatch(
