@@ -54,13 +54,32 @@ def dtype() -> np.dtype:
     return np.dtype([("key", "<u8"), ("id", "S24"), ("content", "<u8"), ("kind", "u1")])
 
 
+_BLAKE8 = hashlib.blake2b(digest_size=8)  # copied per use: faster than building one (the same digest)
+
+
 def key64(key: str) -> int:
-    """The 64-bit identity of a ledger key."""
-    return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+    """The 64-bit identity of a ledger key: blake2b-64 of its UTF-8, little-endian."""
+    h = _BLAKE8.copy()
+    h.update(key.encode("utf-8", "surrogatepass"))
+    return int.from_bytes(h.digest(), "little")
 
 
 def content64(line: bytes) -> int:
-    return int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "little")
+    h = _BLAKE8.copy()
+    h.update(line)
+    return int.from_bytes(h.digest(), "little")
+
+
+def keys64(keys: Iterable[bytes]) -> np.ndarray:
+    """:func:`key64` of many keys (their UTF-8 bytes) at once, as a uint64 array."""
+    import numpy as np
+
+    out = []
+    for key in keys:
+        h = _BLAKE8.copy()
+        h.update(key)
+        out.append(h.digest())
+    return np.frombuffer(b"".join(out), dtype="<u8")
 
 
 _RUN = re.compile(r"(?P<ns>[a-z0-9-]+)\.(?P<n>[0-9]{8})\.npy")

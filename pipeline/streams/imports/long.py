@@ -11,7 +11,7 @@ import functools
 import json
 import math
 from collections.abc import Iterator, Sequence
-from hashlib import blake2b, sha256
+from hashlib import sha256
 from itertools import islice, repeat
 from operator import itemgetter
 from pathlib import Path
@@ -23,7 +23,7 @@ from pydantic_core import to_json
 from ...utc import PLAIN_TIME
 from ..events import MAX_COST_USD
 from .block import Block, pick
-from .ledger import KINDS
+from .ledger import KINDS, key64, keys64
 from .longtable import LongRow, LongTable, read_cells, reading, score_cell
 from .mapping import Line, Opened, Prepared, Unit, canonical, digest24
 from .options import ImportOptions
@@ -308,7 +308,7 @@ class _Rater(NamedTuple):
 
     @classmethod
     def of(cls, rater: dict[str, str]) -> _Rater:
-        return cls(canonical(rater), to_json(rater).decode(), _hash(rater["name"]))
+        return cls(canonical(rater), to_json(rater).decode(), key64(rater["name"]))
 
 
 def _score(value: float) -> tuple[float, str, str]:
@@ -359,7 +359,7 @@ def _render(rater: _Rater, values: list[list[Any]], codes: list[Any]) -> Block:
     def hashes(part: int) -> Any:
         return np.fromiter(map(itemgetter(2), values[part]), np.uint64, len(values[part]))[codes[part]]
 
-    configs = np.array([_hash(config[0]) for config in values[3]], dtype=np.uint64)[codes[3]]
+    configs = np.array([key64(config[0]) for config in values[3]], dtype=np.uint64)[codes[3]]
     keys = _identity(hashes(4), configs, rater.hash, hashes(2))
     return Block(lines, both, np.repeat(keys, 2), np.zeros(2 * n, np.uint64), np.tile(_KINDS, n))
 
@@ -392,34 +392,20 @@ def _marked(cells: _Cells, sentinel: object, filler: tuple[Any, ...]) -> Any:
     return np.isin(cells.codes, found)
 
 
-_BLAKE8 = blake2b(digest_size=8)
-
-
-def _hashes(texts: Any) -> Any:
-    """:func:`_hash` of each text of an Arrow string array (a uint64 array), in bulk."""
-    import pyarrow as pa
-
-    out = []
-    for text in texts.fill_null("").cast(pa.binary()).to_pylist():
-        h = _BLAKE8.copy()
-        h.update(text)
-        out.append(h.digest())
-    return np.frombuffer(b"".join(out), dtype="<u8")
-
-
 _NO_COST = (None, "null", "null")  # a blank cost: unknown
 _MASK = (1 << 64) - 1
 
 
-@functools.lru_cache(maxsize=65536)
-def _hash(text: str) -> int:
-    """A 64-bit hash of a text (blake2b): a part of a row's identity."""
-    return int.from_bytes(blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+def _hashes(texts: Any) -> Any:
+    """:func:`~.ledger.key64` of each text of an Arrow string array (a uint64 array), in bulk."""
+    import pyarrow as pa
+
+    return keys64(texts.fill_null("").cast(pa.binary()).to_pylist())
 
 
 def _part(text: str) -> tuple[str, str, int]:
     """A text of a row's identity (a task, a time): itself, as JSON, and its hash."""
-    return text, _quoted(text), _hash(text)
+    return text, _quoted(text), key64(text)
 
 
 def _identity(task: Any, config: Any, rater: int, at: Any) -> Any:
@@ -451,7 +437,7 @@ def _attempted(row: LongRow) -> tuple[bytes, str]:
 def _row_events(row: LongRow, rater: dict[str, str], rater_json: str) -> list[Line]:
     """The events of one checked row, as the bulk lane renders them (for callers with one row at a time); a row
     with attempt columns (:data:`.longtable.ATTEMPT_COLUMNS`) has them in its attempt and its attempt's id."""
-    rater_ = _Rater(rater_json, to_json(rater).decode(), _hash(rater["name"]))
+    rater_ = _Rater(rater_json, to_json(rater).decode(), key64(rater["name"]))
     items = _render(rater_, [[p] for p in _row_parts(row)], [np.zeros(1, dtype=np.int64)] * 5)
     cost_from = "unknown" if row.cost_usd is None else "source"
     attempt = Line("task.attempted", items.ids[0], items.lines[0], int(items.keys[0]), cost_from)
