@@ -580,16 +580,16 @@ class _Spool:
         else:
             chunks = [chunk]
         for held in chunks:
-            blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
-            self.file.write(len(blob).to_bytes(8, "little") + blob)
+            pickle.dump(held, self.file, protocol=pickle.HIGHEST_PROTOCOL)
 
     def chunks(self) -> Iterator[_Chunk]:
         if self.file is None:
             yield from self.held
             return
+        end = self.file.tell()
         self.file.seek(0)
-        while head := self.file.read(8):
-            yield pickle.loads(self.file.read(int.from_bytes(head, "little")))  # our own spool
+        while self.file.tell() < end:
+            yield pickle.load(self.file)  # our own spool
 
     def close(self) -> None:
         self.held = []
