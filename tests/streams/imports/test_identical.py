@@ -1,6 +1,6 @@
 """The imports write the bytes they always wrote: streams, ledger, dead letters and summaries of a varied long table
 and a varied mini-ork store, imported, then imported again after changes (retractions, new rows), in chunks of 7
-rows and of the default size, pinned as SHA-256 digests of what the per-row code (before the bulk lanes of
+rows spooled to a file and in chunks of the default size held in memory, pinned as SHA-256 digests of what the per-row code (before the bulk lanes of
 pipeline/streams/imports/long.py and miniork.py) wrote. A change that moves a digest changes the ids or lines of
 every user's earlier imports: it must not land without a migration.
 
@@ -93,10 +93,16 @@ def fixed_now(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(import_values, "utc_now", lambda: NOW)
 
 
-def long_scenario(root: Path, chunk: int | None, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    root.mkdir(parents=True, exist_ok=True)
+def small_chunks(monkeypatch: pytest.MonkeyPatch, chunk: int | None) -> None:
+    """Chunks of ``chunk`` rows, spooled to the home's spool file from the second on (None: the defaults)."""
     if chunk is not None:
         monkeypatch.setattr(run, "CHUNK_ROWS", chunk)
+        monkeypatch.setattr(run, "SPOOL_MEMORY", 1024)
+
+
+def long_scenario(root: Path, chunk: int | None, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    root.mkdir(parents=True, exist_ok=True)
+    small_chunks(monkeypatch, chunk)
     first = long_rows(1, 160)
     second = [list(r) for r in first]
     for r in second[::9]:  # changed scores: retracted and replaced
@@ -216,8 +222,7 @@ def mini_ork_store(path: Path, traces: int, seed: int) -> None:
 
 def mini_ork_scenario(root: Path, chunk: int | None, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     root.mkdir(parents=True, exist_ok=True)
-    if chunk is not None:
-        monkeypatch.setattr(run, "CHUNK_ROWS", chunk)
+    small_chunks(monkeypatch, chunk)
     db = root / "state.db"
     mini_ork_store(db, 60, seed=5)
     home = root / "home"
