@@ -132,10 +132,10 @@ class MiniOrkSource:
         cursor.row_factory = None
         names = [d[0] for d in cursor.description]
         n = 0
-        for values in cursor:
-            n += 1
-            self.done += 1
-            yield dict(zip(names, values, strict=True))
+        while rows := cursor.fetchmany(1024):
+            n += len(rows)
+            self.done += len(rows)
+            yield from (dict(zip(names, values, strict=False)) for values in rows)  # one cursor: as many as names
         self.rows_by_table[table] = n
 
     # ----------------------------------------------------------------- task runs
