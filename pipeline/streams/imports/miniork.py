@@ -308,6 +308,7 @@ class MiniOrkSource:
             if at is None:
                 raise Problem("created_at", "must not be blank")
             values = self._trace_values(row)
+            spent, cost_from = self._cost(row, config) if config is not None else (None, "unknown")
         except Problem as exc:
             problems.append((exc.field, exc.reason))
         if problems:
@@ -315,7 +316,6 @@ class MiniOrkSource:
         assert config is not None and task is not None and status is not None  # else a problem above
         verifier = json_object(row["verifier_output"])
         node = text(verifier.get("node_type")) or node_of(trace_id)
-        spent, cost_from = self._cost(row, config)
         ref = f"mini-ork:execution_traces:{trace_id}"
         attempt = Attempt(
             f"trace:{trace_id}",
