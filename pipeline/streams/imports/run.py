@@ -580,7 +580,9 @@ class _Spool:
         else:
             chunks = [chunk]
         for held in chunks:
-            pickle.dump(held, self.file, protocol=pickle.HIGHEST_PROTOCOL)
+            pickler = pickle.Pickler(self.file, protocol=pickle.HIGHEST_PROTOCOL)
+            pickler.fast = True  # no memo: a chunk is lists of bytes and strings, none shared, no cycle
+            pickler.dump(held)
 
     def chunks(self) -> Iterator[_Chunk]:
         if self.file is None:
