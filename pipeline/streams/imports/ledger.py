@@ -25,7 +25,7 @@ import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -168,17 +168,17 @@ class Ledger:
                 same[rows] |= of_kind & (record["id"] == ids[rows]) & (record["content"] == contents[rows])
         return known, same, kind
 
-    def append(self, keys: Any, ids: Sequence[str], contents: Any, kinds: Any) -> None:
-        """A run of these records (columns, lists or arrays; ``ids`` the events' ids), sorted, written durably
-        after their events were appended. Runs written by this import are not looked up by it (:attr:`runs` is
-        what was before)."""
+    def append(self, keys: Any, digits: Any, contents: Any, kinds: Any) -> None:
+        """A run of these records (columns, lists or arrays; ``digits`` the closing 24 hex digits of the events'
+        ids, as ASCII), sorted, written durably after their events were appended. Runs written by this import are
+        not looked up by it (:attr:`runs` is what was before)."""
         if not self.writable or not len(keys):
             return
         import numpy as np
 
         run = np.empty(len(keys), dtype=dtype())
         run["key"] = np.array(keys, dtype=np.uint64)
-        run["id"] = np.array([i[-24:] for i in ids], dtype="S24")
+        run["id"] = np.asarray(digits, dtype="S24")
         run["content"] = np.array(contents, dtype=np.uint64)
         run["kind"] = np.array(kinds, dtype=np.uint8)
         run = run[np.argsort(run["key"], kind="stable")]  # a structured sort by one field is several times slower

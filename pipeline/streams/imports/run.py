@@ -526,7 +526,7 @@ class Run:
         sourced = block.kinds != KINDS["rating.retracted"]  # retractions are no records of a source: not in the ledger
         if not sourced.all():
             block = block.take(np.flatnonzero(sourced))
-        self.ledger.append(block.keys, block.ids, block.contents, block.kinds)
+        self.ledger.append(block.keys, block.digits(), block.contents, block.kinds)
 
     # ----------------------------------------------------------------- the summary
     def _result(self, appended: Counter[str], retracted: int, notes: list[str]) -> ImportResult:
