@@ -25,7 +25,8 @@ import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,7 @@ KINDS = {
 }
 RATED = KINDS["task.rated"]
 MERGE_AT = 8  # runs of one namespace kept before they are merged into one (at the end of an import)
+MERGE_ROWS = 1 << 20  # records merged at once (about 41 MiB, and their sort): a merge's memory, whatever the ledger's
 
 
 def dtype() -> np.dtype:
@@ -182,7 +184,7 @@ class Ledger:
         run["content"] = np.array(contents, dtype=np.uint64)
         run["kind"] = np.array(kinds, dtype=np.uint8)
         run = run[np.argsort(run["key"], kind="stable")]  # a structured sort by one field is several times slower
-        self.written.append(self._write(run))
+        self.written.append(self._write(iter([run]), len(run)))
 
     def finish(self, dropped: Iterable[tuple[int, bytes]] = ()) -> None:
         """At the end of an import: its runs merged into one; every run merged when there are more than
@@ -196,24 +198,58 @@ class Ledger:
             self._merge(self.paths(), gone)
 
     def _merge(self, paths: list[Path], gone: set[tuple[int, bytes]] | None) -> None:
+        """The runs of ``paths`` merged into one run (stably sorted by key: equal keys in the order of the runs),
+        without the records of ``gone``; written range of keys by range of keys, so memory stays bounded by
+        :data:`MERGE_ROWS` records whatever the ledger's size."""
         import numpy as np
 
-        runs = [self._load(p) for p in paths]
-        merged = np.concatenate(runs) if runs else np.empty(0, dtype=dtype())
-        if gone:
-            keys = np.fromiter((k for k, _ in gone), np.uint64, len(gone))
-            suspects = np.flatnonzero(np.isin(merged["key"], keys))
-            drop = [i for i in suspects if (int(merged["key"][i]), bytes(merged["id"][i])) in gone]
-            merged = np.delete(merged, drop)
-        merged = merged[np.argsort(merged["key"], kind="stable")]
-        merged_path = self._write(merged)
+        runs = [run for run in (self._load(p) for p in paths) if len(run)]
+        drop = [self._dropped(run, gone) for run in runs] if gone else [None] * len(runs)
+        total = sum(len(run) for run in runs) - sum(len(d) for d in drop if d is not None)
+        bounds = self._bounds(runs)
+
+        def ranges() -> Iterator[np.ndarray]:
+            for low, high in pairwise(bounds):
+                parts = []
+                for run, dropped in zip(runs, drop, strict=True):
+                    start, end = (int(np.searchsorted(run["key"], b, side="left")) if b is not None else len(run)
+                                  for b in (low, high))  # fmt: skip
+                    part = run[start:end]
+                    if dropped is not None and len(dropped):
+                        part = np.delete(part, dropped[(dropped >= start) & (dropped < end)] - start)
+                    parts.append(part)
+                merged = np.concatenate(parts) if parts else np.empty(0, dtype=dtype())
+                yield merged[np.argsort(merged["key"], kind="stable")]
+
+        merged_path = self._write(ranges(), total)
         for path in paths:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         fsync_dir(self.folder)
         self.written = [merged_path]
 
-    def _write(self, run: np.ndarray) -> Path:
+    @staticmethod
+    def _dropped(run: np.ndarray, gone: set[tuple[int, bytes]]) -> np.ndarray:
+        """The positions in ``run`` of the records of ``gone`` (key and id)."""
+        import numpy as np
+
+        keys = np.fromiter((k for k, _ in gone), np.uint64, len(gone))
+        suspects = np.flatnonzero(np.isin(run["key"], keys))
+        return np.array([i for i in suspects if (int(run["key"][i]), bytes(run["id"][i])) in gone], dtype=np.int64)
+
+    @staticmethod
+    def _bounds(runs: list[np.ndarray]) -> list[Any]:
+        """Keys that cut the runs into ranges of about :data:`MERGE_ROWS` records (None: the end), first ``0``."""
+        import numpy as np
+
+        total = sum(len(run) for run in runs)
+        step = max(MERGE_ROWS // max(len(runs), 1), 1)
+        sample = np.unique(np.concatenate([run["key"][::step] for run in runs])) if runs else np.empty(0, np.uint64)
+        every = max(len(sample) * MERGE_ROWS // max(total, 1), 1)
+        return [np.uint64(0), *sample[every::every], None]
+
+    def _write(self, parts: Iterator[np.ndarray], total: int) -> Path:
+        """A new run file of ``total`` records, written from ``parts`` (the bytes ``np.save`` writes)."""
         import numpy as np
 
         self.ws.folder(self.folder)
@@ -224,7 +260,14 @@ class Ledger:
         fd = self.ws.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             with os.fdopen(fd, "wb", closefd=False) as handle:
-                np.save(handle, run, allow_pickle=False)
+                header = {"descr": np.lib.format.dtype_to_descr(dtype()), "fortran_order": False, "shape": (total,)}
+                np.lib.format.write_array_header_1_0(handle, header)
+                written = 0
+                for part in parts:
+                    handle.write(np.ascontiguousarray(part).tobytes())
+                    written += len(part)
+                if written != total:
+                    raise AssertionError(f"ledger run: {written} records written, {total} announced")
             os.fsync(fd)
         finally:
             os.close(fd)
