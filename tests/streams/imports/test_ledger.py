@@ -17,7 +17,9 @@ from pipeline.workspace import Workspace
 def test_a_merge_by_ranges_writes_the_bytes_of_a_whole_merge(tmp_path, monkeypatch, seed):
     monkeypatch.setattr(ledger, "MERGE_ROWS", 50)  # many ranges, keys repeated across them and across runs
     rng = np.random.default_rng(seed)
-    led = ledger.Ledger(Workspace.of(tmp_path / "home"), "imp", writable=True)
+    ws = Workspace.of(tmp_path / "home")
+    ws.imports.mkdir(parents=True)
+    led = ledger.Ledger(ws, "imp", writable=True)
     for _ in range(int(rng.integers(1, 6))):
         n = int(rng.integers(1, 300))
         ids = np.array([b"%024d" % rng.integers(0, 10**6) for _ in range(n)], dtype="S24")
