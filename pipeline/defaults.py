@@ -1,11 +1,14 @@
 """The code defaults of the fit, in one place: the CLI's options, :class:`pipeline.nightly.options.FitOptions`,
-the routing constants (:class:`pipeline.routing.table.Constants`) and the evaluation's grids are built from here.
+the routing constants (:class:`pipeline.routing.table.Constants`) and the evaluation's grids are built from here,
+and the names an option may take (:data:`Objective`, :data:`FitMode`) are written here once.
 Published figures are rounded where a file is written (:mod:`pipeline.rounding`).
 
 Imports nothing heavy: the CLI reads it at start.
 """
 
 from __future__ import annotations
+
+from typing import Literal, get_args
 
 from .rounding import DECIMALS
 
@@ -24,8 +27,11 @@ HALF_LIFE_DAYS: float | None = None
 MIN_SAMPLES = 3
 #: Costs below this many USD count as this (docs/design.md, Cost).
 COST_FLOOR_USD = 0.000001
+#: What routing may maximise (docs/design.md, Objectives): the one list every option, model and table takes.
+Objective = Literal["quality_per_dollar", "utility", "quality"]
+OBJECTIVES: tuple[Objective, ...] = get_args(Objective)
 #: The objective (docs/design.md, Objectives).
-OBJECTIVE = "quality_per_dollar"
+OBJECTIVE: Objective = "quality_per_dollar"
 
 # ---------------------------------------------------------------------------------------- the fit's options
 #: The learned fraction of the chronological split (docs/design.md, Split).
@@ -38,6 +44,10 @@ MIN_EXPLORATION = 0.05
 PASS_THRESHOLD = 0.5
 #: The case study a fit writes.
 CASE_STUDY = "routing-by-rating"
+
+#: How ``ratings backtest`` refits each night: the table with the current constants, or the whole nightly job
+#: (docs/design.md, Backtest, Refit).
+FitMode = Literal["table", "full"]
 
 # ---------------------------------------------------------------------------------------- the grids
 PRIOR_SOURCES = ("shipped", "measured")

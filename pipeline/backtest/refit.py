@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from ..defaults import FitMode
 from ..nightly.options import FitOptions
 from ..routing.table import RoutingTable
 from ..workspace import Workspace
 
-FitMode = Literal["table", "full"]
 #: The case study a ``--fit full`` refit writes in its scratch home.
 CASE_STUDY = "backtest"
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..defaults import FitMode, Objective
 from ..fit.model import load_shipped
 from ..nightly.backtest import (
     About,
@@ -28,7 +29,6 @@ from ..nightly.backtest import (
     ColdStart,
     Night,
     NightReferences,
-    Objective,
     ObjectiveReferences,
     Reference,
     References,
@@ -46,7 +46,7 @@ from ..workspace import BacktestOut, StrPath, Workspace
 from .data import BacktestInputError, FullTable, read_file, read_home
 from .loop import Dispatcher, Plan, Stream, full_information_events
 from .references import best_choice, effective_objective, realized_value
-from .refit import FitMode, refit, scratch_home
+from .refit import refit, scratch_home
 
 #: The share of the tasks in a night by default, in percent: ceil(5% of n).
 NIGHT_PERCENT = 5
@@ -425,11 +425,7 @@ def _report(
         night_size=setup.bounds[0][1] - setup.bounds[0][0],
         nights=len(setup.bounds),
         second_half_first_task=half,
-        seeds=o.seeds,
-        fit=o.fit,
-        pass_threshold=o.pass_threshold,
-        max_runs=o.max_runs,
-        gate_noise=o.gate_noise,
+        **o.model_dump(include={"seeds", "fit", "pass_threshold", "max_runs", "gate_noise"}),  # as given
         starts={s: StartChoice(config=c, why=start_reason(t, s, c)) for s, c in setup.starts.items()},
         policies=list(o.policies),
     )

@@ -6,6 +6,7 @@ README and the HTML say the same numbers in the same words.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -26,6 +27,27 @@ class Link:
 
 
 Inline = str | Code | Strong | Link
+
+
+def join_inline(
+    parts: tuple[Inline, ...],
+    text: Callable[[str], str],
+    code: Callable[[Code], str],
+    strong: Callable[[Strong], str],
+    link: Callable[[Link], str],
+) -> str:
+    """``parts`` as one text, each written by a renderer's function for its kind (plain text by ``text``)."""
+    out = []
+    for p in parts:
+        if isinstance(p, Code):
+            out.append(code(p))
+        elif isinstance(p, Strong):
+            out.append(strong(p))
+        elif isinstance(p, Link):
+            out.append(link(p))
+        else:
+            out.append(text(p))
+    return "".join(out)
 
 
 @dataclass(frozen=True)

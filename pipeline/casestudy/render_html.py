@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from html import escape
 
-from .doc import Block, Bullets, Code, Document, Figure, Heading, Inline, Link, Note, Para, Strong, Table
+from .doc import Block, Bullets, Document, Figure, Heading, Inline, Note, Para, Table, join_inline
 
 CSS = """
 :root{color-scheme:light}
@@ -59,17 +59,13 @@ table.wide caption{display:block}}
 
 
 def inline(parts: tuple[Inline, ...]) -> str:
-    out = []
-    for p in parts:
-        if isinstance(p, Code):
-            out.append(f"<code>{escape(p.text)}</code>")
-        elif isinstance(p, Strong):
-            out.append(f"<strong>{escape(p.text)}</strong>")
-        elif isinstance(p, Link):
-            out.append(f'<a href="{escape(p.href)}">{escape(p.text)}</a>')
-        else:
-            out.append(escape(p))
-    return "".join(out)
+    return join_inline(
+        parts,
+        escape,
+        lambda p: f"<code>{escape(p.text)}</code>",
+        lambda p: f"<strong>{escape(p.text)}</strong>",
+        lambda p: f'<a href="{escape(p.href)}">{escape(p.text)}</a>',
+    )
 
 
 #: The widest table a 390 px phone shows whole, in widths of a letter of its .85rem text (about 352 px of text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .doc import Block, Bullets, Code, Document, Figure, Heading, Inline, Link, Note, Para, Strong, Table
+from .doc import Block, Bullets, Code, Document, Figure, Heading, Inline, Note, Para, Strong, Table, join_inline
 
 
 def _text(s: str) -> str:
@@ -10,20 +10,18 @@ def _text(s: str) -> str:
     return s.replace("\\", "\\\\").replace("*", "\\*").replace("<", "&lt;")
 
 
+def _code(p: Code) -> str:
+    fence = "``" if "`" in p.text else "`"
+    return f"{fence}{p.text}{fence}"
+
+
+def _strong(p: Strong) -> str:
+    core = p.text.rstrip()  # no space inside the markers, or CommonMark does not see the emphasis
+    return f"**{_text(core)}**{p.text[len(core) :]}"
+
+
 def inline(parts: tuple[Inline, ...]) -> str:
-    out = []
-    for p in parts:
-        if isinstance(p, Code):
-            fence = "``" if "`" in p.text else "`"
-            out.append(f"{fence}{p.text}{fence}")
-        elif isinstance(p, Strong):  # no space inside the markers, or CommonMark does not see the emphasis
-            core = p.text.rstrip()
-            out.append(f"**{_text(core)}**{p.text[len(core) :]}")
-        elif isinstance(p, Link):
-            out.append(f"[{_text(p.text)}]({p.href})")
-        else:
-            out.append(_text(p))
-    return "".join(out)
+    return join_inline(parts, _text, _code, _strong, lambda p: f"[{_text(p.text)}]({p.href})")
 
 
 def _cell(s: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..fit.shipped import defaults_note
 from ..nightly.stats import Stats
+from ..routing.policies import MEANING
 from ..routing.table import CONSTANT_NAMES
 from . import fmt
 from .doc import Block, Bullets, Code, Figure, Heading, Inline, para, table
@@ -425,19 +426,6 @@ def priors_section(stats: Stats, plots: dict[str, Plot]) -> list[Block]:
     return out
 
 
-#: What each built-in routing policy does (pipeline.routing.policies), for the reader of the policies table.
-POLICY_MEANING = {
-    "learning_governed": "the learned choice where the evidence gate lets it override the static choice (default)",
-    "quality_per_dollar": "the best quality per dollar in the table, no gate",
-    "ladder": "the region's escalation ladder, next rung after each failure",
-    "workflow_default": "the static default configuration",
-    "frontier_only": "always the highest-quality configuration",
-    "cheap_only": "always the cheapest configuration",
-    "static_hybrid": "cheap for implementers and researchers, frontier for reviewers",
-    "trace_governed": "cheap first, frontier after a failure",
-}
-
-
 def policies_section(stats: Stats) -> list[Block]:
     out: list[Block] = [Heading(2, "Routing policies on the held-out tasks", "policies")]
     policies = stats.policies
@@ -450,7 +438,7 @@ def policies_section(stats: Stats) -> list[Block]:
     body = [
         [
             name + (" (default)" if name == "learning_governed" else ""),
-            POLICY_MEANING.get(name, "registered"),
+            MEANING.get(name, "registered"),
             fmt.pct(r.hit_rate),
             fmt.num(r.mean_quality, 3),
             fmt.usd(r.mean_cost_usd),

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from typing import get_args
 
 import click
 
+from ..defaults import FitMode
 from ..workspace import Workspace
 from .common import (
     OBJECTIVES,
@@ -15,6 +17,7 @@ from .common import (
     gate_noise_option,
     handle_errors,
     json_option,
+    lambda_option,
     option,
     pass_threshold_option,
     quiet_option,
@@ -54,12 +57,8 @@ from .common import (
     multiple=True,
 )
 @shipped_option("shipped.json: its constants and priors for every start, its static choice for --start shipped.")
-@option(
-    "--lambda",
-    click.FloatRange(0, min_open=True),
-    None,
-    "lambda of utility (default (c_f - c_c) / (q_f - q_c) on the whole table).",
-    dest="lambda_",
+@lambda_option(
+    click.FloatRange(0, min_open=True), "lambda of utility (default (c_f - c_c) / (q_f - q_c) on the whole table)."
 )
 @option("--night-size", click.IntRange(1), None, "Tasks per night (default ceil(5% of n)).")
 @option("--seeds", click.IntRange(1), 20, "Seeds 0..N-1.")
@@ -68,7 +67,7 @@ from .common import (
 @gate_noise_option(click.FloatRange(0, 1), 0.0, "Probability that the gate's verdict is flipped.")
 @option(
     "--fit",
-    click.Choice(["table", "full"]),
+    click.Choice(get_args(FitMode)),
     "table",
     "Each night: refit the table with the current constants (table) or run the whole nightly job (full).",
     dest="fit_mode",

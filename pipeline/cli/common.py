@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .. import defaults
 from ..bounds import MAX_SEED
 from ..errors import InvalidBatch, MachineFailure, PipelineError
 
@@ -48,8 +49,8 @@ table_option = option(
 fsync_option = option(
     "--fsync", click.Choice(["always", "batch", "never"]), "batch", "fsync after every line, once per batch, or never."
 )
-#: What routing maximises (pipeline.fit.model.OBJECTIVES; not imported here: the CLI starts without polars).
-OBJECTIVES = click.Choice(["quality_per_dollar", "utility", "quality"])
+#: What routing maximises (pipeline.defaults.OBJECTIVES).
+OBJECTIVES = click.Choice(defaults.OBJECTIVES)
 
 
 def shipped_option(help: str, *, exists: bool = True) -> Decorator:
@@ -65,6 +66,12 @@ def config_format_option(help: str, dest: str | None = None) -> Decorator:
 def gate_noise_option(type_: click.ParamType, default: float | None, help: str) -> Decorator:
     """``--gate-noise``: the probability that a gate's verdict is flipped (the simulator's, the backtest's)."""
     return option("--gate-noise", type_, default, help)
+
+
+def lambda_option(type_: click.ParamType, help: str) -> Decorator:
+    """``--lambda``: lambda of the utility objective, lambda * q - cost (fit's pin, the backtest's); parameter
+    ``lambda_`` (a keyword of Python)."""
+    return option("--lambda", type_, None, help, dest="lambda_")
 
 
 def pass_threshold_option(type_: click.ParamType, default: float, help: str) -> Decorator:

@@ -21,6 +21,7 @@ from .common import (
     future_options,
     handle_errors,
     json_option,
+    lambda_option,
     negation,
     option,
     pass_threshold_option,
@@ -87,13 +88,7 @@ def _case_study(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @shipped_option("Shipped constants and priors (default: <home>/fits/shipped.json).")
 @option("--objective", OBJECTIVES, None, "What routing maximises (default: shipped.json's, else quality_per_dollar).")
-@option(
-    "--lambda",
-    Finite(0, MAX_LAMBDA, min_open=True),
-    None,
-    "Pin lambda of the utility objective (lambda * q - cost).",
-    dest="lambda_",
-)
+@lambda_option(Finite(0, MAX_LAMBDA, min_open=True), "Pin lambda of the utility objective (lambda * q - cost).")
 @option(
     "--cost-floor",
     Finite(0, MAX_USD, min_open=True),

@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import polars as pl
 
+from ..defaults import OBJECTIVES, Objective
 from ..errors import FitError
 from ..prices import Price, implied_tokens, price_for, prior_cost, tokens_in
 from ..routing.greedy import greedy_key
@@ -37,8 +37,6 @@ __all__ = [
     "with_constants",
 ]
 
-Objective = Literal["quality_per_dollar", "utility", "quality"]
-OBJECTIVES: tuple[Objective, ...] = ("quality_per_dollar", "utility", "quality")
 
 #: Columns of :attr:`FittedModel.members` (and of :meth:`FittedModel.lookup`), in order.
 MEMBER_COLUMNS = ("region", "config_key", "prior", "quality", "cost_usd", "value", "weight", "n_ratings")

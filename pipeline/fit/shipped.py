@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ..bounds import MAX_COUNT, MAX_HALF_LIFE_DAYS, MAX_LAMBDA, MAX_PRIOR_WEIGHT, MAX_USD
+from ..defaults import Objective
 from ..errors import FitError
 from ..jsonfile import read_json, validate
 from ..prices import Price, selector_of
@@ -105,7 +106,7 @@ class ShippedConstants(BaseModel):
     cost_floor_usd: float | None = Field(default=None, gt=0.0, le=MAX_USD)
     lambda_: float | None = Field(default=None, alias="lambda", gt=0.0, le=MAX_LAMBDA)
     min_quality: float | None = Field(default=None, ge=0.0, le=1.0)
-    objective: Literal["quality_per_dollar", "utility", "quality"] | None = None
+    objective: Objective | None = None
 
 
 class Shipped(BaseModel):
@@ -246,21 +247,7 @@ def placeholder_note(shipped: Shipped, path: str) -> str | None:
     )
 
 
-class PriorLike(Protocol):
-    """Anything with a prior's three fields (:class:`Prior`, the simulator's scenario prior), read only: both
-    are frozen models."""
-
-    @property
-    def selector(self) -> str: ...
-
-    @property
-    def region(self) -> str: ...
-
-    @property
-    def quality(self) -> float: ...
-
-
-def priors_frame(priors: Sequence[PriorLike]) -> pl.DataFrame:
+def priors_frame(priors: Sequence[Prior]) -> pl.DataFrame:
     """The priors as a frame for :func:`shipped_prior`: ``selector, prior_region, prior_quality, segments,
     order`` (``order``: position in the file, the last tie-break)."""
     import polars as pl

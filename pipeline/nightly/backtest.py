@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..defaults import FitMode, Objective
+
 #: Said by every output of a backtest.
 SIMULATION_NOTE = (
     "A backtest of a benchmark table is a simulation of deployment, not a deployment: every task was replayed "
@@ -22,7 +24,6 @@ SIMULATION_NOTE = (
 
 _MODEL = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-Objective = Literal["quality_per_dollar", "utility", "quality"]
 Start = Literal["cheapest", "frontier", "shipped"]
 
 
@@ -142,7 +143,7 @@ class About(BaseModel):
     nights: int
     second_half_first_task: int
     seeds: int
-    fit: Literal["table", "full"]
+    fit: FitMode
     pass_threshold: float
     max_runs: int
     gate_noise: float

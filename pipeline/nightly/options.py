@@ -27,7 +27,7 @@ class FitOptions(BaseModel):
     seed: int = defaults.SEED
     case_study: str = DEFAULT_CASE_STUDY
     shipped: str | None = None
-    objective: Literal["quality_per_dollar", "utility", "quality"] | None = None
+    objective: defaults.Objective | None = None
     lambda_: float | None = Field(default=None, alias="lambda", gt=0.0)
     cost_floor_usd: float = Field(default=defaults.COST_FLOOR_USD, gt=0.0)
     prior_source: Literal["shipped", "measured"] | None = None

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_serializer
 
+from ..defaults import Objective
 from ..jsonfile import json_schema, parse_json
 from ..routing.summary import TableSummary
 from ..routing.table import ConstantOrigin
@@ -92,7 +93,7 @@ class _Common(Section):
     name: str
     table_version: str | None = None  # the routing table these stats describe (its history copy has it)
     source: Source
-    objective: Literal["quality_per_dollar", "utility", "quality"]
+    objective: Objective
     objective_requested: str | None = None  # what was asked for (the objective degrades to quality without costs)
     cost_known: bool
     ratings: RatingCounts

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import math
 
+from ..defaults import OBJECTIVES
 from ..errors import RoutingError
 
 #: The objectives a table ranks by.
-OBJECTIVES = ("quality_per_dollar", "utility", "quality")
 
 GreedyKey = tuple[bool, float, float, float, str]
 

@@ -248,17 +248,24 @@ def workflow_default(
     return chosen, f"default_config {missing}; {why}", False
 
 
-for _name, _fn in (
-    ("learning_governed", learning_governed),
-    ("quality_per_dollar", quality_per_dollar),
-    ("ladder", ladder),
-    ("workflow_default", workflow_default),
-    ("frontier_only", frontier_only),
-    ("cheap_only", cheap_only),
-    ("static_hybrid", static_hybrid),
-    ("trace_governed", trace_governed),
+#: What each built-in policy routes to, in a reader's words (the case study's policies table).
+MEANING: dict[str, str] = {}
+for _name, _fn, _meaning in (
+    (
+        "learning_governed",
+        learning_governed,
+        "the learned choice where the evidence gate lets it override the static choice (default)",
+    ),
+    ("quality_per_dollar", quality_per_dollar, "the best quality per dollar in the table, no gate"),
+    ("ladder", ladder, "the region's escalation ladder, next rung after each failure"),
+    ("workflow_default", workflow_default, "the static default configuration"),
+    ("frontier_only", frontier_only, "always the highest-quality configuration"),
+    ("cheap_only", cheap_only, "always the cheapest configuration"),
+    ("static_hybrid", static_hybrid, "cheap for implementers and researchers, frontier for reviewers"),
+    ("trace_governed", trace_governed, "cheap first, frontier after a failure"),
 ):
     register_policy(_name, _fn)
+    MEANING[_name] = _meaning
 
 BUILTIN = tuple(POLICIES)
 #: Policies a dispatcher runs again after a failed gate, reporting the failed configs (docs/design.md, Escalation);

@@ -180,7 +180,7 @@ class RoutingTable(BaseModel):
     version: str = ""
     fitted_at: str | None
     source: Source
-    objective: Literal["quality_per_dollar", "utility", "quality"]
+    objective: defaults.Objective
     constants: Constants
     # fitted: every searched constant is fitted (or pinned); shipped: none is; mixed: one verdict adopted the
     # fitted values of its family and the other kept the shipped ones.

@@ -113,18 +113,19 @@ class RegionView:
 
     def best(self, pool: Sequence[str]) -> str:
         """Greedy choice by the table's objective with the tie rules of docs/design.md, Greedy choice and ties."""
-        try:
-            return min(pool, key=self.keys.__getitem__)
-        except KeyError:
-            self._learn(pool)
-            return min(pool, key=self.keys.__getitem__)
+        return self._least(pool, self.keys)
 
     def best_qpd(self, pool: Sequence[str]) -> str:
+        """Greedy choice by quality per dollar (:func:`_qpd_key`), the same ties."""
+        return self._least(pool, self.qpd_keys)
+
+    def _least(self, pool: Sequence[str], keys: dict[str, GreedyKey]) -> str:
+        """The pool member of the least key; members the table does not know get their prior rows first (rare)."""
         try:
-            return min(pool, key=self.qpd_keys.__getitem__)
+            return min(pool, key=keys.__getitem__)
         except KeyError:
             self._learn(pool)
-            return min(pool, key=self.qpd_keys.__getitem__)
+            return min(pool, key=keys.__getitem__)
 
     def ranked(self, pool: Sequence[str]) -> list[str]:
         """``pool`` in the greedy order of :meth:`best` (best first)."""

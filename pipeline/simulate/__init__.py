@@ -5,6 +5,7 @@
 ``preset("backlog" | "scale", tasks)`` gives the built-in scenarios.
 """
 
+from ..fit.shipped import Prior
 from .presets import preset
 from .run import SimResult, simulate
 from .scenario import (
@@ -12,7 +13,6 @@ from .scenario import (
     Drift,
     GateSpec,
     Policy,
-    Prior,
     RatingSpec,
     RegionSpec,
     ReviewerSpec,

@@ -97,14 +97,19 @@ class _Sometimes(str):
 
 
 SOMETIMES = _Sometimes("%s")
+_Q = '"%s"'  # a string field whose text is formatted in (plain text, in quotes)
 
 
-def template(event_type: str, **values: str) -> str:
-    """The %-format of one line of ``event_type``, built from the event spec: ``values`` maps each field the
-    simulator writes to its JSON text (a format, or :data:`SOMETIMES`); the fields come in the order
-    :func:`pipeline.streams.events.to_json_line` writes them, ``type`` and ``v`` fixed. A name the spec does
-    not know is an error, so a renamed field cannot be written under its old name."""
+def template(event_type: str, texts: str = "", **formats: str) -> str:
+    """The %-format of one line of ``event_type``, built from the event spec: ``at`` and (where the type has one)
+    ``task`` as plain text between quotes, each field named in ``texts`` (space-separated) as its JSON text
+    (``%s``), and each of ``formats`` (``id`` among them) as given: a format, or :data:`SOMETIMES`; ``type`` and
+    ``v`` fixed.
+    The fields come in the order :func:`pipeline.streams.events.to_json_line` writes them. A name the spec does not
+    know is an error, so a renamed field cannot be written under its old name."""
     order = template_fields(event_type)
+    plain: dict[str, str] = {name: _Q for name in ("at", "task") if name in order}
+    values: dict[str, str] = {**plain, **dict.fromkeys(texts.split(), "%s"), **formats}
     unknown = sorted(set(values) - set(order) - {"type", "v"})
     if unknown:
         raise ValueError(f"{event_type} has no field {', '.join(unknown)} (pipeline.streams.events)")
@@ -125,55 +130,27 @@ def present(event_type: str, name: str, text: str) -> str:
     return f',"{name}":{text}'
 
 
-_Q = '"%s"'  # a string field whose text is formatted in
-_OPENED = template("task.opened", id='"%s.open"', at=_Q, task=_Q, region="%s", title='"%s task %d"', thread="%s")
+_OPENED = template("task.opened", "region thread", id='"%s.open"', title='"%s task %d"')
 _ROUTE = template(
     "route.decided",
+    "policy chosen candidates propensity explored predicted_quality",
     id='"%s.%s"',
-    at=_Q,
-    task=_Q,
-    policy="%s",
-    chosen="%s",
-    candidates="%s",
-    propensity="%s",
     table="null",
-    explored="%s",
     reason=_Q,
-    predicted_quality="%s",
 )
 _ATTEMPT = template(
     "task.attempted",
+    "config cost_usd duration_ms node tool_calls files_read files_written",
     id='"%s.a%d"',
-    at=_Q,
-    task=_Q,
-    config="%s",
     status=_Q,
-    cost_usd="%s",
-    duration_ms="%d",
-    node="%s",
     prompt_version=SOMETIMES,
     reviewer_verdict=SOMETIMES,
-    tool_calls="%d",
-    files_read="%d",
-    files_written="%d",
 )
-_CLOSED = template("task.closed", id='"%s.close"', at=_Q, task=_Q, outcome=_Q)
-_RATED = template(
-    "task.rated",
-    id='"%s.a%d.%s"',
-    at=_Q,
-    task=_Q,
-    config="%s",
-    rater="%s",
-    score="%s",
-    confidence="%s",
-    importance=SOMETIMES,
-)
-_REJECTED = template(
-    "task.rejected", id='"%s.a%d.rj"', at=_Q, task=_Q, config="%s", rater="%s", claim="%s", evidence="%s"
-)
+_CLOSED = template("task.closed", id='"%s.close"', outcome=_Q)
+_RATED = template("task.rated", "config rater score confidence", id='"%s.a%d.%s"', importance=SOMETIMES)
+_REJECTED = template("task.rejected", "config rater claim evidence", id='"%s.a%d.rj"')
 _RETRACTED = template(
-    "rating.retracted", id='"%s.a%d.rx"', at=_Q, rating='"%s.a%d.rv"', reason=_j("the reviewer corrected its score")
+    "rating.retracted", id='"%s.a%d.rx"', rating='"%s.a%d.rv"', reason=_j("the reviewer corrected its score")
 )
 _VERDICTS = tuple(present("task.attempted", "reviewer_verdict", _j(v)) for v in ("approve", "request-changes"))
 #: A decision's id suffix and reason by its kind (generate.Decisions.kind): the routed config, a side-by-side lane,

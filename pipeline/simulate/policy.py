@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from .scenario import Prior, Scenario
+from ..fit.shipped import Prior
+from .scenario import Scenario
 
 
 def believed_priors(keys: list[str], regions: list[str], priors: list[Prior]) -> dict[tuple[str, str], float]:

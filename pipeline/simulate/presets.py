@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ..fit.shipped import Prior
 from ..streams.events import Config
-from .scenario import ConfigSpec, Drift, GateSpec, Policy, Prior, RegionSpec, ReviewerSpec, Scenario
+from .scenario import ConfigSpec, Drift, GateSpec, Policy, RegionSpec, ReviewerSpec, Scenario
 
 OPUS = "claude-code/anthropic/claude-opus-4-5/high"
 SONNET = "claude-code/openrouter/claude-sonnet-4-5/medium"

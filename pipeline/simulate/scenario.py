@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import PipelineError
+from ..fit.shipped import Prior  # the shipped prior the scenario's policy believes: shipped.json's own
 from ..jsonfile import read_json, validate
 from ..streams.events import config_key
 from ..utc import utc_timestamp
@@ -105,16 +106,6 @@ class RatingSpec(BaseModel):
     human_importance: Annotated[float, Field(ge=0.0)] = 2.0
     rejection_rate: Unit = Field(0.06, description="probability a failed attempt gets a grounded rejection")
     retraction_rate: Unit = Field(0.01, description="share of reviewer ratings retracted and corrected")
-
-
-class Prior(BaseModel):
-    """A shipped prior (docs/design.md, Routing table): selector = the first 1 to 4 segments of a config key."""
-
-    model_config = _MODEL
-
-    selector: str = Field(min_length=1)
-    region: str = "*"
-    quality: Unit
 
 
 class Policy(BaseModel):

@@ -48,6 +48,7 @@ class LangfuseSource(ExportSource):
     format = "langfuse"
     prefix = "lf"
     tables = ("traces", "observations", "scores")
+    rater_kinds = KINDS
 
     def read(self, path: Path) -> None:
         for _, record in records(path):
@@ -120,7 +121,7 @@ class LangfuseSource(ExportSource):
                 name=str(field(record, "name") or "score"),
                 value=value,
                 label=label,
-                kind=self.options.rater_kind or KINDS.get(source, self.rater_kind),
+                kind=self.rater(source),
                 span=str(field(record, "observationId", "observation_id") or "") or None,
                 at=seconds(field(record, "timestamp", "createdAt", "created_at")),
                 extra={"comment": str(comment)} if comment else None,

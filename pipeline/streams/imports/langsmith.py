@@ -19,11 +19,9 @@ runs and as the bulk export writes them to Parquet (JSON columns as text), and t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .mapping import Unit
 from .options import ImportOptions
 from .prices import Pricer
 from .records import field, json_value, records
@@ -47,6 +45,7 @@ class LangSmithSource(ExportSource):
     format = "langsmith"
     prefix = "ls"
     tables = ("runs", "feedback")
+    rater_kinds = KINDS
 
     def __init__(self, paths: list[Path], options: ImportOptions, clock: Clock, pricer: Pricer) -> None:
         super().__init__(paths, options, clock, pricer)
@@ -62,13 +61,9 @@ class LangSmithSource(ExportSource):
                 self.rows_by_table["runs"] += 1
                 self._run(record)
 
-    def units(self) -> Iterator[Unit]:
-        for path in self.files:
-            self.read(path)
-            self.done += 1
+    def read_all(self) -> None:
         for record in self.pending:
             self._feedback(record)
-        yield from self.book.units()
 
     def _run(self, record: dict[str, Any]) -> None:
         run_id = str(field(record, "id") or "")
@@ -117,7 +112,7 @@ class LangSmithSource(ExportSource):
                 name=str(field(record, "key")),
                 value=field(record, "score"),
                 label=field(record, "value"),
-                kind=self.options.rater_kind or KINDS.get(source_type, self.rater_kind),
+                kind=self.rater(source_type),
                 span=run_id or None,
                 at=seconds(field(record, "modified_at", "created_at")),
                 extra={"comment": str(comment)} if comment else None,

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from pydantic_core import to_json
 
 from ..events import SCHEMA_VERSION, config_key
+from ..spec import FIELDS
 
 
 class Cfg(NamedTuple):
@@ -61,7 +62,17 @@ class Opened(NamedTuple):
     final: bool = False
 
 
+#: The optional fields of ``task.attempted`` an :class:`Attempt` may carry in ``details``, in the order of the line:
+#: every field of the event spec after ``cost_usd`` (which every attempt line writes, null when unknown).
+_ATTEMPTED = [f.name for f in FIELDS["task.attempted"]]
+DETAILS = tuple(_ATTEMPTED[_ATTEMPTED.index("cost_usd") + 1 :])
+_DETAIL_NAMES = frozenset(DETAILS)
+
+
 class Attempt(NamedTuple):
+    """A ``task.attempted``. ``details``: the event's optional fields after ``cost_usd`` that the source knows, by
+    their names in the event spec (:data:`DETAILS`; ``None`` values are left out of the line)."""
+
     key: str
     task: str
     config: Cfg
@@ -69,13 +80,7 @@ class Attempt(NamedTuple):
     cost_usd: float | None
     cost_from: str  # 'source', 'tokens', 'price', or 'unknown' (Imports, Costs)
     at: str
-    duration_ms: int | None = None
-    node: str | None = None
-    prompt_version: str | None = None
-    reviewer_verdict: str | None = None
-    tool_calls: int | None = None
-    files_read: int | None = None
-    files_written: int | None = None
+    details: dict[str, Any] | None = None
     extra: dict[str, Any] | None = None
     ref: str | None = None
     id: str | None = None
@@ -145,9 +150,9 @@ class Unit(NamedTuple):
 
 
 class Prepared(NamedTuple):
-    """A chunk of rows a source checked and rendered itself, in bulk (long tables and mini-ork, for speed): the
-    events as columns (a :class:`~.block.Block`), each task-opening candidate at its position among them, and the
-    rows that are bad, as units of their own. ``rows`` counts every row it covers."""
+    """A chunk of rows a source checked and rendered itself, in bulk (long tables, for speed): the events as columns
+    (a :class:`~.block.Block`), each task-opening candidate at its position among them, and the rows that are bad,
+    as units of their own. ``rows`` counts every row it covers."""
 
     rows: int
     imported: int
@@ -176,11 +181,12 @@ def _body(record: Mapped) -> tuple[str, dict[str, Any]]:
             "status": record.status,
             "cost_usd": record.cost_usd,
         }
-        for name in ("duration_ms", "node", "prompt_version", "reviewer_verdict", "tool_calls", "files_read"):
-            if (value := getattr(record, name)) is not None:
-                body[name] = value
-        if record.files_written is not None:
-            body["files_written"] = record.files_written
+        if record.details:  # in the spec's order; a name it does not know is our bug
+            if not record.details.keys() <= _DETAIL_NAMES:
+                raise KeyError(f"task.attempted has no field {sorted(record.details.keys() - _DETAIL_NAMES)}")
+            for name in DETAILS:
+                if (value := record.details.get(name)) is not None:
+                    body[name] = value
         if record.extra:
             body.update(record.extra)
         return "task.attempted", body

@@ -307,7 +307,7 @@ class MiniOrkSource:
             at = self._moment(row["created_at"], "created_at")
             if at is None:
                 raise Problem("created_at", "must not be blank")
-            values = self._trace_values(row)
+            details, extra = self._trace_values(row)
             spent, cost_from = self._cost(row, config) if config is not None else (None, "unknown")
         except Problem as exc:
             problems.append((exc.field, exc.reason))
@@ -315,7 +315,7 @@ class MiniOrkSource:
             return Unit(name, [], problems, [], row)
         assert config is not None and task is not None and status is not None  # else a problem above
         verifier = json_object(row["verifier_output"])
-        node = text(verifier.get("node_type")) or node_of(trace_id)
+        details["node"] = text(verifier.get("node_type")) or node_of(trace_id)
         ref = f"mini-ork:execution_traces:{trace_id}"
         attempt = Attempt(
             f"trace:{trace_id}",
@@ -325,14 +325,8 @@ class MiniOrkSource:
             spent,
             cost_from,
             at,  # type: ignore[arg-type]
-            duration_ms=values["duration_ms"],
-            node=node,
-            prompt_version=text(row["prompt_version_hash"]),
-            reviewer_verdict=text(row["reviewer_verdict"]),
-            tool_calls=values["n_tool_calls"],
-            files_read=values["n_files_read"],
-            files_written=values["n_files_written"],
-            extra=values["extra"] or None,
+            details=details,
+            extra=extra or None,
             ref=ref,
         )
         records: list[Any] = [attempt]
@@ -345,7 +339,8 @@ class MiniOrkSource:
             return Unit(name, [], [(exc.field, exc.reason)], [], row)
         return Unit(name, records, [], skipped)
 
-    def _trace_values(self, row: dict[str, Any]) -> dict[str, Any]:
+    def _trace_values(self, row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A trace row's attempt details (by the event's field names, the node aside) and its extra fields."""
         duration = count(row["duration_ms"], "duration_ms")
         extra: dict[str, Any] = {}
         if (reward := row["process_reward"]) is not None:
@@ -358,13 +353,15 @@ class MiniOrkSource:
             value = row[column]
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 extra[column] = float(value)
-        return {
+        details = {
             "duration_ms": duration or None,  # 0 is mini-ork's default for no duration recorded
-            "n_tool_calls": row["n_tool_calls"],
-            "n_files_read": row["n_files_read"],
-            "n_files_written": row["n_files_written"],
-            "extra": extra,
+            "prompt_version": text(row["prompt_version_hash"]),
+            "reviewer_verdict": text(row["reviewer_verdict"]),
+            "tool_calls": row["n_tool_calls"],
+            "files_read": row["n_files_read"],
+            "files_written": row["n_files_written"],
         }
+        return details, extra
 
     def _cost(self, row: dict[str, Any], config: Cfg) -> tuple[float | None, str]:
         """(cost, where it came from): the trace's, its calls', their tokens at the prices, a per-task price."""

@@ -69,14 +69,19 @@ def tables_of(con: sqlite3.Connection) -> dict[str, set[str]]:
     return {name: {r[1] for r in con.execute(f'PRAGMA table_info("{name}")')} for name in names}
 
 
+def _json_text(raw: Any) -> Any:
+    """The value of a JSON text column; None when it is not text, blank, or not JSON."""
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
 def lane_snapshot(raw: Any) -> dict[str, dict[str, Any]]:
     """``dispatch_config_json``: ``{lane: {family, model_id, provider, base_url}}`` (absent before 0022)."""
-    if not isinstance(raw, str) or not raw.strip():
-        return {}
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return {}
+    data = _json_text(raw)
     if isinstance(data, dict) and isinstance(data.get("lanes"), dict):
         data = data["lanes"]
     return {str(k): v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
@@ -87,12 +92,7 @@ def json_object(raw: Any) -> dict[str, Any]:
     for _ in range(2):
         if isinstance(raw, dict):
             return raw
-        if not isinstance(raw, str) or not raw.strip():
-            return {}
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return {}
+        raw = _json_text(raw)
     return raw if isinstance(raw, dict) else {}
 
 

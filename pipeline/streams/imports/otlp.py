@@ -21,11 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidEvent
-from .options import ImportOptions
-from .prices import Pricer
 from .records import records
 from .traces import ExportSource, Score, Trace
-from .values import Clock, amount
+from .values import amount
 
 EVALUATION = "gen_ai.evaluation.result"
 MODEL = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name")
@@ -85,14 +83,10 @@ class OtlpSource(ExportSource):
     prefix = "otel"
     tables = ("spans", "evaluations")
 
-    def __init__(self, paths: list[Path], options: ImportOptions, clock: Clock, pricer: Pricer) -> None:
-        super().__init__(paths, options, clock, pricer)
-        self.kind = options.rater_kind or self.rater_kind
-
     def finish(self) -> list[str]:
         return [
             "OpenTelemetry GenAI traces carry no routing decisions and no rejections: none are written; "
-            f"evaluations are ratings of kind {self.kind} (--rater-kind to change it)"
+            f"evaluations are ratings of kind {self.rater()} (--rater-kind to change it)"
         ]
 
     def read(self, path: Path) -> None:
@@ -175,7 +169,7 @@ class OtlpSource(ExportSource):
         kind = (
             attrs.get("ratings.rater.kind")
             if attrs.get("ratings.rater.kind") in ("gate", "reviewer", "human")
-            else self.kind
+            else self.rater()
         )
         trace.scores.append(
             Score(

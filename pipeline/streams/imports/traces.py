@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ...errors import InvalidEvent
 from ..events import Config
@@ -86,6 +86,8 @@ class ExportSource(ABC):
     format: str
     prefix: str
     rater_kind = "reviewer"
+    #: The source's own types of rater (a score's source, a feedback's type) -> rater kinds.
+    rater_kinds: ClassVar[dict[str, str]] = {}
     tables: tuple[str, ...] = ()
 
     def __init__(self, paths: list[Path], options: ImportOptions, clock: Clock, pricer: Pricer) -> None:
@@ -105,11 +107,20 @@ class ExportSource(ABC):
     def finish(self) -> list[str]:
         return [f"{self.format} exports carry no routing decisions and no rejections: none are written"]
 
+    def rater(self, source_type: str = "") -> str:
+        """The rater kind of a score: ``--rater-kind``, else the kind of the source's type of rater, else the
+        source's default."""
+        return self.options.rater_kind or self.rater_kinds.get(source_type, self.rater_kind)
+
     def units(self) -> Iterator[Unit]:
         for path in self.files:
             self.read(path)
             self.done += 1
+        self.read_all()
         yield from self.book.units()
+
+    def read_all(self) -> None:  # noqa: B027 (a hook: most sources have nothing left to do)
+        """What a source does once every file is read (LangSmith: the feedback it held back)."""
 
     @abstractmethod
     def read(self, path: Path) -> None:
@@ -236,8 +247,7 @@ class TraceBook:
             spent,
             cost_from,
             at,
-            duration_ms=duration,
-            tool_calls=trace.tools,
+            details={"duration_ms": duration, "tool_calls": trace.tools},
             ref=ref,
         )
         final = trace.task is None  # the trace is its own task: no other candidate can come

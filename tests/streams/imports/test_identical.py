@@ -1,8 +1,8 @@
 """The imports write the bytes they always wrote: streams, ledger, dead letters and summaries of a varied long table
 and a varied mini-ork store, imported, then imported again after changes (retractions, new rows), in chunks of 7
-rows spooled to a file and in chunks of the default size held in memory, pinned as SHA-256 digests of what the per-row code (before the bulk lanes of
-pipeline/streams/imports/long.py and miniork.py) wrote. A change that moves a digest changes the ids or lines of
-every user's earlier imports: it must not land without a migration.
+rows spooled to a file and in chunks of the default size held in memory, pinned as SHA-256 digests of what the
+per-row code (before the bulk lanes of pipeline/streams/imports/long.py) wrote. A change that moves a digest
+changes the ids or lines of every user's earlier imports: it must not land without a migration.
 
 To see what moved, run the same scenario with the old code and diff the homes (the scenario writes them under
 pytest's temporary folder).
