@@ -120,24 +120,6 @@ class Ledger:
     def empty(self) -> bool:
         return not any(len(run) for run in self.runs)
 
-    def lookup(self, keys: np.ndarray) -> dict[int, list[tuple[bytes, int, int]]]:
-        """Every earlier record of these keys: ``key -> [(id digits, content, kind), ...]`` (keys absent: none)."""
-        import numpy as np
-
-        found: dict[int, list[tuple[bytes, int, int]]] = {}
-        if not len(keys):
-            return found
-        wanted = np.unique(keys)
-        for run in self.runs:
-            low = np.searchsorted(run["key"], wanted, side="left")
-            high = np.searchsorted(run["key"], wanted, side="right")
-            for i in np.flatnonzero(high > low):
-                for record in run[low[i] : high[i]]:
-                    found.setdefault(int(wanted[i]), []).append(
-                        (bytes(record["id"]), int(record["content"]), int(record["kind"]))
-                    )
-        return found
-
     def ratings_of(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The (keys, id digits) of every earlier rating of these keys, vectorised (for the retractions)."""
         import numpy as np

@@ -194,11 +194,6 @@ class _Tally:
     named: list[InvalidEvent] = field(default_factory=list)
 
 
-def _digest(event_id: str) -> bytes:
-    """The ledger's form of an event id: its 24 closing hex digits, as ASCII."""
-    return event_id[-24:].encode("ascii")
-
-
 def _pairs(keys: Any, ids: Any) -> Any:
     """(key, id digits) pairs folded into one uint64 each, for vectorised membership (``ids``: an S24 array; its
     first 16 hex digits, parsed vectorised, are 64 bits of the id's digest)."""
