@@ -47,7 +47,7 @@ KINDS = {
 }
 RATED = KINDS["task.rated"]
 MERGE_AT = 8  # runs of one namespace kept before they are merged into one (at the end of an import)
-MERGE_ROWS = 1 << 20  # records merged at once (about 41 MiB, and their sort): a merge's memory, whatever the ledger's
+MERGE_ROWS = 1 << 18  # records merged at once (about 10 MiB, and their sort): a merge's memory, whatever the ledger's
 
 
 def dtype() -> np.dtype:
@@ -185,18 +185,22 @@ class Ledger:
         :data:`MERGE_ROWS` records whatever the ledger's size."""
         import numpy as np
 
-        runs = [run for run in (self._load(p) for p in paths) if len(run)]
+        loaded = [(path, run) for path, run in ((p, self._load(p)) for p in paths) if len(run)]
+        runs = [run for _, run in loaded]
         drop = [self._dropped(run, gone) for run in runs] if gone else [None] * len(runs)
         total = sum(len(run) for run in runs) - sum(len(d) for d in drop if d is not None)
         bounds = self._bounds(runs)
+        size = dtype().itemsize
 
         def ranges() -> Iterator[np.ndarray]:
             for low, high in pairwise(bounds):
                 parts = []
-                for run, dropped in zip(runs, drop, strict=True):
+                for (path, run), dropped in zip(loaded, drop, strict=True):
                     start, end = (int(np.searchsorted(run["key"], b, side="left")) if b is not None else len(run)
                                   for b in (low, high))  # fmt: skip
-                    part = run[start:end]
+                    # read, not sliced from the mapping: pages once mapped stay resident (and count as ours)
+                    offset = run.offset + start * size  # type: ignore[attr-defined]  # a memmap (_load)
+                    part = np.fromfile(path, dtype=dtype(), count=end - start, offset=offset)
                     if dropped is not None and len(dropped):
                         part = np.delete(part, dropped[(dropped >= start) & (dropped < end)] - start)
                     parts.append(part)
