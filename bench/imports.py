@@ -116,10 +116,12 @@ def imports(fmt: str, path: Path, home: Path, runs: int) -> list[dict[str, Any]]
     out = subprocess.run(
         [sys.executable, "-m", "bench.imports", "--child", fmt, str(path), str(home), str(runs)],
         cwd=ROOT,
-        check=True,
         capture_output=True,
         text=True,
+        check=False,
     )
+    if out.returncode:
+        raise SystemExit(f"the import of {path} failed:\n{out.stderr}")
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 
