@@ -26,7 +26,6 @@ import hashlib
 import os
 import re
 from collections.abc import Iterable, Iterator
-from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +46,7 @@ KINDS = {
 }
 RATED = KINDS["task.rated"]
 MERGE_AT = 8  # runs of one namespace kept before they are merged into one (at the end of an import)
-MERGE_ROWS = 1 << 18  # records merged at once (about 10 MiB, and their sort): a merge's memory, whatever the ledger's
+MERGE_ROWS = 1 << 16  # records merged at once (about 2.6 MiB, and their sort): a merge's memory, whatever the ledger's
 
 
 def dtype() -> np.dtype:
@@ -190,21 +189,38 @@ class Ledger:
         drop = [self._dropped(run, gone) for run in runs] if gone else [None] * len(runs)
         total = sum(len(run) for run in runs) - sum(len(d) for d in drop if d is not None)
         bounds = self._bounds(runs)
-        size = dtype().itemsize
+        block = max(MERGE_ROWS // max(len(runs), 1), 256)  # records read from a run at a time
+        # Each run is read forward from its file (not from the mapping: pages once mapped stay resident, and count
+        # as ours): per run, the records read and not yet merged, and where they start.
+        held = [np.empty(0, dtype=dtype()) for _ in loaded]
+        starts = [0] * len(loaded)
+
+        def upto(i: int, high: Any) -> np.ndarray:
+            """Run ``i``'s next records with keys below ``high`` (None: all), less its dropped ones."""
+            path, run = loaded[i]
+            taken = []
+            while True:
+                records, start = held[i], starts[i]
+                cut = len(records) if high is None else int(np.searchsorted(records["key"], high, side="left"))
+                taken.append((records[:cut], start))
+                held[i], starts[i] = records[cut:], start + cut
+                done = start + len(records)
+                if cut < len(records) or done >= len(run):
+                    break
+                offset = run.offset + done * dtype().itemsize  # type: ignore[attr-defined]  # a memmap (_load)
+                held[i] = np.fromfile(path, dtype=dtype(), count=min(block, len(run) - done), offset=offset)
+            dropped = drop[i]
+            parts = [
+                np.delete(part, dropped[(dropped >= first) & (dropped < first + len(part))] - first)
+                if dropped is not None and len(dropped)
+                else part
+                for part, first in taken
+            ]
+            return np.concatenate(parts)
 
         def ranges() -> Iterator[np.ndarray]:
-            for low, high in pairwise(bounds):
-                parts = []
-                for (path, run), dropped in zip(loaded, drop, strict=True):
-                    start, end = (int(np.searchsorted(run["key"], b, side="left")) if b is not None else len(run)
-                                  for b in (low, high))  # fmt: skip
-                    # read, not sliced from the mapping: pages once mapped stay resident (and count as ours)
-                    offset = run.offset + start * size  # type: ignore[attr-defined]  # a memmap (_load)
-                    part = np.fromfile(path, dtype=dtype(), count=end - start, offset=offset)
-                    if dropped is not None and len(dropped):
-                        part = np.delete(part, dropped[(dropped >= start) & (dropped < end)] - start)
-                    parts.append(part)
-                merged = np.concatenate(parts) if parts else np.empty(0, dtype=dtype())
+            for high in bounds[1:]:
+                merged = np.concatenate([upto(i, high) for i in range(len(loaded))] or [np.empty(0, dtype=dtype())])
                 yield merged[np.argsort(merged["key"], kind="stable")]
 
         merged_path = self._write(ranges(), total)
@@ -225,14 +241,12 @@ class Ledger:
 
     @staticmethod
     def _bounds(runs: list[np.ndarray]) -> list[Any]:
-        """Keys that cut the runs into ranges of about :data:`MERGE_ROWS` records (None: the end), first ``0``."""
+        """Keys that cut the runs into ranges of about :data:`MERGE_ROWS` records (None: the end), first ``0``:
+        keys are 64-bit hashes, spread evenly, so even cuts of the key space (no key need be read for them)."""
         import numpy as np
 
-        total = sum(len(run) for run in runs)
-        step = max(MERGE_ROWS // max(len(runs), 1), 1)
-        sample = np.unique(np.concatenate([run["key"][::step] for run in runs])) if runs else np.empty(0, np.uint64)
-        every = max(len(sample) * MERGE_ROWS // max(total, 1), 1)
-        return [np.uint64(0), *sample[every::every], None]
+        ranges = -(-sum(len(run) for run in runs) // MERGE_ROWS)
+        return [np.uint64(0), *(np.uint64((i << 64) // ranges) for i in range(1, ranges)), None]
 
     def _write(self, parts: Iterator[np.ndarray], total: int) -> Path:
         """A new run file of ``total`` records, written from ``parts`` (the bytes ``np.save`` writes)."""
