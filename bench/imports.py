@@ -11,12 +11,12 @@ Run: ``.venv/bin/python -m bench.imports [--rows N] [--tasks T] [--only long|min
    first import, then again.
 
 Each import runs in a process of its own (after a tiny warm-up import there, so that loading the modules is not
-counted), which reports its CPU time (user + system), wall time and peak RSS (VmHWM). Printed: source rows per CPU second
-and per wall second, each with its ratio to the bare read's, and the load average before and after. CPU time is the
-steadier figure on a shared machine. The imports take ``--allow-future``: the synthetic mini-ork store's times run a
-minute a task run from 2026-05-28, past today's date beyond a few hundred thousand runs. ``--memory K`` imports a
-second input K times as large (a first import only) and prints both peak RSS figures: memory is bounded by the
-chunk (10,000 rows, at most 64 MiB of mapped chunks held before they are spooled to a file, a ledger merge of
+counted), which reports its CPU time (user + system), wall time and peak RSS (VmHWM). Printed: source rows per CPU
+second and per wall second, each with its ratio to the bare read's, and the load average before and after. CPU time
+is the steadier figure on a shared machine. The imports take ``--allow-future``: the synthetic mini-ork store's
+times run a minute a task run from 2026-05-28, past today's date beyond a few hundred thousand runs. ``--memory K``
+imports a second input K times as large (a first import only) and prints both peak RSS figures: memory is bounded by
+the chunk (10,000 rows, at most 64 MiB of mapped chunks held before they are spooled to a file, a ledger merge of
 65,536 records at a time), so it must not grow with the input. Target: >= 100,000 source rows/s.
 """
 
