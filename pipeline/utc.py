@@ -19,10 +19,10 @@ _CANONICAL = re.compile(CANONICAL_TIME)
 
 
 #: The commonest canonical times, that need no calendar: whole seconds, days 01 to 28 (which every month has),
-#: years 0001 to 9999.
-_PLAIN = re.compile(
-    r"(?!0000)[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z"
-)
+#: years 0001 to 9999 (the pattern without its year 0000, which :data:`_PLAIN` refuses: for regex engines without
+#: lookahead, such as Arrow's).
+PLAIN_TIME = r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z"
+_PLAIN = re.compile(r"(?!0000)" + PLAIN_TIME)
 
 
 def is_plain_time(value: str) -> bool:

@@ -370,6 +370,10 @@ def write_line(held: Held, line: bytes, fsync: FsyncPolicy) -> None:
 def _write_chunked(held: Held, pieces: Sequence[bytes], fsync: FsyncPolicy) -> None:
     """Write ``pieces`` in few large writes (about 4 MiB each); ``always`` fsyncs between them as well (the
     caller fsyncs after the last)."""
+    data = b"".join(pieces)
+    if len(data) < _WRITE:  # one write, as the loop below would do
+        _write_all(held.fd, data)
+        return
     buffer: list[bytes] = []
     size = 0
     for piece in pieces:
@@ -404,7 +408,7 @@ def write_batch(
 
     def begin(stream: str, then: int | None = None) -> bytes:
         lines = parts[stream]
-        size = sum(len(line) for line in lines)
+        size = sum(map(len, lines))
         return BatchBegin(
             id=batch_id, lines=len(lines), bytes=size, then=Then(ratings=then) if then is not None else None
         ).line()

@@ -150,13 +150,13 @@ class Unit(NamedTuple):
 
 
 class Prepared(NamedTuple):
-    """A chunk of rows a source checked and rendered itself, in bulk (long tables, for speed): the events as the
-    run spools them (``(stream, line, id, ledger key, content, ledger kind)``), each task-opening candidate at its
-    position among them, and the rows that are bad, as units of their own. ``rows`` counts every row it covers."""
+    """A chunk of rows a source checked and rendered itself, in bulk (long tables, for speed): the events as columns
+    (a :class:`~.block.Block`), each task-opening candidate at its position among them, and the rows that are bad,
+    as units of their own. ``rows`` counts every row it covers."""
 
     rows: int
     imported: int
-    items: list[tuple[Any, ...]]
+    items: Any  # a Block (pipeline/streams/imports/block.py)
     opened: list[tuple[int, Opened]]
     bad: list[Unit]
     skipped: dict[str, int]
@@ -230,9 +230,10 @@ def render(record: Mapped, prefix: str) -> Rendered:
         head = to_json([kind, record.key])
         hashed = head[:-1] + b"," + fields + b"]" if kind == "task.rated" else head
         event_id = f"{prefix}-{hashlib.sha256(hashed).hexdigest()[:24]}"
-    # the line as to_json of {"id", "type", "at", "v", **fields} writes it
-    start = to_json({"id": event_id, "type": kind, "at": record.at, "v": SCHEMA_VERSION})
-    return Rendered(kind, event_id, start[:-1] + b"," + fields[1:] + b"\n")
+    # the line as to_json of {"id", "type", "at", "v", **fields} writes it (the id, the type and a normalised time
+    # need no escaping in JSON)
+    start = f'{{"id":"{event_id}","type":"{kind}","at":"{record.at}","v":{SCHEMA_VERSION},'.encode()
+    return Rendered(kind, event_id, start + fields[1:] + b"\n")
 
 
 def retraction(rating_id: str, prefix: str, at: str, reason: str) -> Rendered:

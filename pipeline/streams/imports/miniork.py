@@ -53,6 +53,8 @@ from .options import ImportOptions
 from .prices import Pricer
 from .values import Clock, Problem, cost, count, moment, text
 
+_REMEMBERED = 65_536  # distinct times and snapshots remembered (then it starts again: memory stays bounded)
+
 
 class MiniOrkSource:
     """A mini-ork ``state.db`` as an import source (pipeline/streams/imports/run.py, Source)."""
@@ -88,6 +90,7 @@ class MiniOrkSource:
         self.region_column = options.region_key or "task_class"
         self.rows_by_table: dict[str, int] = {}
         self.done = self.total = 0
+        self.moments: dict[tuple[type, Any], str] = {}  # times read (most repeat), by their cell
 
     # ----------------------------------------------------------------- reading
     def _select(self, table: str, columns: tuple[str, ...], alias: str) -> str:
@@ -129,10 +132,10 @@ class MiniOrkSource:
         cursor.row_factory = None
         names = [d[0] for d in cursor.description]
         n = 0
-        for values in cursor:
-            n += 1
-            self.done += 1
-            yield dict(zip(names, values, strict=True))
+        while rows := cursor.fetchmany(1024):
+            n += len(rows)
+            self.done += len(rows)
+            yield from (dict(zip(names, values, strict=False)) for values in rows)  # one cursor: as many as names
         self.rows_by_table[table] = n
 
     # ----------------------------------------------------------------- task runs
@@ -178,8 +181,16 @@ class MiniOrkSource:
         return Unit(f"task_runs:{row['id']}", records, [], skipped)
 
     def _moment(self, value: Any, field: str) -> str | None:
-        at = moment(value, field, naive_utc=True, unix_numbers=True)
-        return None if at is None else self.clock.check(at, field)
+        key = (type(value), value)  # by type too: True == 1, and moment() reads them apart
+        at = self.moments.get(key)
+        if at is None:
+            at = moment(value, field, naive_utc=True, unix_numbers=True)
+            if at is None:
+                return None
+            if len(self.moments) >= _REMEMBERED:
+                self.moments.clear()
+            self.moments[key] = at
+        return self.clock.check(at, field)
 
     # ----------------------------------------------------------------- traces
     def _calls_join(self) -> tuple[str, str]:
@@ -228,10 +239,20 @@ class MiniOrkSource:
             f"r.id AS run_known, {calls_select} FROM execution_traces t "
             f"LEFT JOIN task_runs r ON r.id = CAST(t.run_id AS TEXT) {calls_join} ORDER BY t.run_id, t.rowid"
         )
-        last_run, lanes = None, {}
+        last_run: Any = None
+        lanes: dict[str, dict[str, Any]] = {}
+        snapshots: dict[str, dict[str, dict[str, Any]]] = {}  # runs share their dispatch snapshot's text
         for row in self._rows("execution_traces", sql):
             if row["run_id"] != last_run:
-                last_run, lanes = row["run_id"], lane_snapshot(row["snapshot"])
+                last_run, raw = row["run_id"], row["snapshot"]
+                if not isinstance(raw, str):
+                    lanes = lane_snapshot(raw)
+                elif raw in snapshots:
+                    lanes = snapshots[raw]
+                else:
+                    if len(snapshots) >= _REMEMBERED:
+                        snapshots.clear()
+                    lanes = snapshots[raw] = lane_snapshot(raw)
             yield self._trace(row, lanes)
 
     def lane_config(self, lane: str, lanes: dict[str, dict[str, Any]]) -> Cfg:
@@ -287,6 +308,7 @@ class MiniOrkSource:
             if at is None:
                 raise Problem("created_at", "must not be blank")
             details, extra = self._trace_values(row)
+            spent, cost_from = self._cost(row, config) if config is not None else (None, "unknown")
         except Problem as exc:
             problems.append((exc.field, exc.reason))
         if problems:
@@ -294,7 +316,6 @@ class MiniOrkSource:
         assert config is not None and task is not None and status is not None  # else a problem above
         verifier = json_object(row["verifier_output"])
         details["node"] = text(verifier.get("node_type")) or node_of(trace_id)
-        spent, cost_from = self._cost(row, config)
         ref = f"mini-ork:execution_traces:{trace_id}"
         attempt = Attempt(
             f"trace:{trace_id}",

@@ -23,6 +23,7 @@ import pickle
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -30,9 +31,10 @@ from pydantic import BaseModel
 
 from ...errors import InvalidBatch, InvalidEvent
 from ...workspace import Workspace
-from ..batch import Batch
+from ..batch import Batch, collector_paused
 from ..events import stream_of
 from ..log import FsyncPolicy, write
+from .block import Block
 from .deadletters import DeadLetters
 from .ledger import KINDS, RATED, Ledger, content64, key64
 from .mapping import Line, Opened, Prepared, Rendered, Unit, render, retraction
@@ -115,47 +117,61 @@ class _Item(NamedTuple):
 
 
 class _Chunk:
-    """The events of one chunk of source rows, as plain tuples (fields of :class:`_Item`; they pickle fast), and
-    ``keep``: False for each event an earlier import already appended (positions stay, for the task openings)."""
+    """The events of one chunk of source rows: the generic lane's as tuples (fields of :class:`_Item`) until the
+    chunk is complete (:meth:`seal`), a bulk lane's as a :class:`~.block.Block`; then ``block``, and ``keep``:
+    False for each event an earlier import already appended (positions stay, for the task openings)."""
 
-    __slots__ = ("items", "keep")
+    __slots__ = ("block", "keep", "pending")
 
     def __init__(self) -> None:
-        self.items: list[tuple[Any, ...]] = []
-        self.keep: list[bool] = []
+        self.block = Block()
+        self.pending: list[tuple[Any, ...]] = []
+        self.keep: Any = None
 
     def __len__(self) -> int:
-        return len(self.items)
+        return len(self.block) + len(self.pending)
 
-    def add(self, item: _Item) -> None:
-        self.items.append(tuple(item))
-        self.keep.append(True)
+    def add(self, item: _Item | tuple[Any, ...]) -> None:
+        self.pending.append(tuple(item))
 
-    def column(self, name: str) -> list[Any]:
-        i = _Item._fields.index(name)
-        return [item[i] for item in self.items]
+    def extend(self, block: Block) -> None:
+        self.block = Block.cat([self.block, Block.of(self.pending), block])
+        self.pending = []
 
-    def with_openings(self, openings: list[tuple[int, _Item]]) -> None:
-        """Insert these events, each at its position (positions of the chunk as it was mapped), in one pass."""
-        if not openings:
+    def seal(self) -> _Chunk:
+        import numpy as np
+
+        self.extend(Block())
+        self.keep = np.ones(len(self.block), dtype=bool)
+        return self
+
+    def with_openings(self, openings: tuple[list[int], Block]) -> None:
+        """Insert these events, each at its position (positions of the chunk as it was mapped)."""
+        positions, added = openings
+        if not len(added):
             return
-        items, keep, start = [], [], 0
-        for position, item in sorted(openings, key=lambda x: x[0]):
-            items += self.items[start:position]
-            keep += self.keep[start:position]
-            items.append(tuple(item))
-            keep.append(True)
-            start = position
-        self.items, self.keep = items + self.items[start:], keep + self.keep[start:]
+        import numpy as np
+
+        self.block, order = self.block.with_inserted(positions, added)
+        self.keep = np.concatenate([self.keep, np.ones(len(added), dtype=bool)])[order]
 
     def item(self, i: int) -> _Item:
-        return _Item._make(self.items[i])
+        return self.item_of(self.block, i)
 
-    def __getstate__(self) -> tuple[list[Any], list[bool]]:
-        return self.items, self.keep
+    @staticmethod
+    def item_of(b: Block, i: int) -> _Item:
+        """Event ``i`` of ``b``, whole."""
+        kind = int(b.kinds[i])
+        return _Item(_STREAMS[kind], b.lines[i], b.ids[i], int(b.keys[i]), int(b.contents[i]), kind)
 
-    def __setstate__(self, state: tuple[list[Any], list[bool]]) -> None:
-        self.items, self.keep = state
+
+def _count(counter: Counter[str], kinds: Any) -> None:
+    """Count events by type, types in the order they first occur (the summary's order)."""
+    import numpy as np
+
+    found, first, counts = np.unique(kinds, return_index=True, return_counts=True)
+    for i in np.argsort(first, kind="stable"):
+        counter[_TYPES[int(found[i])]] += int(counts[i])
 
 
 class _Candidate(NamedTuple):
@@ -176,11 +192,6 @@ class _Tally:
     bad: Counter[str] = field(default_factory=Counter)
     costs: Counter[str] = field(default_factory=Counter)
     named: list[InvalidEvent] = field(default_factory=list)
-
-
-def _digest(event_id: str) -> bytes:
-    """The ledger's form of an event id: its 24 closing hex digits, as ASCII."""
-    return event_id[-24:].encode("ascii")
 
 
 def _pairs(keys: Any, ids: Any) -> Any:
@@ -226,7 +237,8 @@ class Run:
         letters_path = self.ws.import_dead_letters(Path(self.source.name))
         self.letters_path = None if self.options.dry_run else letters_path
         with self._locked(), self._spooled(), DeadLetters(self.ws, self.letters_path) as self.letters:
-            self._map()
+            with collector_paused():  # the chunks are many short-lived acyclic objects: its passes reclaim nothing
+                self._map()
             notes = self.source.finish()
             if self.tally.named:
                 raise InvalidBatch(
@@ -243,7 +255,7 @@ class Run:
             else:  # what would be appended
                 appended = self.would
                 for n in sorted(openings):
-                    appended.update(_TYPES[item.kind] for _, item in self._opened(openings[n]))
+                    _count(appended, self._opened(openings[n])[1].kinds)
                 appended.update("rating.retracted" for _ in retractions)
         return self._result(appended, len(retractions), notes)
 
@@ -316,8 +328,7 @@ class Run:
         for unit in prepared.bad:
             self._bad(unit)
         base = len(chunk)
-        chunk.items += prepared.items
-        chunk.keep += [True] * len(prepared.items)
+        chunk.extend(prepared.items)
         for position, record in prepared.opened:
             self._candidate(record, base + position)
 
@@ -357,8 +368,7 @@ class Run:
         for record in unit.records:
             if isinstance(record, Line):
                 kind = KINDS[record.type]
-                chunk.items.append((_STREAMS[kind], record.line, record.id, record.key, 0, kind))  # 0: id dates it
-                chunk.keep.append(True)
+                chunk.add((_STREAMS[kind], record.line, record.id, record.key, 0, kind))  # 0: the id dates it
                 if record.cost_from is not None:
                     tally.costs[record.cost_from] += 1
             elif isinstance(record, Opened) and not record.final:
@@ -385,11 +395,11 @@ class Run:
 
     def _flush(self, chunk: _Chunk) -> None:
         """Compare a chunk with the ledger and spool it."""
-        self._diff(chunk)
+        self._diff(chunk.seal())
         if not self.options.dry_run:
             self.spool.add(chunk)
         else:
-            self.would.update(_TYPES[item[5]] for item, keep in zip(chunk.items, chunk.keep, strict=True) if keep)
+            _count(self.would, chunk.block.kinds[chunk.keep])
         self.chunks += 1
         if self.progress is not None:
             self.progress(int(1000 * self.source.progress()), 2000)
@@ -400,20 +410,17 @@ class Run:
             return
         import numpy as np
 
-        keys = np.array(chunk.column("key"), dtype=np.uint64)
-        ids = np.array([i[-24:] for i in chunk.column("id")], dtype="S24")
-        kinds = np.array(chunk.column("kind"), dtype=np.uint8)
-        contents = np.array(chunk.column("content"), dtype=np.uint64)
-        known, same, of_kind = self.ledger.match(keys, ids, contents, kinds)
+        block = chunk.block
+        keys, ids, kinds = block.keys, block.digits(), block.kinds
+        known, same, of_kind = self.ledger.match(keys, ids, block.contents, kinds)
         rated = known & (kinds == RATED)
         self.seen_keys.append(keys[rated])
         self.seen_ids.append(ids[rated])
         self.tally.unchanged += int(same.sum())
-        for i in np.flatnonzero(same):
-            chunk.keep[i] = False
-        for i in np.flatnonzero(known & ~same & of_kind & (kinds != RATED)):
+        changed = known & ~same & of_kind & (kinds != RATED)
+        for i in np.flatnonzero(changed):
             self._changed(chunk.item(int(i)))
-            chunk.keep[i] = False
+        chunk.keep &= ~(same | changed)
 
     def _changed(self, item: _Item) -> None:
         self.tally.changed += 1
@@ -438,31 +445,26 @@ class Run:
         self.tasks, self.candidates = self.tasks + len(self.candidates), {}
         return by_chunk
 
-    def _opened(self, candidates: list[_Candidate]) -> list[tuple[int, _Item]]:
-        """The openings of one chunk, rendered and compared with the ledger: ``[(position, item)]`` to append."""
+    def _opened(self, candidates: list[_Candidate]) -> tuple[list[int], Block]:
+        """The openings of one chunk, rendered and compared with the ledger: their positions and events, to append
+        (an opening an earlier import appended is left out; a changed one keeps its first version)."""
         import numpy as np
 
-        prefix = self.source.prefix
-        own = getattr(self.source, "render_opened", None)  # a source's own rendering (long tables: their ids)
-        rendered = [
-            (c.position, self._item(own(c.record), c.record.key, dated_by_id=True))
-            if own is not None
-            else (c.position, self._item(render(c.record, prefix), c.record.key))
-            for c in candidates
-        ]
-        if self.ledger.empty or not rendered:
-            return rendered
-        old = self.ledger.lookup(np.fromiter((i.key for _, i in rendered), np.uint64, len(rendered)))
-        out = []
-        for position, item in rendered:
-            records = [r for r in old.get(item.key, []) if r[2] == item.kind]
-            if not records:
-                out.append((position, item))
-            elif any(r[0] == _digest(item.id) and r[1] == item.content for r in records):
-                self.tally.unchanged += 1
-            else:
-                self._changed(item)
-        return out
+        own = getattr(self.source, "render_openings", None)  # a source's own rendering (long tables: their ids)
+        if own is not None:
+            block = own([c.record for c in candidates])
+        else:
+            prefix = self.source.prefix
+            block = Block.of([self._item(render(c.record, prefix), c.record.key) for c in candidates])
+        positions = [c.position for c in candidates]
+        if self.ledger.empty or not candidates:
+            return positions, block
+        _, same, of_kind = self.ledger.match(block.keys, block.digits(), block.contents, block.kinds)
+        self.tally.unchanged += int(same.sum())
+        for i in np.flatnonzero(of_kind & ~same):
+            self._changed(_Chunk.item_of(block, int(i)))
+        new = np.flatnonzero(~of_kind)
+        return [positions[i] for i in new], block.take(new)
 
     def _retractions(self) -> list[tuple[int, bytes, _Item]]:
         """The earlier ratings of every re-imported key that this import no longer holds: retracted."""
@@ -497,25 +499,29 @@ class Run:
         last = _Chunk()
         for _, _, item in retractions:
             last.add(item)
-        self._write(last, appended)
+        self._write(last.seal(), appended)
         return appended
 
     def _write(self, chunk: _Chunk, appended: Counter[str]) -> None:
-        items = chunk.items if all(chunk.keep) else [t for t, k in zip(chunk.items, chunk.keep, strict=True) if k]
-        if not items:
+        import numpy as np
+
+        block = chunk.block if chunk.keep.all() else chunk.block.take(np.flatnonzero(chunk.keep))
+        if not len(block):
             return
-        ids, keys, contents, kinds = ([t[i] for t in items] for i in (2, 3, 4, 5))  # columns (zip(*items) is slow)
-        by_stream: dict[str, list[bytes]] = {}
-        for item in items:
-            by_stream.setdefault(item[0], []).append(item[1])
-        result = write(self.ws, Batch(lines=by_stream, ids=ids), self.fsync)
+        to_ratings = block.ratings()
+        streams = {
+            "ratings": list(compress(block.lines, to_ratings)),
+            "tasks": list(compress(block.lines, ~to_ratings)),
+        }
+        first = "ratings" if to_ratings[0] else "tasks"  # the streams in the order their events first occur
+        by_stream = {s: streams[s] for s in (first, *streams) if streams[s]}
+        result = write(self.ws, Batch(lines=by_stream, ids=block.ids), self.fsync)
         self.streams.update(result.streams)
-        appended.update(_TYPES[kind] for kind in kinds)
-        retracted = KINDS["rating.retracted"]  # not records of a source: not in the ledger
-        if retracted in kinds:
-            of = [i for i, kind in enumerate(kinds) if kind != retracted]
-            keys, ids, contents, kinds = ([column[i] for i in of] for column in (keys, ids, contents, kinds))
-        self.ledger.append(keys, ids, contents, kinds)
+        _count(appended, block.kinds)
+        sourced = block.kinds != KINDS["rating.retracted"]  # retractions are no records of a source: not in the ledger
+        if not sourced.all():
+            block = block.take(np.flatnonzero(sourced))
+        self.ledger.append(block.keys, block.digits(), block.contents, block.kinds)
 
     # ----------------------------------------------------------------- the summary
     def _result(self, appended: Counter[str], retracted: int, notes: list[str]) -> ImportResult:
@@ -557,7 +563,7 @@ class _Spool:
 
     def add(self, chunk: _Chunk) -> None:
         if self.file is None:
-            self.size += sum(len(item[1]) for item in chunk.items) + 64 * len(chunk.items)
+            self.size += sum(map(len, chunk.block.lines)) + 64 * len(chunk)
             self.held.append(chunk)
             if self.size <= SPOOL_MEMORY:
                 return
@@ -569,16 +575,18 @@ class _Spool:
         else:
             chunks = [chunk]
         for held in chunks:
-            blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
-            self.file.write(len(blob).to_bytes(8, "little") + blob)
+            pickler = pickle.Pickler(self.file, protocol=pickle.HIGHEST_PROTOCOL)
+            pickler.fast = True  # no memo: a chunk is lists of bytes and strings, none shared, no cycle
+            pickler.dump(held)
 
     def chunks(self) -> Iterator[_Chunk]:
         if self.file is None:
             yield from self.held
             return
+        end = self.file.tell()
         self.file.seek(0)
-        while head := self.file.read(8):
-            yield pickle.loads(self.file.read(int.from_bytes(head, "little")))  # our own spool
+        while self.file.tell() < end:
+            yield pickle.load(self.file)  # our own spool
 
     def close(self) -> None:
         self.held = []

@@ -31,7 +31,8 @@ def missing(value: Any) -> bool:
     if value is None:
         return True
     if isinstance(value, str):
-        return not value.strip() or value.strip().lower() == "nan"
+        stripped = value.strip()
+        return not stripped or (len(stripped) == 3 and stripped.lower() == "nan")
     return isinstance(value, float) and math.isnan(value)
 
 
@@ -90,6 +91,9 @@ def count(value: Any, field: str) -> int | None:
 
 def text(value: Any) -> str | None:
     """A non-blank string (stripped), None when missing; numbers are written as they read."""
+    if type(value) is str:  # the commonest case first, as missing() and the end below read it
+        stripped = value.strip()
+        return None if not stripped or (len(stripped) == 3 and stripped.lower() == "nan") else stripped
     if missing(value):
         return None
     if isinstance(value, float) and value == int(value):

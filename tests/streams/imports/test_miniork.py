@@ -219,14 +219,20 @@ def test_a_store_from_before_the_migrations_and_odd_rows(home, tmp_path):
     assert all(x["raw"]["trace_id"] == x["row"].split(":")[1] for x in letters)
 
 
-def test_costs_from_llm_calls_then_tokens_at_prices_then_a_per_task_price(home, tmp_path):
-    path = tmp_path / "state.db"
+def _one_run(path: Path) -> sqlite3.Connection:
+    """A store with one published task run ``r`` of the glm lane's snapshot, open for the test's traces."""
     con = connect(path)
     con.execute(
         "INSERT INTO task_runs (id, task_class, kickoff_path, status, created_at, updated_at, "
         "dispatch_config_json) VALUES ('r', 'code_fix', 'k', 'published', 1780000000, 1780000000, ?)",
         (SNAP,),
     )
+    return con
+
+
+def test_costs_from_llm_calls_then_tokens_at_prices_then_a_per_task_price(home, tmp_path):
+    path = tmp_path / "state.db"
+    con = _one_run(path)
     for trace in ("tr-a-1-1", "tr-b-1-1", "tr-c-1-1", "tr-d-1-1"):
         con.execute(
             "INSERT INTO execution_traces (trace_id, run_id, agent_version_id, task_class, status, created_at) "
@@ -309,3 +315,22 @@ def test_a_run_of_two_lanes_imported_compacted_fitted_and_read_back_as_lanes(hom
     assert mapped.appended == result.appended
     keys = {e.config.key for e in _by_type(tmp_path / "h2")["task.attempted"]}
     assert keys == {"claude-code/zhipu/glm-5.1/-", "opus/anthropic/claude-opus-4-7/-"}
+
+
+def test_a_cost_out_of_bounds_is_a_bad_row_not_a_traceback(home, tmp_path):
+    """A trace's cost_usd below 0 (or over the events' bound) names the row and the field (it raised before)."""
+    path = tmp_path / "state.db"
+    con = _one_run(path)
+    con.execute(
+        "INSERT INTO execution_traces (trace_id, run_id, agent_version_id, task_class, status, cost_usd, "
+        "created_at) VALUES ('tr-a-1-1', 'r', 'glm', 'code_fix', 'success', -1.0, '2026-05-28T00:00:00Z')"
+    )
+    con.commit()
+    con.close()
+    with pytest.raises(InvalidBatch) as caught:
+        import_source(home, [path], ImportOptions())
+    assert [(e.field, e.reason) for e in caught.value.errors] == [("cost_usd", "-1 is not in [0, 1e+06]")]
+    result = import_source(home, [path], ImportOptions(skip_bad=True))
+    assert result.bad == {"cost_usd": 1} and result.events == {"task.opened": 1, "task.closed": 1}
+    [letter] = [json.loads(x) for x in Path(result.deadletter).read_text().splitlines()]
+    assert (letter["row"], letter["field"]) == ("execution_traces:tr-a-1-1", "cost_usd")
